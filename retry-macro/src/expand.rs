@@ -1,0 +1,153 @@
+//! Phase 3: code generation.
+//!
+//! The user's signature, attributes and visibility are re-emitted as written; only the body
+//! changes. It becomes a loop that runs the original body (in its own `async { }` block or
+//! closure, so that `return` and `?` end one attempt) and asks the runtime what to do with each
+//! error. The `.await`s live in the user's own fn: `&mut self` works and the future is `Send`
+//! whenever the body's is. Generated locals use `Span::mixed_site()`, so the body cannot see
+//! or shadow them.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::spanned::Spanned as _;
+use syn::{Ident, ItemFn, ReturnType, TraitItemFn};
+
+use crate::valid::{Classifier, Config, Jitter};
+
+/// The fn this attribute is on, or the error to report instead (with the input re-emitted).
+pub fn parse_fn(item: TokenStream) -> Result<ItemFn, TokenStream> {
+    syn::parse2::<ItemFn>(item.clone()).map_err(|error| {
+        let error = match syn::parse2::<TraitItemFn>(item.clone()) {
+            Ok(decl) if decl.default.is_none() => syn::Error::new_spanned(
+                &decl.sig,
+                "`#[retry]` needs a body to re-run: put it on the method's implementation, not on its declaration in the trait",
+            ),
+            _ => error,
+        };
+        let error = error.to_compile_error();
+        quote!(#error #item)
+    })
+}
+
+/// The errors, and the original fn untouched, so that its callers still compile.
+pub fn with_errors(func: &ItemFn, error: &syn::Error) -> TokenStream {
+    let error = error.to_compile_error();
+    quote!(#error #func)
+}
+
+/// The fn with its body turned into the retry loop.
+pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+    } = func;
+    let krate = &config.krate;
+    let local = |name: &str| Ident::new(name, Span::mixed_site());
+    let (site, retrier, key, out, err, pause, fake) = (
+        local("__RETRY_SITE"),
+        local("__retry"),
+        local("__retry_key"),
+        local("__retry_out"),
+        local("__retry_err"),
+        local("__retry_pause"),
+        local("__retry_fake_return"),
+    );
+
+    let (ret, ret_span) = match &sig.output {
+        ReturnType::Type(_, ty) => (ty.to_token_stream(), ty.span()),
+        ReturnType::Default => (quote!(()), sig.ident.span()),
+    };
+
+    let system = &config.system;
+    let (attempts, delay_ms, max_delay_ms) =
+        (config.attempts, config.delay_ms, config.max_delay_ms);
+    let jitter = match config.jitter {
+        Jitter::Equal => quote!(Equal),
+        Jitter::Full => quote!(Full),
+        Jitter::None => quote!(None),
+    };
+
+    let init = match &config.key {
+        Some(expr) => quote_spanned! {expr.span()=>
+            let #key = &(#expr);
+            let mut #retrier = #krate::__private::Retrier::write(&#site, #key);
+        },
+        None => quote! {
+            let mut #retrier = #krate::__private::Retrier::read(&#site);
+        },
+    };
+
+    let verdict = match &config.classifier {
+        Classifier::Classify => quote_spanned! {ret_span=>
+            #krate::Classify::is_transient(#err), #krate::Classify::retry_after(#err)
+        },
+        Classifier::RetryIf(path) => quote_spanned! {path.span()=>
+            (#path)(#err), ::core::option::Option::None
+        },
+    };
+    let failure = quote_spanned! {ret_span=>
+        #krate::__private::RetryResult::failure(&#out)
+    };
+
+    let (attempt, sleep) = if sig.asyncness.is_some() {
+        let attempt = quote_spanned! {block.span()=>
+            async {
+                #[allow(
+                    unknown_lints,
+                    unreachable_code,
+                    clippy::diverging_sub_expression,
+                    clippy::empty_loop,
+                    clippy::let_unit_value,
+                    clippy::let_with_type_underscore,
+                    clippy::needless_return,
+                    clippy::unreachable
+                )]
+                if false {
+                    let #fake: #ret = loop {};
+                    return #fake;
+                }
+                #block
+            }
+            .await
+        };
+        (attempt, quote!(#krate::__private::sleep(#pause).await;))
+    } else {
+        let attempt = quote_spanned! {block.span()=>
+            (|| -> #ret #block)()
+        };
+        (
+            attempt,
+            quote!(#krate::__private::sleep_blocking(#pause);),
+        )
+    };
+
+    // Spanned at the attribute, so that a borrow error about a by-value argument moved "in
+    // the previous iteration of the loop" points at `#[retry]` as the loop.
+    let loop_kw = quote_spanned!(Span::call_site()=> loop);
+
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            static #site: #krate::__private::Site = #krate::__private::site(
+                #system, #attempts, #delay_ms, #max_delay_ms, #krate::Jitter::#jitter,
+            );
+            #init
+            #loop_kw {
+                let #pause = {
+                    #[allow(clippy::redundant_closure_call)]
+                    let #out = #attempt;
+                    match #failure {
+                        ::core::option::Option::None => return #out,
+                        ::core::option::Option::Some(#err) => match #retrier.after_failure(#verdict) {
+                            ::core::option::Option::Some(#pause) => #pause,
+                            ::core::option::Option::None => return #out,
+                        },
+                    }
+                };
+                #sleep
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Which failures are worth another attempt.
+
+use std::io;
+use std::time::Duration;
+
+/// Tells the retry loop whether a failure is transient, and how long the other side asked us
+/// to wait.
+///
+/// `#[retry]` calls [`is_transient`](Classify::is_transient) on every error the body returns:
+/// `true` pauses and tries again, `false` returns the error at once. Implement it for the
+/// error type of every adapter; keep it *deny by default* — when you cannot tell, the error is
+/// permanent ("if in doubt: no retry", R-RES-RE-1).
+///
+/// Never report as transient:
+/// - a 4xx response: a contract error on our side; repeating it cannot help (R-RES-RE-X2);
+/// - a circuit-breaker rejection: the breaker already decided the system is down
+///   (R-RES-RE-X4).
+///
+/// ```
+/// use retry_runtime::Classify;
+/// use std::time::Duration;
+///
+/// enum GatewayError {
+///     Timeout,
+///     Status { code: u16, retry_after: Option<Duration> },
+///     BreakerOpen,
+/// }
+///
+/// impl Classify for GatewayError {
+///     fn is_transient(&self) -> bool {
+///         match self {
+///             GatewayError::Timeout => true,
+///             GatewayError::Status { code, .. } => retry_runtime::http::is_transient_status(*code),
+///             GatewayError::BreakerOpen => false,
+///         }
+///     }
+///     fn retry_after(&self) -> Option<Duration> {
+///         match self {
+///             GatewayError::Status { retry_after, .. } => *retry_after,
+///             _ => None,
+///         }
+///     }
+/// }
+/// assert!(GatewayError::Timeout.is_transient());
+/// assert!(!GatewayError::Status { code: 404, retry_after: None }.is_transient());
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`#[retry]` cannot tell which `{Self}` errors are transient",
+    label = "`{Self}` does not implement `retry_runtime::Classify`",
+    note = "implement `retry_runtime::Classify` for `{Self}` (timeouts and 5xx transient; 4xx and breaker rejections permanent: R-RES-RE-X2, R-RES-RE-X4)",
+    note = "or pass `retry_if = path::to::fn` with a `fn(&{Self}) -> bool` that says which errors to retry"
+)]
+pub trait Classify {
+    /// true when repeating the same call may succeed: timeouts, 5xx, connection resets.
+    fn is_transient(&self) -> bool;
+
+    /// How long the other side asked us to wait (Retry-After), if it said so.
+    ///
+    /// The loop pauses for the longer of its own backoff pause and this hint. A hint longer
+    /// than the policy's `max_delay`, or one that would take the call's pauses past the 5 s
+    /// in-memory window (R-RES-RE-4), makes the loop give up and return the error instead.
+    fn retry_after(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// Timeouts, resets, refused or aborted connections, broken pipes, interrupted calls and
+/// unexpected ends of stream are transient; every other kind is permanent.
+impl Classify for io::Error {
+    fn is_transient(&self) -> bool {
+        matches!(
+            self.kind(),
+            io::ErrorKind::TimedOut
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::ConnectionRefused
+                | io::ErrorKind::BrokenPipe
+                | io::ErrorKind::Interrupted
+                | io::ErrorKind::UnexpectedEof
+        )
+    }
+}
+
+/// A `tokio::time::timeout` that expired: always transient.
+impl Classify for tokio::time::error::Elapsed {
+    fn is_transient(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_error_kinds_are_classified() {
+        use io::ErrorKind::*;
+        for kind in [
+            TimedOut,
+            ConnectionReset,
+            ConnectionAborted,
+            ConnectionRefused,
+            BrokenPipe,
+            Interrupted,
+            UnexpectedEof,
+        ] {
+            assert!(io::Error::from(kind).is_transient(), "{kind:?}");
+        }
+        for kind in [
+            NotFound,
+            PermissionDenied,
+            InvalidInput,
+            InvalidData,
+            AlreadyExists,
+            Unsupported,
+            Other,
+        ] {
+            assert!(!io::Error::from(kind).is_transient(), "{kind:?}");
+        }
+        assert_eq!(io::Error::from(TimedOut).retry_after(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn elapsed_is_transient() {
+        let elapsed = tokio::time::timeout(Duration::from_millis(1), std::future::pending::<()>())
+            .await
+            .unwrap_err();
+        assert!(elapsed.is_transient());
+    }
+}

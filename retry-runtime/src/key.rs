@@ -1,0 +1,88 @@
+//! Idempotency keys.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// A value that can serve as the idempotency key of a retried write (R-RES-RE-1).
+///
+/// `#[retry(write, idempotency_key = EXPR)]` evaluates `EXPR` once, before the first attempt,
+/// borrows it for the whole call, and checks it with [`is_blank`](IdempotencyKey::is_blank):
+/// a blank key means the external system cannot deduplicate, so the call runs **once, with no
+/// retry** (no panic, no error of our own).
+///
+/// The key must be deterministic: derived from the request (a UUID v5 of order id +
+/// operation) or generated once per user action and saved — never minted afresh per call.
+/// The macro rejects key expressions that visibly mint one (`Uuid::new_v4()`, `rand::random()`…).
+///
+/// Implemented for `str`, `String`, `Cow<str>`, `Box<str>`, `Rc<str>`, `Arc<str>` and
+/// references to any implementor.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be used as an idempotency key",
+    label = "this is not a text key",
+    note = "`idempotency_key = ...` takes text the external system deduplicates on: `str`, `String`, `Cow<str>` or a reference to one (R-RES-RE-1)",
+    note = "implement `retry_runtime::IdempotencyKey` for `{Self}` if it is such a key"
+)]
+pub trait IdempotencyKey: fmt::Display {
+    /// true when there is no usable key: the text is empty or only white space.
+    fn is_blank(&self) -> bool;
+}
+
+impl IdempotencyKey for str {
+    fn is_blank(&self) -> bool {
+        self.trim().is_empty()
+    }
+}
+
+macro_rules! via_str {
+    ($($ty:ty),* $(,)?) => {$(
+        impl IdempotencyKey for $ty {
+            fn is_blank(&self) -> bool {
+                str::is_blank(self)
+            }
+        }
+    )*};
+}
+via_str!(String, Cow<'_, str>, Box<str>, Rc<str>, Arc<str>);
+
+impl<K: IdempotencyKey + ?Sized> IdempotencyKey for &K {
+    fn is_blank(&self) -> bool {
+        K::is_blank(self)
+    }
+}
+
+impl<K: IdempotencyKey + ?Sized> IdempotencyKey for &mut K {
+    fn is_blank(&self) -> bool {
+        K::is_blank(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blank<K: IdempotencyKey + ?Sized>(key: &K) -> bool {
+        key.is_blank()
+    }
+
+    #[test]
+    fn empty_and_whitespace_keys_are_blank() {
+        assert!(blank(""));
+        assert!(blank("  \t\n"));
+        assert!(blank(&String::new()));
+        assert!(blank(&Cow::Borrowed(" ")));
+        assert!(blank(&&&""));
+        assert!(blank(&Arc::<str>::from("")));
+    }
+
+    #[test]
+    fn real_keys_are_not_blank() {
+        assert!(!blank("order-42:register"));
+        assert!(!blank(&String::from("k")));
+        assert!(!blank(&Cow::<str>::Owned("k".into())));
+        assert!(!blank(&Box::<str>::from(" k ")));
+        assert!(!blank(&Rc::<str>::from("k")));
+        assert!(!blank(&&mut String::from("k")));
+    }
+}

@@ -45,7 +45,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
     } = func;
     let krate = &config.krate;
     let local = |name: &str| Ident::new(name, Span::mixed_site());
-    let (site, retrier, key, out, err, pause, fake) = (
+    let (site, retrier, key, out, err, pause, fake, value) = (
         local("__RETRY_SITE"),
         local("__retry"),
         local("__retry_key"),
@@ -53,6 +53,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         local("__retry_err"),
         local("__retry_pause"),
         local("__retry_fake_return"),
+        local("__retry_value"),
     );
 
     let (ret, ret_span) = match &sig.output {
@@ -70,29 +71,49 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
     };
 
     let init = match &config.key {
-        Some(expr) => quote_spanned! {expr.span()=>
-            let #key = &(#expr);
-            let mut #retrier = #krate::__private::Retrier::write(&#site, #key);
-        },
+        Some(expr) => {
+            let krate = respan(krate, expr.span());
+            let key_at_expr = Ident::new("__retry_key", Span::mixed_site().located_at(expr.span()));
+            quote_spanned! {expr.span()=>
+                // Evaluated once, borrowed (a temporary lives as long as the call).
+                let #key_at_expr = &(#expr);
+                let #key = #krate::__private::key(#key_at_expr);
+                let mut #retrier = #krate::__private::Retrier::write(&#site, #key);
+            }
+        }
         None => quote! {
             let mut #retrier = #krate::__private::Retrier::read(&#site);
         },
     };
 
+    let krate_at_ret = respan(krate, ret_span);
+    // The same hygiene, located at the return type, for the tokens a type error would blame.
+    let (out_at_ret, err_at_ret) = (
+        Ident::new("__retry_out", Span::mixed_site().located_at(ret_span)),
+        Ident::new("__retry_err", Span::mixed_site().located_at(ret_span)),
+    );
     let verdict = match &config.classifier {
         Classifier::Classify => quote_spanned! {ret_span=>
-            #krate::Classify::is_transient(#err), #krate::Classify::retry_after(#err)
+            #krate_at_ret::Classify::is_transient(#err_at_ret),
+            #krate_at_ret::Classify::retry_after(#err_at_ret)
         },
         Classifier::RetryIf(path) => quote_spanned! {path.span()=>
             (#path)(#err), ::core::option::Option::None
         },
     };
-    let failure = quote_spanned! {ret_span=>
-        #krate::__private::RetryResult::failure(&#out)
+    // The whole decision is spanned at the return type: if it is not a `Result`, or its error
+    // type is not `Classify`, that is where the compiler points.
+    let decide = quote_spanned! {ret_span=>
+        match #krate_at_ret::__private::RetryResult::failure(&#out_at_ret) {
+            ::core::option::Option::None => return #out,
+            ::core::option::Option::Some(#err) => match #retrier.after_failure(#verdict) {
+                ::core::option::Option::Some(#pause) => #pause,
+                ::core::option::Option::None => return #out,
+            },
+        }
     };
-
     let (attempt, sleep) = if sig.asyncness.is_some() {
-        let attempt = quote_spanned! {block.span()=>
+        let attempt = quote! {
             async {
                 #[allow(
                     unknown_lints,
@@ -108,13 +129,16 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
                     let #fake: #ret = loop {};
                     return #fake;
                 }
-                #block
+                // Bound, not left as the tail: a one-line body as the tail of this block would
+                // trip `unused_braces` in the user's crate.
+                let #value: #ret = #block;
+                #value
             }
             .await
         };
         (attempt, quote!(#krate::__private::sleep(#pause).await;))
     } else {
-        let attempt = quote_spanned! {block.span()=>
+        let attempt = quote! {
             (|| -> #ret #block)()
         };
         (
@@ -138,16 +162,23 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
                 let #pause = {
                     #[allow(clippy::redundant_closure_call)]
                     let #out = #attempt;
-                    match #failure {
-                        ::core::option::Option::None => return #out,
-                        ::core::option::Option::Some(#err) => match #retrier.after_failure(#verdict) {
-                            ::core::option::Option::Some(#pause) => #pause,
-                            ::core::option::Option::None => return #out,
-                        },
-                    }
+                    #decide
                 };
                 #sleep
             }
         }
     }
+}
+
+/// `path` located at `span`, so that a trait-bound error in a call through it points at the
+/// user's tokens rather than at the attribute. It still resolves, and is linted, as generated
+/// code (`unused_qualifications` must not fire on `crate = "crate::path"`).
+fn respan(path: &syn::Path, span: Span) -> TokenStream {
+    path.to_token_stream()
+        .into_iter()
+        .map(|mut token| {
+            token.set_span(Span::call_site().located_at(span));
+            token
+        })
+        .collect()
 }

@@ -84,6 +84,7 @@ struct Given<T> {
 pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
     let mut errors = Errors::default();
     let mut kind: Option<(Kind, Ident)> = None;
+    let mut bad_word = false;
     let mut seen: Vec<Ident> = Vec::new();
     let mut key = None;
     let mut attempts: Option<Given<u32>> = None;
@@ -97,7 +98,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
     for (index, arg) in args.into_iter().enumerate() {
         let (name, value) = match arg {
             Arg::Word(word) => {
-                check_word(&mut errors, &mut kind, word, index);
+                bad_word |= !check_word(&mut errors, &mut kind, word, index);
                 continue;
             }
             Arg::Pair { name, value } => (name, value),
@@ -169,7 +170,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
             "crate" => {
                 if let Some(lit) = string(&mut errors, &label, &value, "\"my_retry\"") {
                     match lit.parse::<Path>() {
-                        Ok(path) => krate = Some(path),
+                        Ok(path) => krate = Some(at_call_site(&path)),
                         Err(_) => errors.at(
                             &lit,
                             "`crate` takes the path of the runtime crate as a string, like `crate = \"my_retry\"`",
@@ -183,6 +184,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
 
     match kind {
         Some((kind, word)) => check_key(&mut errors, kind, &word, key.as_ref()),
+        None if bad_word => {}
         None => {
             errors.at_span(
                 Span::call_site(),
@@ -212,7 +214,13 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
     })
 }
 
-fn check_word(errors: &mut Errors, kind: &mut Option<(Kind, Ident)>, word: Ident, index: usize) {
+/// false when the word is not a kind at all.
+fn check_word(
+    errors: &mut Errors,
+    kind: &mut Option<(Kind, Ident)>,
+    word: Ident,
+    index: usize,
+) -> bool {
     let parsed = if word == "read" {
         Kind::Read
     } else if word == "write" {
@@ -222,7 +230,7 @@ fn check_word(errors: &mut Errors, kind: &mut Option<(Kind, Ident)>, word: Ident
             &word,
             format!("`{word}` needs a value: `{word} = ...`"),
         );
-        return;
+        return false;
     } else {
         errors.at(
             &word,
@@ -230,7 +238,7 @@ fn check_word(errors: &mut Errors, kind: &mut Option<(Kind, Ident)>, word: Ident
                 "unknown kind `{word}`: the first argument is `read` (a call that changes nothing) or `write` (a call the external system deduplicates by `idempotency_key`)"
             ),
         );
-        return;
+        return false;
     };
     if let Some((_, first)) = kind {
         errors.at(
@@ -239,7 +247,7 @@ fn check_word(errors: &mut Errors, kind: &mut Option<(Kind, Ident)>, word: Ident
                 "`{first}` and `{word}` together: a call is either a `read` or a `write`; keep one"
             ),
         );
-        return;
+        return true;
     }
     if index != 0 {
         errors.at(
@@ -248,6 +256,7 @@ fn check_word(errors: &mut Errors, kind: &mut Option<(Kind, Ident)>, word: Ident
         );
     }
     *kind = Some((parsed, word));
+    true
 }
 
 fn check_key(errors: &mut Errors, kind: Kind, word: &Ident, key: Option<&(Ident, Expr)>) {
@@ -395,6 +404,12 @@ fn check_fn(errors: &mut Errors, func: &ItemFn) {
             );
         }
     }
+    if let Some(impl_trait) = find_impl_trait(&sig.output) {
+        errors.at(
+            impl_trait,
+            "`#[retry]` cannot return `impl Trait`: the loop names the return type to check each attempt's result. Name the type (or box it)",
+        );
+    }
     if sig.asyncness.is_none() {
         if sig.generics.lifetimes().any(|l| l.lifetime.ident == "async_trait") {
             errors.at(
@@ -436,6 +451,32 @@ fn returns_future(output: &ReturnType) -> bool {
         return false;
     };
     let mut find = FindFuture(false);
+    syn::visit::Visit::visit_type(&mut find, ty);
+    find.0
+}
+
+/// `path` as if written at the attribute: it resolves there, and lints such as
+/// `unused_qualifications` treat it as generated, not as the user's string.
+fn at_call_site(path: &Path) -> Path {
+    let tokens = path.to_token_stream().into_iter().map(|mut token| {
+        token.set_span(Span::call_site());
+        token
+    });
+    syn::parse2(tokens.collect()).expect("a path re-parses as a path")
+}
+
+/// The first `impl Trait` in the return type.
+fn find_impl_trait(output: &ReturnType) -> Option<&syn::TypeImplTrait> {
+    struct Find<'ast>(Option<&'ast syn::TypeImplTrait>);
+    impl<'ast> syn::visit::Visit<'ast> for Find<'ast> {
+        fn visit_type_impl_trait(&mut self, found: &'ast syn::TypeImplTrait) {
+            self.0.get_or_insert(found);
+        }
+    }
+    let ReturnType::Type(_, ty) = output else {
+        return None;
+    };
+    let mut find = Find(None);
     syn::visit::Visit::visit_type(&mut find, ty);
     find.0
 }

@@ -37,6 +37,13 @@ pub const fn site(
     }
 }
 
+/// The idempotency key, checked to be one where the user wrote it (and only there: the
+/// rest of the expansion sees a `dyn IdempotencyKey`).
+#[inline(always)]
+pub fn key<K: IdempotencyKey>(key: &K) -> &dyn IdempotencyKey {
+    key
+}
+
 /// `std::thread::sleep`, for the pauses of non-async fns.
 pub fn sleep_blocking(pause: Duration) {
     std::thread::sleep(pause);
@@ -65,7 +72,7 @@ impl Retrier {
 
     /// A keyed write: like a read, but a blank key allows one attempt only (R-RES-RE-1).
     #[inline]
-    pub fn write<K: IdempotencyKey + ?Sized>(site: &'static Site, key: &K) -> Self {
+    pub fn write(site: &'static Site, key: &dyn IdempotencyKey) -> Self {
         let mut retrier = Retrier::read(site);
         if key.is_blank() {
             retrier.limit = 1;

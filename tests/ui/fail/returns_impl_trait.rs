@@ -1,0 +1,22 @@
+use retry_runtime::{retry, Classify};
+
+#[derive(Debug)]
+struct GatewayError;
+
+impl Classify for GatewayError {
+    fn is_transient(&self) -> bool {
+        true
+    }
+}
+
+struct Order {
+    id: u64,
+    idempotency_key: String,
+}
+
+#[retry(read)]
+async fn status(order: &Order) -> Result<impl std::fmt::Display, GatewayError> {
+    Ok(order.id)
+}
+
+fn main() {}

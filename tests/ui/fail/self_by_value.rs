@@ -1,0 +1,31 @@
+use retry_runtime::{retry, Classify};
+
+#[derive(Debug)]
+struct GatewayError;
+
+impl Classify for GatewayError {
+    fn is_transient(&self) -> bool {
+        true
+    }
+}
+
+struct Order {
+    id: u64,
+    idempotency_key: String,
+}
+
+struct Client;
+
+impl Client {
+    #[retry(read)]
+    async fn status(self, order: &Order) -> Result<u64, GatewayError> {
+        Ok(order.id)
+    }
+
+    #[retry(read)]
+    fn status_boxed(self: Box<Self>, order: &Order) -> Result<u64, GatewayError> {
+        Ok(order.id)
+    }
+}
+
+fn main() {}

@@ -182,3 +182,54 @@ fn respan(path: &syn::Path, span: Span) -> TokenStream {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expanded(args: TokenStream, item: TokenStream) -> String {
+        let func: ItemFn = syn::parse2(item).unwrap();
+        let args = crate::args::parse(args).unwrap();
+        let config = crate::valid::check(args, &func).unwrap_or_else(|e| panic!("{e}"));
+        expand(&config, func).to_string()
+    }
+
+    #[test]
+    fn crate_option_replaces_every_runtime_path() {
+        let out = expanded(
+            quote!(read, crate = "my_rt"),
+            quote!(async fn f() -> Result<(), E> { Ok(()) }),
+        );
+        assert!(out.contains("my_rt :: __private :: Retrier :: read"), "{out}");
+        assert!(out.contains("my_rt :: Classify :: is_transient"), "{out}");
+        assert!(!out.contains("retry_runtime"), "{out}");
+    }
+
+    #[test]
+    fn defaults_are_the_reference_configuration_named_after_the_fn() {
+        let out = expanded(quote!(read), quote!(fn r#status() -> Result<(), E> { Ok(()) }));
+        assert!(
+            out.contains(
+                ":: retry_runtime :: __private :: site (\"status\" , 3u32 , 200u64 , 5000u64 , :: retry_runtime :: Jitter :: Equal ,)"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("sleep_blocking"), "{out}");
+    }
+
+    #[test]
+    fn signature_and_attributes_are_kept() {
+        let out = expanded(
+            quote!(write, idempotency_key = order.key, system = "sber"),
+            quote!(
+                /// Registers.
+                #[inline]
+                pub(crate) async fn register<'a, T: Send>(&'a mut self, order: &'a Order<T>) -> Result<u64, E> where T: Sync { Ok(1) }
+            ),
+        );
+        let head = "# [doc = r\" Registers.\"] # [inline] pub (crate) async fn register < 'a , T : Send > (& 'a mut self , order : & 'a Order < T >) -> Result < u64 , E > where T : Sync {";
+        assert!(out.starts_with(head), "{out}");
+        assert!(out.contains("site (\"sber\""), "{out}");
+        assert!(out.contains("Retrier :: write"), "{out}");
+    }
+}

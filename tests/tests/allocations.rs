@@ -1,0 +1,105 @@
+//! `#[retry]` allocates nothing per call: not on the happy path, not while retrying.
+//!
+//! `allocation-counter` replaces the global allocator in this test binary and counts the
+//! allocations of the current thread; a current-thread runtime keeps every poll on it.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use allocation_counter::measure;
+use retry_runtime::retry;
+use retry_tests::{GatewayError, UNAVAILABLE};
+
+/// A fake system that allocates nothing: fails its first `fail_first` calls.
+struct Counted {
+    calls: AtomicU32,
+    fail_first: u32,
+}
+
+impl Counted {
+    fn new(fail_first: u32) -> Self {
+        Counted { calls: AtomicU32::new(0), fail_first }
+    }
+
+    fn call(&self) -> Result<u32, GatewayError> {
+        let call = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if call <= self.fail_first {
+            Err(GatewayError { failure: UNAVAILABLE, call })
+        } else {
+            Ok(call)
+        }
+    }
+
+    fn reset(&self) {
+        self.calls.store(0, Ordering::Relaxed);
+    }
+}
+
+#[retry(read)]
+async fn status(system: &Counted) -> Result<u32, GatewayError> {
+    system.call()
+}
+
+#[retry(write, idempotency_key = key)]
+async fn register(system: &Counted, key: &str) -> Result<u32, GatewayError> {
+    system.call()
+}
+
+#[retry(read, delay = "1ms", max_delay = "2ms")]
+fn status_blocking(system: &Counted) -> Result<u32, GatewayError> {
+    system.call()
+}
+
+#[retry(read)]
+async fn status_boxed(system: &Counted) -> Result<Box<u32>, GatewayError> {
+    system.call().map(Box::new)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn no_allocation_per_call() {
+    let rt = runtime();
+    let ok = Counted::new(0);
+    let flaky = Counted::new(u32::MAX);
+    // Warm-up: the runtime's first block_on, the timer wheel and the thread's RNG allocate
+    // once per thread, not per call.
+    rt.block_on(status(&ok)).unwrap();
+    rt.block_on(status(&flaky)).unwrap_err();
+
+    let happy = measure(|| {
+        for _ in 0..1_000 {
+            ok.reset();
+            assert_eq!(rt.block_on(status(&ok)), Ok(1));
+            ok.reset();
+            assert_eq!(rt.block_on(register(&ok, "order-1")), Ok(1));
+            ok.reset();
+            assert_eq!(status_blocking(&ok), Ok(1));
+        }
+    });
+    assert_eq!(happy.count_total, 0, "happy path allocated: {happy:?}");
+
+    let retrying = measure(|| {
+        for _ in 0..100 {
+            let fails = Counted::new(2);
+            assert_eq!(rt.block_on(status(&fails)), Ok(3));
+            let exhausted = Counted::new(u32::MAX);
+            assert_eq!(rt.block_on(register(&exhausted, "order-1")).unwrap_err().call, 3);
+        }
+    });
+    assert_eq!(retrying.count_total, 0, "retrying allocated: {retrying:?}");
+
+    // The counter sees allocations: a body that boxes its result allocates once per call.
+    let boxed = measure(|| {
+        for _ in 0..10 {
+            ok.reset();
+            assert_eq!(*rt.block_on(status_boxed(&ok)).unwrap(), 1);
+        }
+    });
+    assert_eq!(boxed.count_total, 10);
+}

@@ -96,11 +96,17 @@ mod tests {
         assert_eq!(parse_ms("2 s"), Err(DurationError::Unparseable));
         assert_eq!(parse_ms("-2s"), Err(DurationError::Unparseable));
         assert_eq!(parse_ms("2m"), Err(DurationError::UnknownUnit("m".into())));
-        assert_eq!(parse_ms("2us"), Err(DurationError::UnknownUnit("us".into())));
+        assert_eq!(
+            parse_ms("2us"),
+            Err(DurationError::UnknownUnit("us".into()))
+        );
         assert_eq!(parse_ms("1.5s"), Err(DurationError::Fraction));
         assert_eq!(parse_ms("0ms"), Err(DurationError::Zero));
         assert_eq!(parse_ms("0s"), Err(DurationError::Zero));
-        assert_eq!(parse_ms("99999999999999999999ms"), Err(DurationError::TooLarge));
+        assert_eq!(
+            parse_ms("99999999999999999999ms"),
+            Err(DurationError::TooLarge)
+        );
         assert_eq!(parse_ms("18446744073709552s"), Err(DurationError::TooLarge));
     }
 

@@ -141,10 +141,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         let attempt = quote! {
             (|| -> #ret #block)()
         };
-        (
-            attempt,
-            quote!(#krate::__private::sleep_blocking(#pause);),
-        )
+        (attempt, quote!(#krate::__private::sleep_blocking(#pause);))
     };
 
     // Spanned at the attribute, so that a borrow error about a by-value argument moved "in
@@ -198,16 +195,30 @@ mod tests {
     fn crate_option_replaces_every_runtime_path() {
         let out = expanded(
             quote!(read, crate = "my_rt"),
-            quote!(async fn f() -> Result<(), E> { Ok(()) }),
+            quote!(
+                async fn f() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
         );
-        assert!(out.contains("my_rt :: __private :: Retrier :: read"), "{out}");
+        assert!(
+            out.contains("my_rt :: __private :: Retrier :: read"),
+            "{out}"
+        );
         assert!(out.contains("my_rt :: Classify :: is_transient"), "{out}");
         assert!(!out.contains("retry_runtime"), "{out}");
     }
 
     #[test]
     fn defaults_are_the_reference_configuration_named_after_the_fn() {
-        let out = expanded(quote!(read), quote!(fn r#status() -> Result<(), E> { Ok(()) }));
+        let out = expanded(
+            quote!(read),
+            quote!(
+                fn r#status() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+        );
         assert!(
             out.contains(
                 ":: retry_runtime :: __private :: site (\"status\" , 3u32 , 200u64 , 5000u64 , :: retry_runtime :: Jitter :: Equal ,)"
@@ -224,10 +235,18 @@ mod tests {
             quote!(
                 /// Registers.
                 #[inline]
-                pub(crate) async fn register<'a, T: Send>(&'a mut self, order: &'a Order<T>) -> Result<u64, E> where T: Sync { Ok(1) }
+                pub(crate) async fn register<'a, T: Send>(
+                    &'a mut self,
+                    order: &'a Order<T>,
+                ) -> Result<u64, E>
+                where
+                    T: Sync,
+                {
+                    Ok(1)
+                }
             ),
         );
-        let head = "# [doc = r\" Registers.\"] # [inline] pub (crate) async fn register < 'a , T : Send > (& 'a mut self , order : & 'a Order < T >) -> Result < u64 , E > where T : Sync {";
+        let head = "# [doc = r\" Registers.\"] # [inline] pub (crate) async fn register < 'a , T : Send > (& 'a mut self , order : & 'a Order < T > ,) -> Result < u64 , E > where T : Sync , {";
         assert!(out.starts_with(head), "{out}");
         assert!(out.contains("site (\"sber\""), "{out}");
         assert!(out.contains("Retrier :: write"), "{out}");

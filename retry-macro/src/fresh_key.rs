@@ -83,7 +83,13 @@ impl<'ast> Visit<'ast> for Finder {
     }
 
     fn visit_expr_macro(&mut self, mac: &'ast ExprMacro) {
-        if mac.mac.path.segments.last().is_some_and(|s| mints(&s.ident)) {
+        if mac
+            .mac
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| mints(&s.ident))
+        {
             self.flag(quote::quote!(#mac));
         } else if let Some(call) = find_in_tokens(mac.mac.tokens.clone()) {
             // `format!("{}", Uuid::new_v4())`: macro arguments are not parsed, so look for
@@ -142,15 +148,27 @@ mod tests {
     fn minted_keys_are_flagged() {
         for (src, call) in [
             ("Uuid::new_v4().to_string()", "Uuid :: new_v4 ()"),
-            ("uuid::Uuid::now_v7().to_string()", "uuid :: Uuid :: now_v7 ()"),
-            ("rand::random::<u64>().to_string()", "rand :: random :: < u64 > ()"),
+            (
+                "uuid::Uuid::now_v7().to_string()",
+                "uuid :: Uuid :: now_v7 ()",
+            ),
+            (
+                "rand::random::<u64>().to_string()",
+                "rand :: random :: < u64 > ()",
+            ),
             ("rand::rng().random::<u64>().to_string()", "rand :: rng ()"),
-            ("key_source.random::<u64>().to_string()", "random :: < u64 > ()"),
+            (
+                "key_source.random::<u64>().to_string()",
+                "random :: < u64 > ()",
+            ),
             ("thread_rng().gen::<u64>().to_string()", "thread_rng ()"),
             ("format!(\"{}-{}\", order.id, Uuid::new_v4())", "new_v4 ()"),
             ("Ulid::new().to_string()", "Ulid :: new ()"),
             ("nanoid!()", "nanoid ! ()"),
-            ("SystemTime::now().elapsed().unwrap().as_nanos().to_string()", "SystemTime :: now ()"),
+            (
+                "SystemTime::now().elapsed().unwrap().as_nanos().to_string()",
+                "SystemTime :: now ()",
+            ),
         ] {
             assert_eq!(flagged(src).as_deref(), Some(call), "{src}");
         }

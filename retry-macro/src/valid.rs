@@ -3,8 +3,8 @@
 
 use proc_macro2::Span;
 use quote::ToTokens;
-use syn::spanned::Spanned as _;
 use syn::ext::IdentExt as _;
+use syn::spanned::Spanned as _;
 use syn::{Expr, ExprLit, FnArg, Ident, ItemFn, Lit, LitStr, Path, ReturnType, Type};
 
 use crate::args::Arg;
@@ -226,10 +226,7 @@ fn check_word(
     } else if word == "write" {
         Kind::Write
     } else if OPTIONS.iter().any(|o| word == o) {
-        errors.at(
-            &word,
-            format!("`{word}` needs a value: `{word} = ...`"),
-        );
+        errors.at(&word, format!("`{word}` needs a value: `{word} = ...`"));
         return false;
     } else {
         errors.at(
@@ -282,7 +279,10 @@ fn check_key(errors: &mut Errors, kind: Kind, word: &Ident, key: Option<&(Ident,
 }
 
 fn check_attempts(errors: &mut Errors, value: Expr) -> Option<Given<u32>> {
-    let Expr::Lit(ExprLit { lit: Lit::Int(int), .. }) = &value else {
+    let Expr::Lit(ExprLit {
+        lit: Lit::Int(int), ..
+    }) = &value
+    else {
         errors.at(
             &value,
             "`attempts` takes an integer literal from 1 to 5, like `attempts = 3`, so that the bound is checked at compile time",
@@ -313,7 +313,11 @@ fn check_attempts(errors: &mut Errors, value: Expr) -> Option<Given<u32>> {
 }
 
 fn check_duration(errors: &mut Errors, name: &str, value: Expr) -> Option<Given<u64>> {
-    let example = if name == "delay" { "\"200ms\"" } else { "\"5s\"" };
+    let example = if name == "delay" {
+        "\"200ms\""
+    } else {
+        "\"5s\""
+    };
     let lit = string(errors, name, &value, example)?;
     match parse_ms(&lit.value()) {
         Ok(ms) => Some(Given {
@@ -374,7 +378,11 @@ fn check_schedule(
     let total = schedule.iter().fold(0u64, |sum, p| sum.saturating_add(*p));
     if total > MAX_WINDOW_MS {
         let shown: Vec<String> = schedule.iter().map(|p| duration::show(*p)).collect();
-        let at = given_delay.as_ref().map(|g| &g.tokens).or(given_attempts.as_ref().map(|g| &g.tokens)).or(given_cap.as_ref().map(|g| &g.tokens));
+        let at = given_delay
+            .as_ref()
+            .map(|g| &g.tokens)
+            .or(given_attempts.as_ref().map(|g| &g.tokens))
+            .or(given_cap.as_ref().map(|g| &g.tokens));
         errors.at_span(
             at.map_or(Span::call_site(), |t| t.span()),
             format!(
@@ -411,7 +419,11 @@ fn check_fn(errors: &mut Errors, func: &ItemFn) {
         );
     }
     if sig.asyncness.is_none() {
-        if sig.generics.lifetimes().any(|l| l.lifetime.ident == "async_trait") {
+        if sig
+            .generics
+            .lifetimes()
+            .any(|l| l.lifetime.ident == "async_trait")
+        {
             errors.at(
                 &sig.output,
                 "`#[retry]` cannot re-run this method: `#[async_trait]` has already turned it into a boxed future. Use a native `async fn` in the trait (stable since Rust 1.75) and drop `#[async_trait]`, or put `#[retry]` on an inherent async fn that the trait method calls",
@@ -443,7 +455,11 @@ fn returns_future(output: &ReturnType) -> bool {
     struct FindFuture(bool);
     impl<'ast> syn::visit::Visit<'ast> for FindFuture {
         fn visit_trait_bound(&mut self, bound: &'ast syn::TraitBound) {
-            self.0 |= bound.path.segments.last().is_some_and(|s| s.ident == "Future");
+            self.0 |= bound
+                .path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "Future");
             syn::visit::visit_trait_bound(self, bound);
         }
     }
@@ -483,7 +499,10 @@ fn find_impl_trait(output: &ReturnType) -> Option<&syn::TypeImplTrait> {
 
 /// The string literal of `name = "..."`, or an error.
 fn string(errors: &mut Errors, name: &str, value: &Expr, example: &str) -> Option<LitStr> {
-    if let Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) = value {
+    if let Expr::Lit(ExprLit {
+        lit: Lit::Str(lit), ..
+    }) = value
+    {
         Some(lit.clone())
     } else {
         errors.at(
@@ -514,7 +533,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
             let above = row[j + 1];
-            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != *cb));
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
             diagonal = above;
         }
     }
@@ -528,15 +549,24 @@ mod tests {
     #[test]
     fn pauses_double_up_to_the_cap() {
         assert_eq!(pauses(3, 200, 5000), [200, 400]);
-        assert_eq!(pauses(5, 1000, 5000), [1000, 2000, 4000, 8000].map(|p: u64| p.min(5000)));
+        assert_eq!(
+            pauses(5, 1000, 5000),
+            [1000, 2000, 4000, 8000].map(|p: u64| p.min(5000))
+        );
         assert_eq!(pauses(1, 200, 5000), Vec::<u64>::new());
-        assert_eq!(pauses(5, u64::MAX / 2, u64::MAX), [u64::MAX / 2, u64::MAX - 1, u64::MAX, u64::MAX]);
+        assert_eq!(
+            pauses(5, u64::MAX / 2, u64::MAX),
+            [u64::MAX / 2, u64::MAX - 1, u64::MAX, u64::MAX]
+        );
     }
 
     #[test]
     fn suggests_the_closest_option() {
         assert!(unknown_option("atempts").contains("did you mean `attempts`?"));
-        assert!(unknown_option("max_attempts").starts_with("unknown option `max_attempts`: the options"));
+        assert!(
+            unknown_option("max_attempts")
+                .starts_with("unknown option `max_attempts`: the options")
+        );
         assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 }

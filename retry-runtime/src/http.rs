@@ -46,7 +46,8 @@ pub fn parse_retry_after_at(value: &str, now: SystemTime) -> Option<Duration> {
     }
     if value.bytes().all(|b| b.is_ascii_digit()) {
         let secs = value.bytes().fold(0u64, |acc, digit| {
-            acc.saturating_mul(10).saturating_add(u64::from(digit - b'0'))
+            acc.saturating_mul(10)
+                .saturating_add(u64::from(digit - b'0'))
         });
         return Some(Duration::from_secs(secs));
     }
@@ -73,7 +74,9 @@ mod tests {
 
     #[test]
     fn garbage_and_negative_values_are_none() {
-        for value in ["", "  ", "-5", "+5", "1.5", "5s", "soon", "0x10", "1 2", "١٢", "\u{0}"] {
+        for value in [
+            "", "  ", "-5", "+5", "1.5", "5s", "soon", "0x10", "1 2", "١٢", "\u{0}",
+        ] {
             assert_eq!(parse_retry_after(value), None, "{value:?}");
         }
     }
@@ -81,7 +84,10 @@ mod tests {
     #[test]
     fn absurd_numbers_saturate_without_panicking() {
         let huge = "9".repeat(400);
-        assert_eq!(parse_retry_after(&huge), Some(Duration::from_secs(u64::MAX)));
+        assert_eq!(
+            parse_retry_after(&huge),
+            Some(Duration::from_secs(u64::MAX))
+        );
         assert_eq!(
             parse_retry_after("18446744073709551616"),
             Some(Duration::from_secs(u64::MAX))
@@ -92,16 +98,27 @@ mod tests {
     fn http_dates_count_from_now() {
         let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
         let at = |v| parse_retry_after_at(v, now);
-        assert_eq!(at("Wed, 21 Oct 2015 07:28:30 GMT"), Some(Duration::from_secs(30)));
+        assert_eq!(
+            at("Wed, 21 Oct 2015 07:28:30 GMT"),
+            Some(Duration::from_secs(30))
+        );
         // RFC 850 and asctime forms.
-        assert_eq!(at("Wednesday, 21-Oct-15 07:29:00 GMT"), Some(Duration::from_secs(60)));
+        assert_eq!(
+            at("Wednesday, 21-Oct-15 07:29:00 GMT"),
+            Some(Duration::from_secs(60))
+        );
         assert_eq!(at("Wed Oct 21 07:28:05 2015"), Some(Duration::from_secs(5)));
         // In the past: retry now.
         assert_eq!(at("Tue, 20 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
         // Far future and malformed dates.
         assert_eq!(
             at("Fri, 31 Dec 9999 23:59:59 GMT"),
-            Some(httpdate::parse_http_date("Fri, 31 Dec 9999 23:59:59 GMT").unwrap().duration_since(now).unwrap())
+            Some(
+                httpdate::parse_http_date("Fri, 31 Dec 9999 23:59:59 GMT")
+                    .unwrap()
+                    .duration_since(now)
+                    .unwrap()
+            )
         );
         assert_eq!(at("Wed, 32 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(at("Wed, 21 Oct 2015 25:28:00 GMT"), None);

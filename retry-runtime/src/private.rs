@@ -172,30 +172,51 @@ mod tests {
 
     #[test]
     fn blank_key_allows_one_attempt() {
-        assert_eq!(Retrier::write(&NONE, "").after_failure(true, None), None);
-        assert_eq!(Retrier::write(&NONE, " ").after_failure(true, None), None);
-        assert_eq!(Retrier::write(&NONE, "k").after_failure(true, None), Some(MS * 200));
+        assert_eq!(Retrier::write(&NONE, &"").after_failure(true, None), None);
+        assert_eq!(Retrier::write(&NONE, &" ").after_failure(true, None), None);
+        assert_eq!(
+            Retrier::write(&NONE, &"k").after_failure(true, None),
+            Some(MS * 200)
+        );
     }
 
     #[test]
     fn hint_lengthens_a_pause_but_never_past_the_window() {
         let mut r = Retrier::read(&FIVE);
         // A hint longer than the backoff pause wins.
-        assert_eq!(r.after_failure_with(true, Some(MS * 1500), &mut rng()), Some(MS * 1500));
+        assert_eq!(
+            r.after_failure_with(true, Some(MS * 1500), &mut rng()),
+            Some(MS * 1500)
+        );
         // A shorter hint does not shorten the backoff pause.
-        assert_eq!(r.after_failure_with(true, Some(MS * 10), &mut rng()), Some(MS * 200));
+        assert_eq!(
+            r.after_failure_with(true, Some(MS * 10), &mut rng()),
+            Some(MS * 200)
+        );
         // 1.5 + 0.2 + 2 s = 3.7 s so far is fine ...
-        assert_eq!(r.after_failure_with(true, Some(MS * 2000), &mut rng()), Some(MS * 2000));
+        assert_eq!(
+            r.after_failure_with(true, Some(MS * 2000), &mut rng()),
+            Some(MS * 2000)
+        );
         // ... but another 2 s would pass the 5 s window: give up.
-        assert_eq!(r.after_failure_with(true, Some(MS * 2000), &mut rng()), None);
+        assert_eq!(
+            r.after_failure_with(true, Some(MS * 2000), &mut rng()),
+            None
+        );
     }
 
     #[test]
     fn hint_above_max_delay_gives_up() {
         let mut r = Retrier::read(&FIVE);
-        assert_eq!(r.after_failure_with(true, Some(MS * 2001), &mut rng()), None);
+        assert_eq!(
+            r.after_failure_with(true, Some(MS * 2001), &mut rng()),
+            None
+        );
         let mut r = Retrier::read(&FIVE);
-        assert_eq!(r.after_failure_with(true, Some(Duration::MAX), &mut rng()), None);
+        assert_eq!(
+            r.after_failure_with(true, Some(Duration::MAX), &mut rng()),
+            None
+        );
     }
 
     #[test]
@@ -203,6 +224,9 @@ mod tests {
         let ok: std::io::Result<u8> = Ok(1);
         let err: std::io::Result<u8> = Err(std::io::ErrorKind::TimedOut.into());
         assert!(ok.failure().is_none());
-        assert_eq!(err.failure().map(|e| e.kind()), Some(std::io::ErrorKind::TimedOut));
+        assert_eq!(
+            err.failure().map(|e| e.kind()),
+            Some(std::io::ErrorKind::TimedOut)
+        );
     }
 }

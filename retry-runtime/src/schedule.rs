@@ -236,7 +236,13 @@ mod tests {
     #[test]
     fn reference_configuration_doubles_from_200ms() {
         let p = Policy::default();
-        assert_eq!(Ok(p), policy(3, 200, 5000).map(|p| Policy { jitter: Jitter::Equal, ..p }));
+        assert_eq!(
+            Ok(p),
+            policy(3, 200, 5000).map(|p| Policy {
+                jitter: Jitter::Equal,
+                ..p
+            })
+        );
         assert_eq!([p.base_pause(1), p.base_pause(2)], [MS * 200, MS * 400]);
         assert_eq!(p.worst_case_window(), MS * 600);
     }
@@ -258,11 +264,23 @@ mod tests {
         assert_eq!(policy(3, 500, 500), Err(PolicyError::FixedDelay));
         // One pause cannot be "fixed": there is nothing for it to grow into.
         assert!(policy(2, 500, 500).is_ok());
-        assert_eq!(policy(5, 1000, 5000), Err(PolicyError::WindowTooLong(MS * 12_000)));
-        assert_eq!(policy(5, 1000, 8000), Err(PolicyError::WindowTooLong(MS * 15_000)));
-        assert_eq!(policy(3, 2000, 5000), Err(PolicyError::WindowTooLong(MS * 6_000)));
+        assert_eq!(
+            policy(5, 1000, 5000),
+            Err(PolicyError::WindowTooLong(MS * 12_000))
+        );
+        assert_eq!(
+            policy(5, 1000, 8000),
+            Err(PolicyError::WindowTooLong(MS * 15_000))
+        );
+        assert_eq!(
+            policy(3, 2000, 5000),
+            Err(PolicyError::WindowTooLong(MS * 6_000))
+        );
         // Exactly the window is allowed: 1 + 2 + 2 s.
-        assert_eq!(policy(4, 1000, 2000).unwrap().worst_case_window(), MS * 5000);
+        assert_eq!(
+            policy(4, 1000, 2000).unwrap().worst_case_window(),
+            MS * 5000
+        );
         assert!(policy(1, 1, 1).is_ok());
     }
 
@@ -272,10 +290,16 @@ mod tests {
         let d = MS * 400;
         let equal: Vec<_> = (0..200).map(|_| Jitter::Equal.apply(d, &mut rng)).collect();
         assert!(equal.iter().all(|p| (MS * 200..=d).contains(p)));
-        assert!(equal.iter().any(|p| *p != equal[0]), "equal jitter never varied");
+        assert!(
+            equal.iter().any(|p| *p != equal[0]),
+            "equal jitter never varied"
+        );
         let full: Vec<_> = (0..200).map(|_| Jitter::Full.apply(d, &mut rng)).collect();
         assert!(full.iter().all(|p| *p <= d));
-        assert!(full.iter().any(|p| *p < MS * 200), "full jitter never went below d/2");
+        assert!(
+            full.iter().any(|p| *p < MS * 200),
+            "full jitter never went below d/2"
+        );
         assert_eq!(Jitter::None.apply(d, &mut rng), d);
     }
 }

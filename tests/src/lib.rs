@@ -69,7 +69,9 @@ impl Flaky {
         let mut calls = self.calls.lock().unwrap();
         calls.push(Instant::now());
         let call = u32::try_from(calls.len()).unwrap();
-        let failure = self.forever.or_else(|| self.script.lock().unwrap().pop_front());
+        let failure = self
+            .forever
+            .or_else(|| self.script.lock().unwrap().pop_front());
         match failure {
             Some(failure) => Err(GatewayError { failure, call }),
             None => Ok(call),

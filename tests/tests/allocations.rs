@@ -17,13 +17,19 @@ struct Counted {
 
 impl Counted {
     fn new(fail_first: u32) -> Self {
-        Counted { calls: AtomicU32::new(0), fail_first }
+        Counted {
+            calls: AtomicU32::new(0),
+            fail_first,
+        }
     }
 
     fn call(&self) -> Result<u32, GatewayError> {
         let call = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         if call <= self.fail_first {
-            Err(GatewayError { failure: UNAVAILABLE, call })
+            Err(GatewayError {
+                failure: UNAVAILABLE,
+                call,
+            })
         } else {
             Ok(call)
         }
@@ -89,7 +95,12 @@ fn no_allocation_per_call() {
             let fails = Counted::new(2);
             assert_eq!(rt.block_on(status(&fails)), Ok(3));
             let exhausted = Counted::new(u32::MAX);
-            assert_eq!(rt.block_on(register(&exhausted, "order-1")).unwrap_err().call, 3);
+            assert_eq!(
+                rt.block_on(register(&exhausted, "order-1"))
+                    .unwrap_err()
+                    .call,
+                3
+            );
         }
     });
     assert_eq!(retrying.count_total, 0, "retrying allocated: {retrying:?}");

@@ -14,7 +14,13 @@ async fn status(flaky: &Flaky) -> Result<u32, GatewayError> {
     flaky.call()
 }
 
-#[retry(read, attempts = 5, delay = "100ms", max_delay = "300ms", jitter = "none")]
+#[retry(
+    read,
+    attempts = 5,
+    delay = "100ms",
+    max_delay = "300ms",
+    jitter = "none"
+)]
 async fn status_five(flaky: &Flaky) -> Result<u32, GatewayError> {
     flaky.call()
 }
@@ -45,7 +51,13 @@ async fn attempts_bound_the_calls_and_the_last_error_is_returned_unchanged() {
     let flaky = Flaky::always(UNAVAILABLE);
     let error = status(&flaky).await.unwrap_err();
     assert_eq!(flaky.calls(), 3);
-    assert_eq!(error, GatewayError { failure: UNAVAILABLE, call: 3 });
+    assert_eq!(
+        error,
+        GatewayError {
+            failure: UNAVAILABLE,
+            call: 3
+        }
+    );
 
     let flaky = Flaky::always(UNAVAILABLE);
     assert_eq!(status_five(&flaky).await.unwrap_err().call, 5);
@@ -74,7 +86,13 @@ async fn permanent_errors_are_not_retried() {
     let flaky = Flaky::failing([Failure::BadRequest]);
     let start = Instant::now();
     let error = status(&flaky).await.unwrap_err();
-    assert_eq!(error, GatewayError { failure: Failure::BadRequest, call: 1 });
+    assert_eq!(
+        error,
+        GatewayError {
+            failure: Failure::BadRequest,
+            call: 1
+        }
+    );
     assert_eq!(flaky.calls(), 1);
     assert_eq!(start.elapsed(), Duration::ZERO);
 
@@ -105,7 +123,10 @@ async fn jittered_pauses_stay_within_their_bounds_and_vary() {
         assert!((ms(200)..=ms(400)).contains(&gaps[1]), "{gaps:?}");
         equal.push(gaps[0]);
     }
-    assert!(equal.iter().any(|g| *g != equal[0]), "equal jitter never varied: {equal:?}");
+    assert!(
+        equal.iter().any(|g| *g != equal[0]),
+        "equal jitter never varied: {equal:?}"
+    );
 
     let mut low = 0;
     for _ in 0..40 {
@@ -193,7 +214,10 @@ struct Order {
 
 impl Order {
     fn new(key: &str) -> Self {
-        Order { key: key.to_owned(), key_reads: Cell::new(0) }
+        Order {
+            key: key.to_owned(),
+            key_reads: Cell::new(0),
+        }
     }
 
     fn idempotency_key(&self) -> &str {
@@ -258,7 +282,13 @@ async fn return_and_question_mark_end_one_attempt_not_the_call() {
     assert_eq!(flaky.calls(), 2);
 
     let flaky = Flaky::always(UNAVAILABLE);
-    assert_eq!(status_via_question_mark(&flaky, true).await.unwrap_err().call, 3);
+    assert_eq!(
+        status_via_question_mark(&flaky, true)
+            .await
+            .unwrap_err()
+            .call,
+        3
+    );
 }
 
 #[retry(read, delay = "1ms", max_delay = "2ms")]
@@ -297,10 +327,16 @@ impl Counter {
 
 #[tokio::test(start_paused = true)]
 async fn mut_self_methods_see_every_attempt() {
-    let mut counter = Counter { flaky: Flaky::failing([UNAVAILABLE, UNAVAILABLE]), attempts: 0 };
+    let mut counter = Counter {
+        flaky: Flaky::failing([UNAVAILABLE, UNAVAILABLE]),
+        attempts: 0,
+    };
     assert_eq!(counter.bump().await, Ok(3));
     assert_eq!(counter.attempts, 3);
-    let mut counter = Counter { flaky: Flaky::failing([UNAVAILABLE]), attempts: 0 };
+    let mut counter = Counter {
+        flaky: Flaky::failing([UNAVAILABLE]),
+        attempts: 0,
+    };
     assert_eq!(counter.bump_blocking(), Ok(2));
     assert_eq!(counter.attempts, 2);
 }
@@ -341,15 +377,23 @@ async fn read_file(errors: &std::sync::Mutex<Vec<io::ErrorKind>>) -> io::Result<
 
 #[tokio::test(start_paused = true)]
 async fn io_errors_use_the_built_in_classification() {
-    let errors = std::sync::Mutex::new(vec![io::ErrorKind::TimedOut, io::ErrorKind::ConnectionReset]);
+    let errors = std::sync::Mutex::new(vec![
+        io::ErrorKind::TimedOut,
+        io::ErrorKind::ConnectionReset,
+    ]);
     assert_eq!(read_file(&errors).await.unwrap(), 7);
     let errors = std::sync::Mutex::new(vec![io::ErrorKind::TimedOut, io::ErrorKind::NotFound]);
-    assert_eq!(read_file(&errors).await.unwrap_err().kind(), io::ErrorKind::NotFound);
+    assert_eq!(
+        read_file(&errors).await.unwrap_err().kind(),
+        io::ErrorKind::NotFound
+    );
     assert_eq!(errors.lock().unwrap().len(), 1, "NotFound was retried");
 }
 
 #[retry(read, jitter = "none")]
-async fn slow_call(calls: &std::sync::atomic::AtomicU32) -> Result<(), tokio::time::error::Elapsed> {
+async fn slow_call(
+    calls: &std::sync::atomic::AtomicU32,
+) -> Result<(), tokio::time::error::Elapsed> {
     calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     tokio::time::timeout(ms(50), std::future::pending::<()>()).await
 }

@@ -15,7 +15,12 @@ struct SpanCounts(Arc<Mutex<HashMap<&'static str, usize>>>);
 
 impl<S: tracing::Subscriber> Layer<S> for SpanCounts {
     fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
-        *self.0.lock().unwrap().entry(attrs.metadata().name()).or_default() += 1;
+        *self
+            .0
+            .lock()
+            .unwrap()
+            .entry(attrs.metadata().name())
+            .or_default() += 1;
     }
 }
 
@@ -34,7 +39,8 @@ async fn per_attempt(flaky: &Flaky) -> Result<u32, GatewayError> {
 #[tokio::test(start_paused = true)]
 async fn retry_first_gives_one_span_per_call_instrument_first_one_per_attempt() {
     let counts = SpanCounts::default();
-    let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(counts.clone()));
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(counts.clone()));
 
     let flaky = Flaky::failing([UNAVAILABLE, UNAVAILABLE]);
     assert_eq!(per_call(&flaky).await, Ok(3));

@@ -17,7 +17,13 @@ fn policy() -> impl Strategy<Value = Policy> {
         "refused by the rules",
         |(attempts, delay, extra, jitter)| {
             let delay = Duration::from_millis(delay);
-            Policy::new(attempts, delay, delay + Duration::from_millis(extra), jitter).ok()
+            Policy::new(
+                attempts,
+                delay,
+                delay + Duration::from_millis(extra),
+                jitter,
+            )
+            .ok()
         },
     )
 }

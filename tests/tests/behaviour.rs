@@ -1,5 +1,8 @@
 //! What a `#[retry]` fn does at run time, on a paused tokio clock: exact attempt counts and
 //! pauses, instantly.
+//!
+//! Clippy's pedantic lints are on here, so that CI checks the expansions against them.
+#![warn(clippy::pedantic)]
 
 use std::cell::Cell;
 use std::io;

@@ -73,11 +73,14 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
     let init = match &config.key {
         Some(expr) => {
             let krate = respan(krate, expr.span());
-            let key_at_expr = Ident::new("__retry_key", Span::mixed_site().located_at(expr.span()));
+            let value = Ident::new(
+                "__retry_key_value",
+                Span::mixed_site().located_at(expr.span()),
+            );
             quote_spanned! {expr.span()=>
                 // Evaluated once, borrowed (a temporary lives as long as the call).
-                let #key_at_expr = &(#expr);
-                let #key = #krate::__private::key(#key_at_expr);
+                let #value = &(#expr);
+                let #key = #krate::__private::key(#value);
                 let mut #retrier = #krate::__private::Retrier::write(&#site, #key);
             }
         }
@@ -144,10 +147,6 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         (attempt, quote!(#krate::__private::sleep_blocking(#pause);))
     };
 
-    // Spanned at the attribute, so that a borrow error about a by-value argument moved "in
-    // the previous iteration of the loop" points at `#[retry]` as the loop.
-    let loop_kw = quote_spanned!(Span::call_site()=> loop);
-
     quote! {
         #(#attrs)*
         #vis #sig {
@@ -155,7 +154,9 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
                 #system, #attempts, #delay_ms, #max_delay_ms, #krate::Jitter::#jitter,
             );
             #init
-            #loop_kw {
+            // `loop` is spanned at the attribute: a borrow error about a by-value argument
+            // moved "in the previous iteration of the loop" points at `#[retry]` as the loop.
+            loop {
                 let #pause = {
                     #[allow(clippy::redundant_closure_call)]
                     let #out = #attempt;

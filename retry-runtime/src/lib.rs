@@ -47,6 +47,7 @@
 
 mod classify;
 pub mod http;
+mod integrations;
 mod key;
 mod schedule;
 

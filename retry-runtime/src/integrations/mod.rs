@@ -1,0 +1,1 @@
+//! Optional integrations with the crates adapters use, one cargo feature each.

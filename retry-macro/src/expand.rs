@@ -12,6 +12,7 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 use syn::{Ident, ItemFn, ReturnType, TraitItemFn};
 
+use crate::spans::located_at;
 use crate::valid::{Classifier, Config, Jitter};
 
 /// The fn this attribute is on, or the error to report instead (with the input re-emitted).
@@ -72,7 +73,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
 
     let init = match &config.key {
         Some(expr) => {
-            let krate = respan(krate, expr.span());
+            let krate = located_at(krate, expr.span());
             let value = Ident::new(
                 "__retry_key_value",
                 Span::mixed_site().located_at(expr.span()),
@@ -89,7 +90,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         },
     };
 
-    let krate_at_ret = respan(krate, ret_span);
+    let krate_at_ret = located_at(krate, ret_span);
     // The same hygiene, located at the return type, for the tokens a type error would blame.
     let (out_at_ret, err_at_ret) = (
         Ident::new("__retry_out", Span::mixed_site().located_at(ret_span)),
@@ -104,12 +105,23 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
             (#path)(#err), ::core::option::Option::None
         },
     };
+    // The error's text for the logs: `Display`, else `Debug`, else none, picked by auto-ref
+    // specialisation. The traits are imported in this block only, never in the user's body.
+    let text = quote! {
+        {
+            use #krate::__private::{ViaDebug as _, ViaDisplay as _, ViaNothing as _};
+            (&&&#krate::__private::Describe(#err)).describe()
+        }
+    };
     // The whole decision is spanned at the return type: if it is not a `Result`, or its error
     // type is not `Classify`, that is where the compiler points.
     let decide = quote_spanned! {ret_span=>
         match #krate_at_ret::__private::RetryResult::failure(&#out_at_ret) {
-            ::core::option::Option::None => return #out,
-            ::core::option::Option::Some(#err) => match #retrier.after_failure(#verdict) {
+            ::core::option::Option::None => {
+                #retrier.succeeded();
+                return #out;
+            }
+            ::core::option::Option::Some(#err) => match #retrier.after_failure(#verdict, #text) {
                 ::core::option::Option::Some(#pause) => #pause,
                 ::core::option::Option::None => return #out,
             },
@@ -166,19 +178,6 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
             }
         }
     }
-}
-
-/// `path` located at `span`, so that a trait-bound error in a call through it points at the
-/// user's tokens rather than at the attribute. It still resolves, and is linted, as generated
-/// code (`unused_qualifications` must not fire on `crate = "crate::path"`).
-fn respan(path: &syn::Path, span: Span) -> TokenStream {
-    path.to_token_stream()
-        .into_iter()
-        .map(|mut token| {
-            token.set_span(Span::call_site().located_at(span));
-            token
-        })
-        .collect()
 }
 
 #[cfg(test)]

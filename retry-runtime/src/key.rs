@@ -2,7 +2,6 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::rc::Rc;
 use std::sync::Arc;
 
 /// A value that can serve as the idempotency key of a retried write (R-RES-RE-1).
@@ -16,15 +15,16 @@ use std::sync::Arc;
 /// operation) or generated once per user action and saved — never minted afresh per call.
 /// The macro rejects key expressions that visibly mint one (`Uuid::new_v4()`, `rand::random()`…).
 ///
-/// Implemented for `str`, `String`, `Cow<str>`, `Box<str>`, `Rc<str>`, `Arc<str>` and
-/// references to any implementor.
+/// Implemented for `str`, `String`, `Cow<str>`, `Box<str>`, `Arc<str>` and references to any
+/// implementor. A key is `Sync`: the loop keeps a reference to it across its pauses, and the
+/// call's future must stay `Send`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be used as an idempotency key",
     label = "this is not a text key",
     note = "`idempotency_key = ...` takes text the external system deduplicates on: `str`, `String`, `Cow<str>` or a reference to one (R-RES-RE-1)",
     note = "implement `retry_runtime::IdempotencyKey` for `{Self}` if it is such a key"
 )]
-pub trait IdempotencyKey: fmt::Display {
+pub trait IdempotencyKey: fmt::Display + Sync {
     /// true when there is no usable key: the text is empty or only white space.
     fn is_blank(&self) -> bool;
 }
@@ -44,7 +44,7 @@ macro_rules! via_str {
         }
     )*};
 }
-via_str!(String, Cow<'_, str>, Box<str>, Rc<str>, Arc<str>);
+via_str!(String, Cow<'_, str>, Box<str>, Arc<str>);
 
 impl<K: IdempotencyKey + ?Sized> IdempotencyKey for &K {
     fn is_blank(&self) -> bool {
@@ -82,7 +82,6 @@ mod tests {
         assert!(!blank(&String::from("k")));
         assert!(!blank(&Cow::<str>::Owned("k".into())));
         assert!(!blank(&Box::<str>::from(" k ")));
-        assert!(!blank(&Rc::<str>::from("k")));
         assert!(!blank(&&mut String::from("k")));
     }
 }

@@ -49,6 +49,7 @@ mod classify;
 pub mod http;
 mod integrations;
 mod key;
+mod observe;
 mod schedule;
 
 #[doc(hidden)]
@@ -56,6 +57,8 @@ mod schedule;
 pub mod __private;
 
 pub use classify::Classify;
+#[cfg(feature = "uuid")]
+pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};
 pub use key::IdempotencyKey;
 pub use schedule::{Jitter, MAX_ATTEMPTS, MAX_WINDOW, Policy, PolicyError};
 
@@ -64,3 +67,8 @@ pub use schedule::{Jitter, MAX_ATTEMPTS, MAX_WINDOW, Policy, PolicyError};
 /// See the [crate docs](crate) and the README for every option and compile error.
 #[cfg(feature = "macros")]
 pub use retry_macro::retry;
+
+/// The derive of [`Classify`](trait@Classify) (the trait and its derive share the name, like
+/// serde's `Serialize`).
+#[cfg(feature = "macros")]
+pub use retry_macro::Classify;

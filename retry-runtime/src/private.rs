@@ -1,20 +1,31 @@
 //! What `#[retry]` expansions call. Not a public API: it changes with the macro, which is
 //! pinned to this exact version of the runtime.
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::key::IdempotencyKey;
+use crate::observe;
 use crate::schedule::{Jitter, MAX_WINDOW, Policy};
 
 pub use tokio::time::sleep;
 
-/// Everything one annotated fn knows at compile time; one `static` per fn.
+/// Everything one annotated fn knows at compile time; one `static` per fn, built by [`site`].
 #[derive(Debug)]
 pub struct Site {
     /// The external system's label (`system = "..."`, or the fn's name).
     pub system: &'static str,
     /// The schedule.
     pub policy: Policy,
+    #[cfg(feature = "metrics")]
+    counters: std::sync::OnceLock<[metrics::Counter; 4]>,
+}
+
+impl Site {
+    #[cfg(feature = "metrics")]
+    pub(crate) fn counters(&'static self) -> &'static [metrics::Counter; 4] {
+        self.counters.get_or_init(|| observe::register(self.system))
+    }
 }
 
 /// Builds a [`Site`] in a `static`: a policy the macro let through but the runtime refuses
@@ -32,7 +43,12 @@ pub const fn site(
         Duration::from_millis(max_delay_ms),
         jitter,
     ) {
-        Ok(policy) => Site { system, policy },
+        Ok(policy) => Site {
+            system,
+            policy,
+            #[cfg(feature = "metrics")]
+            counters: std::sync::OnceLock::new(),
+        },
         Err(_) => panic!("#[retry]: the macro and the runtime disagree on this policy"),
     }
 }
@@ -49,35 +65,43 @@ pub fn sleep_blocking(pause: Duration) {
     std::thread::sleep(pause);
 }
 
-/// The state of one call's loop: which attempt runs, how long it has paused.
-#[derive(Debug)]
-pub struct Retrier {
+/// The state of one call's loop: which attempt runs, how long it has paused, and the key of a
+/// write (for the logs).
+pub struct Retrier<'k> {
     site: &'static Site,
+    key: Option<&'k dyn IdempotencyKey>,
     attempt: u32,
     limit: u32,
     paused: Duration,
 }
 
-impl Retrier {
+impl Retrier<'static> {
     /// A read: up to `attempts` attempts.
     #[inline]
     pub const fn read(site: &'static Site) -> Self {
         Retrier {
             site,
+            key: None,
             attempt: 1,
             limit: site.policy.attempts(),
             paused: Duration::ZERO,
         }
     }
+}
 
+impl<'k> Retrier<'k> {
     /// A keyed write: like a read, but a blank key allows one attempt only (R-RES-RE-1).
     #[inline]
-    pub fn write(site: &'static Site, key: &dyn IdempotencyKey) -> Self {
-        let mut retrier = Retrier::read(site);
-        if key.is_blank() {
-            retrier.limit = 1;
+    pub fn write(site: &'static Site, key: &'k dyn IdempotencyKey) -> Self {
+        Retrier {
+            key: Some(key),
+            limit: if key.is_blank() {
+                1
+            } else {
+                site.policy.attempts()
+            },
+            ..Retrier::read(site)
         }
-        retrier
     }
 
     /// The attempt that runs now (1-based).
@@ -85,10 +109,21 @@ impl Retrier {
         self.attempt
     }
 
+    /// The attempt that runs now succeeded.
+    #[inline]
+    pub fn succeeded(&self) {
+        observe::succeeded(self.site, self.attempt);
+    }
+
     /// The attempt that runs now failed: `Some(pause)` to wait and try again, `None` to give up
     /// and return its error.
-    pub fn after_failure(&mut self, transient: bool, hint: Option<Duration>) -> Option<Duration> {
-        self.after_failure_with(transient, hint, &mut rand::rng())
+    pub fn after_failure(
+        &mut self,
+        transient: bool,
+        hint: Option<Duration>,
+        error: ErrorText<'_>,
+    ) -> Option<Duration> {
+        self.after_failure_with(transient, hint, error, &mut rand::rng())
     }
 
     /// [`after_failure`](Retrier::after_failure) with the caller's random numbers.
@@ -96,26 +131,162 @@ impl Retrier {
         &mut self,
         transient: bool,
         hint: Option<Duration>,
+        error: ErrorText<'_>,
         rng: &mut R,
     ) -> Option<Duration> {
-        if !transient || self.attempt >= self.limit {
+        let failure = observe::Failure {
+            site: self.site,
+            attempt: self.attempt,
+            key: self.key,
+            error,
+        };
+        if !transient {
+            observe::permanent(&failure);
             return None;
+        }
+        match self.next_pause(hint, rng) {
+            Ok(pause) => {
+                observe::retrying(&failure, pause);
+                self.paused += pause;
+                self.attempt += 1;
+                Some(pause)
+            }
+            Err(reason) => {
+                observe::exhausted(&failure, reason);
+                None
+            }
+        }
+    }
+
+    /// The pause before the next attempt, or why there is none.
+    fn next_pause<R: rand::Rng + ?Sized>(
+        &self,
+        hint: Option<Duration>,
+        rng: &mut R,
+    ) -> Result<Duration, GiveUp> {
+        if self.attempt >= self.limit {
+            return Err(
+                if self.limit == 1 && self.key.is_some_and(|k| k.is_blank()) {
+                    GiveUp::BlankKey
+                } else {
+                    GiveUp::Attempts
+                },
+            );
         }
         let policy = &self.site.policy;
         let mut pause = policy.pause(self.attempt, rng);
         if let Some(hint) = hint {
             if hint > policy.max_delay() {
-                return None;
+                return Err(GiveUp::HintAboveMaxDelay);
             }
             pause = pause.max(hint);
         }
-        let paused = self.paused.saturating_add(pause);
-        if paused > MAX_WINDOW {
-            return None;
+        if self.paused.saturating_add(pause) > MAX_WINDOW {
+            return Err(GiveUp::Window);
         }
-        self.paused = paused;
-        self.attempt += 1;
-        Some(pause)
+        Ok(pause)
+    }
+}
+
+/// Why a transient failure is not retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GiveUp {
+    /// Every attempt was used.
+    Attempts,
+    /// A write with a blank idempotency key gets one attempt (R-RES-RE-1).
+    BlankKey,
+    /// The other side asked for a pause longer than `max_delay`.
+    HintAboveMaxDelay,
+    /// The pause would take the call's pauses past the 5 s window (R-RES-RE-4).
+    Window,
+}
+
+impl GiveUp {
+    /// A short label for logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GiveUp::Attempts => "attempts exhausted",
+            GiveUp::BlankKey => "blank idempotency key",
+            GiveUp::HintAboveMaxDelay => "retry-after above max_delay",
+            GiveUp::Window => "retry window exhausted",
+        }
+    }
+}
+
+/// An attempt's error as the logs show it: through `Display` if it has one, else `Debug`.
+#[derive(Clone, Copy)]
+pub enum ErrorText<'a> {
+    /// The error is `Display`.
+    Display(&'a dyn fmt::Display),
+    /// The error is `Debug` only.
+    Debug(&'a dyn fmt::Debug),
+    /// Neither.
+    Opaque,
+}
+
+impl fmt::Display for ErrorText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorText::Display(error) => error.fmt(f),
+            ErrorText::Debug(error) => write!(f, "{error:?}"),
+            ErrorText::Opaque => f.write_str("(an error with neither Display nor Debug)"),
+        }
+    }
+}
+
+impl ErrorText<'_> {
+    /// `None` when there is no text to show.
+    pub fn shown(&self) -> Option<&Self> {
+        match self {
+            ErrorText::Opaque => None,
+            _ => Some(self),
+        }
+    }
+}
+
+impl fmt::Debug for ErrorText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Picks [`ErrorText`] for an error of any type by auto-ref specialisation: the expansion
+/// calls `(&&&Describe(err)).describe()` with the three traits below in scope.
+pub struct Describe<'a, E>(pub &'a E);
+
+/// `Display` errors, the first choice.
+pub trait ViaDisplay<'a> {
+    /// The error's text.
+    fn describe(&self) -> ErrorText<'a>;
+}
+
+impl<'a, E: fmt::Display> ViaDisplay<'a> for &&Describe<'a, E> {
+    fn describe(&self) -> ErrorText<'a> {
+        ErrorText::Display(self.0)
+    }
+}
+
+/// `Debug` errors, the second choice.
+pub trait ViaDebug<'a> {
+    /// The error's text.
+    fn describe(&self) -> ErrorText<'a>;
+}
+
+impl<'a, E: fmt::Debug> ViaDebug<'a> for &Describe<'a, E> {
+    fn describe(&self) -> ErrorText<'a> {
+        ErrorText::Debug(self.0)
+    }
+}
+
+/// Any other error.
+pub trait ViaNothing<'a> {
+    /// No text.
+    fn describe(&self) -> ErrorText<'a>;
+}
+
+impl<'a, E> ViaNothing<'a> for Describe<'a, E> {
+    fn describe(&self) -> ErrorText<'a> {
+        ErrorText::Opaque
     }
 }
 
@@ -140,6 +311,34 @@ impl<T, E> RetryResult for Result<T, E> {
     }
 }
 
+/// The Retry-After hint held by the field that `#[derive(Classify)]`'s
+/// `#[classify(transient, retry_after = field)]` names: a `Duration` (always a hint) or an
+/// `Option<Duration>` (a hint when `Some`). A trait, not a match on the type's name, so that
+/// aliases and paths of either type work.
+#[diagnostic::on_unimplemented(
+    message = "`#[classify(retry_after = ...)]` reads a Retry-After hint from a `Duration` or `Option<Duration>` field, not from `{Self}`",
+    label = "not a `Duration` or `Option<Duration>`",
+    note = "store the hint as a `std::time::Duration` (`retry_runtime::http::parse_retry_after` reads the header into an `Option<Duration>`)"
+)]
+pub trait Hint {
+    /// The hint, if there is one.
+    fn hint(&self) -> Option<Duration>;
+}
+
+impl Hint for Duration {
+    #[inline]
+    fn hint(&self) -> Option<Duration> {
+        Some(*self)
+    }
+}
+
+impl Hint for Option<Duration> {
+    #[inline]
+    fn hint(&self) -> Option<Duration> {
+        *self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,26 +355,44 @@ mod tests {
     #[test]
     fn transient_failures_follow_the_schedule_then_give_up() {
         let mut r = Retrier::read(&NONE);
-        assert_eq!(r.after_failure_with(true, None, &mut rng()), Some(MS * 200));
+        assert_eq!(
+            r.after_failure_with(true, None, ErrorText::Opaque, &mut rng()),
+            Some(MS * 200)
+        );
         assert_eq!(r.attempt(), 2);
-        assert_eq!(r.after_failure_with(true, None, &mut rng()), Some(MS * 400));
+        assert_eq!(
+            r.after_failure_with(true, None, ErrorText::Opaque, &mut rng()),
+            Some(MS * 400)
+        );
         assert_eq!(r.attempt(), 3);
-        assert_eq!(r.after_failure_with(true, None, &mut rng()), None);
+        assert_eq!(
+            r.after_failure_with(true, None, ErrorText::Opaque, &mut rng()),
+            None
+        );
     }
 
     #[test]
     fn permanent_failures_give_up_at_once() {
         let mut r = Retrier::read(&NONE);
-        assert_eq!(r.after_failure_with(false, None, &mut rng()), None);
+        assert_eq!(
+            r.after_failure_with(false, None, ErrorText::Opaque, &mut rng()),
+            None
+        );
         assert_eq!(r.attempt(), 1);
     }
 
     #[test]
     fn blank_key_allows_one_attempt() {
-        assert_eq!(Retrier::write(&NONE, &"").after_failure(true, None), None);
-        assert_eq!(Retrier::write(&NONE, &" ").after_failure(true, None), None);
         assert_eq!(
-            Retrier::write(&NONE, &"k").after_failure(true, None),
+            Retrier::write(&NONE, &"").after_failure(true, None, ErrorText::Opaque),
+            None
+        );
+        assert_eq!(
+            Retrier::write(&NONE, &" ").after_failure(true, None, ErrorText::Opaque),
+            None
+        );
+        assert_eq!(
+            Retrier::write(&NONE, &"k").after_failure(true, None, ErrorText::Opaque),
             Some(MS * 200)
         );
     }
@@ -185,22 +402,22 @@ mod tests {
         let mut r = Retrier::read(&FIVE);
         // A hint longer than the backoff pause wins.
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 1500), &mut rng()),
+            r.after_failure_with(true, Some(MS * 1500), ErrorText::Opaque, &mut rng()),
             Some(MS * 1500)
         );
         // A shorter hint does not shorten the backoff pause.
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 10), &mut rng()),
+            r.after_failure_with(true, Some(MS * 10), ErrorText::Opaque, &mut rng()),
             Some(MS * 200)
         );
         // 1.5 + 0.2 + 2 s = 3.7 s so far is fine ...
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 2000), &mut rng()),
+            r.after_failure_with(true, Some(MS * 2000), ErrorText::Opaque, &mut rng()),
             Some(MS * 2000)
         );
         // ... but another 2 s would pass the 5 s window: give up.
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 2000), &mut rng()),
+            r.after_failure_with(true, Some(MS * 2000), ErrorText::Opaque, &mut rng()),
             None
         );
     }
@@ -209,12 +426,12 @@ mod tests {
     fn hint_above_max_delay_gives_up() {
         let mut r = Retrier::read(&FIVE);
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 2001), &mut rng()),
+            r.after_failure_with(true, Some(MS * 2001), ErrorText::Opaque, &mut rng()),
             None
         );
         let mut r = Retrier::read(&FIVE);
         assert_eq!(
-            r.after_failure_with(true, Some(Duration::MAX), &mut rng()),
+            r.after_failure_with(true, Some(Duration::MAX), ErrorText::Opaque, &mut rng()),
             None
         );
     }

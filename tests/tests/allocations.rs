@@ -74,9 +74,16 @@ fn no_allocation_per_call() {
     let ok = Counted::new(0);
     let flaky = Counted::new(u32::MAX);
     // Warm-up: the runtime's first block_on, the timer wheel and the thread's RNG allocate
-    // once per thread, not per call.
+    // once per thread, and each fn registers its metrics counters on its first call (this
+    // binary has the `metrics` feature on): once per fn, not per call.
     rt.block_on(status(&ok)).unwrap();
     rt.block_on(status(&flaky)).unwrap_err();
+    ok.reset();
+    rt.block_on(register(&ok, "order-1")).unwrap();
+    ok.reset();
+    status_blocking(&ok).unwrap();
+    ok.reset();
+    rt.block_on(status_boxed(&ok)).unwrap();
 
     let happy = measure(|| {
         for _ in 0..1_000 {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use rand::SeedableRng as _;
-use retry_runtime::__private::{Retrier, Site};
+use retry_runtime::__private::{ErrorText, Retrier, Site, site};
 use retry_runtime::{Jitter, MAX_WINDOW, Policy};
 
 fn jitter() -> impl Strategy<Value = Jitter> {
@@ -13,6 +13,7 @@ fn jitter() -> impl Strategy<Value = Jitter> {
 
 /// Any policy `Policy::new` accepts (and so any the macro accepts).
 fn policy() -> impl Strategy<Value = Policy> {
+    // Whole milliseconds, as the attribute writes them.
     (1u32..=5, 1u64..=5_000, 0u64..=5_000, jitter()).prop_filter_map(
         "refused by the rules",
         |(attempts, delay, extra, jitter)| {
@@ -58,14 +59,21 @@ proptest! {
         hints in proptest::collection::vec(proptest::option::of(0u64..10_000), 5),
         seed in any::<u64>(),
     ) {
-        let site: &'static Site = Box::leak(Box::new(Site { system: "prop", policy }));
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap();
+        let site: &'static Site = Box::leak(Box::new(site(
+            "prop",
+            policy.attempts(),
+            ms(policy.delay()),
+            ms(policy.max_delay()),
+            policy.jitter(),
+        )));
         let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
         let mut retrier = Retrier::read(site);
         let mut total = Duration::ZERO;
         let mut attempts = 1;
         for hint in &hints {
             let hint = hint.map(Duration::from_millis);
-            match retrier.after_failure_with(true, hint, &mut rng) {
+            match retrier.after_failure_with(true, hint, ErrorText::Opaque, &mut rng) {
                 Some(pause) => {
                     prop_assert!(pause <= policy.max_delay());
                     if let Some(hint) = hint {

@@ -1,1 +1,21 @@
 //! Optional integrations with the crates adapters use, one cargo feature each.
+//!
+//! - always: [`Classify`](crate::Classify) for `Box<dyn Error + Send + Sync>` (and
+//!   `Box<dyn Error>`), walking the source chain ([`erased`]);
+//! - `anyhow`: the same walk for `anyhow::Error`;
+//! - `reqwest`: `Classify` for `reqwest::Error`;
+//! - `failsafe`: `Classify` for `failsafe::Error<E>`;
+//! - `uuid`: `IdempotencyKey` for `uuid::Uuid` and deterministic v5 keys.
+//!
+//! The `http` feature lives in [`crate::http`].
+
+pub(crate) mod erased;
+
+#[cfg(feature = "anyhow")]
+mod anyhow;
+#[cfg(feature = "failsafe")]
+mod failsafe;
+#[cfg(feature = "reqwest")]
+mod reqwest;
+#[cfg(feature = "uuid")]
+pub(crate) mod uuid;

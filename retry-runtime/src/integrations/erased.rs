@@ -1,0 +1,233 @@
+//! [`Classify`] for type-erased errors: the first error of the source chain whose type we know
+//! decides.
+//!
+//! One walk, [`first_known`], serves `Box<dyn Error + Send + Sync>`, `Box<dyn Error>`,
+//! `anyhow::Error` (feature `anyhow`) and the request errors of `reqwest::Error` (feature
+//! `reqwest`).
+
+use std::error::Error;
+use std::io;
+use std::time::Duration;
+
+use crate::Classify;
+use crate::http::StatusError;
+
+/// How many errors of a source chain are looked at, at most: a chain is a few links long, and a
+/// buggy `source()` that returns its own error must not hang the caller.
+pub(crate) const MAX_CHAIN: usize = 32;
+
+/// What a known error says: transient or not, and its Retry-After hint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub(crate) transient: bool,
+    pub(crate) retry_after: Option<Duration>,
+}
+
+impl Verdict {
+    fn of<E: Classify + ?Sized>(error: &E) -> Self {
+        Verdict {
+            transient: error.is_transient(),
+            retry_after: error.retry_after(),
+        }
+    }
+}
+
+/// The verdict of the first error in `error`'s source chain, `error` itself first, whose type
+/// we know; `None` when there is none (the caller's error is then permanent: deny by default).
+///
+/// Known, in this order for each link:
+/// - [`StatusError`];
+/// - `std::io::Error`, by its kind — except an `io::Error::other(inner)` (kind `Other` with a
+///   payload), a tunnel whose kind says nothing: the walk goes on with `inner`. (`io::Error`'s
+///   own `source()` would skip `inner` and return *its* source.);
+/// - `tokio::time::error::Elapsed`;
+/// - `reqwest::Error` (feature `reqwest`).
+///
+/// `failsafe::Error<E>` needs no downcast, which would only work for a list of concrete `E`s:
+/// its `source()` is the inner error of `Inner(e)`, so the walk goes on with `e`, and `Rejected`
+/// has no source, so the walk ends on it with nothing known — permanent, for every `E`
+/// (R-RES-RE-X4).
+///
+/// At most [`MAX_CHAIN`] links are looked at.
+pub(crate) fn first_known(error: &(dyn Error + 'static)) -> Option<Verdict> {
+    let mut link = Some(error);
+    for _ in 0..MAX_CHAIN {
+        let error = link?;
+        if let Some(status) = error.downcast_ref::<StatusError>() {
+            return Some(Verdict::of(status));
+        }
+        if let Some(io) = error.downcast_ref::<io::Error>() {
+            match io.get_ref() {
+                Some(inner) if io.kind() == io::ErrorKind::Other => {
+                    link = Some(inner);
+                    continue;
+                }
+                _ => return Some(Verdict::of(io)),
+            }
+        }
+        if let Some(elapsed) = error.downcast_ref::<tokio::time::error::Elapsed>() {
+            return Some(Verdict::of(elapsed));
+        }
+        #[cfg(feature = "reqwest")]
+        if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {
+            return Some(Verdict::of(reqwest));
+        }
+        link = error.source();
+    }
+    None
+}
+
+/// true when the first known error of the chain is transient.
+pub(crate) fn is_transient(error: &(dyn Error + 'static)) -> bool {
+    first_known(error).is_some_and(|verdict| verdict.transient)
+}
+
+/// The hint of the first known error of the chain.
+pub(crate) fn retry_after(error: &(dyn Error + 'static)) -> Option<Duration> {
+    first_known(error).and_then(|verdict| verdict.retry_after)
+}
+
+macro_rules! boxed {
+    ($($ty:ty),* $(,)?) => {$(
+        /// The first error of the source chain (the boxed error first) whose type is known
+        /// decides, with its hint: `StatusError`, `std::io::Error` (an `io::Error::other` is
+        /// looked through), `tokio::time::error::Elapsed`, and with their features
+        /// `reqwest::Error` and the inner error of a `failsafe::Error` (a rejection is
+        /// permanent). Nothing known: permanent.
+        impl Classify for $ty {
+            fn is_transient(&self) -> bool {
+                is_transient(&**self)
+            }
+
+            fn retry_after(&self) -> Option<Duration> {
+                retry_after(&**self)
+            }
+        }
+    )*};
+}
+boxed!(Box<dyn Error + Send + Sync>, Box<dyn Error>);
+
+#[cfg(test)]
+mod tests {
+    use std::fmt;
+
+    use super::*;
+
+    type BoxError = Box<dyn Error + Send + Sync>;
+
+    /// An error of ours, unknown to the walk, with an optional source.
+    #[derive(Debug)]
+    struct Wrapper(Option<BoxError>);
+
+    impl fmt::Display for Wrapper {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("wrapper")
+        }
+    }
+
+    impl Error for Wrapper {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            self.0.as_deref().map(|e| e as _)
+        }
+    }
+
+    fn wrap(inner: impl Error + Send + Sync + 'static) -> Wrapper {
+        Wrapper(Some(Box::new(inner)))
+    }
+
+    const UNAVAILABLE_2S: StatusError = StatusError {
+        status: 503,
+        retry_after: Some(Duration::from_secs(2)),
+    };
+
+    #[test]
+    fn a_boxed_status_error_keeps_its_verdict_and_hint() {
+        let boxed: BoxError = Box::new(UNAVAILABLE_2S);
+        assert!(boxed.is_transient());
+        assert_eq!(boxed.retry_after(), Some(Duration::from_secs(2)));
+
+        let not_found: Box<dyn Error> = Box::new(StatusError::new(404, Some("2")));
+        assert!(!not_found.is_transient());
+        assert_eq!(not_found.retry_after(), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn an_io_error_under_a_custom_error_decides() {
+        let reset: BoxError = Box::new(wrap(wrap(io::Error::from(io::ErrorKind::ConnectionReset))));
+        assert!(reset.is_transient());
+        assert_eq!(reset.retry_after(), None);
+
+        let denied: BoxError = Box::new(wrap(io::Error::from(io::ErrorKind::PermissionDenied)));
+        assert!(!denied.is_transient());
+    }
+
+    #[test]
+    fn an_unknown_error_is_permanent() {
+        let unknown: BoxError = Box::new(wrap(Wrapper(None)));
+        assert!(!unknown.is_transient());
+        assert_eq!(unknown.retry_after(), None);
+        let message: BoxError = "gateway said no".into();
+        assert!(!message.is_transient());
+        assert_eq!(first_known(&*message), None);
+    }
+
+    #[test]
+    fn the_first_known_error_wins() {
+        // A timed-out io::Error is known: the 404 it carries is not looked at.
+        let timed_out: BoxError = Box::new(io::Error::new(
+            io::ErrorKind::TimedOut,
+            StatusError::new(404, None),
+        ));
+        assert!(timed_out.is_transient());
+        // A known permanent error ends the walk, even above a connection reset (its
+        // `source()` would lead to the reset).
+        let denied = io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            wrap(io::Error::from(io::ErrorKind::ConnectionReset)),
+        );
+        assert!(denied.source().is_some());
+        let denied: BoxError = Box::new(wrap(denied));
+        assert!(!denied.is_transient());
+    }
+
+    #[test]
+    fn io_error_other_is_looked_through() {
+        let tunnel: BoxError = Box::new(wrap(io::Error::other(UNAVAILABLE_2S)));
+        assert!(tunnel.is_transient());
+        assert_eq!(tunnel.retry_after(), Some(Duration::from_secs(2)));
+
+        let tunnel_to_unknown: BoxError = Box::new(io::Error::other(Wrapper(None)));
+        assert!(!tunnel_to_unknown.is_transient());
+        // Without a payload, `Other` is just a kind: permanent.
+        let bare: BoxError = Box::new(io::Error::from(io::ErrorKind::Other));
+        assert!(!bare.is_transient());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_boxed_elapsed_is_transient() {
+        let elapsed = tokio::time::timeout(Duration::from_millis(1), std::future::pending::<()>())
+            .await
+            .unwrap_err();
+        let boxed: BoxError = Box::new(wrap(elapsed));
+        assert!(boxed.is_transient());
+        assert_eq!(boxed.retry_after(), None);
+    }
+
+    #[test]
+    fn a_source_chain_that_loops_ends_permanent() {
+        #[derive(Debug)]
+        struct Loop;
+        impl fmt::Display for Loop {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("loop")
+            }
+        }
+        impl Error for Loop {
+            fn source(&self) -> Option<&(dyn Error + 'static)> {
+                Some(self)
+            }
+        }
+        let looping: BoxError = Box::new(Loop);
+        assert!(!looping.is_transient());
+    }
+}

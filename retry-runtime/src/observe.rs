@@ -1,0 +1,130 @@
+//! What the retry loop tells the world: `tracing` events and the counter
+//! `retry_attempts_total{system, outcome}`, each behind its cargo feature.
+//!
+//! | what happened | event (feature `tracing`) | `outcome` (feature `metrics`) |
+//! | --- | --- | --- |
+//! | success on the first attempt | none | `success` |
+//! | success after retries | INFO | `success` |
+//! | transient failure, retrying | WARN | `retry` |
+//! | transient failure, giving up | ERROR | `exhausted` |
+//! | permanent failure | none (the caller gets the error) | `permanent` |
+//!
+//! Each attempt is counted once, so the outcomes add up to the attempts made.
+
+use crate::__private::{ErrorText, GiveUp, Site};
+use crate::key::IdempotencyKey;
+use std::time::Duration;
+
+/// A failed attempt, as the logs describe it.
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+pub(crate) struct Failure<'a> {
+    pub site: &'static Site,
+    pub attempt: u32,
+    pub key: Option<&'a dyn IdempotencyKey>,
+    pub error: ErrorText<'a>,
+}
+
+/// The values of the `outcome` label.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) enum Outcome {
+    Success = 0,
+    Retry = 1,
+    Exhausted = 2,
+    Permanent = 3,
+}
+
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+impl Outcome {
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Success,
+        Outcome::Retry,
+        Outcome::Exhausted,
+        Outcome::Permanent,
+    ];
+
+    pub const fn label(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Retry => "retry",
+            Outcome::Exhausted => "exhausted",
+            Outcome::Permanent => "permanent",
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn succeeded(site: &'static Site, attempt: u32) {
+    count(site, Outcome::Success);
+    #[cfg(feature = "tracing")]
+    if attempt > 1 {
+        tracing::info!(
+            system = site.system,
+            attempt,
+            attempts = site.policy.attempts(),
+            "succeeded after retries"
+        );
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = attempt;
+}
+
+pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
+    count(failure.site, Outcome::Retry);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        system = failure.site.system,
+        attempt = failure.attempt,
+        attempts = failure.site.policy.attempts(),
+        delay_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
+        error = failure.error.shown().map(tracing::field::display),
+        idempotency_key = failure.key.map(tracing::field::display),
+        "transient failure, retrying"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = pause;
+}
+
+pub(crate) fn exhausted(failure: &Failure<'_>, reason: GiveUp) {
+    count(failure.site, Outcome::Exhausted);
+    #[cfg(feature = "tracing")]
+    tracing::error!(
+        system = failure.site.system,
+        attempt = failure.attempt,
+        attempts = failure.site.policy.attempts(),
+        reason = reason.as_str(),
+        error = failure.error.shown().map(tracing::field::display),
+        idempotency_key = failure.key.map(tracing::field::display),
+        "transient failure, giving up"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = reason;
+}
+
+pub(crate) fn permanent(failure: &Failure<'_>) {
+    count(failure.site, Outcome::Permanent);
+}
+
+#[cfg(feature = "metrics")]
+#[inline]
+fn count(site: &'static Site, outcome: Outcome) {
+    site.counters()[outcome as usize].increment(1);
+}
+
+#[cfg(not(feature = "metrics"))]
+#[inline(always)]
+fn count(_: &'static Site, _: Outcome) {}
+
+/// The counters of one site, registered with the global recorder on the site's first call and
+/// kept: later calls count with an atomic add, no lookup, no allocation. Install the recorder
+/// before the first call (as every `metrics` exporter asks).
+#[cfg(feature = "metrics")]
+pub(crate) fn register(system: &'static str) -> [metrics::Counter; 4] {
+    Outcome::ALL.map(|outcome| {
+        metrics::counter!(
+            "retry_attempts_total",
+            "system" => system,
+            "outcome" => outcome.label()
+        )
+    })
+}

@@ -10,9 +10,9 @@ use syn::parse::{Parse, ParseStream, Parser as _};
 use syn::punctuated::Punctuated;
 use syn::{Expr, Ident, Token};
 
-/// One argument.
+/// One argument, of `#[retry(...)]` or `#[classify(...)]`.
 pub enum Arg {
-    /// A bare word: `read`, `write`.
+    /// A bare word: `read`, `write`, `transient`, ...
     Word(Ident),
     /// `name = value`.
     Pair {
@@ -33,9 +33,7 @@ impl Parse for Arg {
         } else if input.is_empty() || input.peek(Token![,]) {
             Ok(Arg::Word(name))
         } else {
-            Err(input.error(format!(
-                "expected `,` or `= value` after `{name}`: write `#[retry(read, attempts = 3)]`"
-            )))
+            Err(input.error(format!("expected `,` or `= value` after `{name}`")))
         }
     }
 }

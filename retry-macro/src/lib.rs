@@ -1,15 +1,21 @@
-//! The `#[retry]` attribute of [`retry-runtime`](https://docs.rs/retry-runtime).
+//! The `#[retry]` attribute and `#[derive(Classify)]` of
+//! [`retry-runtime`](https://docs.rs/retry-runtime).
 //!
-//! Depend on `retry-runtime`, not on this crate: it re-exports the attribute as
-//! `retry_runtime::retry`, and the code the attribute generates calls into it. The macro works
-//! in three phases, one file each: `args` parses the attribute's arguments, `valid` applies
-//! the retry rules (each error cites its rule id) and `expand` writes the loop.
+//! Depend on `retry-runtime`, not on this crate: it re-exports both as `retry_runtime::retry`
+//! and `retry_runtime::Classify`, and the code they generate calls into it. Each macro works in
+//! three phases, one file each: `args` parses the attribute's arguments, `valid` applies the
+//! retry rules (each error cites its rule id) and `expand` writes the loop; `derive_args`,
+//! `derive_valid` and `derive_expand` do the same for `#[classify(...)]` and the `Classify` impl.
 
 mod args;
+mod derive_args;
+mod derive_expand;
+mod derive_valid;
 mod duration;
 mod errors;
 mod expand;
 mod fresh_key;
+mod spans;
 mod valid;
 
 use proc_macro::TokenStream;
@@ -29,6 +35,71 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
     match args::parse(args.into()).and_then(|args| valid::check(args, &func)) {
         Ok(config) => expand::expand(&config, func),
         Err(error) => expand::with_errors(&func, &error),
+    }
+    .into()
+}
+
+/// Implements `retry_runtime::Classify` for an error enum (or struct) from `#[classify(...)]` on
+/// its variants: which errors are worth another attempt, and where the other side's Retry-After
+/// hint is.
+///
+/// ```rust
+/// use std::io;
+/// use std::time::Duration;
+/// use retry_runtime::Classify;
+///
+/// #[derive(Debug, thiserror::Error, Classify)]
+/// enum GatewayError {
+///     /// Worth another attempt.
+///     #[error("timed out")]
+///     #[classify(transient)]
+///     Timeout,
+///     /// Worth another attempt, no sooner than the gateway asked.
+///     #[error("unavailable")]
+///     #[classify(transient, retry_after = retry_after)]
+///     Unavailable { retry_after: Option<Duration> },
+///     /// As transient as the inner error: its verdict and its hint.
+///     #[error("i/o")]
+///     #[classify(delegate)]
+///     Io(#[from] io::Error),
+///     /// Not marked: permanent.
+///     #[error("bad request: {0}")]
+///     BadRequest(String),
+///     /// Explicitly permanent (R-RES-RE-X4).
+///     #[error("circuit breaker open")]
+///     #[classify(permanent)]
+///     BreakerOpen,
+/// }
+///
+/// let hint = Some(Duration::from_secs(1));
+/// assert!(GatewayError::Timeout.is_transient());
+/// assert!(GatewayError::Unavailable { retry_after: hint }.is_transient());
+/// assert_eq!(GatewayError::Unavailable { retry_after: hint }.retry_after(), hint);
+/// assert!(GatewayError::Io(io::ErrorKind::TimedOut.into()).is_transient());
+/// assert!(!GatewayError::BadRequest("no such order".into()).is_transient());
+/// assert!(!GatewayError::BreakerOpen.is_transient());
+/// ```
+///
+/// On a variant (or on a struct, for the whole type), one kind at most:
+///
+/// - nothing, or `permanent`: never retried. Deny by default: an error you have not marked is
+///   permanent ("if in doubt: no retry", R-RES-RE-1).
+/// - `transient`: retried. Add `retry_after = field` (a field name, or an index in a tuple
+///   variant: `retry_after = 0`) to read the hint from a `Duration` or `Option<Duration>` field.
+/// - `delegate`: on a variant with exactly one field (`Io(io::Error)` or `Io { source }`), that
+///   field's own `is_transient` and `retry_after`. When the field's type mentions a type
+///   parameter, the impl gets a `Field: Classify` bound.
+///
+/// On the type: `#[classify(crate = "path")]` when `retry-runtime` is renamed. Other attributes
+/// (thiserror's `#[error(...)]`, `#[source]`, `#[from]`) are left alone, so both derives go on
+/// the same enum. Unions are refused. Every misuse is a compile error at the offending tokens,
+/// all of them at once, each naming the fix.
+#[proc_macro_derive(Classify, attributes(classify))]
+pub fn derive_classify(item: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(item as derive_args::Input);
+    match derive_args::parse(&input).and_then(|args| derive_valid::check(&input, args)) {
+        Ok(derive) => derive_expand::expand(&derive),
+        Err(error) => derive_expand::with_errors(&input, &error),
     }
     .into()
 }

@@ -11,6 +11,7 @@ use crate::args::Arg;
 use crate::duration::{self, parse_ms};
 use crate::errors::Errors;
 use crate::fresh_key;
+use crate::spans::at_call_site;
 
 /// Most attempts one call may make (R-RES-RE-3).
 const MAX_ATTEMPTS: u32 = 5;
@@ -469,16 +470,6 @@ fn returns_future(output: &ReturnType) -> bool {
     let mut find = FindFuture(false);
     syn::visit::Visit::visit_type(&mut find, ty);
     find.0
-}
-
-/// `path` as if written at the attribute: it resolves there, and lints such as
-/// `unused_qualifications` treat it as generated, not as the user's string.
-fn at_call_site(path: &Path) -> Path {
-    let tokens = path.to_token_stream().into_iter().map(|mut token| {
-        token.set_span(Span::call_site());
-        token
-    });
-    syn::parse2(tokens.collect()).expect("a path re-parses as a path")
 }
 
 /// The first `impl Trait` in the return type.

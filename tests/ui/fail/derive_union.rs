@@ -1,0 +1,9 @@
+use retry_runtime::Classify;
+
+#[derive(Classify)]
+union Code {
+    http: u16,
+    grpc: u32,
+}
+
+fn main() {}

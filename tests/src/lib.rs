@@ -1,5 +1,8 @@
 //! Shared fixtures of the retry-runtime tests: a scripted external system that fails as told
 //! and records every call.
+//!
+//! [`gateway`]: an in-process HTTP payment gateway with seeded faults, for end-to-end tests and
+//! the payments demo.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -7,6 +10,8 @@ use std::time::Duration;
 
 use retry_runtime::Classify;
 use tokio::time::Instant;
+
+pub mod gateway;
 
 /// How one call to the fake system fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -46,7 +46,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
     } = func;
     let krate = &config.krate;
     let local = |name: &str| Ident::new(name, Span::mixed_site());
-    let (site, retrier, key, out, err, pause, fake, value) = (
+    let (site, retrier, key, out, err, pause, fake, value, inner) = (
         local("__RETRY_SITE"),
         local("__retry"),
         local("__retry_key"),
@@ -55,6 +55,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         local("__retry_pause"),
         local("__retry_fake_return"),
         local("__retry_value"),
+        local("__retry_inner_gave_up"),
     );
 
     let (ret, ret_span) = match &sig.output {
@@ -121,14 +122,14 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
                 #retrier.succeeded();
                 return #out;
             }
-            ::core::option::Option::Some(#err) => match #retrier.after_failure(#verdict, #text) {
+            ::core::option::Option::Some(#err) => match #retrier.after_failure(#verdict, #inner, #text) {
                 ::core::option::Option::Some(#pause) => #pause,
                 ::core::option::Option::None => return #out,
             },
         }
     };
     let (attempt, sleep) = if sig.asyncness.is_some() {
-        let attempt = quote! {
+        let body = quote! {
             async {
                 #[allow(
                     unknown_lints,
@@ -149,14 +150,25 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
                 let #value: #ret = #block;
                 #value
             }
-            .await
         };
-        (attempt, quote!(#krate::__private::sleep(#pause).await;))
+        let body = match config.timeout {
+            Some((ms, span)) => {
+                let krate = located_at(krate, span);
+                quote_spanned! {span=>
+                    #krate::__private::timed(::core::time::Duration::from_millis(#ms), #body)
+                }
+            }
+            None => body,
+        };
+        (
+            quote!(#krate::__private::attempt(#body).await),
+            quote!(#krate::__private::sleep(#pause).await;),
+        )
     } else {
-        let attempt = quote! {
-            (|| -> #ret #block)()
-        };
-        (attempt, quote!(#krate::__private::sleep_blocking(#pause);))
+        (
+            quote!(#krate::__private::attempt_blocking(|| -> #ret #block)),
+            quote!(#krate::__private::sleep_blocking(#pause);),
+        )
     };
 
     quote! {
@@ -170,8 +182,9 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
             // moved "in the previous iteration of the loop" points at `#[retry]` as the loop.
             loop {
                 let #pause = {
-                    #[allow(clippy::redundant_closure_call)]
-                    let #out = #attempt;
+                    // Each attempt runs in a scope that a `#[retry]` loop inside it marks when it
+                    // gives up: then this loop does not retry the same failure again.
+                    let (#out, #inner) = #attempt;
                     #decide
                 };
                 #sleep

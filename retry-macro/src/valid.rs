@@ -28,6 +28,7 @@ const OPTIONS: &[&str] = &[
     "retry_if",
     "system",
     "crate",
+    "timeout",
 ];
 
 /// Read or write.
@@ -65,6 +66,8 @@ pub struct Config {
     pub delay_ms: u64,
     /// Cap on one pause, in ms.
     pub max_delay_ms: u64,
+    /// The per-attempt timeout in ms, with the tokens to blame for a missing conversion.
+    pub timeout: Option<(u64, Span)>,
     /// Jitter mode.
     pub jitter: Jitter,
     /// Which errors are retried.
@@ -91,6 +94,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
     let mut attempts: Option<Given<u32>> = None;
     let mut delay: Option<Given<u64>> = None;
     let mut max_delay: Option<Given<u64>> = None;
+    let mut timeout: Option<Given<u64>> = None;
     let mut jitter = Jitter::Equal;
     let mut retry_if = None;
     let mut system = None;
@@ -139,6 +143,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
                     }
                 }
             }
+            "timeout" => timeout = check_duration(&mut errors, &label, value),
             "backoff" => {
                 if let Some(lit) = string(&mut errors, &label, &value, "\"exponential\"") {
                     if lit.value() != "exponential" {
@@ -199,6 +204,12 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
     let cap = max_delay.as_ref().map_or(5_000, |m| m.value);
     check_schedule(&mut errors, n, d, cap, &attempts, &delay, &max_delay);
     check_fn(&mut errors, func);
+    if let (Some(timeout), None) = (&timeout, &func.sig.asyncness) {
+        errors.at_span(
+            timeout.tokens.span(),
+            "`timeout` bounds each attempt of an async fn; a blocking fn cannot be interrupted. Make the fn `async`, or set a timeout on the blocking call itself (its client's timeout)",
+        );
+    }
 
     errors.finish()?;
     Ok(Config {
@@ -206,6 +217,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
         attempts: n,
         delay_ms: d,
         max_delay_ms: cap,
+        timeout: timeout.map(|t| (t.value, t.tokens.span())),
         jitter,
         classifier: retry_if.map_or(Classifier::Classify, Classifier::RetryIf),
         system: system.unwrap_or_else(|| {
@@ -512,7 +524,7 @@ fn unknown_option(name: &str) -> String {
         .min();
     let hint = close.map_or(String::new(), |(_, o)| format!("did you mean `{o}`? "));
     format!(
-        "unknown option `{name}`: {hint}the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system` and `crate`"
+        "unknown option `{name}`: {hint}the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `crate` and `timeout`"
     )
 }
 

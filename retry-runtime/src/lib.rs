@@ -46,21 +46,26 @@
 //! [`http`] (status codes and `Retry-After`).
 
 mod classify;
+mod deadline;
 pub mod http;
 mod integrations;
 mod key;
+mod nesting;
 mod observe;
 mod schedule;
+mod timeout;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
 
 pub use classify::Classify;
+pub use deadline::with_deadline;
 #[cfg(feature = "uuid")]
 pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};
 pub use key::IdempotencyKey;
 pub use schedule::{Jitter, MAX_ATTEMPTS, MAX_WINDOW, Policy, PolicyError};
+pub use timeout::AttemptTimedOut;
 
 /// Turns an async or blocking fn that returns `Result<T, E>` into a bounded retry loop.
 ///

@@ -7,6 +7,8 @@
 //! | success after retries | INFO | `success` |
 //! | transient failure, retrying | WARN | `retry` |
 //! | transient failure, giving up | ERROR | `exhausted` |
+//! | transient failure, retry budget spent | ERROR | `budget_exhausted` |
+//! | transient failure, next pause past the deadline | ERROR | `deadline` |
 //! | permanent failure | none (the caller gets the error) | `permanent` |
 //!
 //! Each attempt is counted once, so the outcomes add up to the attempts made.
@@ -32,15 +34,19 @@ pub(crate) enum Outcome {
     Retry = 1,
     Exhausted = 2,
     Permanent = 3,
+    BudgetExhausted = 4,
+    Deadline = 5,
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 impl Outcome {
-    pub const ALL: [Outcome; 4] = [
+    pub const ALL: [Outcome; 6] = [
         Outcome::Success,
         Outcome::Retry,
         Outcome::Exhausted,
         Outcome::Permanent,
+        Outcome::BudgetExhausted,
+        Outcome::Deadline,
     ];
 
     pub const fn label(self) -> &'static str {
@@ -49,6 +55,8 @@ impl Outcome {
             Outcome::Retry => "retry",
             Outcome::Exhausted => "exhausted",
             Outcome::Permanent => "permanent",
+            Outcome::BudgetExhausted => "budget_exhausted",
+            Outcome::Deadline => "deadline",
         }
     }
 }
@@ -85,8 +93,15 @@ pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
     let _ = pause;
 }
 
-pub(crate) fn exhausted(failure: &Failure<'_>, reason: GiveUp) {
-    count(failure.site, Outcome::Exhausted);
+pub(crate) fn gave_up(failure: &Failure<'_>, reason: GiveUp) {
+    count(
+        failure.site,
+        match reason {
+            GiveUp::Budget => Outcome::BudgetExhausted,
+            GiveUp::Deadline => Outcome::Deadline,
+            _ => Outcome::Exhausted,
+        },
+    );
     #[cfg(feature = "tracing")]
     tracing::error!(
         system = failure.site.system,
@@ -119,7 +134,7 @@ fn count(_: &'static Site, _: Outcome) {}
 /// kept: later calls count with an atomic add, no lookup, no allocation. Install the recorder
 /// before the first call (as every `metrics` exporter asks).
 #[cfg(feature = "metrics")]
-pub(crate) fn register(system: &'static str) -> [metrics::Counter; 4] {
+pub(crate) fn register(system: &'static str) -> [metrics::Counter; 6] {
     Outcome::ALL.map(|outcome| {
         metrics::counter!(
             "retry_attempts_total",

@@ -2,10 +2,14 @@
 //! pinned to this exact version of the runtime.
 
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 use crate::key::IdempotencyKey;
-use crate::observe;
+use crate::{deadline, nesting, observe};
+use tokio::time::Instant;
+
+pub use crate::nesting::{attempt, attempt_blocking};
 use crate::schedule::{Jitter, MAX_WINDOW, Policy};
 
 pub use tokio::time::sleep;
@@ -18,12 +22,12 @@ pub struct Site {
     /// The schedule.
     pub policy: Policy,
     #[cfg(feature = "metrics")]
-    counters: std::sync::OnceLock<[metrics::Counter; 4]>,
+    counters: std::sync::OnceLock<[metrics::Counter; 6]>,
 }
 
 impl Site {
     #[cfg(feature = "metrics")]
-    pub(crate) fn counters(&'static self) -> &'static [metrics::Counter; 4] {
+    pub(crate) fn counters(&'static self) -> &'static [metrics::Counter; 6] {
         self.counters.get_or_init(|| observe::register(self.system))
     }
 }
@@ -116,14 +120,16 @@ impl<'k> Retrier<'k> {
     }
 
     /// The attempt that runs now failed: `Some(pause)` to wait and try again, `None` to give up
-    /// and return its error.
+    /// and return its error. `inner_gave_up`: a `#[retry]` loop inside this attempt gave up on a
+    /// transient error, so this loop does not retry it again (layered retries don't multiply).
     pub fn after_failure(
         &mut self,
         transient: bool,
         hint: Option<Duration>,
+        inner_gave_up: bool,
         error: ErrorText<'_>,
     ) -> Option<Duration> {
-        self.after_failure_with(transient, hint, error, &mut rand::rng())
+        self.after_failure_with(transient, hint, inner_gave_up, error, &mut rand::rng())
     }
 
     /// [`after_failure`](Retrier::after_failure) with the caller's random numbers.
@@ -131,6 +137,7 @@ impl<'k> Retrier<'k> {
         &mut self,
         transient: bool,
         hint: Option<Duration>,
+        inner_gave_up: bool,
         error: ErrorText<'_>,
         rng: &mut R,
     ) -> Option<Duration> {
@@ -144,7 +151,7 @@ impl<'k> Retrier<'k> {
             observe::permanent(&failure);
             return None;
         }
-        match self.next_pause(hint, rng) {
+        match self.next_pause(hint, inner_gave_up, rng) {
             Ok(pause) => {
                 observe::retrying(&failure, pause);
                 self.paused += pause;
@@ -152,7 +159,8 @@ impl<'k> Retrier<'k> {
                 Some(pause)
             }
             Err(reason) => {
-                observe::exhausted(&failure, reason);
+                observe::gave_up(&failure, reason);
+                nesting::gave_up();
                 None
             }
         }
@@ -162,8 +170,12 @@ impl<'k> Retrier<'k> {
     fn next_pause<R: rand::Rng + ?Sized>(
         &self,
         hint: Option<Duration>,
+        inner_gave_up: bool,
         rng: &mut R,
     ) -> Result<Duration, GiveUp> {
+        if inner_gave_up {
+            return Err(GiveUp::InnerLoop);
+        }
         if self.attempt >= self.limit {
             return Err(
                 if self.limit == 1 && self.key.is_some_and(|k| k.is_blank()) {
@@ -184,6 +196,9 @@ impl<'k> Retrier<'k> {
         if self.paused.saturating_add(pause) > MAX_WINDOW {
             return Err(GiveUp::Window);
         }
+        if deadline::current().is_some_and(|deadline| Instant::now() + pause > deadline) {
+            return Err(GiveUp::Deadline);
+        }
         Ok(pause)
     }
 }
@@ -197,6 +212,12 @@ pub enum GiveUp {
     BlankKey,
     /// The other side asked for a pause longer than `max_delay`.
     HintAboveMaxDelay,
+    /// A `#[retry]` loop inside the attempt already gave up on this failure.
+    InnerLoop,
+    /// The system's retry budget is spent.
+    Budget,
+    /// The pause would end past the caller's deadline ([`crate::with_deadline`]).
+    Deadline,
     /// The pause would take the call's pauses past the 5 s window (R-RES-RE-4).
     Window,
 }
@@ -209,6 +230,9 @@ impl GiveUp {
             GiveUp::BlankKey => "blank idempotency key",
             GiveUp::HintAboveMaxDelay => "retry-after above max_delay",
             GiveUp::Window => "retry window exhausted",
+            GiveUp::InnerLoop => "an inner retry loop gave up",
+            GiveUp::Deadline => "the next pause would pass the deadline",
+            GiveUp::Budget => "retry budget exhausted",
         }
     }
 }
@@ -301,10 +325,48 @@ pub trait RetryResult {
     type Error;
     /// The error, if this is one.
     fn failure(&self) -> Option<&Self::Error>;
+    /// A failed result.
+    fn failed(error: Self::Error) -> Self;
+}
+
+/// The error type of a `#[retry(..., timeout = "...")]` fn: it can say that an attempt timed
+/// out.
+#[diagnostic::on_unimplemented(
+    message = "`timeout = ...` needs `{Self}: From<retry_runtime::AttemptTimedOut>`",
+    label = "an attempt that runs out of time must fail with this error type",
+    note = "implement `From<retry_runtime::AttemptTimedOut>` for `{Self}`, and classify the result as transient"
+)]
+pub trait FromTimeout {
+    /// The error for an attempt that timed out.
+    fn from_timeout(timeout: crate::AttemptTimedOut) -> Self;
+}
+
+impl<E: From<crate::AttemptTimedOut>> FromTimeout for E {
+    fn from_timeout(timeout: crate::AttemptTimedOut) -> Self {
+        E::from(timeout)
+    }
+}
+
+/// Runs one attempt under `timeout`: an attempt still running then is dropped and fails with
+/// `E::from(AttemptTimedOut)`.
+pub async fn timed<R, F>(timeout: Duration, attempt: F) -> R
+where
+    F: Future<Output = R>,
+    R: RetryResult,
+    R::Error: FromTimeout,
+{
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(output) => output,
+        Err(_) => R::failed(R::Error::from_timeout(crate::AttemptTimedOut::new(timeout))),
+    }
 }
 
 impl<T, E> RetryResult for Result<T, E> {
     type Error = E;
+    #[inline(always)]
+    fn failed(error: E) -> Self {
+        Err(error)
+    }
     #[inline(always)]
     fn failure(&self) -> Option<&E> {
         self.as_ref().err()
@@ -356,17 +418,17 @@ mod tests {
     fn transient_failures_follow_the_schedule_then_give_up() {
         let mut r = Retrier::read(&NONE);
         assert_eq!(
-            r.after_failure_with(true, None, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(true, None, false, ErrorText::Opaque, &mut rng()),
             Some(MS * 200)
         );
         assert_eq!(r.attempt(), 2);
         assert_eq!(
-            r.after_failure_with(true, None, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(true, None, false, ErrorText::Opaque, &mut rng()),
             Some(MS * 400)
         );
         assert_eq!(r.attempt(), 3);
         assert_eq!(
-            r.after_failure_with(true, None, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(true, None, false, ErrorText::Opaque, &mut rng()),
             None
         );
     }
@@ -375,7 +437,7 @@ mod tests {
     fn permanent_failures_give_up_at_once() {
         let mut r = Retrier::read(&NONE);
         assert_eq!(
-            r.after_failure_with(false, None, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(false, None, false, ErrorText::Opaque, &mut rng()),
             None
         );
         assert_eq!(r.attempt(), 1);
@@ -384,15 +446,15 @@ mod tests {
     #[test]
     fn blank_key_allows_one_attempt() {
         assert_eq!(
-            Retrier::write(&NONE, &"").after_failure(true, None, ErrorText::Opaque),
+            Retrier::write(&NONE, &"").after_failure(true, None, false, ErrorText::Opaque),
             None
         );
         assert_eq!(
-            Retrier::write(&NONE, &" ").after_failure(true, None, ErrorText::Opaque),
+            Retrier::write(&NONE, &" ").after_failure(true, None, false, ErrorText::Opaque),
             None
         );
         assert_eq!(
-            Retrier::write(&NONE, &"k").after_failure(true, None, ErrorText::Opaque),
+            Retrier::write(&NONE, &"k").after_failure(true, None, false, ErrorText::Opaque),
             Some(MS * 200)
         );
     }
@@ -402,22 +464,22 @@ mod tests {
         let mut r = Retrier::read(&FIVE);
         // A hint longer than the backoff pause wins.
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 1500), ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(true, Some(MS * 1500), false, ErrorText::Opaque, &mut rng()),
             Some(MS * 1500)
         );
         // A shorter hint does not shorten the backoff pause.
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 10), ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(true, Some(MS * 10), false, ErrorText::Opaque, &mut rng()),
             Some(MS * 200)
         );
         // 1.5 + 0.2 + 2 s = 3.7 s so far is fine ...
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 2000), ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(true, Some(MS * 2000), false, ErrorText::Opaque, &mut rng()),
             Some(MS * 2000)
         );
         // ... but another 2 s would pass the 5 s window: give up.
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 2000), ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(true, Some(MS * 2000), false, ErrorText::Opaque, &mut rng()),
             None
         );
     }
@@ -426,12 +488,18 @@ mod tests {
     fn hint_above_max_delay_gives_up() {
         let mut r = Retrier::read(&FIVE);
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 2001), ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(true, Some(MS * 2001), false, ErrorText::Opaque, &mut rng()),
             None
         );
         let mut r = Retrier::read(&FIVE);
         assert_eq!(
-            r.after_failure_with(true, Some(Duration::MAX), ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(
+                true,
+                Some(Duration::MAX),
+                false,
+                ErrorText::Opaque,
+                &mut rng()
+            ),
             None
         );
     }

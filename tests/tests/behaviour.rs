@@ -366,8 +366,15 @@ impl Gateway for Sber {
 async fn trait_methods_retry() {
     let sber = Sber(Flaky::always(UNAVAILABLE));
     assert_eq!(sber.status().await.unwrap_err().call, 2);
+    // The default method retries too: one 503 is retried inside `status` (attempt 2 succeeds).
+    let sber = Sber(Flaky::failing([UNAVAILABLE]));
+    assert_eq!(sber.status_doubled().await, Ok(4));
+    assert_eq!(sber.0.calls(), 2);
+    // Two 503s exhaust `status`'s own 2 attempts; `status_doubled` does not run it again
+    // (layered retries don't multiply: tests/tests/storms.rs).
     let sber = Sber(Flaky::failing([UNAVAILABLE, UNAVAILABLE]));
-    assert_eq!(sber.status_doubled().await, Ok(6));
+    assert_eq!(sber.status_doubled().await.unwrap_err().call, 2);
+    assert_eq!(sber.0.calls(), 2);
 }
 
 #[retry(read, jitter = "none")]

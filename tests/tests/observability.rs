@@ -296,12 +296,18 @@ fn the_counter_counts_each_attempt_by_outcome() {
         metered(&Flaky::failing([Failure::BadRequest]))
             .await
             .unwrap_err();
+        let now = tokio::time::Instant::now();
+        retry_runtime::with_deadline(now, metered(&Flaky::always(UNAVAILABLE)))
+            .await
+            .unwrap_err();
     });
     let expected: BTreeMap<String, u64> = [
         ("success", 2),
         ("retry", 3),
         ("exhausted", 1),
         ("permanent", 1),
+        ("deadline", 1),
+        ("budget_exhausted", 0),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

@@ -73,7 +73,7 @@ proptest! {
         let mut attempts = 1;
         for hint in &hints {
             let hint = hint.map(Duration::from_millis);
-            match retrier.after_failure_with(true, hint, ErrorText::Opaque, &mut rng) {
+            match retrier.after_failure_with(true, hint, false, ErrorText::Opaque, &mut rng) {
                 Some(pause) => {
                     prop_assert!(pause <= policy.max_delay());
                     if let Some(hint) = hint {

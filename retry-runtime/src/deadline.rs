@@ -1,0 +1,73 @@
+//! The caller's deadline: a retry loop never starts a pause that would end past it.
+
+use std::future::Future;
+
+use tokio::task::futures::TaskLocalFuture;
+use tokio::time::Instant;
+
+tokio::task_local! {
+    static DEADLINE: Instant;
+}
+
+/// Runs `fut` under a deadline: inside it, every `#[retry]` loop gives up (returning the last
+/// error, outcome `deadline`) rather than start a pause that would end after `deadline`.
+///
+/// The deadline is the caller's, like Go's context deadline: set it where the request comes in
+/// (from the upstream's timeout), and every adapter call below respects it. Scopes nest; the
+/// earliest deadline wins, so an inner scope can shorten the deadline but never extend it.
+/// Attempts themselves are not cut short: bound them with `timeout = "..."` on the attribute,
+/// or with `tokio::time::timeout` around the call.
+///
+/// The deadline lives in the task (a tokio task-local): it is seen by `#[retry]` fns awaited
+/// inside `fut`, not by tasks `fut` spawns. A pause is measured on the tokio clock, so a paused
+/// test clock works.
+///
+/// ```
+/// use retry_runtime::with_deadline;
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let deadline = Instant::now() + Duration::from_millis(300);
+/// let answer = with_deadline(deadline, async {
+///     // #[retry] calls in here stop retrying before the deadline.
+///     42
+/// })
+/// .await;
+/// assert_eq!(answer, 42);
+/// # }
+/// ```
+pub fn with_deadline<F: Future>(deadline: Instant, fut: F) -> TaskLocalFuture<Instant, F> {
+    let deadline = current().map_or(deadline, |outer| outer.min(deadline));
+    DEADLINE.scope(deadline, fut)
+}
+
+/// The deadline of the current task's innermost [`with_deadline`] scope, if any.
+pub(crate) fn current() -> Option<Instant> {
+    DEADLINE.try_with(|deadline| *deadline).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn scopes_nest_and_the_earliest_deadline_wins() {
+        let now = Instant::now();
+        let (early, late) = (now + Duration::from_secs(1), now + Duration::from_secs(2));
+        assert_eq!(current(), None);
+        with_deadline(early, async {
+            assert_eq!(current(), Some(early));
+            with_deadline(late, async { assert_eq!(current(), Some(early)) }).await;
+        })
+        .await;
+        with_deadline(late, async {
+            with_deadline(early, async { assert_eq!(current(), Some(early)) }).await;
+            assert_eq!(current(), Some(late));
+        })
+        .await;
+        assert_eq!(current(), None);
+    }
+}

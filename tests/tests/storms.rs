@@ -1,0 +1,194 @@
+//! Storm control on a paused tokio clock: the caller's deadline, per-attempt timeouts, and
+//! layered retries that don't multiply (retry budgets: tests/tests/budget.rs and the storm test
+//! at the end of this file).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use retry_runtime::{AttemptTimedOut, Classify, retry, with_deadline};
+use retry_tests::{Flaky, GatewayError, UNAVAILABLE, ms};
+use tokio::time::Instant;
+
+#[retry(read, attempts = 4, delay = "100ms", jitter = "none")]
+async fn status(flaky: &Flaky) -> Result<u32, GatewayError> {
+    flaky.call()
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_pause_starts_that_would_end_past_the_deadline() {
+    // Pauses 100, 200, 400 ms. A deadline 250 ms away allows the first pause (ends at 100 ms)
+    // but not the second (would end at 300 ms): two calls, then the last error, at 100 ms.
+    let flaky = Flaky::always(UNAVAILABLE);
+    let start = Instant::now();
+    let error = with_deadline(start + ms(250), status(&flaky))
+        .await
+        .unwrap_err();
+    assert_eq!(error.call, 2);
+    assert_eq!(flaky.calls(), 2);
+    assert_eq!(start.elapsed(), ms(100));
+
+    // A pause that ends exactly at the deadline is allowed.
+    let flaky = Flaky::always(UNAVAILABLE);
+    let start = Instant::now();
+    let error = with_deadline(start + ms(300), status(&flaky))
+        .await
+        .unwrap_err();
+    assert_eq!(error.call, 3);
+    assert_eq!(start.elapsed(), ms(300));
+
+    // Without a deadline: all four attempts.
+    let flaky = Flaky::always(UNAVAILABLE);
+    assert_eq!(status(&flaky).await.unwrap_err().call, 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn nested_deadlines_keep_the_earliest() {
+    let flaky = Flaky::always(UNAVAILABLE);
+    let start = Instant::now();
+    let error = with_deadline(start + ms(250), async {
+        with_deadline(start + Duration::from_secs(60), status(&flaky)).await
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(error.call, 2);
+
+    let flaky = Flaky::always(UNAVAILABLE);
+    let error = with_deadline(start + Duration::from_secs(60), async {
+        with_deadline(Instant::now() + ms(50), status(&flaky)).await
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(error.call, 1, "a 100 ms pause does not fit in 50 ms");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_already_passed_allows_the_first_attempt_only() {
+    let flaky = Flaky::failing([UNAVAILABLE]);
+    let error = with_deadline(Instant::now(), status(&flaky))
+        .await
+        .unwrap_err();
+    assert_eq!(error.call, 1);
+    let flaky = Flaky::failing([]);
+    assert_eq!(with_deadline(Instant::now(), status(&flaky)).await, Ok(1));
+}
+
+/// An adapter error that can say an attempt timed out.
+#[derive(Debug, PartialEq)]
+enum SlowError {
+    TimedOut(AttemptTimedOut),
+    Gateway(GatewayError),
+}
+
+impl From<AttemptTimedOut> for SlowError {
+    fn from(timeout: AttemptTimedOut) -> Self {
+        SlowError::TimedOut(timeout)
+    }
+}
+
+impl Classify for SlowError {
+    fn is_transient(&self) -> bool {
+        match self {
+            SlowError::TimedOut(timeout) => timeout.is_transient(),
+            SlowError::Gateway(error) => error.is_transient(),
+        }
+    }
+}
+
+/// Each call takes `hang` (from the list, in order; then answers at once).
+#[retry(read, timeout = "50ms", delay = "100ms", jitter = "none")]
+async fn slow_status(
+    flaky: &Flaky,
+    hangs: &std::sync::Mutex<Vec<Duration>>,
+) -> Result<u32, SlowError> {
+    let hang = hangs.lock().unwrap().pop();
+    let answer = flaky.call().map_err(SlowError::Gateway)?;
+    if let Some(hang) = hang {
+        tokio::time::sleep(hang).await;
+    }
+    Ok(answer)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_past_its_timeout_fails_transiently_and_is_retried() {
+    // The first call hangs for 10 s: cut at 50 ms, paused 100 ms, the second answers at once.
+    let flaky = Flaky::failing([]);
+    let hangs = std::sync::Mutex::new(vec![Duration::from_secs(10)]);
+    let start = Instant::now();
+    assert_eq!(slow_status(&flaky, &hangs).await, Ok(2));
+    assert_eq!(start.elapsed(), ms(50 + 100));
+
+    // Every call hangs: three timeouts, the last one returned.
+    let flaky = Flaky::failing([]);
+    let hangs = std::sync::Mutex::new(vec![Duration::from_secs(10); 3]);
+    let start = Instant::now();
+    let error = slow_status(&flaky, &hangs).await.unwrap_err();
+    assert_eq!(error, SlowError::TimedOut(AttemptTimedOut::new(ms(50))));
+    assert_eq!(flaky.calls(), 3);
+    assert_eq!(start.elapsed(), ms(50 + 100 + 50 + 200 + 50));
+
+    // A quick answer is not affected.
+    let flaky = Flaky::failing([]);
+    let hangs = std::sync::Mutex::new(vec![ms(49)]);
+    assert_eq!(slow_status(&flaky, &hangs).await, Ok(1));
+}
+
+/// The inner adapter: 3 attempts against the external system.
+#[retry(read, jitter = "none")]
+async fn inner(flaky: &Flaky) -> Result<u32, GatewayError> {
+    flaky.call()
+}
+
+/// A service method that retries too, around the adapter.
+#[retry(read, jitter = "none")]
+async fn outer(flaky: &Flaky, outer_attempts: &AtomicU32) -> Result<u32, GatewayError> {
+    outer_attempts.fetch_add(1, Ordering::Relaxed);
+    inner(flaky).await
+}
+
+/// The outer loop fails on its own first attempt, before the adapter gives up.
+#[retry(read, jitter = "none")]
+async fn outer_own_failure(flaky: &Flaky, own: &Flaky) -> Result<u32, GatewayError> {
+    own.call()?;
+    inner(flaky).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn layered_retries_do_not_multiply() {
+    // Without the rule, 3 outer × 3 inner attempts would make 9 calls.
+    let flaky = Flaky::always(UNAVAILABLE);
+    let outer_attempts = AtomicU32::new(0);
+    let error = outer(&flaky, &outer_attempts).await.unwrap_err();
+    assert_eq!(error.call, 3);
+    assert_eq!(
+        flaky.calls(),
+        3,
+        "at most max(attempts) calls reach the external system"
+    );
+    assert_eq!(outer_attempts.into_inner(), 1);
+
+    // The inner loop's success is the outer's success.
+    let flaky = Flaky::failing([UNAVAILABLE, UNAVAILABLE]);
+    assert_eq!(outer(&flaky, &AtomicU32::new(0)).await, Ok(3));
+
+    // A failure of the outer attempt's own (no inner loop gave up) is still retried.
+    let (flaky, own) = (Flaky::failing([]), Flaky::failing([UNAVAILABLE]));
+    assert_eq!(outer_own_failure(&flaky, &own).await, Ok(1));
+    assert_eq!(own.calls(), 2);
+}
+
+#[retry(read, delay = "1ms", max_delay = "2ms")]
+fn inner_blocking(flaky: &Flaky) -> Result<u32, GatewayError> {
+    flaky.call()
+}
+
+#[retry(read, delay = "1ms", max_delay = "2ms")]
+fn outer_blocking(flaky: &Flaky) -> Result<u32, GatewayError> {
+    inner_blocking(flaky)
+}
+
+#[test]
+fn layered_blocking_retries_do_not_multiply() {
+    let flaky = Flaky::always(UNAVAILABLE);
+    assert_eq!(outer_blocking(&flaky).unwrap_err().call, 3);
+    assert_eq!(flaky.calls(), 3);
+}

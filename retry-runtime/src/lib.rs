@@ -45,6 +45,7 @@
 //! [`Classify`] (which errors are transient), [`IdempotencyKey`], [`Policy`] (the schedule) and
 //! [`http`] (status codes and `Retry-After`).
 
+mod budget;
 mod classify;
 mod deadline;
 pub mod http;
@@ -59,6 +60,7 @@ mod timeout;
 #[path = "private.rs"]
 pub mod __private;
 
+pub use budget::{Budget, set_budget};
 pub use classify::Classify;
 pub use deadline::with_deadline;
 #[cfg(feature = "uuid")]

@@ -5,6 +5,9 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+use std::sync::OnceLock;
+
+use crate::budget::{self, Budget};
 use crate::key::IdempotencyKey;
 use crate::{deadline, nesting, observe};
 use tokio::time::Instant;
@@ -21,11 +24,19 @@ pub struct Site {
     pub system: &'static str,
     /// The schedule.
     pub policy: Policy,
+    /// The system's retry budget, looked up on the site's first call and kept.
+    budget: OnceLock<&'static Budget>,
     #[cfg(feature = "metrics")]
-    counters: std::sync::OnceLock<[metrics::Counter; 6]>,
+    counters: OnceLock<[metrics::Counter; 6]>,
 }
 
 impl Site {
+    /// The retry budget of this site's system.
+    #[inline]
+    pub(crate) fn budget(&'static self) -> &'static Budget {
+        self.budget.get_or_init(|| budget::for_system(self.system))
+    }
+
     #[cfg(feature = "metrics")]
     pub(crate) fn counters(&'static self) -> &'static [metrics::Counter; 6] {
         self.counters.get_or_init(|| observe::register(self.system))
@@ -50,8 +61,9 @@ pub const fn site(
         Ok(policy) => Site {
             system,
             policy,
+            budget: OnceLock::new(),
             #[cfg(feature = "metrics")]
-            counters: std::sync::OnceLock::new(),
+            counters: OnceLock::new(),
         },
         Err(_) => panic!("#[retry]: the macro and the runtime disagree on this policy"),
     }
@@ -80,9 +92,10 @@ pub struct Retrier<'k> {
 }
 
 impl Retrier<'static> {
-    /// A read: up to `attempts` attempts.
+    /// A read: up to `attempts` attempts. The call counts towards its system's retry budget.
     #[inline]
-    pub const fn read(site: &'static Site) -> Self {
+    pub fn read(site: &'static Site) -> Self {
+        site.budget().deposit();
         Retrier {
             site,
             key: None,
@@ -198,6 +211,10 @@ impl<'k> Retrier<'k> {
         }
         if deadline::current().is_some_and(|deadline| Instant::now() + pause > deadline) {
             return Err(GiveUp::Deadline);
+        }
+        // Last: a retry that would be refused for another reason spends no budget.
+        if !self.site.budget().try_withdraw() {
+            return Err(GiveUp::Budget);
         }
         Ok(pause)
     }

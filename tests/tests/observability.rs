@@ -253,7 +253,12 @@ async fn metered(flaky: &Flaky) -> Result<u32, GatewayError> {
     flaky.call()
 }
 
-fn counts(snapshotter: &Snapshotter) -> BTreeMap<String, u64> {
+#[retry(read, jitter = "none", system = "metered-broke")]
+async fn metered_broke(flaky: &Flaky) -> Result<u32, GatewayError> {
+    flaky.call()
+}
+
+fn counts(snapshotter: &Snapshotter, system: &str) -> BTreeMap<String, u64> {
     snapshotter
         .snapshot()
         .into_vec()
@@ -265,7 +270,7 @@ fn counts(snapshotter: &Snapshotter) -> BTreeMap<String, u64> {
                 .labels()
                 .map(|l| (l.key().to_owned(), l.value().to_owned()))
                 .collect();
-            if labels["system"] != "metered" {
+            if labels["system"] != system {
                 return None;
             }
             match value {
@@ -312,5 +317,19 @@ fn the_counter_counts_each_attempt_by_outcome() {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
-    assert_eq!(counts(&snapshotter), expected);
+    assert_eq!(counts(&snapshotter, "metered"), expected);
+
+    // A system whose budget allows no retry at all.
+    retry_runtime::set_budget(
+        "metered-broke",
+        retry_runtime::Budget::new(0.0, 0, std::time::Duration::from_secs(10)),
+    );
+    rt.block_on(async {
+        metered_broke(&Flaky::always(UNAVAILABLE))
+            .await
+            .unwrap_err();
+    });
+    let broke = counts(&snapshotter, "metered-broke");
+    assert_eq!(broke["budget_exhausted"], 1);
+    assert_eq!(broke["retry"], 0);
 }

@@ -192,3 +192,63 @@ fn layered_blocking_retries_do_not_multiply() {
     assert_eq!(outer_blocking(&flaky).unwrap_err().call, 3);
     assert_eq!(flaky.calls(), 3);
 }
+
+/// A system that is down: every call fails with a 503.
+static DOWN: AtomicU32 = AtomicU32::new(0);
+static DOWN_UNLIMITED: AtomicU32 = AtomicU32::new(0);
+
+fn down(calls: &AtomicU32) -> Result<u32, GatewayError> {
+    let call = calls.fetch_add(1, Ordering::Relaxed) + 1;
+    Err(GatewayError {
+        failure: UNAVAILABLE,
+        call,
+    })
+}
+
+/// The default budget: 20 % of calls + 10 retries/s over 10 s.
+#[retry(read, system = "storm-default-budget")]
+async fn storm_call() -> Result<u32, GatewayError> {
+    down(&DOWN)
+}
+
+#[retry(read, system = "storm-unlimited")]
+async fn storm_call_unlimited() -> Result<u32, GatewayError> {
+    down(&DOWN_UNLIMITED)
+}
+
+async fn storm<F: Future<Output = Result<u32, GatewayError>> + Send + 'static>(
+    call: fn() -> F,
+    clients: usize,
+) {
+    let tasks: Vec<_> = (0..clients).map(|_| tokio::spawn(call())).collect();
+    for task in tasks {
+        assert!(task.await.unwrap().is_err());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_storm_against_a_down_system_is_capped_by_the_retry_budget() {
+    const CLIENTS: u32 = 1_000;
+    retry_runtime::set_budget("storm-unlimited", retry_runtime::Budget::unlimited());
+
+    storm(storm_call_unlimited, CLIENTS as usize).await;
+    // Without a budget every client makes its 3 attempts.
+    assert_eq!(DOWN_UNLIMITED.load(Ordering::Relaxed), 3 * CLIENTS);
+
+    storm(storm_call, CLIENTS as usize).await;
+    // With the default budget, retries add at most 20 % of the calls plus the 10/s × 10 s
+    // reserve: 1 000 first attempts + at most 200 + 100 retries.
+    let attempts = DOWN.load(Ordering::Relaxed);
+    println!(
+        "storm of {CLIENTS} calls: {attempts} attempts with the default budget, {} without",
+        3 * CLIENTS
+    );
+    assert!(
+        attempts <= CLIENTS + CLIENTS / 5 + 100,
+        "{attempts} attempts"
+    );
+    assert!(
+        attempts >= CLIENTS + CLIENTS / 5,
+        "the budget refused retries it had: {attempts}"
+    );
+}

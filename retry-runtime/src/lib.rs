@@ -41,9 +41,16 @@
 //! # }
 //! ```
 //!
-//! The rules, with the ids that compile errors cite, are in the README. The modules:
-//! [`Classify`] (which errors are transient), [`IdempotencyKey`], [`Policy`] (the schedule) and
-//! [`http`] (status codes and `Retry-After`).
+//! The rules, with the ids that compile errors cite, are in the README. What is here:
+//! - [`Classify`] (which errors are transient; `#[derive(Classify)]` for error enums) and
+//!   [`IdempotencyKey`];
+//! - [`Policy`], the schedule as a value;
+//! - storm control: per-system retry budgets ([`Budget`], [`set_budget`]), the caller's deadline
+//!   ([`with_deadline`]), the per-attempt `timeout` option ([`AttemptTimedOut`]); layered
+//!   `#[retry]` loops don't multiply;
+//! - [`http`]: transient statuses, `Retry-After`, [`http::StatusError`];
+//! - optional integrations (cargo features): `tracing` (default) events, `metrics`
+//!   (`retry_attempts_total{system, outcome}`), `http`, `reqwest`, `failsafe`, `uuid`, `anyhow`.
 
 mod budget;
 mod classify;

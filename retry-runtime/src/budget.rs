@@ -77,6 +77,14 @@ const LONGEST_WINDOW: Duration = Duration::from_secs(3_600);
 const MAX_RESERVE: u64 = (1 << 31) * UNIT;
 /// The reserve of an unlimited budget.
 const UNLIMITED: u64 = u64::MAX;
+/// How often a thread's deposits read the clock: one in this many (the first included).
+const CLOCK_EVERY: u32 = 16;
+
+thread_local! {
+    /// This thread's deposits so far, for [`CLOCK_EVERY`].
+    static DEPOSITS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 /// `latest` while one thread clears every slot (after an idle window, or in `set_budget`).
 const RESETTING: u64 = u64::MAX;
 
@@ -278,16 +286,30 @@ impl Budget {
 
     /// Records a call: adds `ratio` of a retry to the budget for the next `window`.
     ///
-    /// `#[retry]` calls it once per call. It takes no lock and allocates nothing: a clock read,
-    /// five loads (four relaxed, one acquire) and one `fetch_add`. The first call of each new
-    /// slot also resets that slot (a load and a compare-and-swap) and publishes the epoch (a
-    /// `fetch_max`). One load for an unlimited budget or a ratio of 0.
+    /// `#[retry]` calls it once per call. It takes no lock and allocates nothing: a thread-local
+    /// counter, two loads and one `fetch_add`; one deposit in 16 of each thread also reads the
+    /// clock (and, the first of a new slot, resets that slot and publishes the epoch). One load
+    /// for an unlimited budget or a ratio of 0.
     pub fn deposit(&self) {
         let units = self.deposit.load(Relaxed);
         if units == 0 {
             return;
         }
-        let Some(epoch) = self.epoch() else {
+        // The clock is read on one deposit in `CLOCK_EVERY` of each thread; the others land in
+        // the latest epoch any thread published (its slot is already reset). Under traffic that
+        // epoch is current to within a few calls; with little traffic a deposit may land in an
+        // older epoch and expire early — fewer retries, never more.
+        let read_clock = DEPOSITS.with(|count| {
+            let n = count.get().wrapping_add(1);
+            count.set(n);
+            n % CLOCK_EVERY == 1
+        });
+        let epoch = if read_clock {
+            self.epoch()
+        } else {
+            Some(self.latest.load(Acquire)).filter(|latest| *latest != RESETTING)
+        };
+        let Some(epoch) = epoch else {
             return; // Dropped while another thread clears the slots (conservative).
         };
         let slot = &self.slots[(epoch % SLOTS) as usize];
@@ -548,10 +570,35 @@ mod tests {
         allowed
     }
 
+    /// `calls` deposits at the current time: as under traffic, a clock read (here: an explicit
+    /// one) has published the current epoch before them.
     fn deposit(budget: &Budget, calls: u32) {
+        budget.epoch();
         for _ in 0..calls {
             budget.deposit();
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deposits_between_clock_reads_land_in_the_latest_epoch_and_may_expire_early() {
+        let budget = Budget::new(1.0, 0, 10 * SEC);
+        deposit(&budget, 1);
+        assert_eq!(drain(&budget), 1);
+        // Nobody reads the clock for 9 s: a deposit that does not read it lands in the epoch of
+        // 0 s, and expires with it at 10 s instead of at 19 s.
+        tokio::time::advance(9 * SEC).await;
+        let landed_early = (0..CLOCK_EVERY)
+            .filter(|_| {
+                let reads_clock =
+                    DEPOSITS.with(|count| count.get().wrapping_add(1) % CLOCK_EVERY == 1);
+                budget.deposit();
+                !reads_clock
+            })
+            .count();
+        assert_eq!(landed_early as u32, CLOCK_EVERY - 1);
+        tokio::time::advance(SEC).await;
+        // Only the deposit that read the clock (epoch of 9 s) is left.
+        assert_eq!(drain(&budget), 1);
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,0 +1,573 @@
+//! The durable queue's numbers, side by side with apalis 1.0 on the same machine:
+//! `cargo bench -p retry-benches --bench durable` (see BENCHMARKS.md, "Durable queue").
+//!
+//! - **Throughput**: N tasks (default 2 000) enqueued, then one worker with concurrency 1, 4 or
+//!   16 and a no-op handler; tasks/s from the worker's start until the handler has run N times
+//!   (ours: then every task is checked `Completed` in the table).
+//! - **Due → pickup latency**: an idle worker (concurrency 4, both polling every 100 ms); 200
+//!   tasks enqueued one at a time, 10–30 ms apart, each due at once; the time from just before
+//!   the enqueue call to the handler's start, p50 and p99.
+//! - **Crash recovery**: a worker holding a task is killed (its tokio task aborted: no more lease
+//!   renewals or heartbeats); a second worker was already running. The time from the kill to the
+//!   second worker starting the task. Ours: lease 2 s, recoverer every 1 s. apalis: heartbeat 1
+//!   s, dead after 2 missed heartbeats (its SQL compares whole seconds).
+//!
+//! SQLite runs in a fresh temp dir each time; PostgreSQL in a fresh database on the server of
+//! `RETRY_TEST_POSTGRES_URL` (`eval "$(scripts/postgres.sh)"` starts one), skipped with a
+//! message when it is unset. `DURABLE_BENCH_TASKS` and `DURABLE_BENCH_ROUNDS` (default 3: the
+//! median is reported) change the sizes.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use apalis::prelude::{BackendExt as _, BoxDynError, TaskSink as _, WorkerBuilder, WorkerBuilderExt as _};
+use retry_runtime::durable::{BoxError, Queue, Task, TaskState, Worker};
+use sqlx::Connection as _;
+
+/// Times the handlers ran in the current measurement.
+static RAN: AtomicUsize = AtomicUsize::new(0);
+/// Due → pickup latencies of the current measurement, in µs.
+static LATENCIES: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+/// When the crash-recovery task was started again, µs since the epoch.
+static RESTARTED_AT: Mutex<Option<u64>> = Mutex::new(None);
+
+fn now_us() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("clock after 1970")
+            .as_micros(),
+    )
+    .expect("µs fit in u64")
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn percentile(sorted_us: &[u64], p: f64) -> f64 {
+    // Nearest rank.
+    let rank = ((p / 100.0) * sorted_us.len() as f64).ceil() as usize;
+    sorted_us[rank.clamp(1, sorted_us.len()) - 1] as f64 / 1000.0
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh database for one measurement; dropped (PostgreSQL) or deleted (SQLite) at the end.
+struct Db {
+    /// For our queue: `sqlite://…/tasks.db` or `postgres://…/db`.
+    url: String,
+    _dir: Option<tempfile::TempDir>,
+    postgres: Option<(String, String)>,
+}
+
+static DB_SEQ: AtomicUsize = AtomicUsize::new(0);
+
+impl Db {
+    async fn new(backend: Backend) -> Db {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::Builder::new()
+                    .prefix("retry-durable-bench-")
+                    .tempdir()
+                    .expect("temp dir");
+                let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+                Db {
+                    url,
+                    _dir: Some(dir),
+                    postgres: None,
+                }
+            }
+            Backend::Postgres => {
+                let server = std::env::var("RETRY_TEST_POSTGRES_URL").expect("checked before");
+                let name = format!(
+                    "bench_{}_{}",
+                    std::process::id(),
+                    DB_SEQ.fetch_add(1, Ordering::SeqCst)
+                );
+                let mut admin = sqlx::PgConnection::connect(&server)
+                    .await
+                    .expect("connect to RETRY_TEST_POSTGRES_URL");
+                // The name is ours: ASCII letters, digits and `_`.
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .execute(&mut admin)
+                    .await
+                    .expect("CREATE DATABASE");
+                admin.close().await.ok();
+                let base = server.rsplit_once('/').map_or(server.as_str(), |(b, _)| b);
+                Db {
+                    url: format!("{base}/{name}"),
+                    _dir: None,
+                    postgres: Some((server, name)),
+                }
+            }
+        }
+    }
+
+    /// The URL for apalis's sqlx pool (SQLite: create the file).
+    fn apalis_url(&self) -> String {
+        if self.postgres.is_some() {
+            self.url.clone()
+        } else {
+            format!("{}?mode=rwc", self.url)
+        }
+    }
+
+    async fn drop_db(self) {
+        if let Some((server, name)) = &self.postgres
+            && let Ok(mut admin) = sqlx::PgConnection::connect(server).await
+        {
+            let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+            let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
+                .execute(&mut admin)
+                .await;
+            admin.close().await.ok();
+        }
+    }
+}
+
+/// Waits, bounded, until the handlers ran `n` times; returns the time since `start`.
+async fn wait_ran(n: usize, start: Instant, within: Duration) -> Duration {
+    loop {
+        if RAN.load(Ordering::SeqCst) >= n {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < within,
+            "only {} of {n} tasks ran within {within:?}",
+            RAN.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+const POLL: Duration = Duration::from_millis(100);
+const LIMIT: Duration = Duration::from_secs(300);
+
+// -------------------------------------------------------------------------------------------
+// Ours
+
+fn ours_worker(q: Queue, concurrency: usize) -> Worker {
+    Worker::new(q)
+        .concurrency(concurrency)
+        .poll_interval(POLL)
+        .handle("noop", |_task| async {
+            RAN.fetch_add(1, Ordering::SeqCst);
+            Ok::<(), BoxError>(())
+        })
+        .handle("latency", |task| async move {
+            let picked = now_us();
+            let due: u64 = task.payload()?;
+            LATENCIES
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(picked.saturating_sub(due));
+            Ok(())
+        })
+        .handle("crash", |task| async move {
+            if task.retried() == 0 {
+                // The first attempt hangs until its worker is killed.
+                std::future::pending::<()>().await;
+            }
+            *RESTARTED_AT.lock().unwrap_or_else(PoisonError::into_inner) = Some(now_us());
+            Ok(())
+        })
+}
+
+/// Returns (enqueue/s, tasks/s).
+async fn ours_throughput(backend: Backend, concurrency: usize, n: usize) -> (f64, f64) {
+    let db = Db::new(backend).await;
+    let q = Queue::connect(&db.url).await.expect("connect");
+    let start = Instant::now();
+    for i in 0..n {
+        q.enqueue(Task::new("noop", &i)).await.expect("enqueue");
+    }
+    let enqueue_rate = n as f64 / start.elapsed().as_secs_f64();
+    RAN.store(0, Ordering::SeqCst);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let start = Instant::now();
+    let worker = tokio::spawn(ours_worker(q.clone(), concurrency).run_until(async {
+        let _ = stopped.await;
+    }));
+    let took = wait_ran(n, start, LIMIT).await;
+    let _ = stop.send(());
+    worker.await.expect("join").expect("worker");
+    let completed = q.list(TaskState::Completed).await.expect("list").len();
+    assert_eq!(completed, n, "every task is recorded completed");
+    q.close().await;
+    db.drop_db().await;
+    (enqueue_rate, n as f64 / took.as_secs_f64())
+}
+
+async fn ours_latency(backend: Backend, tasks: usize) -> Vec<u64> {
+    let db = Db::new(backend).await;
+    let q = Queue::connect(&db.url).await.expect("connect");
+    LATENCIES.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(ours_worker(q.clone(), 4).run_until(async {
+        let _ = stopped.await;
+    }));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..tasks {
+        tokio::time::sleep(Duration::from_millis(10 + (i as u64 * 7919) % 21)).await;
+        q.enqueue(Task::new("latency", &now_us()))
+            .await
+            .expect("enqueue");
+    }
+    let start = Instant::now();
+    while LATENCIES.lock().unwrap_or_else(PoisonError::into_inner).len() < tasks {
+        assert!(start.elapsed() < LIMIT, "latency tasks did not all run");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let _ = stop.send(());
+    worker.await.expect("join").expect("worker");
+    q.close().await;
+    db.drop_db().await;
+    let mut v = std::mem::take(&mut *LATENCIES.lock().unwrap_or_else(PoisonError::into_inner));
+    v.sort_unstable();
+    v
+}
+
+/// Seconds from killing the worker that holds the task to another worker starting it again.
+async fn ours_crash_recovery(backend: Backend) -> f64 {
+    let db = Db::new(backend).await;
+    let q = Queue::connect(&db.url).await.expect("connect");
+    *RESTARTED_AT.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    let lease = Duration::from_secs(2);
+    let recover = Duration::from_secs(1);
+    let a = tokio::spawn(
+        ours_worker(q.clone(), 1)
+            .lease(lease)
+            .recover_interval(recover)
+            .run_until(std::future::pending::<()>()),
+    );
+    let info = q.enqueue(Task::new("crash", &0)).await.expect("enqueue");
+    let start = Instant::now();
+    while q.get(&info.id).await.expect("get").expect("task").state != TaskState::Active {
+        assert!(start.elapsed() < LIMIT);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // B runs before the crash, as a second worker process would.
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let b = tokio::spawn(
+        ours_worker(q.clone(), 1)
+            .lease(lease)
+            .recover_interval(recover)
+            .run_until(async {
+                let _ = stopped.await;
+            }),
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    a.abort();
+    let killed = now_us();
+    let restarted = loop {
+        if let Some(at) = *RESTARTED_AT.lock().unwrap_or_else(PoisonError::into_inner) {
+            break at;
+        }
+        assert!(start.elapsed() < LIMIT, "the crashed task never ran again");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let _ = stop.send(());
+    b.await.expect("join").expect("worker");
+    q.close().await;
+    db.drop_db().await;
+    (restarted.saturating_sub(killed)) as f64 / 1e6
+}
+
+// -------------------------------------------------------------------------------------------
+// apalis 1.0 (apalis-sqlite / apalis-postgres): the same three measurements.
+
+async fn apalis_noop(_n: u64) -> Result<(), BoxDynError> {
+    RAN.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+async fn apalis_latency_handler(due: u64) -> Result<(), BoxDynError> {
+    let picked = now_us();
+    LATENCIES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(picked.saturating_sub(due));
+    Ok(())
+}
+
+/// The first attempt hangs until its worker is killed; the next one records when it started.
+async fn apalis_crash_handler(_n: u64) -> Result<(), BoxDynError> {
+    if APALIS_CRASH_FIRST.swap(false, Ordering::SeqCst) {
+        std::future::pending::<()>().await;
+    }
+    *RESTARTED_AT.lock().unwrap_or_else(PoisonError::into_inner) = Some(now_us());
+    Ok(())
+}
+
+static APALIS_CRASH_FIRST: AtomicBool = AtomicBool::new(true);
+
+/// One macro for both apalis backends: their storages are distinct types.
+macro_rules! apalis_suite {
+    ($module:ident, $storage:ident, $pool:ty, $config:ty) => {
+        mod $module {
+            use super::*;
+
+            async fn pool(db: &Db) -> $pool {
+                let pool = <$pool>::connect(&db.apalis_url()).await.expect("apalis pool");
+                $storage::<()>::setup(&pool).await.expect("apalis setup");
+                pool
+            }
+
+            fn storage<T>(pool: &$pool, heartbeat: Option<Duration>) -> $storage<T> {
+                let mut config = <$config>::default().queue("bench");
+                if let Some(beat) = heartbeat {
+                    config = config.heartbeat_interval(beat).missed_heartbeats(2);
+                }
+                $storage::new(pool).with_config(config)
+            }
+
+            pub async fn throughput(backend: Backend, concurrency: usize, n: usize) -> (f64, f64) {
+                let db = Db::new(backend).await;
+                let pool = pool(&db).await;
+                let mut sink = storage::<u64>(&pool, None);
+                let start = Instant::now();
+                for i in 0..n as u64 {
+                    sink.push(i).await.expect("apalis push");
+                }
+                let enqueue_rate = n as f64 / start.elapsed().as_secs_f64();
+                RAN.store(0, Ordering::SeqCst);
+                let start = Instant::now();
+                let worker = WorkerBuilder::new("bench-throughput")
+                    .backend(storage::<u64>(&pool, None).poll_with_interval(POLL))
+                    .concurrency(concurrency)
+                    .build(apalis_noop);
+                let running = tokio::spawn(worker.run());
+                let took = wait_ran(n, start, LIMIT).await;
+                running.abort();
+                let _ = running.await;
+                pool.close().await;
+                db.drop_db().await;
+                (enqueue_rate, n as f64 / took.as_secs_f64())
+            }
+
+            pub async fn latency(backend: Backend, tasks: usize) -> Vec<u64> {
+                let db = Db::new(backend).await;
+                let pool = pool(&db).await;
+                LATENCIES.lock().unwrap_or_else(PoisonError::into_inner).clear();
+                let worker = WorkerBuilder::new("bench-latency")
+                    .backend(storage::<u64>(&pool, None).poll_with_interval(POLL))
+                    .concurrency(4)
+                    .build(apalis_latency_handler);
+                let running = tokio::spawn(worker.run());
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let mut sink = storage::<u64>(&pool, None);
+                for i in 0..tasks {
+                    tokio::time::sleep(Duration::from_millis(10 + (i as u64 * 7919) % 21)).await;
+                    sink.push(now_us()).await.expect("apalis push");
+                }
+                let start = Instant::now();
+                while LATENCIES.lock().unwrap_or_else(PoisonError::into_inner).len() < tasks {
+                    assert!(start.elapsed() < LIMIT, "apalis latency tasks did not all run");
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                running.abort();
+                let _ = running.await;
+                pool.close().await;
+                db.drop_db().await;
+                let mut v = std::mem::take(&mut *LATENCIES.lock().unwrap_or_else(PoisonError::into_inner));
+                v.sort_unstable();
+                v
+            }
+
+            pub async fn crash_recovery(backend: Backend) -> f64 {
+                let db = Db::new(backend).await;
+                let pool = pool(&db).await;
+                *RESTARTED_AT.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                APALIS_CRASH_FIRST.store(true, Ordering::SeqCst);
+                let beat = Some(Duration::from_secs(1));
+                let a = WorkerBuilder::new("bench-crash-a")
+                    .backend(storage::<u64>(&pool, beat).poll_with_interval(POLL))
+                    .build(apalis_crash_handler);
+                let a = tokio::spawn(a.run());
+                let mut sink = storage::<u64>(&pool, beat);
+                sink.push(0).await.expect("apalis push");
+                // A has the task once the first attempt hangs (the flag flipped).
+                let start = Instant::now();
+                while APALIS_CRASH_FIRST.load(Ordering::SeqCst) {
+                    assert!(start.elapsed() < LIMIT, "apalis never started the task");
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                let b = WorkerBuilder::new("bench-crash-b")
+                    .backend(storage::<u64>(&pool, beat).poll_with_interval(POLL))
+                    .build(apalis_crash_handler);
+                let b = tokio::spawn(b.run());
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                a.abort();
+                let killed = now_us();
+                let restarted = loop {
+                    if let Some(at) = *RESTARTED_AT.lock().unwrap_or_else(PoisonError::into_inner) {
+                        break at;
+                    }
+                    assert!(start.elapsed() < Duration::from_secs(120), "apalis never re-ran the crashed task");
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                };
+                b.abort();
+                let _ = b.await;
+                pool.close().await;
+                db.drop_db().await;
+                (restarted.saturating_sub(killed)) as f64 / 1e6
+            }
+        }
+    };
+}
+
+apalis_suite!(apalis_sqlite_suite, SqliteStorage, apalis_sqlite::SqlitePool, apalis_sqlite::Config);
+apalis_suite!(apalis_pg_suite, PostgresStorage, apalis_postgres::PgPool, apalis_postgres::Config);
+use apalis_postgres::PostgresStorage;
+use apalis_sqlite::SqliteStorage;
+
+// -------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum System {
+    Ours,
+    Apalis,
+}
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::Ours => "retry_runtime::durable",
+            System::Apalis => "apalis 1.0",
+        }
+    }
+}
+
+async fn throughput(system: System, backend: Backend, concurrency: usize, n: usize) -> (f64, f64) {
+    match (system, backend) {
+        (System::Ours, _) => ours_throughput(backend, concurrency, n).await,
+        (System::Apalis, Backend::Sqlite) => apalis_sqlite_suite::throughput(backend, concurrency, n).await,
+        (System::Apalis, Backend::Postgres) => apalis_pg_suite::throughput(backend, concurrency, n).await,
+    }
+}
+
+async fn latency(system: System, backend: Backend, tasks: usize) -> Vec<u64> {
+    match (system, backend) {
+        (System::Ours, _) => ours_latency(backend, tasks).await,
+        (System::Apalis, Backend::Sqlite) => apalis_sqlite_suite::latency(backend, tasks).await,
+        (System::Apalis, Backend::Postgres) => apalis_pg_suite::latency(backend, tasks).await,
+    }
+}
+
+async fn crash_recovery(system: System, backend: Backend) -> f64 {
+    match (system, backend) {
+        (System::Ours, _) => ours_crash_recovery(backend).await,
+        (System::Apalis, Backend::Sqlite) => apalis_sqlite_suite::crash_recovery(backend).await,
+        (System::Apalis, Backend::Postgres) => apalis_pg_suite::crash_recovery(backend).await,
+    }
+}
+
+fn main() {
+    // `cargo test --benches` runs bench targets with `--test`: nothing to measure then.
+    if std::env::args().any(|a| a == "--test" || a == "--list") {
+        return;
+    }
+    let tasks = env_usize("DURABLE_BENCH_TASKS", 2000);
+    let rounds = env_usize("DURABLE_BENCH_ROUNDS", 3).max(1);
+    let mut backends = vec![Backend::Sqlite];
+    if std::env::var("RETRY_TEST_POSTGRES_URL").is_ok() {
+        backends.push(Backend::Postgres);
+    } else {
+        eprintln!(
+            "\n*** PostgreSQL SKIPPED: RETRY_TEST_POSTGRES_URL is not set. \
+             `eval \"$(scripts/postgres.sh)\"` starts a throwaway server.\n"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "durable queue benchmark: {tasks} tasks per throughput run, median of {rounds} rounds; \
+         {} CPUs; load average at start: {}",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
+    let started = Instant::now();
+    runtime.block_on(async {
+        println!("\nthroughput, no-op handler (enqueue: one task per call, before the workers start)");
+        println!(
+            "| system | backend | concurrency | tasks/s | enqueue/s |\n| --- | --- | --- | --- | --- |"
+        );
+        for &backend in &backends {
+            for system in [System::Ours, System::Apalis] {
+                for concurrency in [1, 4, 16] {
+                    let mut rates = Vec::new();
+                    let mut enqueues = Vec::new();
+                    for _ in 0..rounds {
+                        let (enq, rate) = throughput(system, backend, concurrency, tasks).await;
+                        rates.push(rate);
+                        enqueues.push(enq);
+                    }
+                    println!(
+                        "| {} | {:?} | {concurrency} | {:.0} | {:.0} |",
+                        system.name(),
+                        backend,
+                        median(rates),
+                        median(enqueues)
+                    );
+                }
+            }
+        }
+
+        println!("\ndue -> pickup latency, idle worker polling every 100 ms, 200 tasks");
+        println!("| system | backend | p50 ms | p99 ms | max ms |\n| --- | --- | --- | --- | --- |");
+        for &backend in &backends {
+            for system in [System::Ours, System::Apalis] {
+                let v = latency(system, backend, 200).await;
+                println!(
+                    "| {} | {:?} | {:.1} | {:.1} | {:.1} |",
+                    system.name(),
+                    backend,
+                    percentile(&v, 50.0),
+                    percentile(&v, 99.0),
+                    *v.last().unwrap() as f64 / 1000.0
+                );
+            }
+        }
+
+        println!(
+            "\ncrash recovery: worker killed holding a task -> another worker starts it \
+             (ours: lease 2 s, recoverer every 1 s; apalis: heartbeat 1 s x 2 missed)"
+        );
+        println!("| system | backend | median s | runs |\n| --- | --- | --- | --- |");
+        for &backend in &backends {
+            for system in [System::Ours, System::Apalis] {
+                let mut v = Vec::new();
+                for _ in 0..rounds {
+                    v.push(crash_recovery(system, backend).await);
+                }
+                let runs: Vec<String> = v.iter().map(|s| format!("{s:.2}")).collect();
+                println!(
+                    "| {} | {:?} | {:.2} | {} |",
+                    system.name(),
+                    backend,
+                    median(v.clone()),
+                    runs.join(", ")
+                );
+            }
+        }
+    });
+    println!("\n(total {:.0} s)", started.elapsed().as_secs_f64());
+}

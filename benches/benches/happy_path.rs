@@ -1,0 +1,119 @@
+//! Happy path: ns per call of each contender when the first attempt succeeds (k = 0).
+//!
+//! Every future is polled once with a no-op waker, outside any runtime: on the happy path no
+//! contender sleeps, so the first poll completes it, and what is timed is the contender's own
+//! work (building its future, running one attempt, returning) with no executor around it.
+//!
+//! `cargo bench -p retry-benches --bench happy_path`
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::Criterion;
+use retry_benches::{CONTENDERS, Flaky, each_contender, estimates, operation, poll_once};
+use retry_runtime::Budget;
+
+const GROUP: &str = "happy_path";
+const PARTS: &str = "happy_path_parts";
+/// The parts, as the table names them.
+const PART_NAMES: [(&str, &str); 4] = [
+    ("tokio_instant_now", "`tokio::time::Instant::now()`"),
+    (
+        "deposit_default_budget",
+        "`Budget::deposit()`, default budget",
+    ),
+    (
+        "deposit_unlimited_budget",
+        "`Budget::deposit()`, unlimited budget",
+    ),
+    (
+        "attempt_scope",
+        "the undecorated fn in `#[retry]`'s nesting scope (a tokio task-local)",
+    ),
+];
+
+fn main() {
+    let before = retry_benches::uptime();
+    // The "#[retry], budget unlimited" row; "#[retry] (default budget)" keeps the default.
+    retry_benches::unbudgeted();
+    let mut criterion = Criterion::default()
+        .output_directory(&retry_benches::criterion_dir())
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .configure_from_args();
+    let server = Flaky::new(0);
+    let mut group = criterion.benchmark_group(GROUP);
+    each_contender!(|contender, call| {
+        group.bench_function(contender.id, |b| {
+            b.iter(|| poll_once(|| call(black_box(&server))));
+        });
+    });
+    group.finish();
+
+    // Where #[retry]'s extra time goes: the parts of its happy path, alone.
+    let mut parts = criterion.benchmark_group(PARTS);
+    parts.bench_function("tokio_instant_now", |b| b.iter(tokio::time::Instant::now));
+    let default_budget = Budget::default();
+    parts.bench_function("deposit_default_budget", |b| {
+        b.iter(|| black_box(&default_budget).deposit());
+    });
+    let unlimited = Budget::unlimited();
+    parts.bench_function("deposit_unlimited_budget", |b| {
+        b.iter(|| black_box(&unlimited).deposit());
+    });
+    parts.bench_function("attempt_scope", |b| {
+        b.iter(|| poll_once(|| retry_runtime::__private::attempt(operation(black_box(&server)))));
+    });
+    parts.finish();
+    criterion.final_summary();
+
+    let after = retry_benches::uptime();
+    report(before, after);
+}
+
+/// The table for BENCHMARKS.md, with the ratios of this run.
+fn report(before: Option<String>, after: Option<String>) {
+    let anchor = |id| estimates(GROUP, id).map(|e| e.median);
+    let (hand, plain) = (anchor("hand_loop"), anchor("undecorated"));
+    println!("\n## happy path, ns/call (one poll, no-op waker, no runtime)\n");
+    println!(
+        "| contender | median ns | mean ns (95 % CI) | fastest–slowest sample | / hand loop | − hand loop, ns | / undecorated |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for contender in CONTENDERS {
+        let Some(e) = estimates(GROUP, contender.id) else {
+            continue;
+        };
+        let ratio =
+            |anchor: Option<f64>| anchor.map_or("–".into(), |a| format!("{:.2}", e.median / a));
+        println!(
+            "| {} | {:.2} | {:.2} ({:.2}–{:.2}) | {:.2}–{:.2} | {} | {} | {} |",
+            contender.name,
+            e.median,
+            e.mean,
+            e.mean_ci.0,
+            e.mean_ci.1,
+            e.samples.0,
+            e.samples.1,
+            ratio(hand),
+            hand.map_or("–".into(), |h| format!("{:+.1}", e.median - h)),
+            ratio(plain),
+        );
+    }
+    println!("\n### the parts of #[retry]'s happy path, alone\n");
+    println!("| part | median ns | mean ns (95 % CI) |");
+    println!("| --- | ---: | ---: |");
+    for (id, name) in PART_NAMES {
+        if let Some(e) = estimates(PARTS, id) {
+            println!(
+                "| {name} | {:.2} | {:.2} ({:.2}–{:.2}) |",
+                e.median, e.mean, e.mean_ci.0, e.mean_ci.1
+            );
+        }
+    }
+    println!(
+        "\nuptime before: {}\nuptime after:  {}",
+        before.unwrap_or_default(),
+        after.unwrap_or_default()
+    );
+}

@@ -428,7 +428,7 @@ fn crate_path(value: &Expr) -> Option<Path> {
     else {
         return None;
     };
-    LitStr::parse::<Path>(lit)
+    lit.parse_with(Path::parse_mod_style)
         .ok()
         .map(|path| at_call_site(&path))
 }

@@ -15,6 +15,8 @@ mod duration;
 mod errors;
 mod expand;
 mod fresh_key;
+#[cfg(test)]
+mod hostile;
 mod spans;
 mod valid;
 

@@ -157,7 +157,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
                     }
                 }
             }
-            "retry_if" => match value {
+            "retry_if" => match ungroup(value) {
                 Expr::Path(path) if path.qself.is_none() => retry_if = Some(path.path),
                 other => errors.at(
                     &other,
@@ -175,7 +175,9 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
             }
             "crate" => {
                 if let Some(lit) = string(&mut errors, &label, &value, "\"my_retry\"") {
-                    match lit.parse::<Path>() {
+                    // Mod-style: no generic arguments (`a<b>` would not parse where the
+                    // expansion puts the path).
+                    match lit.parse_with(Path::parse_mod_style) {
                         Ok(path) => krate = Some(at_call_site(&path)),
                         Err(_) => errors.at(
                             &lit,
@@ -292,6 +294,7 @@ fn check_key(errors: &mut Errors, kind: Kind, word: &Ident, key: Option<&(Ident,
 }
 
 fn check_attempts(errors: &mut Errors, value: Expr) -> Option<Given<u32>> {
+    let value = ungroup(value);
     let Expr::Lit(ExprLit {
         lit: Lit::Int(int), ..
     }) = &value
@@ -302,6 +305,16 @@ fn check_attempts(errors: &mut Errors, value: Expr) -> Option<Given<u32>> {
         );
         return None;
     };
+    if !int.suffix().is_empty() {
+        errors.at(
+            int,
+            format!(
+                "`attempts = {int}`: write the count without a suffix, like `attempts = {}`",
+                int.base10_digits()
+            ),
+        );
+        return None;
+    }
     let tokens = int.to_token_stream();
     match int.base10_parse::<u32>() {
         Ok(0) => {
@@ -500,8 +513,20 @@ fn find_impl_trait(output: &ReturnType) -> Option<&syn::TypeImplTrait> {
     find.0
 }
 
+/// `value` without the invisible groups `macro_rules!` wraps around `$x:expr` fragments.
+fn ungroup(mut value: Expr) -> Expr {
+    while let Expr::Group(group) = value {
+        value = *group.expr;
+    }
+    value
+}
+
 /// The string literal of `name = "..."`, or an error.
 fn string(errors: &mut Errors, name: &str, value: &Expr, example: &str) -> Option<LitStr> {
+    let mut value = value;
+    while let Expr::Group(group) = value {
+        value = &group.expr;
+    }
     if let Expr::Lit(ExprLit {
         lit: Lit::Str(lit), ..
     }) = value
@@ -561,6 +586,43 @@ mod tests {
             pauses(5, u64::MAX / 2, u64::MAX),
             [u64::MAX / 2, u64::MAX - 1, u64::MAX, u64::MAX]
         );
+    }
+
+    fn check_args(args: proc_macro2::TokenStream) -> syn::Result<Config> {
+        let func: ItemFn = syn::parse_quote!(
+            async fn f() -> Result<(), E> {
+                Ok(())
+            }
+        );
+        crate::args::parse(args).and_then(|args| check(args, &func))
+    }
+
+    #[test]
+    fn suffixed_attempts_are_refused() {
+        let error = check_args(quote::quote!(read, attempts = 3u8))
+            .err()
+            .unwrap();
+        assert_eq!(
+            error.to_string(),
+            "`attempts = 3u8`: write the count without a suffix, like `attempts = 3`"
+        );
+    }
+
+    #[test]
+    fn values_grouped_by_macro_rules_are_read_through() {
+        // `macro_rules!` hands `$n:expr` over in an invisible group.
+        let group = |tokens: proc_macro2::TokenStream| {
+            proc_macro2::Group::new(proc_macro2::Delimiter::None, tokens)
+        };
+        let (n, d, f) = (
+            group(quote::quote!(4)),
+            group(quote::quote!("10ms")),
+            group(quote::quote!(is_retryable)),
+        );
+        let config =
+            check_args(quote::quote!(read, attempts = #n, delay = #d, retry_if = #f)).unwrap();
+        assert_eq!((config.attempts, config.delay_ms), (4, 10));
+        assert!(matches!(config.classifier, Classifier::RetryIf(_)));
     }
 
     #[test]

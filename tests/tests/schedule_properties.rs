@@ -60,6 +60,8 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap();
+        // This property is about the schedule: the retry budget (tests/tests/storms.rs) stays out.
+        retry_runtime::set_budget("prop", retry_runtime::Budget::unlimited());
         let site: &'static Site = Box::leak(Box::new(site(
             "prop",
             policy.attempts(),

@@ -1,51 +1,57 @@
 //! Layered retries don't multiply.
 //!
 //! An adapter method with `#[retry]` called inside another `#[retry]` fn's attempt would turn
-//! 3 × 3 attempts into 9 calls to the external system. So each attempt of a loop runs in a
-//! scope, and a loop inside it that gives up on a transient error marks the scope: the inner
-//! loop has already done the retrying, and the outer loop then returns the error instead of
-//! running the inner one again. The inner loop is the only one that retries, and at most
+//! 3 × 3 attempts into 9 calls to the external system. So a loop that gives up on a transient
+//! error says so, and the attempt of an enclosing loop that was running notices: the inner loop
+//! has already done the retrying, and the outer loop then returns the error instead of running
+//! the inner one again. The inner loop is the only one that retries, and at most
 //! max(attempts) calls reach the external system.
 //!
-//! The scope is a tokio task-local for async fns (tasks move between threads) and a
-//! thread-local for blocking ones; a loop marks whichever encloses it.
+//! How an attempt notices: giving up bumps a per-thread counter, and an attempt compares the
+//! counter before and after each poll of its body (or, blocking, around the body). An inner
+//! loop runs inside that poll, on the same thread, so its give-up is seen by every attempt
+//! being polled around it — the enclosing ones all the way up. (A middle loop whose attempt
+//! recovered from an inner give-up without failing still marks the outermost attempt: that
+//! outer loop then retries one failure less than it could, never more.) The happy path pays two
+//! thread-local reads per poll.
 
 use std::cell::Cell;
-use std::future::Future;
-
-tokio::task_local! {
-    static ASYNC_ATTEMPT: Cell<bool>;
-}
+use std::future::{Future, poll_fn};
+use std::pin::pin;
 
 thread_local! {
-    /// `None` outside a blocking attempt; `Some(gave_up)` inside one.
-    static BLOCKING_ATTEMPT: Cell<Option<bool>> = const { Cell::new(None) };
+    /// How many loops gave up on a transient error on this thread.
+    static GIVE_UPS: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Runs one async attempt in its scope; also returns whether a loop inside it gave up.
+fn give_ups() -> u64 {
+    GIVE_UPS.with(Cell::get)
+}
+
+/// Runs one async attempt; also returns whether a loop inside it gave up.
 pub async fn attempt<F: Future>(fut: F) -> (F::Output, bool) {
-    let mut scoped = std::pin::pin!(ASYNC_ATTEMPT.scope(Cell::new(false), fut));
-    let output = scoped.as_mut().await;
-    let inner_gave_up = scoped.take_value().is_some_and(Cell::into_inner);
+    let mut fut = pin!(fut);
+    let mut inner_gave_up = false;
+    let output = poll_fn(|cx| {
+        let before = give_ups();
+        let poll = fut.as_mut().poll(cx);
+        inner_gave_up |= give_ups() != before;
+        poll
+    })
+    .await;
     (output, inner_gave_up)
 }
 
-/// Runs one blocking attempt in its scope; also returns whether a loop inside it gave up.
+/// Runs one blocking attempt; also returns whether a loop inside it gave up.
 pub fn attempt_blocking<R>(f: impl FnOnce() -> R) -> (R, bool) {
-    let outer = BLOCKING_ATTEMPT.replace(Some(false));
+    let before = give_ups();
     let output = f();
-    let inner_gave_up = BLOCKING_ATTEMPT.replace(outer) == Some(true);
-    (output, inner_gave_up)
+    (output, give_ups() != before)
 }
 
-/// A loop gave up on a transient error: tell the attempt that encloses it, if any.
+/// A loop gave up on a transient error: tell the attempts around it.
 pub(crate) fn gave_up() {
-    let _ = ASYNC_ATTEMPT.try_with(|gave_up| gave_up.set(true));
-    BLOCKING_ATTEMPT.with(|scope| {
-        if scope.get().is_some() {
-            scope.set(Some(true));
-        }
-    });
+    GIVE_UPS.with(|count| count.set(count.get().wrapping_add(1)));
 }
 
 #[cfg(test)]
@@ -53,29 +59,29 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn an_async_scope_sees_a_give_up_inside_it_only() {
+    async fn an_attempt_sees_a_give_up_inside_it_only() {
         assert_eq!(attempt(async { 1 }).await, (1, false));
         assert_eq!(attempt(async { gave_up() }).await, ((), true));
-        // Nested: the inner scope catches the mark; the outer sees nothing.
-        let ((inner, outer_mark_before), outer) = attempt(async {
-            let inner = attempt(async { gave_up() }).await;
-            (inner, false)
-        })
-        .await;
-        assert_eq!(
-            (inner, outer_mark_before, outer),
-            (((), true), false, false)
-        );
-        // Outside any scope, giving up marks nothing and does not panic.
+        // Across an await: the give-up happens in a later poll.
+        let later = attempt(async {
+            tokio::task::yield_now().await;
+            gave_up();
+        });
+        assert_eq!(later.await, ((), true));
+        // Nested: the inner attempt sees it, and so does the one around it.
+        let (inner, outer) = attempt(attempt(async { gave_up() })).await;
+        assert_eq!((inner, outer), (((), true), true));
+        // A give-up before an attempt does not leak into it.
         gave_up();
+        assert_eq!(attempt(async { 2 }).await, (2, false));
     }
 
     #[test]
-    fn a_blocking_scope_sees_a_give_up_inside_it_only() {
+    fn a_blocking_attempt_sees_a_give_up_inside_it_only() {
         assert_eq!(attempt_blocking(|| 1), (1, false));
         assert_eq!(attempt_blocking(gave_up), ((), true));
         let (inner, outer) = attempt_blocking(|| attempt_blocking(gave_up));
-        assert_eq!((inner, outer), (((), true), false));
+        assert_eq!((inner, outer), (((), true), true));
         gave_up();
         assert_eq!(attempt_blocking(|| 2), (2, false));
     }

@@ -5,7 +5,7 @@
 //! the offending tokens, and is collected with the others of the same derive.
 
 use quote::ToTokens;
-use syn::{Expr, ExprLit, Fields, Ident, Index, Lit, LitStr, Member, Path, Type};
+use syn::{Expr, ExprLit, Fields, Ident, Index, Lit, Member, Path, Type};
 
 use crate::derive_args::{self, Arg, Data, Input, Parsed};
 use crate::errors::Errors;

@@ -28,7 +28,7 @@ const PART_NAMES: [(&str, &str); 4] = [
     ),
     (
         "attempt_scope",
-        "the undecorated fn in `#[retry]`'s nesting scope (a tokio task-local)",
+        "the undecorated fn in `#[retry]`'s attempt wrapper (`__private::attempt`)",
     ),
 ];
 

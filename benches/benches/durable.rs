@@ -9,8 +9,10 @@
 //!   the enqueue call to the handler's start, p50 and p99.
 //! - **Crash recovery**: a worker holding a task is killed (its tokio task aborted: no more lease
 //!   renewals or heartbeats); a second worker was already running. The time from the kill to the
-//!   second worker starting the task. Ours: lease 2 s, recoverer every 1 s. apalis: heartbeat 1
-//!   s, dead after 2 missed heartbeats (its SQL compares whole seconds).
+//!   second worker starting the task. Ours: lease 2 s, recoverer every 1 s, and a retry delay of
+//!   0 (a lost lease is a failed attempt, retried after the delay: 15–44 s by default). apalis:
+//!   heartbeat 1 s, dead after 2 missed heartbeats (its SQL compares whole seconds), re-enqueued
+//!   at once.
 //!
 //! SQLite runs in a fresh temp dir each time; PostgreSQL in a fresh database on the server of
 //! `RETRY_TEST_POSTGRES_URL` (`eval "$(scripts/postgres.sh)"` starts one), skipped with a
@@ -21,7 +23,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use apalis::prelude::{BackendExt as _, BoxDynError, TaskSink as _, WorkerBuilder, WorkerBuilderExt as _};
+use apalis::prelude::{
+    BackendExt as _, BoxDynError, TaskSink as _, WorkerBuilder, WorkerBuilderExt as _,
+};
 use retry_runtime::durable::{BoxError, Queue, Task, TaskState, Worker};
 use sqlx::Connection as _;
 
@@ -215,7 +219,10 @@ async fn ours_throughput(backend: Backend, concurrency: usize, n: usize) -> (f64
 async fn ours_latency(backend: Backend, tasks: usize) -> Vec<u64> {
     let db = Db::new(backend).await;
     let q = Queue::connect(&db.url).await.expect("connect");
-    LATENCIES.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    LATENCIES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = tokio::spawn(ours_worker(q.clone(), 4).run_until(async {
         let _ = stopped.await;
@@ -228,7 +235,12 @@ async fn ours_latency(backend: Backend, tasks: usize) -> Vec<u64> {
             .expect("enqueue");
     }
     let start = Instant::now();
-    while LATENCIES.lock().unwrap_or_else(PoisonError::into_inner).len() < tasks {
+    while LATENCIES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .len()
+        < tasks
+    {
         assert!(start.elapsed() < LIMIT, "latency tasks did not all run");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -248,10 +260,14 @@ async fn ours_crash_recovery(backend: Backend) -> f64 {
     *RESTARTED_AT.lock().unwrap_or_else(PoisonError::into_inner) = None;
     let lease = Duration::from_secs(2);
     let recover = Duration::from_secs(1);
+    // A lost lease is a failed attempt (asynq's semantics): the task is retried after the retry
+    // delay, 15-44 s by default. Zero here, to time the detection and pickup alone, as apalis
+    // re-enqueues an orphaned task at once.
     let a = tokio::spawn(
         ours_worker(q.clone(), 1)
             .lease(lease)
             .recover_interval(recover)
+            .retry_delay(|_, _, _| Duration::ZERO)
             .run_until(std::future::pending::<()>()),
     );
     let info = q.enqueue(Task::new("crash", &0)).await.expect("enqueue");
@@ -266,6 +282,7 @@ async fn ours_crash_recovery(backend: Backend) -> f64 {
         ours_worker(q.clone(), 1)
             .lease(lease)
             .recover_interval(recover)
+            .retry_delay(|_, _, _| Duration::ZERO)
             .run_until(async {
                 let _ = stopped.await;
             }),
@@ -322,7 +339,9 @@ macro_rules! apalis_suite {
             use super::*;
 
             async fn pool(db: &Db) -> $pool {
-                let pool = <$pool>::connect(&db.apalis_url()).await.expect("apalis pool");
+                let pool = <$pool>::connect(&db.apalis_url())
+                    .await
+                    .expect("apalis pool");
                 $storage::<()>::setup(&pool).await.expect("apalis setup");
                 pool
             }
@@ -362,7 +381,10 @@ macro_rules! apalis_suite {
             pub async fn latency(backend: Backend, tasks: usize) -> Vec<u64> {
                 let db = Db::new(backend).await;
                 let pool = pool(&db).await;
-                LATENCIES.lock().unwrap_or_else(PoisonError::into_inner).clear();
+                LATENCIES
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clear();
                 let worker = WorkerBuilder::new("bench-latency")
                     .backend(storage::<u64>(&pool, None).poll_with_interval(POLL))
                     .concurrency(4)
@@ -375,15 +397,24 @@ macro_rules! apalis_suite {
                     sink.push(now_us()).await.expect("apalis push");
                 }
                 let start = Instant::now();
-                while LATENCIES.lock().unwrap_or_else(PoisonError::into_inner).len() < tasks {
-                    assert!(start.elapsed() < LIMIT, "apalis latency tasks did not all run");
+                while LATENCIES
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .len()
+                    < tasks
+                {
+                    assert!(
+                        start.elapsed() < LIMIT,
+                        "apalis latency tasks did not all run"
+                    );
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 running.abort();
                 let _ = running.await;
                 pool.close().await;
                 db.drop_db().await;
-                let mut v = std::mem::take(&mut *LATENCIES.lock().unwrap_or_else(PoisonError::into_inner));
+                let mut v =
+                    std::mem::take(&mut *LATENCIES.lock().unwrap_or_else(PoisonError::into_inner));
                 v.sort_unstable();
                 v
             }
@@ -417,7 +448,10 @@ macro_rules! apalis_suite {
                     if let Some(at) = *RESTARTED_AT.lock().unwrap_or_else(PoisonError::into_inner) {
                         break at;
                     }
-                    assert!(start.elapsed() < Duration::from_secs(120), "apalis never re-ran the crashed task");
+                    assert!(
+                        start.elapsed() < Duration::from_secs(120),
+                        "apalis never re-ran the crashed task"
+                    );
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 };
                 b.abort();
@@ -430,8 +464,18 @@ macro_rules! apalis_suite {
     };
 }
 
-apalis_suite!(apalis_sqlite_suite, SqliteStorage, apalis_sqlite::SqlitePool, apalis_sqlite::Config);
-apalis_suite!(apalis_pg_suite, PostgresStorage, apalis_postgres::PgPool, apalis_postgres::Config);
+apalis_suite!(
+    apalis_sqlite_suite,
+    SqliteStorage,
+    apalis_sqlite::SqlitePool,
+    apalis_sqlite::Config
+);
+apalis_suite!(
+    apalis_pg_suite,
+    PostgresStorage,
+    apalis_postgres::PgPool,
+    apalis_postgres::Config
+);
 use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;
 
@@ -455,8 +499,12 @@ impl System {
 async fn throughput(system: System, backend: Backend, concurrency: usize, n: usize) -> (f64, f64) {
     match (system, backend) {
         (System::Ours, _) => ours_throughput(backend, concurrency, n).await,
-        (System::Apalis, Backend::Sqlite) => apalis_sqlite_suite::throughput(backend, concurrency, n).await,
-        (System::Apalis, Backend::Postgres) => apalis_pg_suite::throughput(backend, concurrency, n).await,
+        (System::Apalis, Backend::Sqlite) => {
+            apalis_sqlite_suite::throughput(backend, concurrency, n).await
+        }
+        (System::Apalis, Backend::Postgres) => {
+            apalis_pg_suite::throughput(backend, concurrency, n).await
+        }
     }
 }
 
@@ -502,7 +550,10 @@ fn main() {
         "durable queue benchmark: {tasks} tasks per throughput run, median of {rounds} rounds; \
          {} CPUs; load average at start: {}",
         std::thread::available_parallelism().map_or(0, usize::from),
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let started = Instant::now();
     runtime.block_on(async {
@@ -549,7 +600,8 @@ fn main() {
 
         println!(
             "\ncrash recovery: worker killed holding a task -> another worker starts it \
-             (ours: lease 2 s, recoverer every 1 s; apalis: heartbeat 1 s x 2 missed)"
+             (ours: lease 2 s, recoverer every 1 s, retry delay 0; apalis: heartbeat 1 s x 2 \
+             missed)"
         );
         println!("| system | backend | median s | runs |\n| --- | --- | --- | --- |");
         for &backend in &backends {

@@ -55,6 +55,8 @@
 mod budget;
 mod classify;
 mod deadline;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub mod durable;
 pub mod http;
 mod integrations;
 mod key;

@@ -1,0 +1,352 @@
+//! The durable task queue, end to end: `cargo run --example durable` (about 15 s).
+//!
+//! 1. The retry schedule: asynq's default delays (Sidekiq's formula).
+//! 2. The hand-over: a keyed `#[retry(write, idempotency_key = …)]` charge whose in-memory
+//!    attempts run out on a provider outage that lasts longer than 5 s (R-RES-RE-4) is handed to
+//!    the queue under the same key; the queue's later attempts complete it, charged once.
+//! 3. The archive: a task that exhausts `max_retry`, and one that fails with `SkipRetry`, kept
+//!    with their history (`q.list(TaskState::Archived)`).
+//! 4. A re-run: `q.run_task` sends an archived task back to pending, and it completes.
+//!
+//! The queue is a SQLite file in a temp dir. The provider is an in-process fake that
+//! deduplicates by idempotency key and counts charges. The demo's workers use short retry delays
+//! (`Worker::retry_delay`), still doubling (R-RES-RE-X3), so it takes seconds, not minutes.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use retry_runtime::durable::{
+    BoxError, Error, Queue, SkipRetry, Task, TaskInfo, TaskState, Worker, default_retry_delay,
+};
+use retry_runtime::{Classify, retry};
+use serde::{Deserialize, Serialize};
+
+/// How long the provider is down, from the first charge: longer than in-memory retry covers.
+const OUTAGE: Duration = Duration::from_secs(7);
+
+/// A payment provider's error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProviderError {
+    /// 503: the provider is down. Transient.
+    Unavailable,
+    /// The request timed out: the charge may or may not have happened. Transient.
+    Timeout,
+    /// 422: the provider refuses the request. A contract error, never retried (R-RES-RE-X2).
+    Unprocessable,
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProviderError::Unavailable => "503 Service Unavailable",
+            ProviderError::Timeout => "timed out (charged, but the response was lost)",
+            ProviderError::Unprocessable => "422 Unprocessable Entity",
+        })
+    }
+}
+
+impl std::error::Error for ProviderError {}
+
+impl Classify for ProviderError {
+    fn is_transient(&self) -> bool {
+        matches!(self, ProviderError::Unavailable | ProviderError::Timeout)
+    }
+}
+
+/// The fake provider: down for [`OUTAGE`] from its first request; then the first charge that
+/// goes through loses its response; charges are deduplicated by idempotency key.
+struct Provider {
+    started: Instant,
+    first_request: Mutex<Option<Instant>>,
+    /// key → charge id.
+    charges: Mutex<HashMap<String, u32>>,
+    /// Requests that made a new charge (a duplicate would show here).
+    new_charges: Mutex<u32>,
+    lose_next_response: AtomicBool,
+}
+
+impl Provider {
+    fn new() -> Self {
+        Provider {
+            started: Instant::now(),
+            first_request: Mutex::new(None),
+            charges: Mutex::new(HashMap::new()),
+            new_charges: Mutex::new(0),
+            lose_next_response: AtomicBool::new(true),
+        }
+    }
+
+    fn t(&self) -> String {
+        format!("{:5.1}s", self.started.elapsed().as_secs_f64())
+    }
+
+    /// `POST /charges` with an `Idempotency-Key` header.
+    fn post_charge(&self, key: &str, cents: u64) -> Result<u32, ProviderError> {
+        let first = *self
+            .first_request
+            .lock()
+            .unwrap()
+            .get_or_insert_with(Instant::now);
+        if first.elapsed() < OUTAGE {
+            println!(
+                "  {} provider: charge {cents} cents, key {key} -> 503",
+                self.t()
+            );
+            return Err(ProviderError::Unavailable);
+        }
+        let mut charges = self.charges.lock().unwrap();
+        let (id, replayed) = match charges.get(key) {
+            Some(id) => (*id, true),
+            None => {
+                let mut n = self.new_charges.lock().unwrap();
+                *n += 1;
+                charges.insert(key.to_string(), *n);
+                (*n, false)
+            }
+        };
+        if !replayed && self.lose_next_response.swap(false, Ordering::SeqCst) {
+            println!(
+                "  {} provider: charge {cents} cents, key {key} -> charged #{id}, response lost",
+                self.t()
+            );
+            return Err(ProviderError::Timeout);
+        }
+        let how = if replayed { "replayed" } else { "charged" };
+        println!(
+            "  {} provider: charge {cents} cents, key {key} -> 201 {how} #{id}",
+            self.t()
+        );
+        Ok(id)
+    }
+
+    fn charges_for(&self, key: &str) -> usize {
+        usize::from(self.charges.lock().unwrap().contains_key(key))
+    }
+}
+
+/// The adapter: the in-memory tier. Three attempts, 200 ms then 400 ms: at most 600 ms of pauses.
+struct PaymentsClient<'a> {
+    provider: &'a Provider,
+}
+
+impl PaymentsClient<'_> {
+    #[retry(write, idempotency_key = key)]
+    async fn charge(&self, key: &str, cents: u64) -> Result<u32, ProviderError> {
+        self.provider.post_charge(key, cents)
+    }
+}
+
+/// The payload of a `charge` task: what the handler needs to repeat the call.
+#[derive(Serialize, Deserialize)]
+struct Charge {
+    order: u64,
+    cents: u64,
+}
+
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        3600..86_400 => format!("{} h {} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+fn ago(at: Option<SystemTime>) -> String {
+    at.and_then(|t| t.elapsed().ok())
+        .map_or("-".into(), |d| format!("{:.1} s ago", d.as_secs_f64()))
+}
+
+/// Polls the task until it reaches `state` (or fails the demo after 20 s).
+async fn wait_for(q: &Queue, id: &str, state: TaskState) -> TaskInfo {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = q.get(id).await.expect("get").expect("the task exists");
+        if info.state == state {
+            return info;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "task {id} did not become {state} (it is {})",
+            info.state
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // --- 1. The schedule. -------------------------------------------------------------------
+    println!("== 1. the default retry schedule: n^4 + 15 + rand(0..30)·(n + 1) seconds");
+    for n in [0, 1, 4, 10, 24] {
+        println!(
+            "  before retry {:>2} (n = {n:>2}): {} .. {}",
+            n + 1,
+            human(default_retry_delay(n, 0)),
+            human(default_retry_delay(n, 29))
+        );
+    }
+    let total: Duration = (0..25).map(|n| default_retry_delay(n, 15)).sum();
+    println!(
+        "  all 25 retries (middle of the jitter): about {}",
+        human(total)
+    );
+
+    let dir = tempfile::tempdir()?;
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    let q = Queue::connect(&url).await?;
+    println!("\nqueue: {url}");
+
+    let provider: &'static Provider = Box::leak(Box::new(Provider::new()));
+    let client: &'static PaymentsClient<'static> = Box::leak(Box::new(PaymentsClient { provider }));
+    let fixed = &*Box::leak(Box::new(AtomicBool::new(false)));
+
+    // One worker for the whole demo, with short doubling delays: 1 s, 2 s, 4 s, ...
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = Worker::new(q.clone())
+        .concurrency(4)
+        .poll_interval(Duration::from_millis(100))
+        .retry_delay(|n, _err, _task| Duration::from_millis(1000 << n.min(10)))
+        .handle("charge", move |task| async move {
+            let charge: Charge = task.payload()?;
+            println!(
+                "  {} queue: attempt {} of charge {}",
+                provider.t(),
+                task.retried() + 1,
+                task.id()
+            );
+            // The same adapter, the same key: each durable attempt is itself a short
+            // in-memory retry loop, and every request carries the task's id as its key.
+            client.charge(task.id(), charge.cents).await?;
+            Ok(())
+        })
+        .handle("receipt", |_task| async move {
+            Err(BoxError::from("receipt service: 503 Service Unavailable"))
+        })
+        .handle("refund", |_task| async move {
+            Err(SkipRetry::wrap(ProviderError::Unprocessable).into())
+        })
+        .handle("report", move |_task| async move {
+            if fixed.load(Ordering::SeqCst) {
+                Ok(())
+            } else {
+                Err(BoxError::from("report template missing"))
+            }
+        });
+    let worker = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+
+    // --- 2. The hand-over. --------------------------------------------------------------------
+    println!("\n== 2. hand-over: a keyed write that fails for longer than 5 s");
+    let order = Charge {
+        order: 1001,
+        cents: 4200,
+    };
+    let key = "order-1001:charge";
+    let err = client
+        .charge(key, order.cents)
+        .await
+        .expect_err("the provider is down");
+    println!(
+        "  {} #[retry] gave up after 3 attempts: {err} (transient: {})",
+        provider.t(),
+        err.is_transient()
+    );
+    let info = q.hand_over("charge", &order, key).await?;
+    println!(
+        "  {} handed over to the queue: task {} ({})",
+        provider.t(),
+        info.id,
+        info.state
+    );
+    match q.hand_over("charge", &order, key).await {
+        Err(Error::TaskIdConflict) => println!(
+            "  {} a second hand-over of the same call: TaskIdConflict (no duplicate task)",
+            provider.t()
+        ),
+        other => panic!("a second hand-over must conflict: {other:?}"),
+    }
+    let done = wait_for(&q, key, TaskState::Completed).await;
+    println!(
+        "  {} completed from the queue after {} failed attempts; last_err: {}",
+        provider.t(),
+        done.retried,
+        done.last_err.as_deref().unwrap_or("-")
+    );
+    let charged = provider.charges_for(key);
+    println!(
+        "  charges for {key}: {charged}; new charges at the provider in all: {}",
+        *provider.new_charges.lock().unwrap()
+    );
+    assert_eq!(charged, 1);
+    assert_eq!(*provider.new_charges.lock().unwrap(), 1, "charged once");
+
+    // --- 3. The archive. ----------------------------------------------------------------------
+    println!("\n== 3. the archive");
+    println!("  receipt: the receipt service stays down; max_retry(2): 3 runs, then archived");
+    println!(
+        "  refund:  the provider answers 422; the handler returns SkipRetry: archived at once"
+    );
+    println!("  report:  its template is missing; max_retry(1): 2 runs, then archived");
+    let receipt = q
+        .enqueue(
+            Task::new("receipt", &1001u64)
+                .task_id("order-1001:receipt")
+                .max_retry(2),
+        )
+        .await?;
+    let refund = q
+        .enqueue(Task::new("refund", &1001u64).task_id("order-1001:refund"))
+        .await?;
+    let report = q
+        .enqueue(
+            Task::new("report", &"2024-06")
+                .task_id("report-2024-06")
+                .max_retry(1),
+        )
+        .await?;
+    for id in [&receipt.id, &refund.id, &report.id] {
+        wait_for(&q, id, TaskState::Archived).await;
+    }
+    println!("  q.list(TaskState::Archived):");
+    for t in q.list(TaskState::Archived).await? {
+        println!(
+            "  - {:<20} kind {:<8} retried {:<5} last failed {:<10}  last_err: {}",
+            t.id,
+            t.kind,
+            format!("{}/{}", t.retried, t.max_retry),
+            ago(t.last_failed_at),
+            t.last_err.as_deref().unwrap_or("-")
+        );
+    }
+
+    // --- 4. A re-run. -------------------------------------------------------------------------
+    println!("\n== 4. a re-run: the report template is back; q.run_task(\"report-2024-06\")");
+    fixed.store(true, Ordering::SeqCst);
+    q.run_task(&report.id).await?;
+    let again = q.get(&report.id).await?.expect("report");
+    println!(
+        "  after run_task: {} (retried {} kept)",
+        again.state, again.retried
+    );
+    let done = wait_for(&q, &report.id, TaskState::Completed).await;
+    println!("  then: {} (retried {})", done.state, done.retried);
+    q.delete_task(&refund.id).await?;
+    println!(
+        "  q.delete_task(\"order-1001:refund\"): archive now {} task(s)",
+        q.list(TaskState::Archived).await?.len()
+    );
+
+    let _ = stop.send(());
+    worker.await??;
+    println!(
+        "\ndone in {:.1} s",
+        provider.started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

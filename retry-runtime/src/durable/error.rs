@@ -1,0 +1,297 @@
+//! The queue's error type, the boxed error handlers return, and [`SkipRetry`].
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+/// The error a handler returns: any error, boxed (`Box<dyn std::error::Error + Send + Sync>`).
+///
+/// `?` converts every `std::error::Error + Send + Sync + 'static` into it, and so does
+/// `BoxError::from("text")`.
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// What went wrong: with the queue's database, with a task given to [`Queue`](super::Queue), or
+/// with an attempt (the last four variants are the failures the worker itself reports to
+/// [`Worker::is_failure`](super::Worker::is_failure), [`Worker::retry_delay`](super::Worker::retry_delay)
+/// and the task's `last_err`).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// [`Queue::enqueue`](super::Queue::enqueue): a task with this id already exists in the
+    /// queue, in any state, including a completed one that is still retained. A second hand-over
+    /// of the same keyed call ends here instead of charging twice.
+    TaskIdConflict,
+    /// The inspector was given an id no task of this queue has.
+    TaskNotFound,
+    /// The inspector refuses to delete or re-run a task while a worker holds it.
+    TaskActive,
+    /// The serialized payload is larger than [`MAX_PAYLOAD_BYTES`](super::MAX_PAYLOAD_BYTES).
+    PayloadTooLarge {
+        /// Size of the payload as JSON, in bytes.
+        size: usize,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The payload given to [`Task::new`](super::Task::new) does not serialize to JSON.
+    Encode(serde_json::Error),
+    /// [`ActiveTask::payload`](super::ActiveTask::payload): the stored payload does not decode
+    /// as the type asked for. A handler that returns it has its task archived at once: no later
+    /// attempt could decode it either.
+    Decode(serde_json::Error),
+    /// A task, queue name or URL that cannot be used; the text says why.
+    Invalid(String),
+    /// The database cannot be reached: connection refused or reset, no free connection within
+    /// the pool's timeout, a file that cannot be opened. Nothing was written: retry later.
+    Unreachable(sqlx::Error),
+    /// Any other error from the database.
+    Database(sqlx::Error),
+    /// The attempt ran longer than the task's [`timeout`](super::Task::timeout); its future was
+    /// dropped.
+    TimedOut(Duration),
+    /// The task's [`deadline`](super::Task::deadline) passed during, or before, the attempt; the
+    /// handler's future was dropped.
+    DeadlineExceeded,
+    /// The worker running the attempt stopped renewing its lease (it crashed, stalled, or lost
+    /// the database); the recoverer counted the attempt as failed.
+    LeaseExpired,
+    /// The handler panicked; the text is the panic message.
+    Panicked(String),
+    /// No handler is registered for this task kind on the worker that claimed it.
+    UnknownKind(String),
+}
+
+impl Error {
+    /// true for errors of the database connection itself ([`Error::Unreachable`]).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Error::Unreachable(_))
+    }
+
+    pub(crate) fn from_sqlx(e: sqlx::Error) -> Error {
+        match &e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => Error::Unreachable(e),
+            // SQLITE_CANTOPEN (14, and its extended codes): the file or its directory cannot
+            // be opened.
+            sqlx::Error::Database(db)
+                if db
+                    .code()
+                    .and_then(|code| code.parse::<i32>().ok())
+                    .is_some_and(|code| code & 0xff == 14) =>
+            {
+                Error::Unreachable(e)
+            }
+            _ => Error::Database(e),
+        }
+    }
+
+    /// Errors no later attempt can fix: the task is archived at once.
+    pub(crate) fn is_permanent_attempt_error(&self) -> bool {
+        matches!(self, Error::Decode(_) | Error::UnknownKind(_))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::TaskIdConflict => {
+                f.write_str("task id conflict: a task with this id already exists in the queue")
+            }
+            Error::TaskNotFound => f.write_str("no task with this id in the queue"),
+            Error::TaskActive => f.write_str(
+                "the task is active (a worker holds its lease): wait for the attempt to end",
+            ),
+            Error::PayloadTooLarge { size, limit } => write!(
+                f,
+                "payload of {size} bytes is above the {limit}-byte limit: store the data \
+                 elsewhere and enqueue a reference to it"
+            ),
+            Error::Encode(e) => write!(f, "payload does not serialize to JSON: {e}"),
+            Error::Decode(e) => write!(f, "payload does not decode: {e}"),
+            Error::Invalid(why) => f.write_str(why),
+            Error::Unreachable(e) => write!(f, "task queue database unreachable: {e}"),
+            Error::Database(e) => write!(f, "task queue database error: {e}"),
+            Error::TimedOut(d) => write!(f, "attempt timed out after {d:?}"),
+            Error::DeadlineExceeded => f.write_str("the task's deadline passed"),
+            Error::LeaseExpired => f.write_str(
+                "lease expired: the worker running this attempt stopped renewing it \
+                 (crashed, stalled or cut off from the database)",
+            ),
+            Error::Panicked(msg) => write!(f, "handler panicked: {msg}"),
+            Error::UnknownKind(kind) => {
+                write!(
+                    f,
+                    "no handler for task kind {kind:?} on the worker that claimed it"
+                )
+            }
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Error::Encode(e) | Error::Decode(e) => Some(e),
+            Error::Unreachable(e) | Error::Database(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A handler error that sends its task straight to the archive, whatever its retry count
+/// (asynq's `SkipRetry`).
+///
+/// ```
+/// use retry_runtime::durable::{BoxError, SkipRetry};
+///
+/// fn check(amount: i64) -> Result<(), BoxError> {
+///     if amount <= 0 {
+///         return Err(SkipRetry::new("amount must be positive").into());
+///     }
+///     Ok(())
+/// }
+/// assert_eq!(check(-5).unwrap_err().to_string(), "amount must be positive");
+/// ```
+///
+/// It is found anywhere in the error's source chain, so an error type that wraps it keeps the
+/// verdict. [`SkipRetry::wrap`] keeps an existing error as the reason.
+#[derive(Debug)]
+pub struct SkipRetry {
+    reason: Reason,
+}
+
+#[derive(Debug)]
+enum Reason {
+    Text(String),
+    Error(BoxError),
+}
+
+impl SkipRetry {
+    /// A permanent failure with this reason (it becomes the task's `last_err`).
+    pub fn new(reason: impl Into<String>) -> Self {
+        SkipRetry {
+            reason: Reason::Text(reason.into()),
+        }
+    }
+
+    /// A permanent failure caused by `error` (its text becomes the task's `last_err`).
+    pub fn wrap(error: impl Into<BoxError>) -> Self {
+        SkipRetry {
+            reason: Reason::Error(error.into()),
+        }
+    }
+}
+
+impl fmt::Display for SkipRetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.reason {
+            Reason::Text(text) => f.write_str(text),
+            Reason::Error(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl StdError for SkipRetry {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match &self.reason {
+            Reason::Text(_) => None,
+            Reason::Error(e) => e.source(),
+        }
+    }
+}
+
+/// The error and its sources, the error itself first, at most 32 links.
+pub(crate) fn chain(err: &BoxError) -> impl Iterator<Item = &(dyn StdError + 'static)> {
+    let first: &(dyn StdError + 'static) = &**err;
+    std::iter::successors(Some(first), |e: &&(dyn StdError + 'static)| (*e).source()).take(32)
+}
+
+/// true when the attempt's error says no later attempt can succeed.
+pub(crate) fn is_skip_retry(err: &BoxError) -> bool {
+    chain(err).any(|e| {
+        e.is::<SkipRetry>()
+            || e.downcast_ref::<Error>()
+                .is_some_and(Error::is_permanent_attempt_error)
+    })
+}
+
+/// Longest `last_err` stored, in bytes.
+const MAX_ERR_TEXT: usize = 4096;
+
+/// The text stored as `last_err`: the error's `Display`, then each source's that adds something,
+/// joined by `": "`, cut at 4 KiB.
+pub(crate) fn error_text(err: &BoxError) -> String {
+    let mut text = String::new();
+    for e in chain(err) {
+        let part = e.to_string();
+        if part.is_empty() || text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    truncate(text)
+}
+
+pub(crate) fn truncate(mut text: String) -> String {
+    if text.len() > MAX_ERR_TEXT {
+        let mut end = MAX_ERR_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Outer(SkipRetry);
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("charge failed")
+        }
+    }
+    impl StdError for Outer {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn skip_retry_is_found_in_the_source_chain() {
+        let direct: BoxError = SkipRetry::new("no").into();
+        let wrapped: BoxError = Box::new(Outer(SkipRetry::new("card blocked")));
+        let plain: BoxError = "timeout".into();
+        assert!(is_skip_retry(&direct));
+        assert!(is_skip_retry(&wrapped));
+        assert!(!is_skip_retry(&plain));
+        assert_eq!(error_text(&wrapped), "charge failed: card blocked");
+    }
+
+    #[test]
+    fn decode_and_unknown_kind_are_permanent_other_errors_are_not() {
+        let decode: BoxError = Error::Decode(serde_json::from_str::<u8>("x").unwrap_err()).into();
+        let unknown: BoxError = Error::UnknownKind("x".into()).into();
+        let timed_out: BoxError = Error::TimedOut(Duration::from_secs(1)).into();
+        assert!(is_skip_retry(&decode));
+        assert!(is_skip_retry(&unknown));
+        assert!(!is_skip_retry(&timed_out));
+    }
+
+    #[test]
+    fn error_text_is_cut_at_a_char_boundary() {
+        let long: BoxError = "é".repeat(3000).into();
+        let text = error_text(&long);
+        assert!(text.len() <= MAX_ERR_TEXT + '…'.len_utf8());
+        assert!(text.ends_with('…'));
+    }
+}

@@ -1,0 +1,200 @@
+//! The durable tier: a task queue with asynq's retry semantics, on SQLite or PostgreSQL
+//! (features `sqlite` and `postgres`).
+//!
+//! In-memory retry (`#[retry]`) stops at 5 attempts and about 5 s of pauses (R-RES-RE-3,
+//! R-RES-RE-4). Work that must survive longer failures, or restarts, goes through a task table
+//! polled by workers (R-RES-RE-5): this module.
+//!
+//! | use | when |
+//! | --- | --- |
+//! | `#[retry]` | a call whose transient failures clear within seconds, with the caller waiting |
+//! | [`Queue`] + [`Worker`] | work that may wait minutes to days for the other side to recover, that must survive a restart, or whose caller should not wait |
+//!
+//! ```no_run
+//! # async fn charge(order: Order) -> Result<(), std::io::Error> { Ok(()) }
+//! # #[derive(serde::Serialize, serde::Deserialize)]
+//! # struct Order { idempotency_key: String }
+//! # async fn demo(order: Order, shutdown_future: impl std::future::Future) -> Result<(), retry_runtime::durable::Error> {
+//! use std::time::Duration;
+//! use retry_runtime::durable::{BoxError, Error, Queue, SkipRetry, Task, TaskInfo, TaskState, Worker};
+//!
+//! let q = Queue::connect("sqlite://tasks.db").await?;        // creates the file; or "postgres://…"
+//! let info: TaskInfo = q.enqueue(Task::new("charge", &order)
+//!         .max_retry(5)                                       // default 25
+//!         .task_id(order.idempotency_key.clone())).await?;    // an existing id → Err(Error::TaskIdConflict)
+//! Worker::new(q.clone())
+//!     .concurrency(8)
+//!     .poll_interval(Duration::from_millis(200))
+//!     .handle("charge", |task| async move {
+//!         charge(task.payload()?).await.map_err(BoxError::from)  // Result<(), BoxError>
+//!     })
+//!     .run_until(shutdown_future).await?;                     // drains gracefully when the future completes
+//! q.get(&info.id).await?;                                     // Result<Option<TaskInfo>, Error>
+//! for archived in q.list(TaskState::Archived).await? {
+//!     q.run_task(&archived.id).await?;                        // or q.delete_task(&archived.id)
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Semantics
+//!
+//! asynq's (see the end of the project's RULES.md), made exact:
+//!
+//! - **Retry ceiling.** Each task has a `max_retry` (default [`DEFAULT_MAX_RETRY`], 25). When an
+//!   attempt fails and `retried == max_retry`, the task is **archived**; otherwise it goes to
+//!   [`TaskState::Retry`] with `retried + 1`, `next_process_at`, `last_err` and `last_failed_at`.
+//!   `max_retry = k` means at most k + 1 runs. The worker counts, not the client.
+//! - **Delay.** By default `n⁴ + 15 + rand(0..30)·(n + 1)` seconds, n = retries done so far
+//!   ([`default_retry_delay`]): 15–44 s before the first retry, about 3 d 20 h before the 25th,
+//!   about 20 days for all 25. [`Worker::retry_delay`] replaces it with `|n, err, task| -> Duration`.
+//! - **[`SkipRetry`]** anywhere in a handler error's source chain archives the task at once.
+//! - **[`Worker::is_failure`]**: when it says an error is no failure (a rate-limit signal, say),
+//!   the task is retried after the delay with `retried` unchanged.
+//! - **Panics** are failed attempts ([`Error::Panicked`]); the handler runs in its own tokio task.
+//! - **Archive.** Archived tasks keep `last_err` and `last_failed_at`. The inspector
+//!   ([`Queue::run_task`]) re-runs one (pending, `retried` kept) or deletes it
+//!   ([`Queue::delete_task`], refused while active). Each queue keeps at most the newest
+//!   10 000 archived tasks, archived within 90 days ([`Queue::archive_limits`]), trimmed as tasks
+//!   are archived.
+//! - **Leases and fencing.** A claim holds a task under a lease (default 30 s,
+//!   [`Worker::lease`]) that the worker renews every third of it while the handler runs. A
+//!   worker that crashes leaves its lease to expire; the recoverer ([`Worker::recover_expired`],
+//!   run every 5 s by [`Worker::run_until`]) puts the task back as a failed attempt whose
+//!   `last_err` says the lease expired. Every change after a claim is conditional on the claim's
+//!   random token (the fencing token): a stalled worker that wakes up late, after its task was
+//!   recovered or claimed again, changes nothing, and drops its attempt at its next renewal.
+//! - **Timeout and deadline.** Each attempt is bounded by the task's timeout (default 30 min,
+//!   [`Task::timeout`]) and deadline ([`Task::deadline`]): the handler's future is dropped when
+//!   either passes. A retry that would start after the deadline is not scheduled: archived.
+//! - **Key expiry.** [`Task::key_ttl`]: a task whose next attempt would come after its
+//!   idempotency key expires at the external system is archived instead of retried.
+//! - **Shutdown.** [`Worker::run_until`] stops claiming when its future completes, gives running
+//!   attempts [`Worker::shutdown_timeout`] (default 8 s), then drops them and returns their tasks
+//!   to pending without counting a retry.
+//! - **Bad input.** A payload that does not decode ([`ActiveTask::payload`] returning
+//!   [`Error::Decode`]) or a kind with no handler is archived at once, with a `last_err` that
+//!   says so. A payload above [`MAX_PAYLOAD_BYTES`] (1 MiB of JSON) is refused at enqueue.
+//! - **Database down.** Enqueue and the inspector fail with [`Error::Unreachable`]; nothing is
+//!   half-written. A worker keeps trying; an outcome it cannot write leaves the lease to expire,
+//!   and the task runs again: at least once, never lost. Handlers must therefore be idempotent,
+//!   which a keyed write is.
+//! - **Fairness.** Retries share the worker's concurrency slots with fresh tasks, oldest due
+//!   first: a backlog of retries after an outage hits the external system at the pace of the
+//!   workers, not all at once.
+//!
+//! Each queue ([`Queue::named`]) is served by workers that know all its kinds: a worker archives a
+//! task of a kind it has no handler for.
+//!
+//! # From `#[retry]` to the queue
+//!
+//! A keyed write whose in-memory attempts ran out on a transient error is handed over to the
+//! queue with [`Queue::hand_over`] (or [`Task::for_key`] for more options): the task's id is the
+//! write's idempotency key. Each durable attempt sends the same key, so the external system still
+//! deduplicates (a charge whose response was lost is not repeated), and handing the same call
+//! over twice fails with [`Error::TaskIdConflict`] instead of enqueueing it twice. Set
+//! [`Task::key_ttl`] to how long the external system keeps keys.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use retry_runtime::durable::{BoxError, Error, Queue, TaskState, Worker};
+//! use retry_runtime::{Classify, retry};
+//!
+//! #[derive(Debug)]
+//! struct Unavailable;
+//! impl std::fmt::Display for Unavailable {
+//!     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("503") }
+//! }
+//! impl std::error::Error for Unavailable {}
+//! impl Classify for Unavailable {
+//!     fn is_transient(&self) -> bool { true }
+//! }
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct Order { id: u64, idempotency_key: String }
+//!
+//! static CALLS: AtomicU32 = AtomicU32::new(0);
+//!
+//! // Down for the first 3 calls: the in-memory attempts of the first call run out.
+//! #[retry(write, idempotency_key = order.idempotency_key, delay = "10ms")]
+//! async fn register(order: &Order) -> Result<(), Unavailable> {
+//!     if CALLS.fetch_add(1, Ordering::SeqCst) < 3 { Err(Unavailable) } else { Ok(()) }
+//! }
+//!
+//! # let dir = std::env::temp_dir().join(format!("retry-doc-handover-{}", std::process::id()));
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # std::fs::create_dir_all(&dir)?;
+//! # let url = format!("sqlite://{}/tasks.db", dir.display());
+//! let q = Queue::connect(&url).await?;
+//! let order = Order { id: 7, idempotency_key: "order-7:register".into() };
+//! if let Err(e) = register(&order).await {
+//!     if e.is_transient() {
+//!         // Same key as the task id: durable attempts keep deduplicating.
+//!         q.hand_over("register", &order, &order.idempotency_key).await?;
+//!     }
+//! }
+//! // Handing the same call over again conflicts instead of duplicating it.
+//! let again = q.hand_over("register", &order, &order.idempotency_key).await;
+//! assert!(matches!(again, Err(Error::TaskIdConflict)));
+//!
+//! let worker = Worker::new(q.clone()).handle("register", |task| async move {
+//!     let order: Order = task.payload()?;
+//!     register(&order).await.map_err(BoxError::from) // in-memory retries inside each attempt
+//! });
+//! assert_eq!(worker.run_due().await?, 1);
+//! let task = q.get("order-7:register").await?.unwrap();
+//! assert_eq!(task.state, TaskState::Completed);
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Storage
+//!
+//! One table, `retry_tasks`, created by [`Queue::connect`] where missing, keyed by
+//! `(queue, id)`: `kind`, `payload` (JSON text), `state`, `retried`, `max_retry`, `timeout_ms`,
+//! `deadline_ms`, `key_expires_ms`, `next_process_ms`, `lease_token`, `lease_expires_ms`,
+//! `last_err`, `last_failed_ms`, `created_ms`, `finished_ms`; times in milliseconds since the Unix
+//! epoch, from the queue's clock.
+//!
+//! - **SQLite** (feature `sqlite`): one file, WAL mode, `synchronous = NORMAL`, a 10 s busy
+//!   timeout; one connection per process. A claim is one `UPDATE … WHERE id IN (SELECT … LIMIT n)
+//!   RETURNING …` statement, which holds the write lock from its first read, so two workers (or
+//!   processes) never claim the same task.
+//! - **PostgreSQL** (feature `postgres`): many worker processes on one database; a claim locks
+//!   due rows with `FOR UPDATE SKIP LOCKED`, so concurrent claims take disjoint rows without
+//!   waiting. All workers of a queue should share the time within a fraction of the lease (NTP).
+//!
+//! # Testing
+//!
+//! [`Queue::with_clock`] with a [`ManualClock`] and [`Worker::rng`] with [`DelayRng::from_seed`]
+//! or [`DelayRng::fixed`] make every stored time exact; [`Worker::run_due`] runs what is due and
+//! returns, [`Worker::recover_expired`] runs the recoverer once. The claim protocol itself
+//! ([`Queue::claim`], [`Queue::extend_lease`], [`Queue::complete`], [`Queue::requeue`],
+//! [`Worker::fail`]) is public, for custom workers and for fencing tests.
+
+mod error;
+mod inspector;
+mod queue;
+mod schedule;
+mod store;
+mod task;
+mod worker;
+
+pub use error::{BoxError, Error, SkipRetry};
+pub use queue::{
+    DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,
+    Queue,
+};
+pub use schedule::{
+    Clock, DELAY_RAND_BOUND, DelayRng, ManualClock, SystemClock, default_retry_delay,
+};
+pub use task::{
+    ActiveTask, DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState,
+};
+pub use worker::{
+    DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_RECOVER_INTERVAL, DEFAULT_SHUTDOWN_TIMEOUT,
+    Worker,
+};

@@ -1,0 +1,390 @@
+//! The queue handle: connecting, enqueueing, the hand-over from `#[retry]`, and the fenced
+//! operations a worker performs on the tasks it claims.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use super::error::Error;
+use super::schedule::{Clock, SystemClock, duration_ms, from_ms, to_ms};
+use super::store::{Fence, NewTask, Store};
+use super::task::{ActiveTask, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState, When};
+use crate::IdempotencyKey;
+
+/// The name of the queue [`Queue::connect`] opens.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// Archived tasks kept per queue by default: the newest 10 000 ...
+pub const DEFAULT_ARCHIVE_MAX_TASKS: u64 = 10_000;
+
+/// ... archived within the last 90 days.
+pub const DEFAULT_ARCHIVE_MAX_AGE: Duration = Duration::from_secs(90 * 24 * 3600);
+
+/// Completed tasks are kept 7 days by default, so that their ids keep conflicting.
+pub const DEFAULT_COMPLETED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A handle on one named queue of a task database: cheap to clone, shared by the clients that
+/// enqueue, the workers that run the tasks and the inspector.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+/// use retry_runtime::durable::{Queue, Task, TaskState};
+/// # let dir = std::env::temp_dir().join(format!("retry-doc-queue-{}", std::process::id()));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let url = format!("sqlite://{}/tasks.db", dir.display());
+/// let q = Queue::connect(&url).await?; // "sqlite://tasks.db" creates the file
+/// let info = q.enqueue(Task::new("email", &("ada@example.com", 42)).task_id("welcome-42")).await?;
+/// assert_eq!(info.state, TaskState::Pending);
+/// assert_eq!(q.get("welcome-42").await?.unwrap().kind, "email");
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Queue {
+    pub(crate) store: Store,
+    pub(crate) name: Arc<str>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) archive_max_tasks: u64,
+    pub(crate) archive_max_age: Duration,
+    pub(crate) completed_retention: Duration,
+}
+
+impl Queue {
+    /// Opens the queue [`"default"`](DEFAULT_QUEUE) of the database at `url`, creating the
+    /// table (and, for SQLite, the file) if missing.
+    ///
+    /// - `sqlite://PATH` (feature `sqlite`): `sqlite://tasks.db` is relative to the working
+    ///   directory, `sqlite:///var/lib/app/tasks.db` absolute. WAL mode, `synchronous = NORMAL`
+    ///   (a commit survives a crash of the process), a 10 s busy timeout for other processes.
+    /// - `postgres://user:password@host:port/database` (feature `postgres`): no TLS.
+    ///
+    /// A database that cannot be reached gives [`Error::Unreachable`].
+    pub async fn connect(url: &str) -> Result<Queue, Error> {
+        Ok(Queue::from_store(Store::connect(url).await?))
+    }
+
+    /// Opens the queue on a pool the application already has (WAL mode is up to the pool's
+    /// options); creates the table if missing.
+    #[cfg(feature = "sqlite")]
+    pub async fn from_sqlite_pool(pool: sqlx::SqlitePool) -> Result<Queue, Error> {
+        let store = Store::Sqlite(pool);
+        store.migrate().await?;
+        Ok(Queue::from_store(store))
+    }
+
+    /// Opens the queue on a pool the application already has; creates the table if missing.
+    #[cfg(feature = "postgres")]
+    pub async fn from_pg_pool(pool: sqlx::PgPool) -> Result<Queue, Error> {
+        let store = Store::Postgres(pool);
+        store.migrate().await?;
+        Ok(Queue::from_store(store))
+    }
+
+    fn from_store(store: Store) -> Queue {
+        Queue {
+            store,
+            name: Arc::from(DEFAULT_QUEUE),
+            clock: Arc::new(SystemClock),
+            archive_max_tasks: DEFAULT_ARCHIVE_MAX_TASKS,
+            archive_max_age: DEFAULT_ARCHIVE_MAX_AGE,
+            completed_retention: DEFAULT_COMPLETED_RETENTION,
+        }
+    }
+
+    /// The queue `name` of the same database, sharing the connections. Queues are independent:
+    /// ids are unique per queue, and a worker claims from its own queue only. Give each pool of
+    /// workers with its own set of handlers its own queue.
+    ///
+    /// # Panics
+    /// If `name` is empty or longer than 1 KiB.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        let name = name.into();
+        assert!(
+            !name.is_empty() && name.len() <= MAX_NAME_BYTES,
+            "a queue name is 1 to {MAX_NAME_BYTES} bytes, got {} bytes",
+            name.len()
+        );
+        self.name = Arc::from(name);
+        self
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Reads time from `clock` instead of the system's: every time the queue stores (due times,
+    /// leases, failures, key expiries, archive ages) follows it. Workers made from this handle
+    /// share it.
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Caps the archive (default: the newest [`DEFAULT_ARCHIVE_MAX_TASKS`] tasks, archived within
+    /// [`DEFAULT_ARCHIVE_MAX_AGE`]). The oldest archived tasks beyond either bound are deleted as
+    /// tasks are archived.
+    pub fn archive_limits(mut self, max_tasks: u64, max_age: Duration) -> Self {
+        self.archive_max_tasks = max_tasks;
+        self.archive_max_age = max_age;
+        self
+    }
+
+    /// How long completed tasks are kept (default [`DEFAULT_COMPLETED_RETENTION`]): while kept,
+    /// their ids still conflict, so a late duplicate enqueue is refused. Workers delete older
+    /// ones as they go.
+    pub fn completed_retention(mut self, retention: Duration) -> Self {
+        self.completed_retention = retention;
+        self
+    }
+
+    /// The current time, by the queue's clock.
+    pub fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    /// Adds `task` to the queue: [`TaskState::Pending`], or [`TaskState::Scheduled`] when it has
+    /// a [`process_at`](Task::process_at) in the future.
+    ///
+    /// Fails with [`Error::TaskIdConflict`] when the queue already holds a task with its id,
+    /// [`Error::PayloadTooLarge`] above [`MAX_PAYLOAD_BYTES`], [`Error::Encode`],
+    /// [`Error::Invalid`] for an empty kind or id, and [`Error::Unreachable`] /
+    /// [`Error::Database`] when nothing could be written.
+    pub async fn enqueue(&self, task: Task) -> Result<TaskInfo, Error> {
+        let payload = task.payload.map_err(Error::Encode)?;
+        if payload.len() > MAX_PAYLOAD_BYTES {
+            return Err(Error::PayloadTooLarge {
+                size: payload.len(),
+                limit: MAX_PAYLOAD_BYTES,
+            });
+        }
+        check_name("task kind", &task.kind)?;
+        let id = match task.id {
+            Some(id) => {
+                check_name("task id", &id)?;
+                id
+            }
+            None => random_id(),
+        };
+        let now = self.clock.now();
+        let due = match task.process_at {
+            None => now,
+            Some(When::At(at)) => at,
+            Some(When::In(delay)) => now.checked_add(delay).unwrap_or(now),
+        };
+        let state = if due > now {
+            TaskState::Scheduled
+        } else {
+            TaskState::Pending
+        };
+        let key_expires = task
+            .key_ttl
+            .map(|ttl| to_ms(now).saturating_add(duration_ms(ttl)));
+        let new = NewTask {
+            id: &id,
+            kind: &task.kind,
+            payload: &payload,
+            state,
+            max_retry: task.max_retry,
+            timeout_ms: duration_ms(task.timeout),
+            deadline_ms: task.deadline.map(to_ms),
+            key_expires_ms: key_expires,
+            next_process_ms: to_ms(due),
+            created_ms: to_ms(now),
+        };
+        match self.store.insert(&self.name, &new).await? {
+            Some(row) => Ok(row.into_info()),
+            None => Err(Error::TaskIdConflict),
+        }
+    }
+
+    /// The hand-over from `#[retry]` to the queue: enqueues `kind` with `payload` under the task
+    /// id `key`, the idempotency key of the keyed write whose in-memory attempts ran out.
+    ///
+    /// Every durable attempt then sends the same key, so the external system keeps deduplicating
+    /// (a charge that went through before the hand-over is not repeated), and handing the same
+    /// call over twice fails with [`Error::TaskIdConflict`] instead of enqueueing a duplicate.
+    /// A blank key fails with [`Error::Invalid`]: nothing could deduplicate the write. For more
+    /// options (`max_retry`, `key_ttl`, …) enqueue [`Task::for_key`] yourself.
+    ///
+    /// See the [module docs](super#from-retry-to-the-queue) for the whole pattern.
+    pub async fn hand_over<P, K>(&self, kind: &str, payload: &P, key: &K) -> Result<TaskInfo, Error>
+    where
+        P: Serialize + ?Sized,
+        K: IdempotencyKey + ?Sized,
+    {
+        self.enqueue(Task::for_key(kind, payload, key)).await
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<(), Error> {
+        self.store.ping().await
+    }
+
+    /// Closes the connections (after which every call fails with [`Error::Unreachable`]).
+    pub async fn close(&self) {
+        self.store.close().await;
+    }
+
+    // --- The worker's protocol (fenced by the lease token). ---
+
+    /// Claims up to `max` due tasks (oldest due first) under a lease of `lease`: each comes back
+    /// [`TaskState::Active`] with a fresh fencing token. The low-level step under
+    /// [`Worker`](super::Worker); a claimed task must be finished with
+    /// [`complete`](Queue::complete), [`Worker::fail`](super::Worker::fail) or
+    /// [`requeue`](Queue::requeue), or its lease left to expire.
+    pub async fn claim(&self, max: usize, lease: Duration) -> Result<Vec<ActiveTask>, Error> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let now = to_ms(self.clock.now());
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let token = new_token();
+        let lease_until = now.saturating_add(duration_ms(lease));
+        let rows = self
+            .store
+            .claim(&self.name, now, limit, token, lease_until)
+            .await?;
+        Ok(rows.into_iter().map(|row| row.into_active()).collect())
+    }
+
+    /// Renews the lease of `task` to `lease` from now. `Ok(false)`: the task is no longer
+    /// active under this token (its lease was recovered), and the attempt should stop.
+    pub async fn extend_lease(
+        &self,
+        task: &mut ActiveTask,
+        lease: Duration,
+    ) -> Result<bool, Error> {
+        let until = self
+            .clock
+            .now()
+            .checked_add(lease)
+            .unwrap_or(task.lease_expires_at);
+        let renewed = self
+            .store
+            .extend(&self.name, Fence::of(task), to_ms(until))
+            .await?;
+        if renewed {
+            task.lease_expires_at = from_ms(to_ms(until));
+        }
+        Ok(renewed)
+    }
+
+    /// Marks `task` [`TaskState::Completed`]. `Ok(false)`: fenced off, nothing changed (the
+    /// lease was recovered, and maybe the task claimed again by another worker).
+    pub async fn complete(&self, task: &ActiveTask) -> Result<bool, Error> {
+        let now = to_ms(self.clock.now());
+        self.store.complete(&self.name, Fence::of(task), now).await
+    }
+
+    /// Gives `task` back: [`TaskState::Pending`], due now, `retried` unchanged (what a graceful
+    /// shutdown does with attempts it cannot finish). `Ok(false)`: fenced off.
+    pub async fn requeue(&self, task: &ActiveTask) -> Result<bool, Error> {
+        let now = to_ms(self.clock.now());
+        self.store.requeue(&self.name, Fence::of(task), now).await
+    }
+
+    /// Deletes archived tasks beyond the archive limits, and completed tasks past their
+    /// retention; returns how many were deleted.
+    pub async fn trim(&self) -> Result<u64, Error> {
+        let archived = self.trim_archive().await?;
+        let cutoff = self
+            .clock
+            .now()
+            .checked_sub(self.completed_retention)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let completed = self.store.trim_completed(&self.name, to_ms(cutoff)).await?;
+        Ok(archived + completed)
+    }
+
+    pub(crate) async fn trim_archive(&self) -> Result<u64, Error> {
+        let cutoff = self
+            .clock
+            .now()
+            .checked_sub(self.archive_max_age)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let keep = i64::try_from(self.archive_max_tasks).unwrap_or(i64::MAX);
+        self.store
+            .trim_archive(&self.name, to_ms(cutoff), keep)
+            .await
+    }
+}
+
+impl fmt::Debug for Queue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let backend = match &self.store {
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(_) => "sqlite",
+            #[cfg(feature = "postgres")]
+            Store::Postgres(_) => "postgres",
+        };
+        f.debug_struct("Queue")
+            .field("backend", &backend)
+            .field("name", &self.name)
+            .field("archive_max_tasks", &self.archive_max_tasks)
+            .field("archive_max_age", &self.archive_max_age)
+            .field("completed_retention", &self.completed_retention)
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_name(what: &str, value: &str) -> Result<(), Error> {
+    if value.trim().is_empty() {
+        return Err(Error::Invalid(format!(
+            "the {what} is blank: a task needs a non-empty {what} (for a hand-over, the \
+             idempotency key; a blank key cannot deduplicate)"
+        )));
+    }
+    if value.len() > MAX_NAME_BYTES {
+        return Err(Error::Invalid(format!(
+            "the {what} is {} bytes, above the {MAX_NAME_BYTES}-byte limit",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A random id in the UUID v4 text format.
+fn random_id() -> String {
+    let bits: u128 = rand::random();
+    let bits = (bits & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
+    let hex = format!("{bits:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// A fresh fencing token: random, positive, from the OS-seeded generator (never from a seeded
+/// [`DelayRng`](super::DelayRng), so two processes cannot share tokens).
+fn new_token() -> i64 {
+    (rand::random::<u64>() >> 1) as i64 | 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_ids_look_like_uuid_v4() {
+        let id = random_id();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+        assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
+        assert_ne!(random_id(), id);
+    }
+
+    #[test]
+    fn tokens_are_positive() {
+        assert!((0..1000).map(|_| new_token()).all(|t| t > 0));
+    }
+}

@@ -1,0 +1,113 @@
+//! SQLite: one file in WAL mode with a busy timeout. Every statement is a single `INSERT`,
+//! `UPDATE` or `DELETE`, which SQLite runs as one transaction that takes the write lock before
+//! it reads: a claim (`UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING …`) is atomic across
+//! connections and processes.
+
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+
+use crate::durable::task::TaskState;
+
+/// How long a statement waits for another process's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a caller waits for the connection.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(20);
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS retry_tasks (
+    queue            TEXT    NOT NULL,
+    id               TEXT    NOT NULL,
+    kind             TEXT    NOT NULL,
+    payload          TEXT    NOT NULL,
+    state            TEXT    NOT NULL CHECK (state IN
+                         ('pending', 'scheduled', 'active', 'retry', 'archived', 'completed')),
+    retried          INTEGER NOT NULL,
+    max_retry        INTEGER NOT NULL,
+    timeout_ms       INTEGER NOT NULL,
+    deadline_ms      INTEGER,
+    key_expires_ms   INTEGER,
+    next_process_ms  INTEGER,
+    lease_token      INTEGER,
+    lease_expires_ms INTEGER,
+    last_err         TEXT,
+    last_failed_ms   INTEGER,
+    created_ms       INTEGER NOT NULL,
+    finished_ms      INTEGER,
+    PRIMARY KEY (queue, id)
+);
+CREATE INDEX IF NOT EXISTS retry_tasks_due ON retry_tasks (queue, next_process_ms, id)
+    WHERE state IN ('pending', 'scheduled', 'retry');
+CREATE INDEX IF NOT EXISTS retry_tasks_leases ON retry_tasks (queue, lease_expires_ms)
+    WHERE state = 'active';
+CREATE INDEX IF NOT EXISTS retry_tasks_finished ON retry_tasks (queue, state, finished_ms)
+    WHERE state IN ('archived', 'completed');
+";
+
+const CLAIM: &str = concat!(
+    "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
+     WHERE queue = $1 AND id IN ( \
+         SELECT id FROM retry_tasks \
+         WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
+         ORDER BY next_process_ms, id LIMIT $3) \
+     RETURNING ",
+    columns!()
+);
+
+/// One connection per process: SQLite runs one writer at a time anyway, and queueing in the pool
+/// is fairer and faster than connections sleeping in SQLite's busy handler. Other processes on
+/// the same file wait up to the busy timeout.
+pub(super) async fn connect(url: &str) -> Result<SqlitePool, sqlx::Error> {
+    let options = SqliteConnectOptions::from_str(url)?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        // In WAL mode: a commit survives a crash of the process; only a power loss can undo the
+        // last commits.
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(BUSY_TIMEOUT);
+    SqlitePoolOptions::new()
+        .max_connections(1)
+        .min_connections(1)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        // Keep the connection: an in-memory database lives only as long as it does.
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .connect_with(options)
+        .await
+}
+
+pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(SCHEMA).execute(pool).await.map(drop)
+}
+
+pub(super) async fn claim(
+    pool: &SqlitePool,
+    queue: &str,
+    now: i64,
+    limit: i64,
+    token: i64,
+    lease_until: i64,
+) -> Result<Vec<Row>, sqlx::Error> {
+    let rows = sqlx::query(CLAIM)
+        .bind(queue)
+        .bind(now)
+        .bind(limit)
+        .bind(token)
+        .bind(lease_until)
+        .fetch_all(pool)
+        .await?;
+    let mut rows = rows
+        .iter()
+        .map(Row::decode::<SqliteRow>)
+        .collect::<Result<Vec<_>, _>>()?;
+    // RETURNING gives rows in no particular order.
+    rows.sort_by(|a, b| (a.next_process_ms, &a.id).cmp(&(b.next_process_ms, &b.id)));
+    Ok(rows)
+}
+
+shared_statements!(SqlitePool, SqliteRow);

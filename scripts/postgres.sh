@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL for the durable queue's tests, examples and benchmarks.
+#
+#   eval "$(scripts/postgres.sh)"          # start one; exports RETRY_TEST_POSTGRES_URL
+#   cargo test --workspace                 # the PostgreSQL tests now run instead of skipping
+#   scripts/postgres.sh stop "$RETRY_TEST_POSTGRES_DIR"   # stop it and delete its files
+#
+# `start` (the default) creates a new cluster in a fresh temp dir (initdb, as the `postgres` user
+# when run as root: the server refuses to run as root), starts it on 127.0.0.1 only, on a free
+# port, with its unix socket inside the temp dir, creates the database `retry_test`, and prints
+# two `export` lines for the shell (everything else goes to stderr). Local connections are
+# trusted: the cluster is only reachable from this machine and lives as long as you keep it.
+# Nothing outside the temp dir is touched, so it can run any number of times, next to a system
+# PostgreSQL or another throwaway cluster.
+#
+# The server binaries are looked up in /usr/lib/postgresql/*/bin, then on PATH (set PG_BINDIR to
+# choose). When there are none and this runs as root with apt-get (CI, a fresh Debian machine),
+# `apt-get update && apt-get install -y postgresql` installs them first.
+set -euo pipefail
+
+log() { printf 'postgres.sh: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+find_bindir() {
+  if [[ -n "${PG_BINDIR:-}" ]]; then
+    [[ -x "$PG_BINDIR/initdb" ]] && { echo "$PG_BINDIR"; return 0; }
+    return 1
+  fi
+  local dir
+  dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+  if [[ -n "$dir" && -x "$dir/initdb" && -x "$dir/pg_ctl" ]]; then
+    echo "$dir"
+    return 0
+  fi
+  if command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then
+    dirname "$(readlink -f "$(command -v initdb)")"
+    return 0
+  fi
+  return 1
+}
+
+# Runs a command as the cluster's owner: `postgres` when we are root, ourselves otherwise.
+as_owner() {
+  if [[ $(id -u) -eq 0 ]]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+port_in_use() {
+  # A successful connect means something listens there.
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+start() {
+  local bindir
+  if ! bindir=$(find_bindir); then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+      log "no PostgreSQL server found: apt-get install -y postgresql"
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get update >&2
+      apt-get install -y --no-install-recommends postgresql >&2
+      bindir=$(find_bindir) || die "postgresql installed, but no initdb/pg_ctl found"
+    else
+      die "no PostgreSQL server binaries (initdb, pg_ctl); install them, e.g. 'sudo apt-get install postgresql', or set PG_BINDIR"
+    fi
+  fi
+
+  local dir
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/retry-postgres.XXXXXX")
+  chmod 755 "$dir"
+  if [[ $(id -u) -eq 0 ]]; then
+    id postgres >/dev/null 2>&1 || die "running as root needs the 'postgres' user (apt-get install postgresql creates it)"
+    chown postgres: "$dir"
+  fi
+
+  # initdb and pg_ctl as the owner, from inside the temp dir (the owner may not be able to read
+  # the current directory).
+  (cd "$dir" && as_owner "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 \
+    --locale=C --no-sync >"$dir/initdb.log" 2>&1) ||
+    { cat "$dir/initdb.log" >&2; die "initdb failed (log above)"; }
+
+  # A free port: a random start, then the next ones; a port taken between the check and the
+  # start makes pg_ctl fail, and the next one is tried.
+  local port="" candidate started=""
+  candidate=$((20000 + RANDOM % 40000))
+  for _ in $(seq 1 20); do
+    candidate=$((candidate + 1))
+    if port_in_use "$candidate"; then continue; fi
+    if (cd "$dir" && as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "-c listen_addresses=127.0.0.1 -c port=$candidate -c unix_socket_directories=$dir -c max_connections=300" \
+      start >/dev/null 2>&1); then
+      port=$candidate
+      started=1
+      break
+    fi
+    log "could not start on port $candidate; trying the next one"
+    tail -n 5 "$dir/server.log" >&2 2>/dev/null || true
+  done
+  [[ -n "$started" ]] || die "PostgreSQL did not start (log: $dir/server.log)"
+
+  (cd "$dir" && as_owner "$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres \
+    -v ON_ERROR_STOP=1 -c "CREATE DATABASE retry_test") >&2 ||
+    { stop "$dir"; die "CREATE DATABASE failed"; }
+
+  echo "$bindir" >"$dir/bindir"
+  local url="postgres://postgres@127.0.0.1:$port/retry_test"
+  log "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$port, files in $dir"
+  log "stop it with: scripts/postgres.sh stop $dir"
+  echo "export RETRY_TEST_POSTGRES_URL=$url"
+  echo "export RETRY_TEST_POSTGRES_DIR=$dir"
+}
+
+stop() {
+  local dir=${1:-${RETRY_TEST_POSTGRES_DIR:-}}
+  [[ -n "$dir" ]] || die "usage: scripts/postgres.sh stop DIR (the DIR that start printed)"
+  [[ -d "$dir" ]] || { log "$dir does not exist: nothing to stop"; return 0; }
+  # Only ever a dir this script made: refuse anything else before deleting it.
+  [[ $(basename "$dir") == retry-postgres.* ]] || die "$dir was not made by this script"
+  local bindir
+  bindir=$(cat "$dir/bindir" 2>/dev/null || find_bindir || true)
+  if [[ -n "$bindir" && -f "$dir/data/postmaster.pid" ]]; then
+    (cd "$dir" && as_owner "$bindir/pg_ctl" -D "$dir/data" -m immediate -w -t 30 stop >/dev/null 2>&1) ||
+      log "pg_ctl stop failed (already stopped?)"
+  fi
+  rm -rf "$dir"
+  log "stopped and removed $dir"
+}
+
+case "${1:-start}" in
+  start) start ;;
+  stop) stop "${2:-}" ;;
+  *) die "usage: scripts/postgres.sh [start | stop DIR]" ;;
+esac

@@ -1,0 +1,1365 @@
+//! The durable task queue (`retry_runtime::durable`): one suite, run on SQLite (a temporary file
+//! per test) and on PostgreSQL when `RETRY_TEST_POSTGRES_URL` is set (each test on its own queue
+//! name, so tests never see each other's tasks).
+//!
+//! Time comes from a `ManualClock` and the retry delay's randomness from a fixed or seeded
+//! `DelayRng`, so every stored time is asserted to the millisecond. Nothing asserts wall-clock
+//! durations; every wait is a bounded loop.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use retry_runtime::durable::{
+    BoxError, DelayRng, Error, MAX_PAYLOAD_BYTES, ManualClock, Queue, SkipRetry, Task, TaskInfo,
+    TaskState, Worker, default_retry_delay,
+};
+use tokio::sync::{Notify, oneshot};
+
+/// 2023-11-14 22:13:20 UTC: where every test's clock starts.
+const T0_SECS: u64 = 1_700_000_000;
+
+fn t0() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(T0_SECS)
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A queue of its own for one test, and the clock it reads.
+struct Env {
+    q: Queue,
+    clock: ManualClock,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Env {
+    async fn new(backend: Backend, test: &str) -> Option<Env> {
+        let clock = ManualClock::new(t0());
+        let (q, dir) = match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("a temporary directory");
+                let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+                let q = Queue::connect(&url).await.expect("SQLite opens a new file");
+                (q.named(test), Some(dir))
+            }
+            Backend::Postgres => {
+                let Ok(url) = std::env::var("RETRY_TEST_POSTGRES_URL") else {
+                    eprintln!(
+                        "SKIPPED: PostgreSQL tests need RETRY_TEST_POSTGRES_URL \
+                         (e.g. postgres://postgres@127.0.0.1:5432/postgres) — {test}"
+                    );
+                    return None;
+                };
+                let q = Queue::connect(&url)
+                    .await
+                    .expect("RETRY_TEST_POSTGRES_URL answers");
+                let unique = format!(
+                    "{test}-{}-{:016x}",
+                    std::process::id(),
+                    rand::random::<u64>()
+                );
+                (q.named(unique), None)
+            }
+        };
+        Some(Env {
+            q: q.with_clock(clock.clone()),
+            clock,
+            _dir: dir,
+        })
+    }
+
+    async fn info(&self, id: &str) -> TaskInfo {
+        self.q.get(id).await.expect("get").expect("the task exists")
+    }
+
+    fn at(&self, offset: Duration) -> SystemTime {
+        t0() + offset
+    }
+
+    /// Waits (bounded) until the task is in `state`.
+    async fn wait_for(&self, id: &str, state: TaskState) -> TaskInfo {
+        for _ in 0..2_000 {
+            let info = self.info(id).await;
+            if info.state == state {
+                return info;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!(
+            "task {id} never reached {state:?}: {:?}",
+            self.info(id).await
+        );
+    }
+}
+
+/// A worker of `env`'s queue with a fixed random term of 7 in the default delay.
+fn worker(env: &Env) -> Worker {
+    Worker::new(env.q.clone())
+        .concurrency(4)
+        .rng(DelayRng::fixed(7))
+}
+
+fn failing(
+    message: &'static str,
+) -> impl Fn(retry_runtime::durable::ActiveTask) -> std::future::Ready<Result<(), BoxError>>
++ Send
++ Sync
++ 'static {
+    move |_task| std::future::ready(Err(BoxError::from(message)))
+}
+
+/// Sets its flag when dropped: shows a handler's future was dropped.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Order {
+    id: u64,
+    cents: i64,
+}
+
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+both_backends!(
+    enqueued_task_runs_pending_active_completed,
+    scheduled_task_waits_until_due,
+    retry_schedule_is_exact_for_a_fixed_random_term,
+    seeded_rng_gives_the_same_schedule,
+    custom_retry_delay_replaces_the_default,
+    skip_retry_archives_at_once,
+    max_retry_k_means_k_plus_one_runs_then_archived_with_history,
+    errors_that_are_not_failures_do_not_count,
+    a_panicking_handler_is_a_failed_attempt,
+    unknown_kind_is_archived_at_once,
+    undecodable_payload_is_archived_at_once,
+    oversized_payload_is_refused_at_enqueue,
+    an_existing_task_id_conflicts,
+    hand_over_keys_the_task_and_conflicts_the_second_time,
+    inspector_reruns_and_deletes_archived_tasks,
+    inspector_refuses_to_touch_an_active_task,
+    archive_is_trimmed_as_tasks_are_archived,
+    completed_tasks_are_kept_for_the_retention_then_trimmed,
+    retry_after_the_key_expires_is_archived_instead,
+    deadline_bounds_attempts_and_retries,
+    expired_lease_is_recovered_as_a_failed_attempt,
+    lease_is_renewed_while_the_handler_runs,
+    stale_worker_writes_are_fenced_off,
+    timeout_drops_the_handler_and_counts_a_failure,
+    graceful_shutdown_returns_running_tasks_to_pending,
+    run_until_runs_and_retries_tasks,
+    concurrent_workers_never_share_a_task,
+    unreachable_database_is_a_clear_error,
+);
+
+// ---------------------------------------------------------------------------------------------
+// Lifecycle and schedule
+
+async fn enqueued_task_runs_pending_active_completed(backend: Backend) {
+    let Some(env) = Env::new(backend, "lifecycle").await else {
+        return;
+    };
+    let info = env
+        .q
+        .enqueue(Task::new("charge", &Order { id: 1, cents: 500 }))
+        .await
+        .unwrap();
+    assert_eq!(info.kind, "charge");
+    assert_eq!(info.state, TaskState::Pending);
+    assert_eq!((info.retried, info.max_retry), (0, 25));
+    assert_eq!(info.next_process_at, Some(t0()));
+    assert_eq!((info.last_err, info.last_failed_at), (None, None));
+    assert_eq!(info.id.len(), 36, "a random UUID-like id: {}", info.id);
+    assert_eq!(
+        env.q.list(TaskState::Pending).await.unwrap(),
+        vec![env.info(&info.id).await]
+    );
+
+    let release = Arc::new(Notify::new());
+    let seen = Arc::new(Mutex::new(None));
+    let w = {
+        let (release, seen) = (release.clone(), seen.clone());
+        worker(&env).handle("charge", move |task| {
+            let (release, seen) = (release.clone(), seen.clone());
+            async move {
+                let order: Order = task.payload()?;
+                *seen.lock().unwrap() = Some((order, task.id().to_owned(), task.retried()));
+                release.notified().await;
+                Ok(())
+            }
+        })
+    };
+    let run = tokio::spawn(async move { w.run_due().await });
+    let active = env.wait_for(&info.id, TaskState::Active).await;
+    assert_eq!(active.next_process_at, None);
+    assert_eq!(env.q.list(TaskState::Active).await.unwrap(), vec![active]);
+    assert!(env.q.list(TaskState::Pending).await.unwrap().is_empty());
+    assert_eq!(
+        env.q.lease_expires_at(&info.id).await.unwrap(),
+        Some(env.at(secs(30)))
+    );
+    release.notify_one();
+    assert_eq!(run.await.unwrap().unwrap(), 1);
+
+    let done = env.info(&info.id).await;
+    assert_eq!(done.state, TaskState::Completed);
+    assert_eq!(
+        (done.retried, done.next_process_at, done.last_err),
+        (0, None, None)
+    );
+    assert_eq!(env.q.lease_expires_at(&info.id).await.unwrap(), None);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some((Order { id: 1, cents: 500 }, info.id.clone(), 0)),
+        "the handler decoded its payload and knew its id and retried"
+    );
+}
+
+async fn scheduled_task_waits_until_due(backend: Backend) {
+    let Some(env) = Env::new(backend, "scheduled").await else {
+        return;
+    };
+    let runs = Arc::new(AtomicU32::new(0));
+    let w = {
+        let runs = runs.clone();
+        worker(&env).handle("report", move |_| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Ok(()))
+        })
+    };
+    let info = env
+        .q
+        .enqueue(Task::new("report", &()).process_in(secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(info.state, TaskState::Scheduled);
+    assert_eq!(info.next_process_at, Some(env.at(secs(60))));
+    let at = env
+        .q
+        .enqueue(Task::new("report", &()).process_at(env.at(secs(90))))
+        .await
+        .unwrap();
+    assert_eq!(
+        (at.state, at.next_process_at),
+        (TaskState::Scheduled, Some(env.at(secs(90))))
+    );
+
+    assert_eq!(w.run_due().await.unwrap(), 0);
+    env.clock.advance(Duration::from_millis(59_999));
+    assert_eq!(w.run_due().await.unwrap(), 0, "one millisecond early");
+    env.clock.advance(Duration::from_millis(1));
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    assert_eq!(env.info(&info.id).await.state, TaskState::Completed);
+    assert_eq!(env.info(&at.id).await.state, TaskState::Scheduled);
+    env.clock.advance(secs(30));
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    assert_eq!(env.info(&at.id).await.state, TaskState::Completed);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn default_delays_for_a_fixed_random_term() {
+    // n⁴ + 15 + rand·(n + 1) seconds.
+    assert_eq!(default_retry_delay(0, 0), secs(15));
+    assert_eq!(default_retry_delay(0, 7), secs(22));
+    assert_eq!(default_retry_delay(0, 29), secs(44));
+    assert_eq!(default_retry_delay(4, 7), secs(256 + 15 + 35));
+    assert_eq!(default_retry_delay(10, 7), secs(10_000 + 15 + 77));
+    assert_eq!(default_retry_delay(24, 7), secs(331_776 + 15 + 175));
+    // About 3 days 20 hours before the 25th retry.
+    assert_eq!(default_retry_delay(24, 0).as_secs() / 3600, 92);
+}
+
+async fn retry_schedule_is_exact_for_a_fixed_random_term(backend: Backend) {
+    let Some(env) = Env::new(backend, "schedule").await else {
+        return;
+    };
+    let runs = Arc::new(AtomicU32::new(0));
+    let w = {
+        let runs = runs.clone();
+        worker(&env).handle("sync", move |_| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Err(BoxError::from("partner API: 503")))
+        })
+    };
+    let id = env.q.enqueue(Task::new("sync", &1)).await.unwrap().id; // max_retry 25
+    let mut now = Duration::ZERO;
+    let mut total = Duration::ZERO;
+    for n in 0..25_u32 {
+        assert_eq!(w.run_due().await.unwrap(), 1, "attempt {}", n + 1);
+        let delay = secs(u64::from(n).pow(4) + 15 + 7 * (u64::from(n) + 1));
+        let info = env.info(&id).await;
+        assert_eq!(info.state, TaskState::Retry, "after attempt {}", n + 1);
+        assert_eq!(info.retried, n + 1);
+        assert_eq!(info.last_err.as_deref(), Some("partner API: 503"));
+        assert_eq!(info.last_failed_at, Some(env.at(now)));
+        assert_eq!(
+            info.next_process_at,
+            Some(env.at(now + delay)),
+            "delay after {n} retries"
+        );
+        // Not a millisecond early.
+        env.clock
+            .set(env.at(now + delay - Duration::from_millis(1)));
+        assert_eq!(w.run_due().await.unwrap(), 0);
+        now += delay;
+        total += delay;
+        env.clock.set(env.at(now));
+    }
+    // The 26th run fails with retried == max_retry: archived, history kept.
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    let info = env.info(&id).await;
+    assert_eq!(info.state, TaskState::Archived);
+    assert_eq!((info.retried, info.max_retry), (25, 25));
+    assert_eq!(info.last_err.as_deref(), Some("partner API: 503"));
+    assert_eq!(info.last_failed_at, Some(env.at(now)));
+    assert_eq!(info.next_process_at, None);
+    assert_eq!(runs.load(Ordering::SeqCst), 26);
+    // Σ n⁴ (n < 25) + 25·15 + 7·Σ(n + 1) = 1 763 020 + 375 + 2 275 s: about 20.4 days.
+    assert_eq!(total, secs(1_765_670));
+}
+
+async fn seeded_rng_gives_the_same_schedule(backend: Backend) {
+    let Some(env) = Env::new(backend, "seeded").await else {
+        return;
+    };
+    let w = Worker::new(env.q.clone())
+        .rng(DelayRng::from_seed(42))
+        .handle("sync", failing("timeout"));
+    let mut reference = DelayRng::from_seed(42);
+    let id = env.q.enqueue(Task::new("sync", &())).await.unwrap().id;
+    let mut now = Duration::ZERO;
+    for n in 0..6_u32 {
+        assert_eq!(w.run_due().await.unwrap(), 1);
+        let rand = reference.next_rand();
+        assert!(rand < 30);
+        let delay = default_retry_delay(n, rand);
+        let info = env.info(&id).await;
+        assert_eq!(
+            info.next_process_at,
+            Some(env.at(now + delay)),
+            "retry {n}, rand {rand}"
+        );
+        let lo = u64::from(n).pow(4) + 15;
+        assert!((lo..=lo + 29 * (u64::from(n) + 1)).contains(&delay.as_secs()));
+        now += delay;
+        env.clock.set(env.at(now));
+    }
+}
+
+async fn custom_retry_delay_replaces_the_default(backend: Backend) {
+    let Some(env) = Env::new(backend, "custom-delay").await else {
+        return;
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let w = {
+        let seen = seen.clone();
+        worker(&env)
+            .handle("sync", failing("boom"))
+            .retry_delay(move |n, err, task| {
+                seen.lock()
+                    .unwrap()
+                    .push((n, err.to_string(), task.id().to_owned()));
+                secs(10) * 2_u32.pow(n)
+            })
+    };
+    let id = env
+        .q
+        .enqueue(Task::new("sync", &()).task_id("t"))
+        .await
+        .unwrap()
+        .id;
+    w.run_due().await.unwrap();
+    assert_eq!(env.info(&id).await.next_process_at, Some(env.at(secs(10))));
+    env.clock.set(env.at(secs(10)));
+    w.run_due().await.unwrap();
+    assert_eq!(env.info(&id).await.next_process_at, Some(env.at(secs(30))));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            (0, "boom".to_owned(), "t".to_owned()),
+            (1, "boom".to_owned(), "t".to_owned())
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failed attempts
+
+async fn skip_retry_archives_at_once(backend: Backend) {
+    let Some(env) = Env::new(backend, "skip-retry").await else {
+        return;
+    };
+    let runs = Arc::new(AtomicU32::new(0));
+    let w = {
+        let runs = runs.clone();
+        worker(&env).handle("charge", move |_| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Err(SkipRetry::new("card blocked").into()))
+        })
+    };
+    let id = env
+        .q
+        .enqueue(Task::new("charge", &()).max_retry(5))
+        .await
+        .unwrap()
+        .id;
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    let info = env.info(&id).await;
+    assert_eq!(info.state, TaskState::Archived);
+    assert_eq!(info.retried, 0);
+    assert_eq!(info.last_err.as_deref(), Some("card blocked"));
+    assert_eq!(info.last_failed_at, Some(t0()));
+    env.clock.advance(secs(365 * 24 * 3600));
+    assert_eq!(w.run_due().await.unwrap(), 0);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(env.q.list(TaskState::Archived).await.unwrap(), vec![info]);
+}
+
+async fn max_retry_k_means_k_plus_one_runs_then_archived_with_history(backend: Backend) {
+    let Some(env) = Env::new(backend, "max-retry").await else {
+        return;
+    };
+    let runs = Arc::new(AtomicU32::new(0));
+    let w = {
+        let runs = runs.clone();
+        worker(&env)
+            .handle("sms", move |_| {
+                let run = runs.fetch_add(1, Ordering::SeqCst) + 1;
+                std::future::ready(Err(BoxError::from(format!("attempt {run} failed"))))
+            })
+            .retry_delay(|n, _, _| secs(60) * (n + 1))
+    };
+    let k2 = env
+        .q
+        .enqueue(Task::new("sms", &()).max_retry(2))
+        .await
+        .unwrap()
+        .id;
+    let mut now = Duration::ZERO;
+    for retried in 1..=2 {
+        w.run_due().await.unwrap();
+        let info = env.info(&k2).await;
+        assert_eq!((info.state, info.retried), (TaskState::Retry, retried));
+        assert_eq!(info.last_err, Some(format!("attempt {retried} failed")));
+        now += secs(60) * retried;
+        assert_eq!(info.next_process_at, Some(env.at(now)));
+        env.clock.set(env.at(now));
+    }
+    w.run_due().await.unwrap();
+    let info = env.info(&k2).await;
+    assert_eq!(info.state, TaskState::Archived);
+    assert_eq!((info.retried, info.max_retry), (2, 2));
+    assert_eq!(info.last_err.as_deref(), Some("attempt 3 failed"));
+    assert_eq!(info.last_failed_at, Some(env.at(now)));
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "max_retry = 2: three runs");
+
+    // max_retry = 0: one run.
+    let k0 = env
+        .q
+        .enqueue(Task::new("sms", &()).max_retry(0))
+        .await
+        .unwrap()
+        .id;
+    w.run_due().await.unwrap();
+    let info = env.info(&k0).await;
+    assert_eq!((info.state, info.retried), (TaskState::Archived, 0));
+    assert_eq!(info.last_err.as_deref(), Some("attempt 4 failed"));
+    assert_eq!(runs.load(Ordering::SeqCst), 4);
+}
+
+async fn errors_that_are_not_failures_do_not_count(backend: Backend) {
+    let Some(env) = Env::new(backend, "is-failure").await else {
+        return;
+    };
+    let rate_limited = Arc::new(AtomicBool::new(true));
+    let w = {
+        let rate_limited = rate_limited.clone();
+        worker(&env)
+            .handle("sync", move |_| {
+                let text = if rate_limited.load(Ordering::SeqCst) {
+                    "429: slow down"
+                } else {
+                    "503"
+                };
+                std::future::ready(Err(BoxError::from(text)))
+            })
+            .is_failure(|err| !err.to_string().starts_with("429"))
+    };
+    let id = env
+        .q
+        .enqueue(Task::new("sync", &()).max_retry(1))
+        .await
+        .unwrap()
+        .id;
+    let mut now = Duration::ZERO;
+    for _ in 0..5 {
+        w.run_due().await.unwrap();
+        let info = env.info(&id).await;
+        assert_eq!(
+            (info.state, info.retried),
+            (TaskState::Retry, 0),
+            "not counted"
+        );
+        assert_eq!(info.last_err.as_deref(), Some("429: slow down"));
+        assert_eq!(info.last_failed_at, Some(env.at(now)));
+        // n stays 0: the delay stays 15 + 7 s.
+        now += secs(22);
+        assert_eq!(info.next_process_at, Some(env.at(now)));
+        env.clock.set(env.at(now));
+    }
+    rate_limited.store(false, Ordering::SeqCst);
+    w.run_due().await.unwrap();
+    let info = env.info(&id).await;
+    assert_eq!((info.state, info.retried), (TaskState::Retry, 1));
+    env.clock.set(info.next_process_at.unwrap());
+    w.run_due().await.unwrap();
+    let info = env.info(&id).await;
+    assert_eq!(
+        (info.state, info.retried, info.last_err.as_deref()),
+        (TaskState::Archived, 1, Some("503"))
+    );
+}
+
+async fn a_panicking_handler_is_a_failed_attempt(backend: Backend) {
+    let Some(env) = Env::new(backend, "panic").await else {
+        return;
+    };
+    let w = worker(&env).handle("charge", |task| async move {
+        if task.retried() == 0 {
+            panic!("gateway client bug");
+        }
+        Ok(())
+    });
+    let id = env.q.enqueue(Task::new("charge", &())).await.unwrap().id;
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    let info = env.info(&id).await;
+    assert_eq!((info.state, info.retried), (TaskState::Retry, 1));
+    assert_eq!(
+        info.last_err.as_deref(),
+        Some("handler panicked: gateway client bug")
+    );
+    assert_eq!(info.next_process_at, Some(env.at(secs(22))));
+    env.clock.set(env.at(secs(22)));
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    assert_eq!(env.info(&id).await.state, TaskState::Completed);
+}
+
+async fn unknown_kind_is_archived_at_once(backend: Backend) {
+    let Some(env) = Env::new(backend, "unknown-kind").await else {
+        return;
+    };
+    let w = worker(&env).handle("charge", |_| std::future::ready(Ok(())));
+    let id = env
+        .q
+        .enqueue(Task::new("refund", &()).max_retry(10))
+        .await
+        .unwrap()
+        .id;
+    // A worker with no handler at all is a mistake: it claims nothing.
+    let none = Worker::new(env.q.clone()).run_due().await;
+    assert!(matches!(none, Err(Error::Invalid(_))), "{none:?}");
+    assert_eq!(env.info(&id).await.state, TaskState::Pending);
+
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    let info = env.info(&id).await;
+    assert_eq!((info.state, info.retried), (TaskState::Archived, 0));
+    assert_eq!(
+        info.last_err.as_deref(),
+        Some("no handler for task kind \"refund\" on the worker that claimed it")
+    );
+}
+
+async fn undecodable_payload_is_archived_at_once(backend: Backend) {
+    let Some(env) = Env::new(backend, "bad-payload").await else {
+        return;
+    };
+    let w = worker(&env).handle("charge", |task| async move {
+        let order: Order = task.payload()?;
+        assert!(order.cents > 0);
+        Ok(())
+    });
+    let id = env
+        .q
+        .enqueue(Task::new("charge", &"not an order").max_retry(10))
+        .await
+        .unwrap()
+        .id;
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    let info = env.info(&id).await;
+    assert_eq!((info.state, info.retried), (TaskState::Archived, 0));
+    assert_eq!(
+        info.last_err.as_deref(),
+        Some(
+            "payload does not decode: invalid type: string \"not an order\", expected struct Order \
+             at line 1 column 14"
+        )
+    );
+}
+
+async fn oversized_payload_is_refused_at_enqueue(backend: Backend) {
+    let Some(env) = Env::new(backend, "oversized").await else {
+        return;
+    };
+    // A JSON string is its text plus two quotes.
+    let too_big = "x".repeat(MAX_PAYLOAD_BYTES - 1);
+    match env
+        .q
+        .enqueue(Task::new("upload", &too_big).task_id("big"))
+        .await
+    {
+        Err(Error::PayloadTooLarge { size, limit }) => {
+            assert_eq!((size, limit), (MAX_PAYLOAD_BYTES + 1, 1_048_576));
+        }
+        other => panic!("expected PayloadTooLarge, got {other:?}"),
+    }
+    assert_eq!(env.q.get("big").await.unwrap(), None);
+    let fits = "x".repeat(MAX_PAYLOAD_BYTES - 2);
+    let info = env
+        .q
+        .enqueue(Task::new("upload", &fits).task_id("fits"))
+        .await
+        .unwrap();
+    assert_eq!(info.state, TaskState::Pending);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ids, hand-over, inspector
+
+async fn an_existing_task_id_conflicts(backend: Backend) {
+    let Some(env) = Env::new(backend, "conflict").await else {
+        return;
+    };
+    let w = worker(&env).handle("charge", |_| std::future::ready(Ok(())));
+    let first = env
+        .q
+        .enqueue(Task::new("charge", &1).task_id("order-1"))
+        .await
+        .unwrap();
+    assert_eq!(first.id, "order-1");
+    let again = env
+        .q
+        .enqueue(Task::new("charge", &2).task_id("order-1"))
+        .await;
+    assert!(matches!(again, Err(Error::TaskIdConflict)), "{again:?}");
+    assert_eq!(env.q.list(TaskState::Pending).await.unwrap().len(), 1);
+    w.run_due().await.unwrap();
+    // Completed tasks are kept, and still conflict.
+    let after = env
+        .q
+        .enqueue(Task::new("charge", &3).task_id("order-1"))
+        .await;
+    assert!(matches!(after, Err(Error::TaskIdConflict)), "{after:?}");
+    // Blank ids are refused.
+    let blank = env.q.enqueue(Task::new("charge", &4).task_id("  ")).await;
+    assert!(matches!(blank, Err(Error::Invalid(_))), "{blank:?}");
+}
+
+async fn hand_over_keys_the_task_and_conflicts_the_second_time(backend: Backend) {
+    let Some(env) = Env::new(backend, "hand-over").await else {
+        return;
+    };
+    let order = Order { id: 7, cents: 1999 };
+    let key = String::from("order-7:register");
+    let info = env.q.hand_over("register", &order, &key).await.unwrap();
+    assert_eq!(
+        (info.id.as_str(), info.kind.as_str()),
+        ("order-7:register", "register")
+    );
+    assert_eq!(info.state, TaskState::Pending);
+    let twice = env.q.hand_over("register", &order, &key).await;
+    assert!(matches!(twice, Err(Error::TaskIdConflict)), "{twice:?}");
+    let blank = env.q.hand_over("register", &order, "").await;
+    assert!(matches!(blank, Err(Error::Invalid(_))), "{blank:?}");
+    // Task::for_key with options.
+    let keyed = env
+        .q
+        .enqueue(Task::for_key("register", &order, "order-8:register").max_retry(3))
+        .await
+        .unwrap();
+    assert_eq!(
+        (keyed.id.as_str(), keyed.max_retry),
+        ("order-8:register", 3)
+    );
+
+    let charged = Arc::new(Mutex::new(Vec::new()));
+    let w = {
+        let charged = charged.clone();
+        worker(&env).handle("register", move |task| {
+            let charged = charged.clone();
+            async move {
+                let order: Order = task.payload()?;
+                charged
+                    .lock()
+                    .unwrap()
+                    .push((task.id().to_owned(), order.id));
+                Ok(())
+            }
+        })
+    };
+    assert_eq!(w.run_due().await.unwrap(), 2);
+    let mut charged = charged.lock().unwrap().clone();
+    charged.sort();
+    assert_eq!(
+        charged,
+        vec![
+            ("order-7:register".to_owned(), 7),
+            ("order-8:register".to_owned(), 7)
+        ]
+    );
+}
+
+async fn inspector_reruns_and_deletes_archived_tasks(backend: Backend) {
+    let Some(env) = Env::new(backend, "inspector").await else {
+        return;
+    };
+    let fail = Arc::new(AtomicBool::new(true));
+    let w = {
+        let fail = fail.clone();
+        worker(&env).handle("sync", move |_| {
+            let result = if fail.load(Ordering::SeqCst) {
+                Err(BoxError::from("down"))
+            } else {
+                Ok(())
+            };
+            std::future::ready(result)
+        })
+    };
+    let id = env
+        .q
+        .enqueue(Task::new("sync", &()).max_retry(1))
+        .await
+        .unwrap()
+        .id;
+    w.run_due().await.unwrap();
+    env.clock.set(env.at(secs(22)));
+    w.run_due().await.unwrap();
+    let archived = env.info(&id).await;
+    assert_eq!((archived.state, archived.retried), (TaskState::Archived, 1));
+
+    env.clock.set(env.at(secs(100)));
+    env.q.run_task(&id).await.unwrap();
+    let pending = env.info(&id).await;
+    assert_eq!(pending.state, TaskState::Pending);
+    assert_eq!(pending.retried, 1, "retried is kept");
+    assert_eq!(pending.next_process_at, Some(env.at(secs(100))));
+    assert_eq!(pending.last_err.as_deref(), Some("down"), "history is kept");
+    assert_eq!(pending.last_failed_at, Some(env.at(secs(22))));
+    env.q.run_task(&id).await.unwrap(); // pending already: nothing changes
+    assert_eq!(env.info(&id).await, pending);
+
+    fail.store(false, Ordering::SeqCst);
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    assert_eq!(env.info(&id).await.state, TaskState::Completed);
+
+    env.q.delete_task(&id).await.unwrap();
+    assert_eq!(env.q.get(&id).await.unwrap(), None);
+    assert!(matches!(
+        env.q.delete_task(&id).await,
+        Err(Error::TaskNotFound)
+    ));
+    assert!(matches!(
+        env.q.run_task("nope").await,
+        Err(Error::TaskNotFound)
+    ));
+
+    // A retrying task re-runs now too.
+    let retrying = env.q.enqueue(Task::new("sync", &())).await.unwrap().id;
+    fail.store(true, Ordering::SeqCst);
+    w.run_due().await.unwrap();
+    assert_eq!(
+        env.info(&retrying).await.next_process_at,
+        Some(env.at(secs(122)))
+    );
+    env.q.run_task(&retrying).await.unwrap();
+    let info = env.info(&retrying).await;
+    assert_eq!(
+        (info.state, info.retried, info.next_process_at),
+        (TaskState::Pending, 1, Some(env.at(secs(100))))
+    );
+}
+
+async fn inspector_refuses_to_touch_an_active_task(backend: Backend) {
+    let Some(env) = Env::new(backend, "inspector-active").await else {
+        return;
+    };
+    let id = env.q.enqueue(Task::new("sync", &())).await.unwrap().id;
+    let claimed = env.q.claim(10, secs(30)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(matches!(
+        env.q.delete_task(&id).await,
+        Err(Error::TaskActive)
+    ));
+    assert!(matches!(env.q.run_task(&id).await, Err(Error::TaskActive)));
+    assert_eq!(env.info(&id).await.state, TaskState::Active);
+    assert!(env.q.complete(&claimed[0]).await.unwrap());
+    env.q.delete_task(&id).await.unwrap();
+    assert_eq!(env.q.get(&id).await.unwrap(), None);
+}
+
+async fn archive_is_trimmed_as_tasks_are_archived(backend: Backend) {
+    let Some(env) = Env::new(backend, "archive-trim").await else {
+        return;
+    };
+    let q = env.q.clone().archive_limits(2, secs(24 * 3600));
+    let w = Worker::new(q.clone()).handle("x", |_| {
+        std::future::ready(Err(SkipRetry::new("no").into()))
+    });
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        env.clock.set(env.at(secs(i as u64)));
+        q.enqueue(Task::new("x", &()).task_id(id)).await.unwrap();
+        w.run_due().await.unwrap();
+    }
+    let ids = |list: Vec<TaskInfo>| list.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(q.list(TaskState::Archived).await.unwrap()),
+        ["b", "c"],
+        "the newest 2"
+    );
+    // A day later, archiving one more drops those older than a day.
+    env.clock.set(env.at(secs(24 * 3600 + 3)));
+    q.enqueue(Task::new("x", &()).task_id("d")).await.unwrap();
+    w.run_due().await.unwrap();
+    assert_eq!(ids(q.list(TaskState::Archived).await.unwrap()), ["d"]);
+    assert_eq!(q.get("c").await.unwrap(), None);
+}
+
+async fn completed_tasks_are_kept_for_the_retention_then_trimmed(backend: Backend) {
+    let Some(env) = Env::new(backend, "completed-trim").await else {
+        return;
+    };
+    let q = env.q.clone().completed_retention(secs(3600));
+    let w = Worker::new(q.clone()).handle("x", |_| std::future::ready(Ok(())));
+    q.enqueue(Task::new("x", &()).task_id("done"))
+        .await
+        .unwrap();
+    w.run_due().await.unwrap();
+    env.clock.set(env.at(secs(3600)));
+    assert_eq!(q.trim().await.unwrap(), 0);
+    assert_eq!(
+        q.get("done").await.unwrap().unwrap().state,
+        TaskState::Completed
+    );
+    env.clock.set(env.at(secs(3600) + Duration::from_millis(1)));
+    assert_eq!(q.trim().await.unwrap(), 1);
+    assert_eq!(q.get("done").await.unwrap(), None);
+    // The id is free again.
+    q.enqueue(Task::new("x", &()).task_id("done"))
+        .await
+        .unwrap();
+}
+
+async fn retry_after_the_key_expires_is_archived_instead(backend: Backend) {
+    let Some(env) = Env::new(backend, "key-ttl").await else {
+        return;
+    };
+    let w = Worker::new(env.q.clone())
+        .rng(DelayRng::fixed(0))
+        .handle("charge", failing("503"));
+    let id = env
+        .q
+        .enqueue(Task::new("charge", &()).key_ttl(secs(60)))
+        .await
+        .unwrap()
+        .id;
+    // Delays with rand = 0: 15 s, then 16 s, then 31 s.
+    w.run_due().await.unwrap();
+    assert_eq!(env.info(&id).await.next_process_at, Some(env.at(secs(15))));
+    env.clock.set(env.at(secs(15)));
+    w.run_due().await.unwrap();
+    assert_eq!(env.info(&id).await.next_process_at, Some(env.at(secs(31))));
+    env.clock.set(env.at(secs(31)));
+    w.run_due().await.unwrap(); // the next attempt would be at 62 s, the key expires at 60 s
+    let info = env.info(&id).await;
+    assert_eq!((info.state, info.retried), (TaskState::Archived, 2));
+    assert_eq!(
+        info.last_err.as_deref(),
+        Some(
+            "503 (not retried: the next attempt, at Tue, 14 Nov 2023 22:14:22 GMT, would come \
+             after the idempotency key expires, at Tue, 14 Nov 2023 22:14:20 GMT)"
+        )
+    );
+    assert_eq!(info.last_failed_at, Some(env.at(secs(31))));
+}
+
+async fn deadline_bounds_attempts_and_retries(backend: Backend) {
+    let Some(env) = Env::new(backend, "deadline").await else {
+        return;
+    };
+    let runs = Arc::new(AtomicU32::new(0));
+    let w = {
+        let runs = runs.clone();
+        worker(&env).handle("sync", move |_| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Err(BoxError::from("503")))
+        })
+    };
+    // A retry that would start after the deadline is not scheduled.
+    let a = env
+        .q
+        .enqueue(Task::new("sync", &()).deadline(env.at(secs(20))))
+        .await
+        .unwrap()
+        .id;
+    w.run_due().await.unwrap();
+    let info = env.info(&a).await;
+    assert_eq!((info.state, info.retried), (TaskState::Archived, 0));
+    assert_eq!(
+        info.last_err.as_deref(),
+        Some(
+            "503 (not retried: the next attempt, at Tue, 14 Nov 2023 22:13:42 GMT, would come \
+             after the task's deadline, Tue, 14 Nov 2023 22:13:40 GMT)"
+        )
+    );
+    // A task claimed after its deadline fails without running.
+    let b = env
+        .q
+        .enqueue(
+            Task::new("sync", &())
+                .process_in(secs(60))
+                .deadline(env.at(secs(50))),
+        )
+        .await
+        .unwrap()
+        .id;
+    env.clock.set(env.at(secs(60)));
+    w.run_due().await.unwrap();
+    let info = env.info(&b).await;
+    assert_eq!(info.state, TaskState::Archived);
+    assert!(
+        info.last_err
+            .unwrap()
+            .starts_with("the task's deadline passed (not retried")
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leases, recovery, fencing
+
+async fn expired_lease_is_recovered_as_a_failed_attempt(backend: Backend) {
+    let Some(env) = Env::new(backend, "recover").await else {
+        return;
+    };
+    let w = worker(&env).handle("charge", |_| std::future::ready(Ok(())));
+    let id = env
+        .q
+        .enqueue(Task::new("charge", &()).task_id("crashed"))
+        .await
+        .unwrap()
+        .id;
+    // A worker claims it and dies: nothing renews the lease.
+    let claimed = env.q.claim(1, secs(30)).await.unwrap();
+    assert_eq!(claimed[0].lease_expires_at(), env.at(secs(30)));
+    env.clock.set(env.at(secs(30)) - Duration::from_millis(1));
+    assert_eq!(w.recover_expired().await.unwrap(), 0);
+    assert_eq!(env.info(&id).await.state, TaskState::Active);
+    env.clock.set(env.at(secs(30)));
+    assert_eq!(w.recover_expired().await.unwrap(), 1);
+    let info = env.info(&id).await;
+    assert_eq!((info.state, info.retried), (TaskState::Retry, 1));
+    assert_eq!(
+        info.last_err.as_deref(),
+        Some(
+            "lease expired: the worker running this attempt stopped renewing it (crashed, \
+             stalled or cut off from the database)"
+        )
+    );
+    assert_eq!(info.last_failed_at, Some(env.at(secs(30))));
+    assert_eq!(info.next_process_at, Some(env.at(secs(30 + 22))));
+    assert_eq!(w.recover_expired().await.unwrap(), 0, "recovered once");
+    // It runs again, once.
+    env.clock.set(env.at(secs(52)));
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    assert_eq!(env.info(&id).await.state, TaskState::Completed);
+
+    // With its retries spent, a recovered task is archived.
+    let last = env
+        .q
+        .enqueue(Task::new("charge", &()).max_retry(0))
+        .await
+        .unwrap()
+        .id;
+    env.q.claim(1, secs(30)).await.unwrap();
+    env.clock.advance(secs(30));
+    assert_eq!(w.recover_expired().await.unwrap(), 1);
+    let info = env.info(&last).await;
+    assert_eq!((info.state, info.retried), (TaskState::Archived, 0));
+    assert!(info.last_err.unwrap().starts_with("lease expired"));
+}
+
+async fn lease_is_renewed_while_the_handler_runs(backend: Backend) {
+    let Some(env) = Env::new(backend, "renew").await else {
+        return;
+    };
+    let release = Arc::new(Notify::new());
+    let lease = Duration::from_millis(300); // renewed every 100 ms
+    let w = {
+        let release = release.clone();
+        worker(&env).lease(lease).handle("slow", move |_| {
+            let release = release.clone();
+            async move {
+                release.notified().await;
+                Ok(())
+            }
+        })
+    };
+    let id = env.q.enqueue(Task::new("slow", &())).await.unwrap().id;
+    let run = tokio::spawn(async move { w.run_due().await });
+    env.wait_for(&id, TaskState::Active).await;
+    assert_eq!(
+        env.q.lease_expires_at(&id).await.unwrap(),
+        Some(env.at(lease))
+    );
+    // An hour passes on the queue's clock: only renewals keep the lease.
+    env.clock.advance(secs(3600));
+    let renewed_to = env.at(secs(3600) + lease);
+    let mut renewed = false;
+    for _ in 0..1_000 {
+        if env.q.lease_expires_at(&id).await.unwrap() == Some(renewed_to) {
+            renewed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(renewed, "the worker renewed the lease to now + lease");
+    let recoverer = Worker::new(env.q.clone()).handle("slow", |_| std::future::ready(Ok(())));
+    assert_eq!(recoverer.recover_expired().await.unwrap(), 0);
+    release.notify_one();
+    assert_eq!(run.await.unwrap().unwrap(), 1);
+    let info = env.info(&id).await;
+    assert_eq!((info.state, info.retried), (TaskState::Completed, 0));
+}
+
+async fn stale_worker_writes_are_fenced_off(backend: Backend) {
+    let Some(env) = Env::new(backend, "fencing").await else {
+        return;
+    };
+    let w = worker(&env);
+    let id = env.q.enqueue(Task::new("charge", &())).await.unwrap().id;
+    let mut stale = env.q.claim(1, secs(30)).await.unwrap().remove(0);
+    // The worker stalls past its lease; the recoverer takes the task back.
+    env.clock.set(env.at(secs(31)));
+    assert_eq!(w.recover_expired().await.unwrap(), 1);
+    let recovered = env.info(&id).await;
+    assert_eq!((recovered.state, recovered.retried), (TaskState::Retry, 1));
+
+    // The stalled worker wakes up: none of its writes lands.
+    assert!(!env.q.complete(&stale).await.unwrap());
+    assert!(!env.q.requeue(&stale).await.unwrap());
+    assert!(!env.q.extend_lease(&mut stale, secs(30)).await.unwrap());
+    assert!(
+        !w.fail(&stale, BoxError::from("late failure"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !w.fail(&stale, SkipRetry::new("late skip").into())
+            .await
+            .unwrap()
+    );
+    assert_eq!(env.info(&id).await, recovered);
+
+    // Another worker claims it again, under a new token: the stale one still changes nothing.
+    env.clock.set(recovered.next_process_at.unwrap());
+    let fresh = env.q.claim(1, secs(30)).await.unwrap().remove(0);
+    assert_ne!(fresh.lease_token(), stale.lease_token());
+    assert!(!env.q.complete(&stale).await.unwrap());
+    assert!(
+        !w.fail(&stale, BoxError::from("late failure"))
+            .await
+            .unwrap()
+    );
+    assert!(!env.q.extend_lease(&mut stale, secs(30)).await.unwrap());
+    let active = env.info(&id).await;
+    assert_eq!((active.state, active.retried), (TaskState::Active, 1));
+    assert_eq!(active.last_err, recovered.last_err);
+    // The owner's writes land.
+    assert!(env.q.complete(&fresh).await.unwrap());
+    assert_eq!(env.info(&id).await.state, TaskState::Completed);
+    assert!(!env.q.complete(&fresh).await.unwrap(), "only once");
+}
+
+async fn timeout_drops_the_handler_and_counts_a_failure(backend: Backend) {
+    let Some(env) = Env::new(backend, "timeout").await else {
+        return;
+    };
+    let dropped = Arc::new(AtomicBool::new(false));
+    let w = {
+        let dropped = dropped.clone();
+        worker(&env).handle("hang", move |_| {
+            let guard = SetOnDrop(dropped.clone());
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok(())
+            }
+        })
+    };
+    let id = env
+        .q
+        .enqueue(Task::new("hang", &()).timeout(Duration::from_millis(50)))
+        .await
+        .unwrap()
+        .id;
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the handler's future was dropped"
+    );
+    let info = env.info(&id).await;
+    assert_eq!((info.state, info.retried), (TaskState::Retry, 1));
+    assert_eq!(
+        info.last_err.as_deref(),
+        Some("attempt timed out after 50ms")
+    );
+}
+
+async fn graceful_shutdown_returns_running_tasks_to_pending(backend: Backend) {
+    let Some(env) = Env::new(backend, "shutdown").await else {
+        return;
+    };
+    let dropped = Arc::new(AtomicBool::new(false));
+    let quick_release = Arc::new(Notify::new());
+    let w = {
+        let (dropped, quick_release) = (dropped.clone(), quick_release.clone());
+        worker(&env)
+            .poll_interval(Duration::from_millis(10))
+            .shutdown_timeout(Duration::from_millis(300))
+            .handle("hang", move |_| {
+                let guard = SetOnDrop(dropped.clone());
+                async move {
+                    let _guard = guard;
+                    std::future::pending::<()>().await;
+                    Ok(())
+                }
+            })
+            .handle("quick", move |_| {
+                let quick_release = quick_release.clone();
+                async move {
+                    quick_release.notified().await;
+                    Ok(())
+                }
+            })
+    };
+    let hang = env.q.enqueue(Task::new("hang", &())).await.unwrap().id;
+    let quick = env.q.enqueue(Task::new("quick", &())).await.unwrap().id;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = tokio::spawn(w.run_until(async move {
+        stopped.await.ok();
+    }));
+    env.wait_for(&hang, TaskState::Active).await;
+    env.wait_for(&quick, TaskState::Active).await;
+    env.clock.advance(secs(5));
+    stop.send(()).unwrap();
+    quick_release.notify_one(); // finishes during the drain
+    run.await.unwrap().unwrap();
+
+    assert_eq!(env.info(&quick).await.state, TaskState::Completed);
+    let info = env.info(&hang).await;
+    assert_eq!(info.state, TaskState::Pending);
+    assert_eq!(
+        (info.retried, info.last_err, info.last_failed_at),
+        (0, None, None),
+        "no retry counted"
+    );
+    assert_eq!(info.next_process_at, Some(env.at(secs(5))));
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the unfinished handler was dropped"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workers at work
+
+async fn run_until_runs_and_retries_tasks(backend: Backend) {
+    let Some(env) = Env::new(backend, "run-until").await else {
+        return;
+    };
+    let attempts = Arc::new(Mutex::new(HashMap::<u64, u32>::new()));
+    let w = {
+        let attempts = attempts.clone();
+        Worker::new(env.q.clone())
+            .concurrency(3)
+            .poll_interval(Duration::from_millis(10))
+            .retry_delay(|_, _, _| Duration::ZERO) // due again at once on the frozen clock
+            .handle("job", move |task| {
+                let attempts = attempts.clone();
+                async move {
+                    let n: u64 = task.payload()?;
+                    let seen = {
+                        let mut attempts = attempts.lock().unwrap();
+                        let seen = attempts.entry(n).or_default();
+                        *seen += 1;
+                        *seen
+                    };
+                    if n % 2 == 0 && seen == 1 {
+                        Err(BoxError::from("first try fails"))
+                    } else {
+                        Ok(())
+                    }
+                }
+            })
+    };
+    let mut ids = Vec::new();
+    for n in 0..20_u64 {
+        ids.push(env.q.enqueue(Task::new("job", &n)).await.unwrap().id);
+    }
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = tokio::spawn(w.run_until(async move {
+        stopped.await.ok();
+    }));
+    for id in &ids {
+        env.wait_for(id, TaskState::Completed).await;
+    }
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+    for (n, id) in ids.iter().enumerate() {
+        let expected = if n % 2 == 0 { 1 } else { 0 };
+        assert_eq!(env.info(id).await.retried, expected, "task {n}");
+    }
+    let attempts = attempts.lock().unwrap();
+    assert_eq!(attempts.values().sum::<u32>(), 30);
+}
+
+async fn concurrent_workers_never_share_a_task(backend: Backend) {
+    let Some(env) = Env::new(backend, "concurrent").await else {
+        return;
+    };
+    let runs = Arc::new(Mutex::new(HashMap::<String, u32>::new()));
+    let running = Arc::new(Mutex::new(std::collections::HashSet::<String>::new()));
+    for n in 0..60_u32 {
+        env.q
+            .enqueue(Task::new("job", &n).task_id(format!("job-{n}")))
+            .await
+            .unwrap();
+    }
+    let mut handles = Vec::new();
+    for _ in 0..4 {
+        let (runs, running) = (runs.clone(), running.clone());
+        let w = Worker::new(env.q.clone())
+            .concurrency(5)
+            .handle("job", move |task| {
+                let (runs, running) = (runs.clone(), running.clone());
+                async move {
+                    assert!(
+                        running.lock().unwrap().insert(task.id().to_owned()),
+                        "two attempts at once"
+                    );
+                    tokio::task::yield_now().await;
+                    *runs
+                        .lock()
+                        .unwrap()
+                        .entry(task.id().to_owned())
+                        .or_default() += 1;
+                    running.lock().unwrap().remove(task.id());
+                    Ok(())
+                }
+            });
+        handles.push(tokio::spawn(async move {
+            let mut total = 0;
+            for _ in 0..100 {
+                let ran = w.run_due().await.unwrap();
+                if ran == 0 {
+                    break;
+                }
+                total += ran;
+            }
+            total
+        }));
+    }
+    let mut total = 0;
+    for handle in handles {
+        total += handle.await.unwrap();
+    }
+    assert_eq!(total, 60);
+    let runs = runs.lock().unwrap().clone();
+    assert_eq!(runs.len(), 60);
+    assert!(runs.values().all(|&n| n == 1), "{runs:?}");
+    assert_eq!(env.q.list(TaskState::Completed).await.unwrap().len(), 60);
+}
+
+async fn unreachable_database_is_a_clear_error(backend: Backend) {
+    let Some(env) = Env::new(backend, "unreachable").await else {
+        return;
+    };
+    let url = match backend {
+        Backend::Sqlite => "sqlite:///nonexistent-dir-of-retry-tests/tasks.db".to_owned(),
+        Backend::Postgres => {
+            // A port nobody listens on: bind one, then free it.
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            drop(listener);
+            format!("postgres://postgres@127.0.0.1:{port}/postgres")
+        }
+    };
+    let err = Queue::connect(&url)
+        .await
+        .expect_err("nothing to connect to");
+    assert!(err.is_unreachable(), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("task queue database unreachable: "),
+        "{err}"
+    );
+
+    // A queue whose database went away: enqueue says so, nothing is half-written.
+    let q = env.q.clone();
+    q.close().await;
+    let err = q
+        .enqueue(Task::new("charge", &()).task_id("lost?"))
+        .await
+        .expect_err("closed");
+    assert!(err.is_unreachable(), "{err:?}");
+    let err = Worker::new(q.clone())
+        .handle("charge", |_| std::future::ready(Ok(())))
+        .run_until(async {})
+        .await
+        .expect_err("closed");
+    assert!(err.is_unreachable(), "{err:?}");
+}
+
+#[tokio::test]
+async fn unsupported_url_scheme_is_refused() {
+    let err = Queue::connect("mysql://localhost/tasks")
+        .await
+        .expect_err("no MySQL backend");
+    assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "unsupported task queue URL scheme \"mysql\": use sqlite://PATH or postgres://…"
+    );
+}

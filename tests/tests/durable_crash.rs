@@ -1,0 +1,839 @@
+//! Crash tests of the durable queue with real worker processes (`src/bin/durable_worker.rs`),
+//! killed with SIGKILL, frozen with SIGSTOP and thawed with SIGCONT, on SQLite and PostgreSQL.
+//!
+//! The PostgreSQL tests read the server's URL from `RETRY_TEST_POSTGRES_URL` (each test creates
+//! and drops its own database there) and are skipped, loudly, when it is not set:
+//! `eval "$(scripts/postgres.sh)"` starts a throwaway server and sets it.
+//!
+//! Every worker appends `start`/`end` lines per attempt to its own log; the assertions read the
+//! logs and the queue. Every wait is bounded; a guard kills every child process at the end of a
+//! test, even a failed one, and then prints the workers' output.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use retry_runtime::durable::{Queue, Task, TaskInfo, TaskState};
+use sqlx::{Connection, Row};
+
+const POSTGRES_URL_VAR: &str = "RETRY_TEST_POSTGRES_URL";
+
+// ---------------------------------------------------------------------------------------------
+// Backends
+
+/// Where a test's queue lives; dropping it deletes the SQLite dir or drops the database.
+struct Backend {
+    url: String,
+    dir: tempfile::TempDir,
+    /// (server URL, database name) of a PostgreSQL database this test created.
+    postgres: Option<(String, String)>,
+}
+
+impl Backend {
+    fn sqlite() -> Backend {
+        let dir = tempfile::Builder::new()
+            .prefix("retry-durable-crash-")
+            .tempdir()
+            .expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+        Backend {
+            url,
+            dir,
+            postgres: None,
+        }
+    }
+
+    /// A fresh database on the server of `RETRY_TEST_POSTGRES_URL`, or `None` (and a loud
+    /// message) when the variable is not set.
+    async fn postgres(test: &str) -> Option<Backend> {
+        let Ok(server) = std::env::var(POSTGRES_URL_VAR) else {
+            // Straight to stderr: libtest captures `eprintln!` of passing tests, and a skip
+            // must be seen.
+            let _ = writeln!(
+                std::io::stderr(),
+                "*** SKIPPED: PostgreSQL crash test `{test}` did NOT run: {POSTGRES_URL_VAR} is \
+                 not set (`eval \"$(scripts/postgres.sh)\"` starts a throwaway server)"
+            );
+            return None;
+        };
+        let name = format!(
+            "crash_{}_{}_{}",
+            test.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+            std::process::id(),
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+        );
+        let name: String = name.chars().take(63).collect();
+        let mut admin = sqlx::PgConnection::connect(&server)
+            .await
+            .unwrap_or_else(|e| panic!("{POSTGRES_URL_VAR}={server}: cannot connect: {e}"));
+        // The name is ours: ASCII letters, digits and `_` only.
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+            .execute(&mut admin)
+            .await
+            .expect("CREATE DATABASE");
+        admin.close().await.ok();
+        let url = with_database(&server, &name);
+        let dir = tempfile::Builder::new()
+            .prefix("retry-durable-crash-")
+            .tempdir()
+            .expect("temp dir");
+        Some(Backend {
+            url,
+            dir,
+            postgres: Some((server, name)),
+        })
+    }
+
+    fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    async fn queue(&self) -> Queue {
+        Queue::connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("connect {}: {e}", self.url))
+    }
+
+    /// Drops the test's PostgreSQL database (the SQLite dir goes with `dir`).
+    async fn cleanup(self) {
+        if let Some((server, name)) = &self.postgres
+            && let Ok(mut admin) = sqlx::PgConnection::connect(server).await
+        {
+            let drop = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+            let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
+                .execute(&mut admin)
+                .await;
+            admin.close().await.ok();
+        }
+    }
+}
+
+/// When the lease of task `id` expires, in ms since the epoch, read from the queue's table
+/// (`retry_tasks`, documented in `retry_runtime::durable`): the queue's API does not show leases.
+async fn lease_expires_ms(url: &str, id: &str) -> u128 {
+    let ms: i64 = if url.starts_with("sqlite:") {
+        let mut conn = sqlx::SqliteConnection::connect(url).await.expect("open");
+        sqlx::query("SELECT lease_expires_ms FROM retry_tasks WHERE id = ?")
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await
+            .expect("the task's lease")
+            .get(0)
+    } else {
+        let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+        sqlx::query("SELECT lease_expires_ms FROM retry_tasks WHERE id = $1")
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await
+            .expect("the task's lease")
+            .get(0)
+    };
+    u128::try_from(ms).expect("a lease after 1970")
+}
+
+/// `postgres://user@host:port/db?params` with its database replaced by `name`.
+fn with_database(server: &str, name: &str) -> String {
+    let (base, query) = match server.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (server, None),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_end = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    let mut url = format!("{}/{name}", &base[..host_end]);
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
+    url
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker processes
+
+/// The worker processes of one test. Dropping it kills (SIGKILL) and reaps every one still
+/// running, stopped ones included, and, when the test failed, prints their output and logs.
+struct Workers {
+    dir: PathBuf,
+    url: String,
+    children: Vec<(String, Child)>,
+}
+
+/// How a worker process is started.
+struct Spawn<'a> {
+    name: &'a str,
+    mode: &'a str,
+    concurrency: usize,
+    lease_ms: u64,
+    retry_delay_ms: u64,
+    stall_ms: u64,
+}
+
+impl Default for Spawn<'_> {
+    fn default() -> Self {
+        Spawn {
+            name: "w",
+            mode: "ok",
+            concurrency: 1,
+            lease_ms: 1000,
+            retry_delay_ms: 100,
+            stall_ms: 3000,
+        }
+    }
+}
+
+impl Workers {
+    fn new(backend: &Backend) -> Workers {
+        Workers {
+            dir: backend.dir().to_path_buf(),
+            url: backend.url.clone(),
+            children: Vec::new(),
+        }
+    }
+
+    fn log_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.log"))
+    }
+
+    fn spawn(&mut self, s: Spawn<'_>) -> u32 {
+        let stderr =
+            File::create(self.dir.join(format!("{}.stderr", s.name))).expect("stderr file");
+        let child = Command::new(env!("CARGO_BIN_EXE_durable_worker"))
+            .args(["--url", &self.url, "--name", s.name, "--mode", s.mode])
+            .arg("--log")
+            .arg(self.log_path(s.name))
+            .args(["--concurrency", &s.concurrency.to_string()])
+            .args(["--poll-ms", "50"])
+            .args(["--lease-ms", &s.lease_ms.to_string()])
+            .args(["--retry-delay-ms", &s.retry_delay_ms.to_string()])
+            .args(["--stall-ms", &s.stall_ms.to_string()])
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn durable_worker");
+        let pid = child.id();
+        self.children.push((s.name.to_string(), child));
+        pid
+    }
+
+    fn child(&mut self, name: &str) -> &mut Child {
+        &mut self
+            .children
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no worker {name}"))
+            .1
+    }
+
+    fn signal(&mut self, name: &str, signal: Signal) {
+        let pid = self.child(name).id();
+        kill(Pid::from_raw(i32::try_from(pid).unwrap()), signal)
+            .unwrap_or_else(|e| panic!("{signal} to {name}: {e}"));
+    }
+
+    fn sigkill(&mut self, name: &str) {
+        let child = self.child(name);
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap the killed worker");
+    }
+
+    /// Closes every worker's stdin (a graceful stop) and waits, bounded, for all to exit 0.
+    fn stop_all(&mut self, within: Duration) {
+        for (_, child) in &mut self.children {
+            drop(child.stdin.take());
+        }
+        let deadline = Instant::now() + within;
+        for (name, child) in &mut self.children {
+            loop {
+                match child.try_wait().expect("try_wait") {
+                    Some(status) => {
+                        assert!(
+                            status.success() || status.code().is_none(),
+                            "worker {name} exited with {status}"
+                        );
+                        break;
+                    }
+                    None if Instant::now() > deadline => {
+                        panic!("worker {name} did not stop within {within:?} of its stdin closing")
+                    }
+                    None => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        }
+    }
+
+    /// Every attempt event of every worker of this test.
+    fn events(&self) -> Vec<Event> {
+        let mut events = Vec::new();
+        for (name, _) in &self.children {
+            let Ok(text) = std::fs::read_to_string(self.log_path(name)) else {
+                continue;
+            };
+            // A killed worker may leave a half-written last line: whole lines only.
+            for line in text.lines().filter(|l| !l.is_empty()) {
+                if let Some(event) = Event::parse(line) {
+                    events.push(event);
+                }
+            }
+        }
+        events
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.children {
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill(); // SIGKILL also ends a stopped process
+                let _ = child.wait();
+            }
+        }
+        if std::thread::panicking() {
+            for (name, _) in &self.children {
+                for ext in ["stderr", "log"] {
+                    let path = self.dir.join(format!("{name}.{ext}"));
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                    eprintln!("--- {} (last {} lines)", path.display(), tail.len());
+                    for line in tail.iter().rev() {
+                        eprintln!("{line}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One line of a worker's attempt log.
+#[derive(Clone, Debug)]
+struct Event {
+    start: bool,
+    task: String,
+    retried: u32,
+    worker: String,
+    at_us: u128,
+    outcome: Option<String>,
+}
+
+impl Event {
+    fn parse(line: &str) -> Option<Event> {
+        let f: Vec<&str> = line.split(' ').collect();
+        let start = match (f.first()?, f.len()) {
+            (&"start", 5) => true,
+            (&"end", 6) => false,
+            _ => return None,
+        };
+        Some(Event {
+            start,
+            task: f[1].to_string(),
+            retried: f[2].parse().ok()?,
+            worker: f[3].to_string(),
+            at_us: f[4].parse().ok()?,
+            outcome: f.get(5).map(|s| (*s).to_string()),
+        })
+    }
+}
+
+fn now_us() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros()
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, or fails the test after `within`.
+async fn wait_for<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn info(q: &Queue, id: &str) -> TaskInfo {
+    q.get(id)
+        .await
+        .expect("get")
+        .unwrap_or_else(|| panic!("task {id} is gone"))
+}
+
+async fn wait_state(q: &Queue, id: &str, state: TaskState, within: Duration) -> TaskInfo {
+    wait_for(&format!("task {id} to be {state:?}"), within, || async {
+        let info = info(q, id).await;
+        (info.state == state).then_some(info)
+    })
+    .await
+}
+
+fn starts<'a>(events: &'a [Event], task: &str) -> Vec<&'a Event> {
+    let mut v: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.start && e.task == task)
+        .collect();
+    v.sort_by_key(|e| e.at_us);
+    v
+}
+
+fn ends<'a>(events: &'a [Event], task: &str) -> Vec<&'a Event> {
+    let mut v: Vec<&Event> = events
+        .iter()
+        .filter(|e| !e.start && e.task == task)
+        .collect();
+    v.sort_by_key(|e| e.at_us);
+    v
+}
+
+async fn wait_start(workers: &Workers, task: &str, worker: &str) -> Event {
+    wait_for(
+        &format!("{worker} to start {task}"),
+        Duration::from_secs(30),
+        || async {
+            workers
+                .events()
+                .into_iter()
+                .find(|e| e.start && e.task == task && e.worker == worker)
+        },
+    )
+    .await
+}
+
+async fn wait_end(workers: &Workers, task: &str, worker: &str) -> Event {
+    wait_for(
+        &format!("{worker} to end {task}"),
+        Duration::from_secs(30),
+        || async {
+            workers
+                .events()
+                .into_iter()
+                .find(|e| !e.start && e.task == task && e.worker == worker)
+        },
+    )
+    .await
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIGKILL mid-task: the task runs again exactly once, after the lease expired.
+
+const LEASE_MS: u64 = 1000;
+
+async fn killed_worker_task_runs_again_exactly_once(backend: Backend) {
+    let q = backend.queue().await;
+    let id = "killed-mid-task";
+    q.enqueue(Task::new("job", &1u32).task_id(id))
+        .await
+        .expect("enqueue");
+    let mut workers = Workers::new(&backend);
+
+    // A claims the task and hangs in the handler; killed there, it leaves an active task whose
+    // lease nobody renews.
+    workers.spawn(Spawn {
+        name: "a",
+        mode: "hang",
+        lease_ms: LEASE_MS,
+        ..Spawn::default()
+    });
+    let a_start = wait_start(&workers, id, "a").await;
+    assert_eq!(info(&q, id).await.state, TaskState::Active);
+    workers.sigkill("a");
+    let killed_at = now_us();
+    let lease_expires_us = lease_expires_ms(&backend.url, id).await * 1000;
+    assert_eq!(
+        info(&q, id).await.state,
+        TaskState::Active,
+        "the task of a killed worker stays active until its lease expires and a recoverer runs"
+    );
+
+    // B's recoverer finds the expired lease and puts the task back; B runs it.
+    workers.spawn(Spawn {
+        name: "b",
+        mode: "ok",
+        lease_ms: LEASE_MS,
+        ..Spawn::default()
+    });
+    let done = wait_state(&q, id, TaskState::Completed, Duration::from_secs(30)).await;
+    // Two more leases' worth of B running: nothing else may start the task.
+    tokio::time::sleep(Duration::from_millis(2 * LEASE_MS)).await;
+    workers.stop_all(Duration::from_secs(20));
+
+    let events = workers.events();
+    let s = starts(&events, id);
+    let e = ends(&events, id);
+    let b_start = s.last().unwrap();
+    eprintln!(
+        "killed worker: A started at +0 ms, killed at +{} ms, its lease expired at +{} ms, B \
+         restarted the task at +{} ms ({} ms after the kill); retried {}, last_err {:?}",
+        (killed_at - a_start.at_us) / 1000,
+        (lease_expires_us.saturating_sub(a_start.at_us)) / 1000,
+        (b_start.at_us - a_start.at_us) / 1000,
+        (b_start.at_us - killed_at) / 1000,
+        done.retried,
+        done.last_err
+    );
+    assert!(
+        b_start.at_us >= lease_expires_us,
+        "the task ran again only after A's lease expired"
+    );
+    assert_eq!(
+        s.iter().map(|e| e.worker.as_str()).collect::<Vec<_>>(),
+        ["a", "b"],
+        "the task started once on A, and again exactly once, on B: {s:?}"
+    );
+    assert_eq!(
+        (s[0].retried, s[1].retried),
+        (0, 1),
+        "the lost attempt counts as a failure"
+    );
+    assert!(b_start.at_us > killed_at);
+    assert_eq!(e.len(), 1, "only B's attempt ended: {e:?}");
+    assert_eq!(
+        (e[0].worker.as_str(), e[0].outcome.as_deref()),
+        ("b", Some("ok"))
+    );
+    assert_eq!(done.retried, 1);
+    let last_err = done.last_err.as_deref().unwrap_or_default();
+    assert!(
+        last_err.contains("lease expired"),
+        "last_err says the lease expired: {last_err:?}"
+    );
+    assert!(done.last_failed_at.is_some());
+    drop(workers);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_mid_task_runs_the_task_again_exactly_once_after_the_lease() {
+    killed_worker_task_runs_again_exactly_once(Backend::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_mid_task_runs_the_task_again_exactly_once_after_the_lease() {
+    if let Some(backend) = Backend::postgres("sigkill").await {
+        killed_worker_task_runs_again_exactly_once(backend).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIGSTOP past the lease, then SIGCONT: the stalled worker's late outcome changes nothing.
+
+/// A stalls (SIGSTOP) past its lease; B's recoverer puts the task back to `Retry`, with B's
+/// retry delay long enough that A wakes up (SIGCONT) and *succeeds* while the task waits: the
+/// late success must not complete it (it belongs to no lease any more). Then B runs it.
+///
+/// `a_mode`: `stall-ok`, a [`Worker`](retry_runtime::durable::Worker) whose handler blocks its
+/// thread; or `raw-stall-ok`, a bare `Queue::claim` … `Queue::complete`, which also reports that
+/// the completion was refused.
+async fn stalled_worker_late_success_changes_nothing(backend: Backend, a_mode: &str) {
+    let q = backend.queue().await;
+    let id = "stalled-late-success";
+    q.enqueue(Task::new("job", &2u32).task_id(id))
+        .await
+        .expect("enqueue");
+    let mut workers = Workers::new(&backend);
+    workers.spawn(Spawn {
+        name: "a",
+        mode: a_mode,
+        lease_ms: LEASE_MS,
+        stall_ms: 1500,
+        ..Spawn::default()
+    });
+    wait_start(&workers, id, "a").await;
+    workers.signal("a", Signal::SIGSTOP);
+
+    workers.spawn(Spawn {
+        name: "b",
+        mode: "ok",
+        lease_ms: LEASE_MS,
+        retry_delay_ms: 6000,
+        ..Spawn::default()
+    });
+    let recovered = wait_state(&q, id, TaskState::Retry, Duration::from_secs(30)).await;
+    assert_eq!(recovered.retried, 1);
+
+    // A wakes up past its lease, finishes its handler with a success and tries to complete.
+    workers.signal("a", Signal::SIGCONT);
+    let late = wait_end(&workers, id, "a").await;
+    if a_mode == "raw-stall-ok" {
+        assert_eq!(
+            late.outcome.as_deref(),
+            Some("ok-fenced"),
+            "Queue::complete under an expired, recovered lease must be refused"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let retry_started = starts(&workers.events(), id).len() > 1;
+    let after = info(&q, id).await;
+    if !retry_started {
+        assert_eq!(
+            (after.state, after.retried),
+            (TaskState::Retry, 1),
+            "a success from an expired lease completed the task"
+        );
+    }
+
+    let done = wait_state(&q, id, TaskState::Completed, Duration::from_secs(30)).await;
+    workers.stop_all(Duration::from_secs(20));
+    let events = workers.events();
+    let s = starts(&events, id);
+    // The retry, when due, is claimed by whichever worker polls first: B, or A, awake again.
+    assert_eq!(
+        s.iter().map(|e| e.retried).collect::<Vec<_>>(),
+        [0, 1],
+        "one attempt by A, stalled, then one retry after A's late success: {s:?}"
+    );
+    assert_eq!(s[0].worker, "a");
+    assert!(
+        s[1].at_us > late.at_us,
+        "the retry started after A's late success"
+    );
+    assert_eq!(done.retried, 1);
+    assert!(
+        done.last_err
+            .as_deref()
+            .unwrap_or_default()
+            .contains("lease expired")
+    );
+    drop(workers);
+    backend.cleanup().await;
+}
+
+/// A stalls past its lease; B recovers and completes the task; then A wakes up and *fails*:
+/// the late failure must not touch the completed task (no retry, no new `last_err`).
+async fn stalled_worker_late_failure_changes_nothing(backend: Backend) {
+    let q = backend.queue().await;
+    let id = "stalled-late-failure";
+    q.enqueue(Task::new("job", &3u32).task_id(id))
+        .await
+        .expect("enqueue");
+    let mut workers = Workers::new(&backend);
+    workers.spawn(Spawn {
+        name: "a",
+        mode: "stall-err",
+        lease_ms: LEASE_MS,
+        stall_ms: 1500,
+        ..Spawn::default()
+    });
+    wait_start(&workers, id, "a").await;
+    workers.signal("a", Signal::SIGSTOP);
+
+    workers.spawn(Spawn {
+        name: "b",
+        mode: "ok",
+        lease_ms: LEASE_MS,
+        ..Spawn::default()
+    });
+    let done = wait_state(&q, id, TaskState::Completed, Duration::from_secs(30)).await;
+    assert_eq!(done.retried, 1);
+
+    workers.signal("a", Signal::SIGCONT);
+    let late = wait_end(&workers, id, "a").await;
+    assert_eq!(late.outcome.as_deref(), Some("err"));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let after = info(&q, id).await;
+    assert_eq!(
+        (after.state, after.retried, after.last_err.clone()),
+        (TaskState::Completed, 1, done.last_err.clone()),
+        "a failure from an expired lease changed the completed task"
+    );
+    workers.stop_all(Duration::from_secs(20));
+    assert_eq!(
+        starts(&workers.events(), id).len(),
+        2,
+        "no third attempt after A's late failure"
+    );
+    drop(workers);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigstop_past_the_lease_then_late_success_changes_nothing() {
+    stalled_worker_late_success_changes_nothing(Backend::sqlite(), "stall-ok").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigstop_past_the_lease_then_late_complete_call_is_fenced() {
+    stalled_worker_late_success_changes_nothing(Backend::sqlite(), "raw-stall-ok").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigstop_past_the_lease_then_late_failure_changes_nothing() {
+    stalled_worker_late_failure_changes_nothing(Backend::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigstop_past_the_lease_then_late_success_changes_nothing() {
+    if let Some(backend) = Backend::postgres("sigstop_success").await {
+        stalled_worker_late_success_changes_nothing(backend, "stall-ok").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigstop_past_the_lease_then_late_complete_call_is_fenced() {
+    if let Some(backend) = Backend::postgres("sigstop_raw").await {
+        stalled_worker_late_success_changes_nothing(backend, "raw-stall-ok").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigstop_past_the_lease_then_late_failure_changes_nothing() {
+    if let Some(backend) = Backend::postgres("sigstop_failure").await {
+        stalled_worker_late_failure_changes_nothing(backend).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// N processes × M tasks with random failures: each task succeeds exactly once, its attempts
+// never overlap, and each failed attempt counted exactly one retry.
+
+async fn many_workers_many_tasks(backend: Backend, processes: usize, tasks: usize) {
+    let q = backend.queue().await;
+    let ids: Vec<String> = (0..tasks).map(|i| format!("t{i:04}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        q.enqueue(Task::new("job", &i).task_id(id.clone()))
+            .await
+            .expect("enqueue");
+    }
+    let mut workers = Workers::new(&backend);
+    let names: Vec<String> = (0..processes).map(|i| format!("w{i}")).collect();
+    let started = Instant::now();
+    for name in &names {
+        workers.spawn(Spawn {
+            name,
+            mode: "random",
+            concurrency: 4,
+            lease_ms: 2000,
+            retry_delay_ms: 50,
+            ..Spawn::default()
+        });
+    }
+    let want: HashSet<&str> = ids.iter().map(String::as_str).collect();
+    wait_for(
+        &format!("{tasks} tasks to succeed"),
+        Duration::from_secs(60),
+        || async {
+            let events = workers.events();
+            let ok: HashSet<&str> = events
+                .iter()
+                .filter(|e| e.outcome.as_deref() == Some("ok"))
+                .map(|e| e.task.as_str())
+                .collect();
+            (ok.len() == want.len()).then_some(())
+        },
+    )
+    .await;
+    let mut infos = BTreeMap::new();
+    for id in &ids {
+        let info = wait_state(&q, id, TaskState::Completed, Duration::from_secs(20)).await;
+        infos.insert(id.clone(), info);
+    }
+    let elapsed = started.elapsed();
+    workers.stop_all(Duration::from_secs(30));
+
+    let events = workers.events();
+    let mut attempts_total = 0;
+    let mut per_worker: BTreeMap<&str, usize> = BTreeMap::new();
+    for id in &ids {
+        let s = starts(&events, id);
+        let e = ends(&events, id);
+        attempts_total += s.len();
+        for start in &s {
+            *per_worker.entry(start.worker.as_str()).or_default() += 1;
+        }
+        assert_eq!(s.len(), e.len(), "{id}: every attempt ended: {s:?} {e:?}");
+        // Attempt k (0-based) saw retried = k; it ended before attempt k + 1 started.
+        for (k, (start, end)) in s.iter().zip(&e).enumerate() {
+            assert_eq!(
+                start.retried as usize, k,
+                "{id}: attempts out of order: {s:?}"
+            );
+            assert_eq!(
+                (&end.worker, end.retried),
+                (&start.worker, start.retried),
+                "{id}: attempt {k} ended on another worker: {s:?} {e:?}"
+            );
+            assert!(end.at_us >= start.at_us);
+            if let Some(next) = s.get(k + 1) {
+                assert!(
+                    end.at_us <= next.at_us,
+                    "{id}: attempt {} started on {} before attempt {k} ended on {}: {s:?} {e:?}",
+                    k + 1,
+                    next.worker,
+                    end.worker
+                );
+            }
+        }
+        let oks = e
+            .iter()
+            .filter(|e| e.outcome.as_deref() == Some("ok"))
+            .count();
+        assert_eq!(oks, 1, "{id} succeeded exactly once: {e:?}");
+        assert_eq!(e.last().unwrap().outcome.as_deref(), Some("ok"));
+        let info = &infos[id];
+        assert_eq!(
+            info.retried as usize + 1,
+            s.len(),
+            "{id}: retried counts every failed attempt once"
+        );
+    }
+    eprintln!(
+        "{processes} processes x {tasks} tasks: {attempts_total} attempts ({} failed) in {:.1} s; \
+         attempts per worker {per_worker:?}",
+        attempts_total - tasks,
+        elapsed.as_secs_f64()
+    );
+    assert!(
+        attempts_total > tasks,
+        "the random failures happened ({attempts_total} attempts)"
+    );
+    assert!(
+        per_worker.len() == processes,
+        "every process took part: {per_worker:?}"
+    );
+    drop(workers);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_four_processes_two_hundred_tasks_random_failures_each_succeeds_exactly_once() {
+    if let Some(backend) = Backend::postgres("many").await {
+        many_workers_many_tasks(backend, 4, 200).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_two_processes_hundred_tasks_random_failures_each_succeeds_exactly_once() {
+    many_workers_many_tasks(Backend::sqlite(), 2, 100).await;
+}
+
+#[test]
+fn with_database_replaces_only_the_database() {
+    assert_eq!(
+        with_database("postgres://postgres@127.0.0.1:5432/retry_test", "x"),
+        "postgres://postgres@127.0.0.1:5432/x"
+    );
+    assert_eq!(
+        with_database("postgres://u:p@h:1/db?sslmode=disable", "x"),
+        "postgres://u:p@h:1/x?sslmode=disable"
+    );
+    assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
+}

@@ -115,6 +115,33 @@ macro_rules! shared_statements {
             row.as_ref().map(Row::decode::<$row>).transpose()
         }
 
+        /// Claims up to `limit` due tasks with the backend's `CLAIM` statement, oldest due
+        /// first.
+        pub(super) async fn claim(
+            pool: &$pool,
+            queue: &str,
+            now: i64,
+            limit: i64,
+            token: i64,
+            lease_until: i64,
+        ) -> Result<Vec<Row>, sqlx::Error> {
+            let rows = sqlx::query(CLAIM)
+                .bind(queue)
+                .bind(now)
+                .bind(limit)
+                .bind(token)
+                .bind(lease_until)
+                .fetch_all(pool)
+                .await?;
+            let mut rows = rows
+                .iter()
+                .map(Row::decode::<$row>)
+                .collect::<Result<Vec<_>, _>>()?;
+            // RETURNING gives rows in no particular order.
+            rows.sort_by(|a, b| (a.next_process_ms, &a.id).cmp(&(b.next_process_ms, &b.id)));
+            Ok(rows)
+        }
+
         pub(super) async fn get(pool: &$pool, queue: &str, id: &str) -> Result<Option<Row>, sqlx::Error> {
             let row = sqlx::query(GET).bind(queue).bind(id).fetch_optional(pool).await?;
             row.as_ref().map(Row::decode::<$row>).transpose()

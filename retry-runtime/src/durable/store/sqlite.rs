@@ -85,29 +85,4 @@ pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     sqlx::raw_sql(SCHEMA).execute(pool).await.map(drop)
 }
 
-pub(super) async fn claim(
-    pool: &SqlitePool,
-    queue: &str,
-    now: i64,
-    limit: i64,
-    token: i64,
-    lease_until: i64,
-) -> Result<Vec<Row>, sqlx::Error> {
-    let rows = sqlx::query(CLAIM)
-        .bind(queue)
-        .bind(now)
-        .bind(limit)
-        .bind(token)
-        .bind(lease_until)
-        .fetch_all(pool)
-        .await?;
-    let mut rows = rows
-        .iter()
-        .map(Row::decode::<SqliteRow>)
-        .collect::<Result<Vec<_>, _>>()?;
-    // RETURNING gives rows in no particular order.
-    rows.sort_by(|a, b| (a.next_process_ms, &a.id).cmp(&(b.next_process_ms, &b.id)));
-    Ok(rows)
-}
-
 shared_statements!(SqlitePool, SqliteRow);

@@ -11,6 +11,7 @@ use std::time::Duration;
 use retry_runtime::Classify;
 use tokio::time::Instant;
 
+pub mod adapter;
 pub mod gateway;
 
 /// How one call to the fake system fails.

@@ -6,13 +6,13 @@
 //! schedule is not the point, and only lower bounds of time are asserted.
 
 use std::error::Error as _;
-use std::fmt;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_runtime::http::{StatusError, error_for_status};
-use retry_runtime::{Classify, idempotency_key_v5, retry};
+use retry_runtime::http::StatusError;
+use retry_runtime::{Classify, retry};
+use retry_tests::adapter::{Order, PaymentError, decode};
 use retry_tests::gateway::{
     ChargeRequest, Fault, FaultPlan, Gateway, IDEMPOTENCY_KEY, Kind, Outcome, Payment,
 };
@@ -28,62 +28,6 @@ const SLOW: Duration = ms(1000);
 const UNAVAILABLE: Fault = Fault::Unavailable {
     retry_after_secs: 0,
 };
-
-/// An order; its key is derived from it once, when it is created (R-RES-RE-1).
-struct Order {
-    id: String,
-    amount: u64,
-    idempotency_key: String,
-}
-
-impl Order {
-    fn new(id: &str, amount: u64) -> Self {
-        Order {
-            id: id.to_owned(),
-            amount,
-            idempotency_key: idempotency_key_v5(id, "register").to_string(),
-        }
-    }
-}
-
-/// What a call to the gateway can fail with.
-#[derive(Debug)]
-enum PaymentError {
-    /// No usable response: timeout, reset, refused connection…
-    Http(reqwest::Error),
-    /// A response with a failure status.
-    Status(StatusError),
-    /// A success whose body is not a `Payment`.
-    Decode(serde_json::Error),
-}
-
-impl fmt::Display for PaymentError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PaymentError::Http(e) => write!(f, "{e}"),
-            PaymentError::Status(e) => write!(f, "{e}"),
-            PaymentError::Decode(e) => write!(f, "unreadable payment: {e}"),
-        }
-    }
-}
-
-impl Classify for PaymentError {
-    fn is_transient(&self) -> bool {
-        match self {
-            PaymentError::Http(e) => e.is_transient(),
-            PaymentError::Status(e) => e.is_transient(),
-            PaymentError::Decode(_) => false,
-        }
-    }
-
-    fn retry_after(&self) -> Option<Duration> {
-        match self {
-            PaymentError::Http(e) => e.retry_after(),
-            PaymentError::Status(e) => e.retry_after(),
-            PaymentError::Decode(_) => None,
-        }
-    }
-}
 
 /// The adapter under test.
 struct Client {
@@ -135,13 +79,6 @@ impl Client {
     async fn payment_status(&self, payment_id: &str) -> Result<Payment, PaymentError> {
         self.get(payment_id).await
     }
-}
-
-async fn decode(sent: reqwest::Result<reqwest::Response>) -> Result<Payment, PaymentError> {
-    let response =
-        error_for_status(sent.map_err(PaymentError::Http)?).map_err(PaymentError::Status)?;
-    let body = response.bytes().await.map_err(PaymentError::Http)?;
-    serde_json::from_slice(&body).map_err(PaymentError::Decode)
 }
 
 /// A gateway with no random faults (only forced ones), and a client of it.
@@ -277,7 +214,7 @@ async fn a_keyed_write_charges_once_whatever_the_fault() {
         (Fault::Lost, Outcome::Lost, Outcome::Replayed),
     ];
     for (fault, first, second) in cases {
-        let order = Order::new(&format!("{fault:?}"), 4_990);
+        let order = Order::new(format!("{fault:?}"), 4_990);
         gateway.force(&order.id, [Some(fault)]);
 
         let payment = client
@@ -312,7 +249,7 @@ async fn a_keyed_write_charges_once_when_faults_follow_each_other() {
         [Fault::ServerError, Fault::Slow],
     ];
     for faults in cases {
-        let order = Order::new(&format!("{faults:?}"), 1_000);
+        let order = Order::new(format!("{faults:?}"), 1_000);
         gateway.force(&order.id, faults.map(Some));
 
         let payment = client
@@ -333,7 +270,7 @@ async fn without_a_key_a_retry_after_a_slow_or_lost_response_charges_twice() {
     // What the keyed tests above guard against, and proof that the gateway counts it.
     let (gateway, client) = start().await;
     for fault in [Fault::Slow, Fault::Lost] {
-        let order = Order::new(&format!("{fault:?}"), 4_990);
+        let order = Order::new(format!("{fault:?}"), 4_990);
         gateway.force(&order.id, [Some(fault)]);
         let error = client.post(&order, None).await.unwrap_err();
         assert!(error.is_transient());
@@ -390,7 +327,7 @@ async fn attempts_never_exceed_the_cap() {
 
     // An always-failing write: 3 attempts (the default), then the last error.
     for fault in [UNAVAILABLE, Fault::ServerError, Fault::Reset] {
-        let order = Order::new(&format!("{fault:?}"), 4_990);
+        let order = Order::new(format!("{fault:?}"), 4_990);
         gateway.force(&order.id, [Some(fault); 5]);
         let error = client.register(&order).await.unwrap_err();
         assert!(error.is_transient(), "{fault:?}: {error:?}");
@@ -462,7 +399,7 @@ async fn under_random_faults_no_order_is_charged_twice() {
     for n in 0..60 {
         let client = Arc::clone(&client);
         calls.spawn(async move {
-            let order = Order::new(&format!("order-{n}"), 100 + n);
+            let order = Order::new(format!("order-{n}"), 100 + n);
             let registered = client.register(&order).await;
             (order.id, registered.ok())
         });
@@ -499,7 +436,7 @@ async fn the_same_seed_injects_the_same_faults() {
         let client = Client::new(&gateway);
         let mut seen = Vec::new();
         for n in 0..30 {
-            let order = Order::new(&format!("order-{n}"), 100);
+            let order = Order::new(format!("order-{n}"), 100);
             for _ in 0..2 {
                 let _ = client.post(&order, Some(&order.idempotency_key)).await;
             }

@@ -48,7 +48,6 @@
 //! asks for (`tests/tests/budget.rs` tests budgets).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -56,8 +55,8 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng as _};
-use retry_runtime::http::{StatusError, error_for_status};
-use retry_runtime::{AttemptTimedOut, Budget, Classify, idempotency_key_v5, retry, set_budget};
+use retry_runtime::{Budget, Classify, retry, set_budget};
+use retry_tests::adapter::{Order, PaymentError, decode};
 use retry_tests::gateway::{
     ChargeRequest, Fault, FaultPlan, Gateway, IDEMPOTENCY_KEY, Kind, Outcome, Payment,
 };
@@ -127,73 +126,6 @@ const FULL: Size = Size {
 
 // ---------------------------------------------------------------------------------------------
 // The adapter: a reqwest client with `#[retry]` methods, each attempt logged.
-
-/// An order; its key is derived from it once, when it is created (R-RES-RE-1).
-struct Order {
-    id: String,
-    amount: u64,
-    idempotency_key: String,
-}
-
-impl Order {
-    fn new(id: String, amount: u64) -> Self {
-        let idempotency_key = idempotency_key_v5(&id, "register").to_string();
-        Order {
-            id,
-            amount,
-            idempotency_key,
-        }
-    }
-}
-
-/// What a call to the gateway can fail with.
-#[derive(Debug)]
-enum PaymentError {
-    /// No usable response: timeout, reset…
-    Http(reqwest::Error),
-    /// A response with a failure status.
-    Status(StatusError),
-    /// A success whose body is not a `Payment`.
-    Decode(serde_json::Error),
-    /// The attribute's per-attempt `timeout` ran out.
-    TimedOut(AttemptTimedOut),
-}
-
-impl fmt::Display for PaymentError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PaymentError::Http(e) => write!(f, "{e}"),
-            PaymentError::Status(e) => write!(f, "{e}"),
-            PaymentError::Decode(e) => write!(f, "unreadable payment: {e}"),
-            PaymentError::TimedOut(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl From<AttemptTimedOut> for PaymentError {
-    fn from(timeout: AttemptTimedOut) -> Self {
-        PaymentError::TimedOut(timeout)
-    }
-}
-
-impl Classify for PaymentError {
-    fn is_transient(&self) -> bool {
-        match self {
-            PaymentError::Http(e) => e.is_transient(),
-            PaymentError::Status(e) => e.is_transient(),
-            PaymentError::Decode(_) => false,
-            PaymentError::TimedOut(e) => e.is_transient(),
-        }
-    }
-
-    fn retry_after(&self) -> Option<Duration> {
-        match self {
-            PaymentError::Http(e) => e.retry_after(),
-            PaymentError::Status(e) => e.retry_after(),
-            PaymentError::Decode(_) | PaymentError::TimedOut(_) => None,
-        }
-    }
-}
 
 /// What one attempt ended with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -355,13 +287,6 @@ impl Client {
         attempt.finish(class(&result));
         result
     }
-}
-
-async fn decode(sent: reqwest::Result<reqwest::Response>) -> Result<Payment, PaymentError> {
-    let response =
-        error_for_status(sent.map_err(PaymentError::Http)?).map_err(PaymentError::Status)?;
-    let body = response.bytes().await.map_err(PaymentError::Http)?;
-    serde_json::from_slice(&body).map_err(PaymentError::Decode)
 }
 
 type Breaker = failsafe::StateMachine<

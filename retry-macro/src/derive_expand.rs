@@ -63,6 +63,13 @@ pub fn expand(derive: &Derive) -> TokenStream {
             }
         }
     });
+    let is_rejection = rejection(krate, &derive.shape).map(|body| {
+        quote! {
+            fn is_rejection(&self) -> bool {
+                #body
+            }
+        }
+    });
     quote! {
         #[automatically_derived]
         impl #impl_generics #krate::Classify for #ident #ty_generics #where_clause {
@@ -70,6 +77,45 @@ pub fn expand(derive: &Derive) -> TokenStream {
                 #is_transient
             }
             #retry_after
+            #is_rejection
+        }
+    }
+}
+
+/// The body of `is_rejection` when a delegated field may say so; `None` keeps the trait's
+/// default (`false`): only a wrapped error (a circuit breaker's, say) can be a rejection.
+fn rejection(krate: &Path, shape: &Shape) -> Option<TokenStream> {
+    match shape {
+        Shape::Struct(Verdict::Delegate(inner)) => {
+            let (fields, call) = (fields(inner), delegate(krate, inner, "is_rejection"));
+            Some(quote! {
+                let Self #fields = self;
+                #call
+            })
+        }
+        Shape::Struct(_) => None,
+        Shape::Enum(variants) => {
+            let arms: Vec<TokenStream> = variants
+                .iter()
+                .filter_map(|(variant, verdict)| match verdict {
+                    Verdict::Delegate(inner) => {
+                        let (fields, call) =
+                            (fields(inner), delegate(krate, inner, "is_rejection"));
+                        Some(quote!(Self::#variant #fields => #call,))
+                    }
+                    _ => None,
+                })
+                .collect();
+            if arms.is_empty() {
+                return None;
+            }
+            let others = (arms.len() < variants.len()).then(|| quote!(_ => false,));
+            Some(quote! {
+                match self {
+                    #(#arms)*
+                    #others
+                }
+            })
         }
     }
 }

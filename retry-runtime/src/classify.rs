@@ -62,6 +62,18 @@ pub trait Classify {
     fn retry_after(&self) -> Option<Duration> {
         None
     }
+
+    /// true when the call was never made: a circuit breaker (or a bulkhead) refused it.
+    ///
+    /// `#[retry]` never retries a rejection, as it is never transient (R-RES-RE-X4). The durable
+    /// queue reads this too: a task whose attempt was rejected did not reach the external system,
+    /// so the attempt is **not counted** as a failure and the task waits its normal delay
+    /// (module `durable`, features `sqlite` / `postgres`). Default: `false`; `failsafe::Error::Rejected`
+    /// (feature `failsafe`) says `true`, and the boxed and `anyhow` impls find it in the source
+    /// chain.
+    fn is_rejection(&self) -> bool {
+        false
+    }
 }
 
 /// Timeouts, resets, refused or aborted connections, broken pipes, interrupted calls and

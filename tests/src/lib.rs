@@ -12,6 +12,7 @@ use retry_runtime::Classify;
 use tokio::time::Instant;
 
 pub mod adapter;
+pub mod durable_env;
 pub mod gateway;
 
 /// How one call to the fake system fails.

@@ -21,6 +21,13 @@ pub enum Error {
     /// queue, in any state, including a completed one that is still retained. A second hand-over
     /// of the same keyed call ends here instead of charging twice.
     TaskIdConflict,
+    /// [`Queue::enqueue`](super::Queue::enqueue) of a [`unique`](super::Task::unique) task:
+    /// a task of the same queue, kind and payload, enqueued with `unique`, is neither completed
+    /// nor archived and its uniqueness has not expired (asynq's `ErrDuplicateTask`).
+    DuplicateTask {
+        /// The id of the task that holds the uniqueness.
+        id: String,
+    },
     /// The inspector was given an id no task of this queue has.
     TaskNotFound,
     /// The inspector refuses to delete or re-run a task while a worker holds it.
@@ -99,6 +106,11 @@ impl fmt::Display for Error {
             Error::TaskIdConflict => {
                 f.write_str("task id conflict: a task with this id already exists in the queue")
             }
+            Error::DuplicateTask { id } => write!(
+                f,
+                "duplicate task: task {id:?} of the same kind and payload is still unique in \
+                 the queue"
+            ),
             Error::TaskNotFound => f.write_str("no task with this id in the queue"),
             Error::TaskActive => f.write_str(
                 "the task is active (a worker holds its lease): wait for the attempt to end",
@@ -202,19 +214,13 @@ impl StdError for SkipRetry {
     }
 }
 
-/// The error and its sources, the error itself first, at most 32 links.
-pub(crate) fn chain(err: &BoxError) -> impl Iterator<Item = &(dyn StdError + 'static)> {
-    let first: &(dyn StdError + 'static) = &**err;
-    std::iter::successors(Some(first), |e: &&(dyn StdError + 'static)| (*e).source()).take(32)
-}
-
-/// true when the attempt's error says no later attempt can succeed.
-pub(crate) fn is_skip_retry(err: &BoxError) -> bool {
-    chain(err).any(|e| {
-        e.is::<SkipRetry>()
-            || e.downcast_ref::<Error>()
-                .is_some_and(Error::is_permanent_attempt_error)
-    })
+/// The error and its sources, the error itself first, at most
+/// [`MAX_CHAIN`](crate::integrations::erased::MAX_CHAIN) links (the bound the `Classify` walk
+/// uses: a buggy `source()` that returns its own error must not hang the worker).
+pub(crate) fn chain<'e>(
+    err: &'e (dyn StdError + 'static),
+) -> impl Iterator<Item = &'e (dyn StdError + 'static)> {
+    std::iter::successors(Some(err), |&e| e.source()).take(crate::integrations::erased::MAX_CHAIN)
 }
 
 /// Longest `last_err` stored, in bytes.
@@ -224,7 +230,7 @@ const MAX_ERR_TEXT: usize = 4096;
 /// joined by `": "`, cut at 4 KiB.
 pub(crate) fn error_text(err: &BoxError) -> String {
     let mut text = String::new();
-    for e in chain(err) {
+    for e in chain(&**err) {
         let part = e.to_string();
         if part.is_empty() || text.contains(&part) {
             continue;
@@ -267,24 +273,9 @@ mod tests {
     }
 
     #[test]
-    fn skip_retry_is_found_in_the_source_chain() {
-        let direct: BoxError = SkipRetry::new("no").into();
+    fn error_text_joins_the_chain() {
         let wrapped: BoxError = Box::new(Outer(SkipRetry::new("card blocked")));
-        let plain: BoxError = "timeout".into();
-        assert!(is_skip_retry(&direct));
-        assert!(is_skip_retry(&wrapped));
-        assert!(!is_skip_retry(&plain));
         assert_eq!(error_text(&wrapped), "charge failed: card blocked");
-    }
-
-    #[test]
-    fn decode_and_unknown_kind_are_permanent_other_errors_are_not() {
-        let decode: BoxError = Error::Decode(serde_json::from_str::<u8>("x").unwrap_err()).into();
-        let unknown: BoxError = Error::UnknownKind("x".into()).into();
-        let timed_out: BoxError = Error::TimedOut(Duration::from_secs(1)).into();
-        assert!(is_skip_retry(&decode));
-        assert!(is_skip_retry(&unknown));
-        assert!(!is_skip_retry(&timed_out));
     }
 
     #[test]

@@ -175,9 +175,25 @@
 //! ([`Queue::claim`], [`Queue::extend_lease`], [`Queue::complete`], [`Queue::requeue`],
 //! [`Worker::fail`]) is public, for custom workers and for fencing tests.
 
+/// Logs through `tracing` when the feature is on; otherwise only evaluates its values.
+macro_rules! event {
+    ($level:ident, $msg:literal $(, $key:ident = $value:expr)* $(,)?) => {{
+        #[cfg(feature = "tracing")]
+        ::tracing::$level!($($key = %$value,)* $msg);
+        #[cfg(not(feature = "tracing"))]
+        {
+            $(let _ = &$value;)*
+        }
+    }};
+}
+
 mod error;
+mod failure;
 mod inspector;
+mod janitor;
+mod processor;
 mod queue;
+mod recoverer;
 mod schedule;
 mod store;
 mod task;

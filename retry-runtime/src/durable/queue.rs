@@ -156,6 +156,7 @@ impl Queue {
     /// [`Error::Invalid`] for an empty kind or id, and [`Error::Unreachable`] /
     /// [`Error::Database`] when nothing could be written.
     pub async fn enqueue(&self, task: Task) -> Result<TaskInfo, Error> {
+        let timeout = task.attempt_timeout();
         let payload = task.payload.map_err(Error::Encode)?;
         if payload.len() > MAX_PAYLOAD_BYTES {
             return Err(Error::PayloadTooLarge {
@@ -182,25 +183,64 @@ impl Queue {
         } else {
             TaskState::Pending
         };
-        let key_expires = task
-            .key_ttl
-            .map(|ttl| to_ms(now).saturating_add(duration_ms(ttl)));
+        let now_ms = to_ms(now);
+        let after = |d: Duration| now_ms.saturating_add(duration_ms(d));
+        let unique_key = task.unique.map(|_| unique_key(&task.kind, &payload));
         let new = NewTask {
             id: &id,
             kind: &task.kind,
             payload: &payload,
             state,
             max_retry: task.max_retry,
-            timeout_ms: duration_ms(task.timeout),
+            timeout_ms: duration_ms(timeout),
             deadline_ms: task.deadline.map(to_ms),
-            key_expires_ms: key_expires,
+            key_expires_ms: task.key_ttl.map(after),
             next_process_ms: to_ms(due),
-            created_ms: to_ms(now),
+            created_ms: now_ms,
+            retention_ms: task.retention.map(duration_ms),
+            unique_key: unique_key.as_deref(),
+            unique_until_ms: task.unique.map(after),
         };
-        match self.store.insert(&self.name, &new).await? {
-            Some(row) => Ok(row.into_info()),
-            None => Err(Error::TaskIdConflict),
+        if let Some(row) = self.store.insert(&self.name, &new).await? {
+            return Ok(row.into_info());
         }
+        if self.store.exists(&self.name, &id).await? {
+            return Err(Error::TaskIdConflict);
+        }
+        let Some(unique_key) = new.unique_key else {
+            // The conflicting row went away in between (deleted or trimmed): one more try.
+            return self.insert_again(&new).await;
+        };
+        // A unique task holds the key. Once its ttl has run out, the key is free: release it
+        // (one statement, so of two enqueues racing here only one wins) and insert again.
+        if self
+            .store
+            .release_unique(&self.name, unique_key, now_ms)
+            .await?
+        {
+            return self.insert_again(&new).await;
+        }
+        match self.store.unique_holder(&self.name, unique_key).await? {
+            Some((holder, _)) => Err(Error::DuplicateTask { id: holder }),
+            None => self.insert_again(&new).await,
+        }
+    }
+
+    /// The last try of an insert whose conflict went away: a conflict now is reported as such.
+    async fn insert_again(&self, new: &NewTask<'_>) -> Result<TaskInfo, Error> {
+        if let Some(row) = self.store.insert(&self.name, new).await? {
+            return Ok(row.into_info());
+        }
+        if self.store.exists(&self.name, new.id).await? {
+            return Err(Error::TaskIdConflict);
+        }
+        let holder = match new.unique_key {
+            Some(key) => self.store.unique_holder(&self.name, key).await?,
+            None => None,
+        };
+        Err(Error::DuplicateTask {
+            id: holder.map(|(id, _)| id).unwrap_or_default(),
+        })
     }
 
     /// The hand-over from `#[retry]` to the queue: enqueues `kind` with `payload` under the task
@@ -239,6 +279,17 @@ impl Queue {
     /// [`complete`](Queue::complete), [`Worker::fail`](super::Worker::fail) or
     /// [`requeue`](Queue::requeue), or its lease left to expire.
     pub async fn claim(&self, max: usize, lease: Duration) -> Result<Vec<ActiveTask>, Error> {
+        self.claim_kinds(max, lease, None).await
+    }
+
+    /// [`claim`](Queue::claim), of the kinds in `kinds` only (a JSON array of strings; `None`:
+    /// any kind): a worker leaves the kinds it has no handler for to the workers that do.
+    pub(crate) async fn claim_kinds(
+        &self,
+        max: usize,
+        lease: Duration,
+        kinds: Option<&str>,
+    ) -> Result<Vec<ActiveTask>, Error> {
         if max == 0 {
             return Ok(Vec::new());
         }
@@ -248,7 +299,7 @@ impl Queue {
         let lease_until = now.saturating_add(duration_ms(lease));
         let rows = self
             .store
-            .claim(&self.name, now, limit, token, lease_until)
+            .claim(&self.name, now, limit, token, lease_until, kinds)
             .await?;
         Ok(rows.into_iter().map(|row| row.into_active()).collect())
     }
@@ -288,31 +339,6 @@ impl Queue {
         let now = to_ms(self.clock.now());
         self.store.requeue(&self.name, Fence::of(task), now).await
     }
-
-    /// Deletes archived tasks beyond the archive limits, and completed tasks past their
-    /// retention; returns how many were deleted.
-    pub async fn trim(&self) -> Result<u64, Error> {
-        let archived = self.trim_archive().await?;
-        let cutoff = self
-            .clock
-            .now()
-            .checked_sub(self.completed_retention)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        let completed = self.store.trim_completed(&self.name, to_ms(cutoff)).await?;
-        Ok(archived + completed)
-    }
-
-    pub(crate) async fn trim_archive(&self) -> Result<u64, Error> {
-        let cutoff = self
-            .clock
-            .now()
-            .checked_sub(self.archive_max_age)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        let keep = i64::try_from(self.archive_max_tasks).unwrap_or(i64::MAX);
-        self.store
-            .trim_archive(&self.name, to_ms(cutoff), keep)
-            .await
-    }
 }
 
 impl fmt::Debug for Queue {
@@ -347,6 +373,18 @@ fn check_name(what: &str, value: &str) -> Result<(), Error> {
         )));
     }
     Ok(())
+}
+
+/// What makes a [`unique`](Task::unique) task the same as another of its queue: the SHA-256 of
+/// its kind and payload (stored as hex; a payload can be far longer than an index entry may be).
+fn unique_key(kind: &str, payload: &str) -> String {
+    use sha2::{Digest as _, Sha256};
+    let digest = Sha256::new()
+        .chain_update(kind.as_bytes())
+        .chain_update([0])
+        .chain_update(payload.as_bytes())
+        .finalize();
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// A random id in the UUID v4 text format.

@@ -157,6 +157,16 @@ impl DelayRng {
             RngInner::Fixed(value) => *value,
         }
     }
+
+    /// A value in `0..bound` (`bound` > 0), for the worker's weighted queue picks; a fixed
+    /// generator gives its value modulo `bound`.
+    pub(crate) fn below(&mut self, bound: u64) -> u64 {
+        let bound = bound.max(1);
+        match &mut self.inner {
+            RngInner::Seeded(rng) => rng.random_range(0..bound),
+            RngInner::Fixed(value) => u64::from(*value) % bound,
+        }
+    }
 }
 
 impl Default for DelayRng {

@@ -18,7 +18,8 @@ pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
 /// Retries allowed by default after the first attempt fails (asynq's `MaxRetry`): up to 26 runs.
 pub const DEFAULT_MAX_RETRY: u32 = 25;
 
-/// The default bound on one attempt: 30 minutes.
+/// The bound on one attempt of a task that has neither a [`timeout`](Task::timeout) nor a
+/// [`deadline`](Task::deadline): 30 minutes.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// Longest task id or kind, in bytes.
@@ -33,8 +34,8 @@ pub(crate) const MAX_NAME_BYTES: usize = 1024;
 ///   └─► Scheduled ──► Active ──► Completed
 ///      (process_at)     │
 ///                       ├──► Retry ──(due)──► Active …
-///                       └──► Archived (SkipRetry, retries exhausted, key expired,
-///                                      unknown kind, undecodable payload)
+///                       └──► Archived (SkipRetry, a permanent error, retries exhausted,
+///                                      key expired, deadline passed, undecodable payload)
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TaskState {
@@ -132,10 +133,13 @@ pub struct Task {
     pub(crate) payload: Result<String, serde_json::Error>,
     pub(crate) id: Option<String>,
     pub(crate) max_retry: u32,
-    pub(crate) timeout: Duration,
+    /// `None`: not set (the default applies unless there is a deadline).
+    pub(crate) timeout: Option<Duration>,
     pub(crate) deadline: Option<SystemTime>,
     pub(crate) key_ttl: Option<Duration>,
     pub(crate) process_at: Option<When>,
+    pub(crate) unique: Option<Duration>,
+    pub(crate) retention: Option<Duration>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -155,10 +159,12 @@ impl Task {
             payload: serde_json::to_string(payload),
             id: None,
             max_retry: DEFAULT_MAX_RETRY,
-            timeout: DEFAULT_TIMEOUT,
+            timeout: None,
             deadline: None,
             key_ttl: None,
             process_at: None,
+            unique: None,
+            retention: None,
         }
     }
 
@@ -197,18 +203,63 @@ impl Task {
         self
     }
 
-    /// Bounds each attempt (default [`DEFAULT_TIMEOUT`], 30 min): an attempt still running
-    /// then has its future dropped and fails with [`Error::TimedOut`].
+    /// Bounds each attempt: an attempt still running then has its future dropped and fails
+    /// with [`Error::TimedOut`]. `Duration::ZERO` means no timeout.
+    ///
+    /// Without a timeout, an attempt of a task with a [`deadline`](Task::deadline) is bounded by
+    /// the deadline alone, and one of a task with neither is bounded by [`DEFAULT_TIMEOUT`]
+    /// (30 min), as in asynq.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.timeout = Some(timeout);
         self
     }
 
     /// No attempt runs past `deadline`: one still running then has its future dropped and fails
     /// with [`Error::DeadlineExceeded`], and a retry that would start after it is not scheduled:
-    /// the task is archived.
+    /// the task is archived. A task with a deadline and no [`timeout`](Task::timeout) has no
+    /// other bound on its attempts.
     pub fn deadline(mut self, deadline: SystemTime) -> Self {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// Makes the task unique for `ttl` (asynq's `Unique`): while a task of the same queue, kind
+    /// and payload enqueued with `unique` is neither completed nor archived and its `ttl` has
+    /// not run out, enqueueing another fails with [`Error::DuplicateTask`]. Payloads compare as
+    /// their JSON text, so serialize maps in a stable order.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+    /// use std::time::Duration;
+    /// use retry_runtime::durable::{Error, Queue, Task};
+    /// # let dir = std::env::temp_dir().join(format!("retry-doc-unique-{}", std::process::id()));
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let url = format!("sqlite://{}/tasks.db", dir.display());
+    /// let q = Queue::connect(&url).await?;
+    /// let hour = Duration::from_secs(3600);
+    /// let first = q.enqueue(Task::new("report", &42).unique(hour)).await?;
+    /// match q.enqueue(Task::new("report", &42).unique(hour)).await {
+    ///     Err(Error::DuplicateTask { id }) => assert_eq!(id, first.id),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// q.enqueue(Task::new("report", &43).unique(hour)).await?; // another payload
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn unique(mut self, ttl: Duration) -> Self {
+        self.unique = Some(ttl);
+        self
+    }
+
+    /// How long this task is kept once completed, instead of the queue's
+    /// [`completed_retention`](super::Queue::completed_retention) (7 days by default). While
+    /// kept, its id still conflicts: a shorter retention shortens the time in which a repeated
+    /// enqueue of the same id is refused.
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = Some(retention);
         self
     }
 
@@ -240,6 +291,16 @@ impl Task {
     /// The id given with [`task_id`](Task::task_id), if any.
     pub fn id(&self) -> Option<&str> {
         self.id.as_deref()
+    }
+
+    /// What bounds each attempt besides the deadline: the timeout given, none (zero) when only
+    /// a deadline was given, [`DEFAULT_TIMEOUT`] when neither was.
+    pub(crate) fn attempt_timeout(&self) -> Duration {
+        match (self.timeout, self.deadline) {
+            (Some(timeout), _) => timeout,
+            (None, Some(_)) => Duration::ZERO,
+            (None, None) => DEFAULT_TIMEOUT,
+        }
     }
 }
 
@@ -297,7 +358,8 @@ impl ActiveTask {
         &self.info
     }
 
-    /// The bound on this attempt.
+    /// The bound on each attempt from the task's timeout; `Duration::ZERO`: none (the attempt is
+    /// bounded by the task's deadline alone, if it has one).
     pub fn timeout(&self) -> Duration {
         self.timeout
     }

@@ -1,23 +1,27 @@
-//! The worker: claims due tasks, runs their handlers under a lease, and records each outcome
-//! with asynq's rules.
+//! The worker: its options, its handlers, and the loop that runs the components of asynq's
+//! server side by side — the processor ([`processor`](super::processor): claims due tasks and
+//! runs attempts), the recoverer ([`recoverer`](super::recoverer): expired leases) and the
+//! janitor ([`janitor`](super::janitor): the archive's and completed tasks' limits) — until its
+//! shutdown signal, then drains.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::task::{JoinError, JoinHandle, JoinSet};
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::task::{JoinError, JoinSet};
+use tokio::time::Instant;
 
-use super::error::{BoxError, Error, error_text, is_skip_retry};
+use super::error::{BoxError, Error};
+use super::failure::{Failure, Rules};
+use super::processor::attempt;
 use super::queue::Queue;
-use super::schedule::{DelayRng, default_retry_delay, from_ms, to_ms};
-use super::store::Fence;
-use super::task::ActiveTask;
+use super::schedule::DelayRng;
+use super::task::{ActiveTask, TaskInfo};
+use crate::Classify;
 
 /// How long a claim holds a task unless renewed; renewed every third of it while the handler runs.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -32,25 +36,13 @@ pub const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(5);
 /// (asynq's default); attempts still running then go back to pending.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
 
-type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>>;
-type Handler = Arc<dyn Fn(ActiveTask) -> HandlerFuture + Send + Sync>;
-type DelayFn = Arc<dyn Fn(u32, &BoxError, &ActiveTask) -> Duration + Send + Sync>;
-type FailureFn = Arc<dyn Fn(&BoxError) -> bool + Send + Sync>;
+pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send>>;
+pub(crate) type Handler = Arc<dyn Fn(ActiveTask) -> HandlerFuture + Send + Sync>;
+pub(crate) type ErrorFn = Arc<dyn Fn(&TaskInfo, &BoxError) + Send + Sync>;
 
-/// Logs through `tracing` when the feature is on; otherwise only evaluates its values.
-macro_rules! event {
-    ($level:ident, $msg:literal $(, $key:ident = $value:expr)* $(,)?) => {{
-        #[cfg(feature = "tracing")]
-        ::tracing::$level!($($key = %$value,)* $msg);
-        #[cfg(not(feature = "tracing"))]
-        {
-            $(let _ = &$value;)*
-        }
-    }};
-}
-
-/// Runs the tasks of one queue: claims due tasks, runs each kind's handler, and records the
-/// outcome with asynq's semantics (see the [module docs](super#semantics)).
+/// Runs the tasks of one queue, or of several with priorities: claims due tasks of the kinds it
+/// has handlers for, runs each kind's handler, and records the outcome with the rules of the
+/// [module docs](super#semantics).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -97,28 +89,28 @@ pub struct Worker {
     shutdown_timeout: Duration,
 }
 
-/// What every attempt of the worker needs.
+/// What every component of the worker needs.
 #[derive(Clone)]
-struct Shared {
-    queue: Queue,
-    lease: Duration,
-    handlers: HashMap<String, Handler>,
-    retry_delay: Option<DelayFn>,
-    is_failure: Option<FailureFn>,
-    rng: Arc<Mutex<DelayRng>>,
+pub(crate) struct Shared {
+    /// The handle [`Worker::new`] was given: its database, clock and name.
+    pub(crate) base: Queue,
+    /// The queues served, each with its weight; [`base`](Shared::base) alone by default.
+    pub(crate) queues: Vec<Served>,
+    /// Higher weights drained first instead of picked by weight.
+    pub(crate) strict_priority: bool,
+    pub(crate) lease: Duration,
+    pub(crate) handlers: HashMap<String, Handler>,
+    /// The kinds of [`handlers`](Shared::handlers) as a JSON array: a claim takes only these.
+    pub(crate) kinds: String,
+    pub(crate) rules: Rules,
+    pub(crate) on_error: Option<ErrorFn>,
 }
 
-/// What a failed attempt leads to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Decision {
-    Retry {
-        retried: u32,
-        at: SystemTime,
-        last_err: String,
-    },
-    Archive {
-        last_err: String,
-    },
+/// A queue a worker serves, and its weight.
+#[derive(Clone)]
+pub(crate) struct Served {
+    pub(crate) queue: Queue,
+    pub(crate) weight: u32,
 }
 
 impl Worker {
@@ -129,12 +121,21 @@ impl Worker {
     pub fn new(queue: Queue) -> Self {
         Worker {
             shared: Arc::new(Shared {
-                queue,
+                queues: vec![Served {
+                    queue: queue.clone(),
+                    weight: 1,
+                }],
+                base: queue,
+                strict_priority: false,
                 lease: DEFAULT_LEASE,
                 handlers: HashMap::new(),
-                retry_delay: None,
-                is_failure: None,
-                rng: Arc::new(Mutex::new(DelayRng::from_entropy())),
+                kinds: "[]".to_owned(),
+                rules: Rules {
+                    retry_delay: None,
+                    is_failure: None,
+                    rng: Arc::new(Mutex::new(DelayRng::from_entropy())),
+                },
+                on_error: None,
             }),
             concurrency: std::thread::available_parallelism().map_or(1, usize::from),
             poll_interval: DEFAULT_POLL_INTERVAL,
@@ -154,6 +155,59 @@ impl Worker {
     pub fn concurrency(mut self, n: usize) -> Self {
         assert!(n > 0, "a worker needs a concurrency of at least 1");
         self.concurrency = n;
+        self
+    }
+
+    /// Serves these queues of the database of the queue given to [`Worker::new`] instead of
+    /// that queue alone, each with a weight (asynq's `Queues`): each claim picks a queue with
+    /// probability proportional to its weight among those with due work, so over many claims
+    /// `("critical", 6), ("default", 3), ("low", 1)` run 60 %, 30 % and 10 % of the tasks while
+    /// all three have work. [`strict_priority`](Worker::strict_priority) drains higher weights
+    /// first instead.
+    ///
+    /// ```
+    /// # async fn demo(q: retry_runtime::durable::Queue) {
+    /// use retry_runtime::durable::{BoxError, Worker};
+    /// let worker = Worker::new(q)
+    ///     .queues([("critical", 6), ("default", 3), ("low", 1)])
+    ///     .handle("email", |_task| async { Ok::<(), BoxError>(()) });
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    /// If the list is empty, names a queue twice, has a weight of 0, or a name that
+    /// [`Queue::named`] refuses.
+    pub fn queues<I, S>(mut self, queues: I) -> Self
+    where
+        I: IntoIterator<Item = (S, u32)>,
+        S: Into<String>,
+    {
+        let base = self.shared.base.clone();
+        let mut served: Vec<Served> = Vec::new();
+        for (name, weight) in queues {
+            let queue = base.clone().named(name);
+            assert!(
+                weight > 0,
+                "queue {:?} has weight 0: give it at least 1",
+                queue.name()
+            );
+            assert!(
+                served.iter().all(|s| s.queue.name() != queue.name()),
+                "queue {:?} is listed twice",
+                queue.name()
+            );
+            served.push(Served { queue, weight });
+        }
+        assert!(!served.is_empty(), "a worker serves at least one queue");
+        self.shared_mut().queues = served;
+        self
+    }
+
+    /// With `true`, the queues of [`queues`](Worker::queues) are served strictly by weight:
+    /// a queue's tasks run only while every queue of a higher weight has no due task
+    /// (asynq's `StrictPriority`). Default `false`: weighted random picks.
+    pub fn strict_priority(mut self, strict: bool) -> Self {
+        self.shared_mut().strict_priority = strict;
         self
     }
 
@@ -189,67 +243,131 @@ impl Worker {
 
     /// How long [`run_until`](Worker::run_until) waits for running attempts once its shutdown
     /// signal fires (default [`DEFAULT_SHUTDOWN_TIMEOUT`]); attempts still running then are
-    /// dropped and their tasks go back to pending without counting a retry.
+    /// dropped and their tasks go back to pending, at the head of their queue, without counting
+    /// a retry.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
         self
     }
 
-    /// Runs `handler` for tasks of kind `kind` (replacing any earlier handler of that kind).
+    /// Runs `handler` for tasks of kind `kind` (replacing any earlier handler of that kind). A
+    /// worker claims only the kinds it has handlers for: tasks of other kinds wait, pending, for
+    /// a worker that knows them.
     ///
-    /// `Ok(())` completes the task. An error is a failed attempt: [`SkipRetry`](super::SkipRetry)
-    /// archives the task at once, otherwise it is retried after
-    /// [`retry_delay`](Worker::retry_delay) until `max_retry` is spent, then archived. A panic is
-    /// a failed attempt too ([`Error::Panicked`]).
+    /// `Ok(())` completes the task. An error is a failed attempt, judged by the first error of
+    /// its source chain whose type is known, as the [module docs](super#which-errors-are-retried)
+    /// say: a 4xx is archived at once, a breaker rejection does not count, a transient error
+    /// waits at least its Retry-After, an error nothing is known of is retried (asynq's default).
+    /// A panic is a failed attempt too ([`Error::Panicked`]). For an adapter's own error type,
+    /// [`handle_classified`](Worker::handle_classified) uses its [`Classify`] impl instead.
     ///
     /// Each attempt runs in its own tokio task; when the attempt's timeout or deadline passes,
     /// or the worker loses the lease, the handler's future is dropped (at its next `.await`:
     /// blocking code in a handler is not interrupted).
-    pub fn handle<F, Fut>(mut self, kind: impl Into<String>, handler: F) -> Self
+    pub fn handle<F, Fut>(self, kind: impl Into<String>, handler: F) -> Self
     where
         F: Fn(ActiveTask) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
-        let handler: Handler = Arc::new(move |task| Box::pin(handler(task)));
-        self.shared_mut().handlers.insert(kind.into(), handler);
+        self.handle_classified(kind, handler)
+    }
+
+    /// [`handle`](Worker::handle) for a handler that returns its adapter's own error type: the
+    /// type's [`Classify`] verdict and hint decide, exactly as `#[retry]` would decide (after
+    /// [`SkipRetry`](super::SkipRetry) in its source chain). Permanent: archived at once;
+    /// [`is_rejection`](Classify::is_rejection): not counted; transient: retried no sooner than
+    /// its [`retry_after`](Classify::retry_after). `BoxError` and `anyhow::Error` are judged by
+    /// their source chain, as with `handle`.
+    ///
+    /// ```
+    /// # async fn demo(q: retry_runtime::durable::Queue) {
+    /// use retry_runtime::Classify;
+    /// use retry_runtime::durable::Worker;
+    ///
+    /// #[derive(Debug, Classify)]
+    /// enum GatewayError {
+    ///     #[classify(transient)]
+    ///     Unavailable,
+    ///     #[classify(permanent)]
+    ///     Declined,
+    /// }
+    /// # impl std::fmt::Display for GatewayError {
+    /// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{self:?}") }
+    /// # }
+    /// impl std::error::Error for GatewayError {}
+    ///
+    /// let worker = Worker::new(q).handle_classified("charge", |_task| async {
+    ///     Err::<(), _>(GatewayError::Declined) // archived at once, after one run
+    /// });
+    /// # }
+    /// ```
+    pub fn handle_classified<F, Fut, E>(mut self, kind: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(ActiveTask) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Classify + Into<BoxError> + 'static,
+    {
+        let handler: Handler = Arc::new(move |task| {
+            let attempt = handler(task);
+            Box::pin(async move { attempt.await.map_err(Failure::from_handler) })
+        });
+        let shared = self.shared_mut();
+        shared.handlers.insert(kind.into(), handler);
+        let mut kinds: Vec<&String> = shared.handlers.keys().collect();
+        kinds.sort_unstable();
+        shared.kinds = serde_json::to_string(&kinds).unwrap_or_else(|_| "[]".to_owned());
         self
     }
 
     /// Replaces the delay before a retry: `delay(n, err, task)` with `n` the retries done so far
     /// (0 before the first retry), `err` the attempt's error. Default:
     /// [`default_retry_delay`](super::default_retry_delay)`(n, rand)`, rand from
-    /// [`rng`](Worker::rng).
+    /// [`rng`](Worker::rng). A Retry-After hint of a transient error pushes the retry later
+    /// still: the next attempt comes after the longer of the two.
     pub fn retry_delay<F>(mut self, delay: F) -> Self
     where
         F: Fn(u32, &BoxError, &ActiveTask) -> Duration + Send + Sync + 'static,
     {
-        self.shared_mut().retry_delay = Some(Arc::new(delay));
+        self.shared_mut().rules.retry_delay = Some(Arc::new(delay));
         self
     }
 
     /// Decides whether an attempt's error counts as a failure (default: every error does). When
     /// it says no (e.g. a rate-limit signal), the task is retried after the delay with `retried`
-    /// unchanged, so it never runs out of retries that way. [`SkipRetry`](super::SkipRetry) and
-    /// permanent errors (an undecodable payload, an unknown kind) archive the task whatever it
-    /// says.
+    /// unchanged — even when the classifier says the error is permanent (a 429, say). A task
+    /// whose retries are spent (`retried >= max_retry`) is archived whatever it says, and so
+    /// is one whose error carries [`SkipRetry`](super::SkipRetry): no task is retried forever.
     pub fn is_failure<F>(mut self, is_failure: F) -> Self
     where
         F: Fn(&BoxError) -> bool + Send + Sync + 'static,
     {
-        self.shared_mut().is_failure = Some(Arc::new(is_failure));
+        self.shared_mut().rules.is_failure = Some(Arc::new(is_failure));
         self
     }
 
-    /// The random numbers of the default retry delay (default [`DelayRng::from_entropy`]):
-    /// [`DelayRng::from_seed`] or [`DelayRng::fixed`] make schedules reproducible.
+    /// Called with the task (as claimed) and the error of every failed attempt, before the
+    /// outcome is decided (asynq's `ErrorHandler`): for error reporting. Attempts the recoverer
+    /// counts as failed ([`Error::LeaseExpired`]) are reported too. It runs on the worker's
+    /// task: keep it short and non-blocking.
+    pub fn on_error<F>(mut self, on_error: F) -> Self
+    where
+        F: Fn(&TaskInfo, &BoxError) + Send + Sync + 'static,
+    {
+        self.shared_mut().on_error = Some(Arc::new(on_error));
+        self
+    }
+
+    /// The random numbers of the default retry delay and of the weighted queue picks (default
+    /// [`DelayRng::from_entropy`]): [`DelayRng::from_seed`] or [`DelayRng::fixed`] make
+    /// schedules reproducible.
     pub fn rng(mut self, rng: DelayRng) -> Self {
-        self.shared_mut().rng = Arc::new(Mutex::new(rng));
+        self.shared_mut().rules.rng = Arc::new(Mutex::new(rng));
         self
     }
 
-    /// The worker's queue.
+    /// The queue given to [`Worker::new`].
     pub fn queue(&self) -> &Queue {
-        &self.shared.queue
+        &self.shared.base
     }
 
     /// Runs until `shutdown` completes, then drains: no new claims, running attempts get
@@ -263,15 +381,14 @@ impl Worker {
     /// never lost, and run at least once).
     pub async fn run_until<F: Future>(self, shutdown: F) -> Result<(), Error> {
         self.check_handlers()?;
-        self.shared.queue.ping().await?;
+        self.shared.base.ping().await?;
         let (stop, stopped) = watch::channel(false);
         let mut running: JoinSet<()> = JoinSet::new();
         let eager_batch = (self.concurrency / 2).max(1);
         let mut eager = false;
         let mut next_claim = Instant::now();
         let mut next_maintenance = Instant::now();
-        let shutdown = std::pin::pin!(shutdown);
-        let mut shutdown = shutdown;
+        let mut shutdown = std::pin::pin!(shutdown);
         loop {
             let now = Instant::now();
             if now >= next_maintenance {
@@ -280,11 +397,12 @@ impl Worker {
             }
             let free = self.concurrency - running.len();
             if free > 0 && (now >= next_claim || (eager && free >= eager_batch)) {
-                match self.shared.queue.claim(free, self.shared.lease).await {
-                    Ok(tasks) => {
-                        eager = tasks.len() == free;
-                        for task in tasks {
-                            running.spawn(attempt(self.shared.clone(), task, stopped.clone()));
+                match self.shared.claim(free).await {
+                    Ok(claimed) => {
+                        eager = claimed.len() == free;
+                        for (queue, task) in claimed {
+                            let shared = self.shared.clone();
+                            running.spawn(attempt(shared, queue, task, stopped.clone()));
                         }
                     }
                     Err(e) => {
@@ -329,22 +447,18 @@ impl Worker {
         Ok(())
     }
 
-    /// Claims the tasks due now (at most [`concurrency`](Worker::concurrency) of them), runs
-    /// each to its end (completed, retried or archived), and returns how many ran. For tests
-    /// (with a [`ManualClock`](super::ManualClock), every step is exact) and for one-shot
-    /// workers run from cron.
+    /// Claims the tasks due now (at most [`concurrency`](Worker::concurrency) of them, from the
+    /// served queues by their priority), runs each to its end (completed, retried or archived),
+    /// and returns how many ran. For tests (with a [`ManualClock`](super::ManualClock), every
+    /// step is exact) and for one-shot workers run from cron.
     pub async fn run_due(&self) -> Result<usize, Error> {
         self.check_handlers()?;
-        let tasks = self
-            .shared
-            .queue
-            .claim(self.concurrency, self.shared.lease)
-            .await?;
-        let count = tasks.len();
+        let claimed = self.shared.claim(self.concurrency).await?;
+        let count = claimed.len();
         let (_stop, stopped) = watch::channel(false);
         let mut running = JoinSet::new();
-        for task in tasks {
-            running.spawn(attempt(self.shared.clone(), task, stopped.clone()));
+        for (queue, task) in claimed {
+            running.spawn(attempt(self.shared.clone(), queue, task, stopped.clone()));
         }
         while let Some(joined) = running.join_next().await {
             log_join(joined);
@@ -352,54 +466,35 @@ impl Worker {
         Ok(count)
     }
 
-    /// The recoverer: every active task whose lease expired (by the queue's clock) is put back
-    /// as a failed attempt whose error is [`Error::LeaseExpired`]: retried after the delay, or
-    /// archived when its retries are spent. Returns how many tasks it recovered.
-    /// [`run_until`](Worker::run_until) calls it every
+    /// The recoverer, once: every active task of the served queues whose lease expired (by the
+    /// queue's clock) is put back as a failed attempt whose error is [`Error::LeaseExpired`]:
+    /// retried after the delay, or archived when its retries are spent. Returns how many tasks
+    /// it recovered. [`run_until`](Worker::run_until) calls it every
     /// [`recover_interval`](Worker::recover_interval).
     pub async fn recover_expired(&self) -> Result<usize, Error> {
-        const BATCH: usize = 100;
-        const MAX_BATCHES: usize = 100;
-        let now = self.shared.queue.clock.now();
-        let now_ms = to_ms(now);
-        let queue = &self.shared.queue;
         let mut recovered = 0;
-        for _ in 0..MAX_BATCHES {
-            let rows = queue
-                .store
-                .expired(&queue.name, now_ms, BATCH as i64)
-                .await?;
-            let found = rows.len();
-            for row in rows {
-                let task = row.into_active();
-                let err: BoxError = Box::new(Error::LeaseExpired);
-                let decision = self.shared.decide(&task, &err, now);
-                let fence = Fence {
-                    expired_before: now_ms,
-                    ..Fence::of(&task)
-                };
-                if self.shared.apply(fence, decision, now).await? {
-                    recovered += 1;
-                }
-            }
-            if found < BATCH {
-                break;
-            }
+        for served in &self.shared.queues {
+            recovered += self.shared.recover(&served.queue).await?;
         }
         Ok(recovered)
     }
 
-    /// Records a failed attempt of `task` (claimed with [`Queue::claim`]) with this worker's
-    /// rules: archived ([`SkipRetry`](super::SkipRetry), retries spent, key or deadline past),
-    /// or retried after the delay. `Ok(false)`: fenced off, nothing changed.
+    /// Records a failed attempt of `task` (claimed with [`Queue::claim`] on the queue given to
+    /// [`Worker::new`]) with this worker's rules: archived ([`SkipRetry`](super::SkipRetry), a
+    /// permanent error, retries spent, key or deadline past), or retried after the delay.
+    /// `Ok(false)`: fenced off, nothing changed.
     pub async fn fail(&self, task: &ActiveTask, err: BoxError) -> Result<bool, Error> {
-        let now = self.shared.queue.clock.now();
-        let decision = self.shared.decide(task, &err, now);
-        self.shared.apply(Fence::of(task), decision, now).await
+        let queue = &self.shared.base;
+        let failure = Failure::erased(err);
+        self.shared.report(task, &failure.error);
+        let now = queue.clock.now();
+        let decision = self.shared.rules.decide(task, &failure, now);
+        self.shared
+            .apply(queue, task, super::store::Fence::of(task), decision, now)
+            .await
     }
 
-    /// A worker without handlers would archive every task it claims (unknown kind): surely a
-    /// mistake, refused before claiming anything.
+    /// A worker without handlers would claim nothing: surely a mistake, refused at once.
     fn check_handlers(&self) -> Result<(), Error> {
         if self.shared.handlers.is_empty() {
             return Err(Error::Invalid(
@@ -410,7 +505,7 @@ impl Worker {
         Ok(())
     }
 
-    /// Recovers expired leases and trims finished tasks, logging failures.
+    /// The recoverer and the janitor, logging their failures.
     async fn maintain(&self) {
         if let Err(e) = self.recover_expired().await {
             event!(
@@ -419,12 +514,15 @@ impl Worker {
                 error = e
             );
         }
-        if let Err(e) = self.shared.queue.trim().await {
-            event!(
-                warn,
-                "durable worker: trimming finished tasks failed",
-                error = e
-            );
+        for served in &self.shared.queues {
+            if let Err(e) = served.queue.trim().await {
+                event!(
+                    warn,
+                    "durable worker: trimming finished tasks failed",
+                    queue = served.queue.name(),
+                    error = e
+                );
+            }
         }
     }
 }
@@ -433,8 +531,16 @@ impl fmt::Debug for Worker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut kinds: Vec<&str> = self.shared.handlers.keys().map(String::as_str).collect();
         kinds.sort_unstable();
+        let queues: Vec<(&str, u32)> = self
+            .shared
+            .queues
+            .iter()
+            .map(|served| (served.queue.name(), served.weight))
+            .collect();
         f.debug_struct("Worker")
-            .field("queue", &self.shared.queue)
+            .field("queue", &self.shared.base)
+            .field("queues", &queues)
+            .field("strict_priority", &self.shared.strict_priority)
             .field("kinds", &kinds)
             .field("concurrency", &self.concurrency)
             .field("poll_interval", &self.poll_interval)
@@ -446,324 +552,24 @@ impl fmt::Debug for Worker {
 }
 
 impl Shared {
-    /// asynq's rules for a failed attempt.
-    fn decide(&self, task: &ActiveTask, err: &BoxError, now: SystemTime) -> Decision {
-        let last_err = error_text(err);
-        if is_skip_retry(err) {
-            return Decision::Archive { last_err };
+    /// Calls the worker's [`on_error`](Worker::on_error) hook, if any.
+    pub(crate) fn report(&self, task: &ActiveTask, error: &BoxError) {
+        if let Some(on_error) = &self.on_error {
+            on_error(task.info(), error);
         }
-        let counted = self
-            .is_failure
-            .as_ref()
-            .is_none_or(|is_failure| is_failure(err));
-        if counted && task.retried() >= task.max_retry() {
-            return Decision::Archive { last_err };
-        }
-        let n = task.retried();
-        let delay = match &self.retry_delay {
-            Some(delay) => delay(n, err, task),
-            None => {
-                let rand = self
-                    .rng
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .next_rand();
-                default_retry_delay(n, rand)
-            }
-        };
-        let at = now.checked_add(delay).unwrap_or_else(|| from_ms(i64::MAX));
-        if let Some(expires) = task.key_expires_at().filter(|expires| at > *expires) {
-            return Decision::Archive {
-                last_err: format!(
-                    "{last_err} (not retried: the next attempt, at {}, would come after the \
-                     idempotency key expires, at {})",
-                    fmt_time(at),
-                    fmt_time(expires)
-                ),
-            };
-        }
-        if let Some(deadline) = task.deadline().filter(|deadline| at >= *deadline) {
-            return Decision::Archive {
-                last_err: format!(
-                    "{last_err} (not retried: the next attempt, at {}, would come after the \
-                     task's deadline, {})",
-                    fmt_time(at),
-                    fmt_time(deadline)
-                ),
-            };
-        }
-        let retried = if counted { n.saturating_add(1) } else { n };
-        Decision::Retry {
-            retried,
-            at,
-            last_err,
-        }
-    }
-
-    /// Writes a decision, fenced; trims the archive after archiving.
-    async fn apply(
-        &self,
-        fence: Fence<'_>,
-        decision: Decision,
-        now: SystemTime,
-    ) -> Result<bool, Error> {
-        let queue = &self.queue;
-        match decision {
-            Decision::Retry {
-                retried,
-                at,
-                last_err,
-            } => {
-                let (at, now) = (to_ms(at), to_ms(now));
-                queue
-                    .store
-                    .retry(&queue.name, fence, retried, at, &last_err, now)
-                    .await
-            }
-            Decision::Archive { last_err } => {
-                let archived = queue
-                    .store
-                    .archive(&queue.name, fence, &last_err, to_ms(now))
-                    .await?;
-                if archived {
-                    if let Err(e) = queue.trim_archive().await {
-                        event!(
-                            warn,
-                            "durable worker: trimming the archive failed",
-                            error = e
-                        );
-                    }
-                }
-                Ok(archived)
-            }
-        }
-    }
-
-    fn heartbeat(&self) -> Duration {
-        (self.lease / 3).max(Duration::from_millis(1))
-    }
-
-    /// Records the outcome of an attempt, retrying the write on database errors; when it cannot
-    /// be written, the lease expires and the recoverer counts the attempt as failed.
-    async fn finish(&self, task: &ActiveTask, result: Result<(), BoxError>) {
-        match result {
-            Ok(()) => persist(task, || self.queue.complete(task)).await,
-            Err(err) => {
-                let now = self.queue.clock.now();
-                let decision = self.decide(task, &err, now);
-                persist(task, || self.apply(Fence::of(task), decision.clone(), now)).await;
-            }
-        }
-    }
-}
-
-/// Pauses between tries of a write that records an outcome.
-const PERSIST_PAUSES: [Duration; 3] = [
-    Duration::from_millis(100),
-    Duration::from_millis(500),
-    Duration::from_secs(2),
-];
-
-async fn persist<F, Fut>(task: &ActiveTask, mut write: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<bool, Error>>,
-{
-    for pause in PERSIST_PAUSES.iter().map(Some).chain([None]) {
-        match write().await {
-            Ok(true) => return,
-            Ok(false) => {
-                event!(
-                    warn,
-                    "durable worker: outcome not recorded, the lease was taken over (fenced off)",
-                    task = task.id()
-                );
-                return;
-            }
-            Err(e) => {
-                event!(
-                    warn,
-                    "durable worker: recording an outcome failed",
-                    task = task.id(),
-                    error = e
-                );
-                match pause {
-                    Some(pause) => tokio::time::sleep(*pause).await,
-                    None => return,
-                }
-            }
-        }
-    }
-}
-
-/// One attempt: runs the handler in its own tokio task under the timeout and deadline, renews
-/// the lease, and records the outcome. A stop signal (shutdown) drops the handler and gives the
-/// task back.
-async fn attempt(shared: Arc<Shared>, mut task: ActiveTask, mut stop: watch::Receiver<bool>) {
-    let Some(handler) = shared.handlers.get(task.kind()).cloned() else {
-        let err: BoxError = Box::new(Error::UnknownKind(task.kind().to_owned()));
-        shared.finish(&task, Err(err)).await;
-        return;
-    };
-    let now = shared.queue.clock.now();
-    let (budget, by_deadline) = match task.deadline() {
-        Some(deadline) => {
-            let left = deadline.duration_since(now).unwrap_or(Duration::ZERO);
-            if left <= task.timeout() {
-                (left, true)
-            } else {
-                (task.timeout(), false)
-            }
-        }
-        None => (task.timeout(), false),
-    };
-    if by_deadline && budget.is_zero() {
-        shared
-            .finish(&task, Err(Box::new(Error::DeadlineExceeded)))
-            .await;
-        return;
-    }
-    let mut run = Running(tokio::spawn(handler(task.clone())));
-    let timer = tokio::time::sleep(budget);
-    tokio::pin!(timer);
-    let beat = shared.heartbeat();
-    let mut renew = tokio::time::interval_at(Instant::now() + beat, beat);
-    renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let stop_requested = async move {
-        // A dropped sender (never the case while the worker runs) is no stop signal.
-        if stop.wait_for(|stop| *stop).await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::pin!(stop_requested);
-    let result = loop {
-        tokio::select! {
-            // An attempt that has ended is recorded, whatever else is ready.
-            biased;
-            joined = &mut run.0 => break handler_result(joined),
-            () = &mut timer => {
-                // The handler's future is dropped before the outcome is written (unless it ended
-                // in that very instant: then its own outcome stands).
-                let err = if by_deadline { Error::DeadlineExceeded } else { Error::TimedOut(budget) };
-                break run.stop().await.unwrap_or_else(|| Err(Box::new(err)));
-            }
-            _ = renew.tick() => match shared.queue.extend_lease(&mut task, shared.lease).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    run.stop().await;
-                    event!(warn, "durable worker: lease lost (recovered elsewhere), attempt dropped", task = task.id());
-                    return;
-                }
-                Err(e) => {
-                    event!(warn, "durable worker: renewing a lease failed", task = task.id(), error = e);
-                    // Never run past the lease: once it may have expired, the recoverer may hand
-                    // the task to another worker. Stop before the next renewal would be too late.
-                    let next_renewal = shared.queue.clock.now().checked_add(beat);
-                    if next_renewal.is_none_or(|at| at >= task.lease_expires_at()) {
-                        run.stop().await;
-                        event!(warn, "durable worker: lease could not be renewed, attempt dropped", task = task.id());
-                        return;
-                    }
-                }
-            },
-            () = &mut stop_requested => match run.stop().await {
-                Some(ended) => break ended,
-                None => {
-                    persist(&task, || shared.queue.requeue(&task)).await;
-                    return;
-                }
-            },
-        }
-    };
-    shared.finish(&task, result).await;
-}
-
-/// The handler's tokio task, aborted when dropped: a supervisor that is itself dropped (its
-/// worker's future dropped, the runtime shutting down) never leaves a handler running without a
-/// lease.
-struct Running(JoinHandle<Result<(), BoxError>>);
-
-impl Running {
-    /// Drops the handler's future and waits until it is gone; `Some(outcome)` if the attempt
-    /// ended (returned or panicked) before it could be dropped.
-    async fn stop(&mut self) -> Option<Result<(), BoxError>> {
-        self.0.abort();
-        match (&mut self.0).await {
-            Err(e) if e.is_cancelled() => None,
-            joined => Some(handler_result(joined)),
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-fn handler_result(joined: Result<Result<(), BoxError>, JoinError>) -> Result<(), BoxError> {
-    match joined {
-        Ok(result) => result,
-        Err(e) if e.is_panic() => Err(Box::new(Error::Panicked(panic_message(e.into_panic())))),
-        Err(_) => Err(Box::new(Error::Panicked(
-            "the handler's task was cancelled".into(),
-        ))),
-    }
-}
-
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(text) => *text,
-        Err(payload) => match payload.downcast::<&'static str>() {
-            Ok(text) => (*text).to_owned(),
-            Err(_) => "a panic whose payload is not text".to_owned(),
-        },
     }
 }
 
 fn log_join(joined: Result<(), JoinError>) {
     if let Err(e) = joined {
         if e.is_panic() {
-            // A panic of the worker's own code (or of a retry_delay / is_failure closure): the
-            // task's lease expires and the recoverer counts the attempt as failed.
+            // A panic of the worker's own code (or of a retry_delay / is_failure / on_error
+            // closure): the task's lease expires and the recoverer counts the attempt as failed.
             event!(
                 error,
                 "durable worker: an attempt's supervisor panicked",
                 error = e
             );
         }
-    }
-}
-
-/// A time as an HTTP date (UTC, whole seconds), or its milliseconds past year 9999.
-fn fmt_time(t: SystemTime) -> String {
-    const YEAR_9999_END: Duration = Duration::from_secs(253_402_300_799);
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(since) if since <= YEAR_9999_END => httpdate::fmt_http_date(t),
-        _ => format!("{} ms after the epoch", to_ms(t)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn panic_messages_are_read_from_text_payloads() {
-        assert_eq!(panic_message(Box::new("boom")), "boom");
-        assert_eq!(panic_message(Box::new(String::from("bang"))), "bang");
-        assert_eq!(
-            panic_message(Box::new(7_u8)),
-            "a panic whose payload is not text"
-        );
-    }
-
-    #[test]
-    fn far_times_are_formatted_without_panicking() {
-        assert_eq!(
-            fmt_time(UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
-            "Tue, 14 Nov 2023 22:13:20 GMT"
-        );
-        assert!(fmt_time(from_ms(i64::MAX)).ends_with("ms after the epoch"));
     }
 }

@@ -19,6 +19,10 @@ impl Classify for ::anyhow::Error {
     fn retry_after(&self) -> Option<Duration> {
         erased::retry_after(&**self)
     }
+
+    fn is_rejection(&self) -> bool {
+        erased::is_rejection(&**self)
+    }
 }
 
 #[cfg(test)]

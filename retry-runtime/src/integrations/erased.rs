@@ -16,18 +16,21 @@ use crate::http::StatusError;
 /// buggy `source()` that returns its own error must not hang the caller.
 pub(crate) const MAX_CHAIN: usize = 32;
 
-/// What a known error says: transient or not, and its Retry-After hint.
+/// What a known error says: transient or not, its Retry-After hint, and whether the call was
+/// rejected before it was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Verdict {
     pub(crate) transient: bool,
     pub(crate) retry_after: Option<Duration>,
+    pub(crate) rejection: bool,
 }
 
 impl Verdict {
-    fn of<E: Classify + ?Sized>(error: &E) -> Self {
+    pub(crate) fn of<E: Classify + ?Sized>(error: &E) -> Self {
         Verdict {
             transient: error.is_transient(),
             retry_after: error.retry_after(),
+            rejection: error.is_rejection(),
         }
     }
 }
@@ -43,10 +46,13 @@ impl Verdict {
 /// - `tokio::time::error::Elapsed`;
 /// - `reqwest::Error` (feature `reqwest`).
 ///
-/// `failsafe::Error<E>` needs no downcast, which would only work for a list of concrete `E`s:
-/// its `source()` is the inner error of `Inner(e)`, so the walk goes on with `e`, and `Rejected`
-/// has no source, so the walk ends on it with nothing known — permanent, for every `E`
-/// (R-RES-RE-X4).
+/// `failsafe::Error<E>` (feature `failsafe`): its `source()` is the inner error of `Inner(e)`, so
+/// the walk goes on with `e`; `Rejected` has no source, so the walk ends on it — permanent, for
+/// every `E` (R-RES-RE-X4). A downcast only works for concrete `E`s: for the common ones
+/// (`std::io::Error`, `StatusError`, and with its feature `reqwest::Error`) a `Rejected` is also
+/// known as a rejection
+/// ([`Classify::is_rejection`]); for another `E`, return the typed error (whose `Classify` impl
+/// says it) instead of boxing it.
 ///
 /// At most [`MAX_CHAIN`] links are looked at.
 pub(crate) fn first_known(error: &(dyn Error + 'static)) -> Option<Verdict> {
@@ -68,6 +74,14 @@ pub(crate) fn first_known(error: &(dyn Error + 'static)) -> Option<Verdict> {
         if let Some(elapsed) = error.downcast_ref::<tokio::time::error::Elapsed>() {
             return Some(Verdict::of(elapsed));
         }
+        #[cfg(feature = "failsafe")]
+        if super::failsafe::is_erased_rejection(error) {
+            return Some(Verdict {
+                transient: false,
+                retry_after: None,
+                rejection: true,
+            });
+        }
         #[cfg(feature = "reqwest")]
         if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {
             return Some(Verdict::of(reqwest));
@@ -87,6 +101,11 @@ pub(crate) fn retry_after(error: &(dyn Error + 'static)) -> Option<Duration> {
     first_known(error).and_then(|verdict| verdict.retry_after)
 }
 
+/// true when the first known error of the chain is a rejection.
+pub(crate) fn is_rejection(error: &(dyn Error + 'static)) -> bool {
+    first_known(error).is_some_and(|verdict| verdict.rejection)
+}
+
 macro_rules! boxed {
     ($($ty:ty),* $(,)?) => {$(
         /// The first error of the source chain (the boxed error first) whose type is known
@@ -101,6 +120,10 @@ macro_rules! boxed {
 
             fn retry_after(&self) -> Option<Duration> {
                 retry_after(&**self)
+            }
+
+            fn is_rejection(&self) -> bool {
+                is_rejection(&**self)
             }
         }
     )*};

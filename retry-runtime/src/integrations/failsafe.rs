@@ -26,6 +26,29 @@ impl<E: Classify> Classify for Error<E> {
             Error::Rejected => None,
         }
     }
+
+    /// `Rejected`: the call was never made. `Inner(e)`: whatever `e` says.
+    fn is_rejection(&self) -> bool {
+        match self {
+            Error::Inner(error) => error.is_rejection(),
+            Error::Rejected => true,
+        }
+    }
+}
+
+/// true for a `failsafe::Error::Rejected` of one of the inner types users box most often (a
+/// downcast needs the concrete type; see the source-chain walk in `erased`).
+pub(crate) fn is_erased_rejection(error: &(dyn std::error::Error + 'static)) -> bool {
+    macro_rules! rejected_of {
+        ($($inner:ty),* $(,)?) => {
+            false $(|| matches!(error.downcast_ref::<Error<$inner>>(), Some(Error::Rejected)))*
+        };
+    }
+    #[cfg(feature = "reqwest")]
+    if rejected_of!(::reqwest::Error) {
+        return true;
+    }
+    rejected_of!(std::io::Error, crate::http::StatusError)
 }
 
 #[cfg(test)]
@@ -66,6 +89,24 @@ mod tests {
 
         let not_found = Error::Inner(StatusError::new(404, Some("2")));
         assert!(!not_found.is_transient());
+        assert!(!not_found.is_rejection());
+        assert!(rejected.is_rejection());
+    }
+
+    #[test]
+    fn boxed_rejections_of_common_inner_types_are_known() {
+        let of_status: BoxError = Box::new(Error::<StatusError>::Rejected);
+        let of_io: BoxError = Box::new(Error::<io::Error>::Rejected);
+        for rejected in [&of_status, &of_io] {
+            assert!(rejected.is_rejection());
+            assert!(!rejected.is_transient());
+        }
+        // Another inner type: a rejection the walk cannot see (permanent, not a rejection).
+        let of_unknown: BoxError = Box::new(Error::<Unknown>::Rejected);
+        assert!(!of_unknown.is_rejection());
+        assert!(!of_unknown.is_transient());
+        let inner: BoxError = Box::new(Error::Inner(StatusError::new(503, None)));
+        assert!(!inner.is_rejection());
     }
 
     #[test]

@@ -25,287 +25,8 @@ use super::error::Error;
 use super::schedule::from_ms;
 use super::task::{ActiveTask, TaskInfo, TaskState};
 
-/// The columns every `SELECT` and `RETURNING` lists, in [`Row`]'s order.
-macro_rules! columns {
-    () => {
-        "id, kind, payload, state, retried, max_retry, timeout_ms, deadline_ms, key_expires_ms, \
-         next_process_ms, lease_token, lease_expires_ms, last_err, last_failed_ms"
-    };
-}
-
-/// The statements both backends share (same text: sqlx binds `$N` by number on SQLite too),
-/// as functions over the backend's pool type.
-macro_rules! shared_statements {
-    ($pool:ty, $row:ty) => {
-        use super::{Fence, NewTask, Row};
-
-        const INSERT: &str = concat!(
-            "INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, max_retry, \
-             timeout_ms, deadline_ms, key_expires_ms, next_process_ms, created_ms) \
-             VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, $9, $10, $11) \
-             ON CONFLICT (queue, id) DO NOTHING RETURNING ",
-            columns!()
-        );
-        const GET: &str =
-            concat!("SELECT ", columns!(), " FROM retry_tasks WHERE queue = $1 AND id = $2");
-        const LIST: &str = concat!(
-            "SELECT ",
-            columns!(),
-            " FROM retry_tasks WHERE queue = $1 AND state = $2 \
-             ORDER BY COALESCE(next_process_ms, finished_ms, lease_expires_ms, created_ms), id"
-        );
-        const EXTEND: &str = "UPDATE retry_tasks SET lease_expires_ms = $5 \
-             WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-             AND lease_expires_ms <= $4";
-        const COMPLETE: &str = "UPDATE retry_tasks SET state = 'completed', finished_ms = $5, \
-             next_process_ms = NULL, lease_token = NULL, lease_expires_ms = NULL \
-             WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-             AND lease_expires_ms <= $4";
-        const RETRY: &str = "UPDATE retry_tasks SET state = 'retry', retried = $5, \
-             next_process_ms = $6, last_err = $7, last_failed_ms = $8, \
-             lease_token = NULL, lease_expires_ms = NULL \
-             WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-             AND lease_expires_ms <= $4";
-        const ARCHIVE: &str = "UPDATE retry_tasks SET state = 'archived', last_err = $5, \
-             last_failed_ms = $6, finished_ms = $6, next_process_ms = NULL, \
-             lease_token = NULL, lease_expires_ms = NULL \
-             WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-             AND lease_expires_ms <= $4";
-        const REQUEUE: &str = "UPDATE retry_tasks SET state = 'pending', next_process_ms = $5, \
-             lease_token = NULL, lease_expires_ms = NULL \
-             WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-             AND lease_expires_ms <= $4";
-        const EXPIRED: &str = concat!(
-            "SELECT ",
-            columns!(),
-            " FROM retry_tasks WHERE queue = $1 AND state = 'active' AND lease_expires_ms <= $2 \
-             ORDER BY lease_expires_ms, id LIMIT $3"
-        );
-        const RUN: &str = "UPDATE retry_tasks SET state = 'pending', next_process_ms = $3, \
-             finished_ms = NULL \
-             WHERE queue = $1 AND id = $2 AND state IN ('scheduled', 'retry', 'archived', 'completed')";
-        const DELETE: &str =
-            "DELETE FROM retry_tasks WHERE queue = $1 AND id = $2 AND state <> 'active'";
-        const TRIM_ARCHIVE: &str = "DELETE FROM retry_tasks \
-             WHERE queue = $1 AND state = 'archived' AND (finished_ms < $2 OR id NOT IN ( \
-                 SELECT id FROM retry_tasks WHERE queue = $1 AND state = 'archived' \
-                 ORDER BY finished_ms DESC, id DESC LIMIT $3))";
-        const TRIM_COMPLETED: &str =
-            "DELETE FROM retry_tasks WHERE queue = $1 AND state = 'completed' AND finished_ms < $2";
-
-        pub(super) async fn insert(
-            pool: &$pool,
-            queue: &str,
-            task: &NewTask<'_>,
-        ) -> Result<Option<Row>, sqlx::Error> {
-            let row = sqlx::query(INSERT)
-                .bind(queue)
-                .bind(task.id)
-                .bind(task.kind)
-                .bind(task.payload)
-                .bind(task.state.as_str())
-                .bind(i64::from(task.max_retry))
-                .bind(task.timeout_ms)
-                .bind(task.deadline_ms)
-                .bind(task.key_expires_ms)
-                .bind(task.next_process_ms)
-                .bind(task.created_ms)
-                .fetch_optional(pool)
-                .await?;
-            row.as_ref().map(Row::decode::<$row>).transpose()
-        }
-
-        /// Claims up to `limit` due tasks with the backend's `CLAIM` statement, oldest due
-        /// first.
-        pub(super) async fn claim(
-            pool: &$pool,
-            queue: &str,
-            now: i64,
-            limit: i64,
-            token: i64,
-            lease_until: i64,
-        ) -> Result<Vec<Row>, sqlx::Error> {
-            let rows = sqlx::query(CLAIM)
-                .bind(queue)
-                .bind(now)
-                .bind(limit)
-                .bind(token)
-                .bind(lease_until)
-                .fetch_all(pool)
-                .await?;
-            let mut rows = rows
-                .iter()
-                .map(Row::decode::<$row>)
-                .collect::<Result<Vec<_>, _>>()?;
-            // RETURNING gives rows in no particular order.
-            rows.sort_by(|a, b| (a.next_process_ms, &a.id).cmp(&(b.next_process_ms, &b.id)));
-            Ok(rows)
-        }
-
-        pub(super) async fn get(pool: &$pool, queue: &str, id: &str) -> Result<Option<Row>, sqlx::Error> {
-            let row = sqlx::query(GET).bind(queue).bind(id).fetch_optional(pool).await?;
-            row.as_ref().map(Row::decode::<$row>).transpose()
-        }
-
-        pub(super) async fn list(
-            pool: &$pool,
-            queue: &str,
-            state: TaskState,
-        ) -> Result<Vec<Row>, sqlx::Error> {
-            let rows =
-                sqlx::query(LIST).bind(queue).bind(state.as_str()).fetch_all(pool).await?;
-            rows.iter().map(Row::decode::<$row>).collect()
-        }
-
-        pub(super) async fn extend(
-            pool: &$pool,
-            queue: &str,
-            fence: Fence<'_>,
-            lease_until: i64,
-        ) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(EXTEND)
-                .bind(queue)
-                .bind(fence.id)
-                .bind(fence.token)
-                .bind(fence.expired_before)
-                .bind(lease_until)
-                .execute(pool)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        pub(super) async fn complete(
-            pool: &$pool,
-            queue: &str,
-            fence: Fence<'_>,
-            now: i64,
-        ) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(COMPLETE)
-                .bind(queue)
-                .bind(fence.id)
-                .bind(fence.token)
-                .bind(fence.expired_before)
-                .bind(now)
-                .execute(pool)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        pub(super) async fn retry(
-            pool: &$pool,
-            queue: &str,
-            fence: Fence<'_>,
-            retried: u32,
-            next_process: i64,
-            last_err: &str,
-            failed_at: i64,
-        ) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(RETRY)
-                .bind(queue)
-                .bind(fence.id)
-                .bind(fence.token)
-                .bind(fence.expired_before)
-                .bind(i64::from(retried))
-                .bind(next_process)
-                .bind(last_err)
-                .bind(failed_at)
-                .execute(pool)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        pub(super) async fn archive(
-            pool: &$pool,
-            queue: &str,
-            fence: Fence<'_>,
-            last_err: &str,
-            now: i64,
-        ) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(ARCHIVE)
-                .bind(queue)
-                .bind(fence.id)
-                .bind(fence.token)
-                .bind(fence.expired_before)
-                .bind(last_err)
-                .bind(now)
-                .execute(pool)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        pub(super) async fn requeue(
-            pool: &$pool,
-            queue: &str,
-            fence: Fence<'_>,
-            now: i64,
-        ) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(REQUEUE)
-                .bind(queue)
-                .bind(fence.id)
-                .bind(fence.token)
-                .bind(fence.expired_before)
-                .bind(now)
-                .execute(pool)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        pub(super) async fn expired(
-            pool: &$pool,
-            queue: &str,
-            now: i64,
-            limit: i64,
-        ) -> Result<Vec<Row>, sqlx::Error> {
-            let rows =
-                sqlx::query(EXPIRED).bind(queue).bind(now).bind(limit).fetch_all(pool).await?;
-            rows.iter().map(Row::decode::<$row>).collect()
-        }
-
-        pub(super) async fn run_task(
-            pool: &$pool,
-            queue: &str,
-            id: &str,
-            now: i64,
-        ) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(RUN).bind(queue).bind(id).bind(now).execute(pool).await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        pub(super) async fn delete(pool: &$pool, queue: &str, id: &str) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(DELETE).bind(queue).bind(id).execute(pool).await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        pub(super) async fn trim_archive(
-            pool: &$pool,
-            queue: &str,
-            older_than: i64,
-            keep: i64,
-        ) -> Result<u64, sqlx::Error> {
-            let done = sqlx::query(TRIM_ARCHIVE)
-                .bind(queue)
-                .bind(older_than)
-                .bind(keep)
-                .execute(pool)
-                .await?;
-            Ok(done.rows_affected())
-        }
-
-        pub(super) async fn trim_completed(
-            pool: &$pool,
-            queue: &str,
-            older_than: i64,
-        ) -> Result<u64, sqlx::Error> {
-            let done =
-                sqlx::query(TRIM_COMPLETED).bind(queue).bind(older_than).execute(pool).await?;
-            Ok(done.rows_affected())
-        }
-
-        pub(super) async fn ping(pool: &$pool) -> Result<(), sqlx::Error> {
-            sqlx::query("SELECT 1").execute(pool).await.map(drop)
-        }
-    };
-}
+#[macro_use]
+mod statements;
 
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -315,6 +36,8 @@ mod sqlite;
 /// One row of `retry_tasks`, as read.
 #[derive(Debug)]
 pub(crate) struct Row {
+    /// Grows with each insert: the enqueue order.
+    pub(crate) seq: i64,
     pub(crate) id: String,
     pub(crate) kind: String,
     pub(crate) payload: String,
@@ -335,33 +58,34 @@ impl Row {
     fn decode<R>(row: &R) -> Result<Row, sqlx::Error>
     where
         R: sqlx::Row,
-        usize: sqlx::ColumnIndex<R>,
+        for<'c> &'c str: sqlx::ColumnIndex<R>,
         for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
         for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     {
-        let count = |i: usize| -> Result<u32, sqlx::Error> {
-            let v: i64 = row.try_get(i)?;
+        let count = |column: &str| -> Result<u32, sqlx::Error> {
+            let v: i64 = row.try_get(column)?;
             Ok(u32::try_from(v.max(0)).unwrap_or(u32::MAX))
         };
-        let state: String = row.try_get(3)?;
+        let state: String = row.try_get("state")?;
         let state = TaskState::parse(&state).ok_or_else(|| {
             sqlx::Error::Decode(format!("unknown task state {state:?} in retry_tasks").into())
         })?;
         Ok(Row {
-            id: row.try_get(0)?,
-            kind: row.try_get(1)?,
-            payload: row.try_get(2)?,
+            seq: row.try_get("seq")?,
+            id: row.try_get("id")?,
+            kind: row.try_get("kind")?,
+            payload: row.try_get("payload")?,
             state,
-            retried: count(4)?,
-            max_retry: count(5)?,
-            timeout_ms: row.try_get(6)?,
-            deadline_ms: row.try_get(7)?,
-            key_expires_ms: row.try_get(8)?,
-            next_process_ms: row.try_get(9)?,
-            lease_token: row.try_get(10)?,
-            lease_expires_ms: row.try_get(11)?,
-            last_err: row.try_get(12)?,
-            last_failed_ms: row.try_get(13)?,
+            retried: count("retried")?,
+            max_retry: count("max_retry")?,
+            timeout_ms: row.try_get("timeout_ms")?,
+            deadline_ms: row.try_get("deadline_ms")?,
+            key_expires_ms: row.try_get("key_expires_ms")?,
+            next_process_ms: row.try_get("next_process_ms")?,
+            lease_token: row.try_get("lease_token")?,
+            lease_expires_ms: row.try_get("lease_expires_ms")?,
+            last_err: row.try_get("last_err")?,
+            last_failed_ms: row.try_get("last_failed_ms")?,
         })
     }
 
@@ -417,6 +141,11 @@ pub(crate) struct NewTask<'a> {
     pub(crate) key_expires_ms: Option<i64>,
     pub(crate) next_process_ms: i64,
     pub(crate) created_ms: i64,
+    /// How long the task is kept once completed; `None`: the queue's retention.
+    pub(crate) retention_ms: Option<i64>,
+    /// The hash of kind and payload for a [`unique`](super::Task::unique) task.
+    pub(crate) unique_key: Option<&'a str>,
+    pub(crate) unique_until_ms: Option<i64>,
 }
 
 /// The condition of every change to a claimed task: still active under this token, and (for the
@@ -468,9 +197,12 @@ macro_rules! forward {
 
 forward! {
     fn insert(&self, queue: &str, task: &NewTask<'_>) -> Option<Row>;
+    fn exists(&self, queue: &str, id: &str) -> bool;
+    fn unique_holder(&self, queue: &str, unique_key: &str) -> Option<(String, Option<i64>)>;
+    fn release_unique(&self, queue: &str, unique_key: &str, now: i64) -> bool;
     fn get(&self, queue: &str, id: &str) -> Option<Row>;
     fn list(&self, queue: &str, state: TaskState) -> Vec<Row>;
-    fn claim(&self, queue: &str, now: i64, limit: i64, token: i64, lease_until: i64) -> Vec<Row>;
+    fn claim(&self, queue: &str, now: i64, limit: i64, token: i64, lease_until: i64, kinds: Option<&str>) -> Vec<Row>;
     fn extend(&self, queue: &str, fence: Fence<'_>, lease_until: i64) -> bool;
     fn complete(&self, queue: &str, fence: Fence<'_>, now: i64) -> bool;
     fn retry(&self, queue: &str, fence: Fence<'_>, retried: u32, next_process: i64, last_err: &str, failed_at: i64) -> bool;
@@ -480,7 +212,7 @@ forward! {
     fn run_task(&self, queue: &str, id: &str, now: i64) -> bool;
     fn delete(&self, queue: &str, id: &str) -> bool;
     fn trim_archive(&self, queue: &str, older_than: i64, keep: i64) -> u64;
-    fn trim_completed(&self, queue: &str, older_than: i64) -> u64;
+    fn trim_completed(&self, queue: &str, retention: i64, now: i64) -> u64;
     fn ping(&self) -> ();
 }
 
@@ -531,7 +263,8 @@ impl Store {
         ))
     }
 
-    /// Creates the table and its indexes where missing.
+    /// Creates the tables and their indexes where missing. A `retry_tasks` table made by an
+    /// earlier version (without the columns this one needs) is reported, not changed.
     pub(crate) async fn migrate(&self) -> Result<(), Error> {
         let result = match self {
             #[cfg(feature = "sqlite")]
@@ -539,7 +272,32 @@ impl Store {
             #[cfg(feature = "postgres")]
             Store::Postgres(pool) => postgres::migrate(pool).await,
         };
-        result.map_err(Error::from_sqlx)
+        let Err(e) = result else {
+            return Ok(());
+        };
+        if self.has_current_columns().await {
+            return Err(Error::from_sqlx(e));
+        }
+        Err(Error::Invalid(
+            "the table retry_tasks was created by an earlier version of retry-runtime: it lacks \
+             the columns seq, retention_ms, unique_key and unique_until_ms. This version does \
+             not migrate it: drain the queue and drop the table (it is created anew), or point \
+             the queue at a new database"
+                .into(),
+        ))
+    }
+
+    /// true when `retry_tasks` is missing or has this version's columns.
+    async fn has_current_columns(&self) -> bool {
+        const PROBE: &str = "SELECT seq, retention_ms, unique_key, unique_until_ms \
+             FROM retry_tasks WHERE 1 = 0";
+        let result = match self {
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(pool) => sqlx::query(PROBE).execute(pool).await.map(drop),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(pool) => sqlx::query(PROBE).execute(pool).await.map(drop),
+        };
+        result.is_ok()
     }
 
     /// Closes the pool's connections.

@@ -20,44 +20,21 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// race on the catalog); any constant unlikely to be used by the application.
 const MIGRATION_LOCK: i64 = 0x7265_7472_795f_7471; // "retry_tq"
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS retry_tasks (
-    queue            TEXT   NOT NULL,
-    id               TEXT   NOT NULL,
-    kind             TEXT   NOT NULL,
-    payload          TEXT   NOT NULL,
-    state            TEXT   NOT NULL CHECK (state IN
-                         ('pending', 'scheduled', 'active', 'retry', 'archived', 'completed')),
-    retried          BIGINT NOT NULL,
-    max_retry        BIGINT NOT NULL,
-    timeout_ms       BIGINT NOT NULL,
-    deadline_ms      BIGINT,
-    key_expires_ms   BIGINT,
-    next_process_ms  BIGINT,
-    lease_token      BIGINT,
-    lease_expires_ms BIGINT,
-    last_err         TEXT,
-    last_failed_ms   BIGINT,
-    created_ms       BIGINT NOT NULL,
-    finished_ms      BIGINT,
-    PRIMARY KEY (queue, id)
+const SCHEMA: &str = schema!(
+    int = "BIGINT",
+    seq = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
 );
-CREATE INDEX IF NOT EXISTS retry_tasks_due ON retry_tasks (queue, next_process_ms, id)
-    WHERE state IN ('pending', 'scheduled', 'retry');
-CREATE INDEX IF NOT EXISTS retry_tasks_leases ON retry_tasks (queue, lease_expires_ms)
-    WHERE state = 'active';
-CREATE INDEX IF NOT EXISTS retry_tasks_finished ON retry_tasks (queue, state, finished_ms)
-    WHERE state IN ('archived', 'completed');
-";
 
 const CLAIM: &str = concat!(
     "WITH due AS ( \
-         SELECT id AS due_id FROM retry_tasks \
+         SELECT seq AS due_seq FROM retry_tasks \
          WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
-         ORDER BY next_process_ms, id LIMIT $3 \
+         AND ",
+    claimable!(kinds_in = "SELECT jsonb_array_elements_text($6::jsonb)"),
+    " ORDER BY next_process_ms, seq LIMIT $3 \
          FOR UPDATE SKIP LOCKED) \
      UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
-     FROM due WHERE queue = $1 AND id = due.due_id \
+     FROM due WHERE seq = due.due_seq \
      RETURNING ",
     columns!()
 );

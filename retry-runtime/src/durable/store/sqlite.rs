@@ -19,42 +19,16 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a caller waits for the connection.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(20);
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS retry_tasks (
-    queue            TEXT    NOT NULL,
-    id               TEXT    NOT NULL,
-    kind             TEXT    NOT NULL,
-    payload          TEXT    NOT NULL,
-    state            TEXT    NOT NULL CHECK (state IN
-                         ('pending', 'scheduled', 'active', 'retry', 'archived', 'completed')),
-    retried          INTEGER NOT NULL,
-    max_retry        INTEGER NOT NULL,
-    timeout_ms       INTEGER NOT NULL,
-    deadline_ms      INTEGER,
-    key_expires_ms   INTEGER,
-    next_process_ms  INTEGER,
-    lease_token      INTEGER,
-    lease_expires_ms INTEGER,
-    last_err         TEXT,
-    last_failed_ms   INTEGER,
-    created_ms       INTEGER NOT NULL,
-    finished_ms      INTEGER,
-    PRIMARY KEY (queue, id)
-);
-CREATE INDEX IF NOT EXISTS retry_tasks_due ON retry_tasks (queue, next_process_ms, id)
-    WHERE state IN ('pending', 'scheduled', 'retry');
-CREATE INDEX IF NOT EXISTS retry_tasks_leases ON retry_tasks (queue, lease_expires_ms)
-    WHERE state = 'active';
-CREATE INDEX IF NOT EXISTS retry_tasks_finished ON retry_tasks (queue, state, finished_ms)
-    WHERE state IN ('archived', 'completed');
-";
+const SCHEMA: &str = schema!(int = "INTEGER", seq = "INTEGER PRIMARY KEY");
 
 const CLAIM: &str = concat!(
     "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
-     WHERE queue = $1 AND id IN ( \
-         SELECT id FROM retry_tasks \
+     WHERE seq IN ( \
+         SELECT seq FROM retry_tasks \
          WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
-         ORDER BY next_process_ms, id LIMIT $3) \
+         AND ",
+    claimable!(kinds_in = "SELECT value FROM json_each($6)"),
+    " ORDER BY next_process_ms, seq LIMIT $3) \
      RETURNING ",
     columns!()
 );

@@ -1,0 +1,430 @@
+//! The schema and the statements both backends share, as macros over the backend's pool and row
+//! types: the two differ only in an integer type, the column that numbers tasks in enqueue order
+//! (`seq`), and the claim statement, which each backend defines as `CLAIM` (sqlx binds `$N` by
+//! number on SQLite too, so every other statement has one text).
+
+/// The columns every `SELECT` and `RETURNING` lists; [`Row`](super::Row) reads them by name.
+macro_rules! columns {
+    () => {
+        "seq, id, kind, payload, state, retried, max_retry, timeout_ms, deadline_ms, \
+         key_expires_ms, next_process_ms, lease_token, lease_expires_ms, last_err, \
+         last_failed_ms"
+    };
+}
+
+/// The tables and indexes, with the backend's 64-bit integer type and its definition of `seq`
+/// (a number that grows with each insert: tasks due at the same millisecond run in enqueue
+/// order).
+macro_rules! schema {
+    (int = $int:literal, seq = $seq:literal) => {
+        concat!(
+            "CREATE TABLE IF NOT EXISTS retry_tasks (
+    seq              ",
+            $seq,
+            ",
+    queue            TEXT NOT NULL,
+    id               TEXT NOT NULL,
+    kind             TEXT NOT NULL,
+    payload          TEXT NOT NULL,
+    state            TEXT NOT NULL CHECK (state IN
+                         ('pending', 'scheduled', 'active', 'retry', 'archived', 'completed')),
+    retried          ",
+            $int,
+            " NOT NULL,
+    max_retry        ",
+            $int,
+            " NOT NULL,
+    timeout_ms       ",
+            $int,
+            " NOT NULL,
+    deadline_ms      ",
+            $int,
+            ",
+    key_expires_ms   ",
+            $int,
+            ",
+    next_process_ms  ",
+            $int,
+            ",
+    lease_token      ",
+            $int,
+            ",
+    lease_expires_ms ",
+            $int,
+            ",
+    last_err         TEXT,
+    last_failed_ms   ",
+            $int,
+            ",
+    created_ms       ",
+            $int,
+            " NOT NULL,
+    finished_ms      ",
+            $int,
+            ",
+    retention_ms     ",
+            $int,
+            ",
+    unique_key       TEXT,
+    unique_until_ms  ",
+            $int,
+            ",
+    UNIQUE (queue, id)
+);
+CREATE INDEX IF NOT EXISTS retry_tasks_due ON retry_tasks (queue, next_process_ms, seq)
+    WHERE state IN ('pending', 'scheduled', 'retry');
+CREATE INDEX IF NOT EXISTS retry_tasks_leases ON retry_tasks (queue, lease_expires_ms)
+    WHERE state = 'active';
+CREATE INDEX IF NOT EXISTS retry_tasks_finished ON retry_tasks (queue, state, finished_ms)
+    WHERE state IN ('archived', 'completed');
+CREATE UNIQUE INDEX IF NOT EXISTS retry_tasks_unique ON retry_tasks (queue, unique_key)
+    WHERE unique_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS retry_queues (
+    queue  TEXT    NOT NULL PRIMARY KEY,
+    paused BOOLEAN NOT NULL DEFAULT FALSE
+);
+"
+        )
+    };
+}
+
+/// The condition of a claim besides the state and the due time: the queue is not paused, and
+/// the task's kind is one the claiming worker handles (`$6`, a JSON array of kinds, or NULL for
+/// any kind). Each backend reads the array its own way.
+macro_rules! claimable {
+    (kinds_in = $kinds_in:literal) => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM retry_queues WHERE queue = $1 AND paused) \
+             AND ($6 IS NULL OR kind IN (",
+            $kinds_in,
+            "))"
+        )
+    };
+}
+
+/// The statements both backends share, as functions over the backend's pool type.
+macro_rules! shared_statements {
+    ($pool:ty, $row:ty) => {
+        use super::{Fence, NewTask, Row};
+
+        const INSERT: &str = concat!(
+            "INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, max_retry, \
+             timeout_ms, deadline_ms, key_expires_ms, next_process_ms, created_ms, \
+             retention_ms, unique_key, unique_until_ms) \
+             VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+             ON CONFLICT DO NOTHING RETURNING ",
+            columns!()
+        );
+        const EXISTS: &str = "SELECT COUNT(*) FROM retry_tasks WHERE queue = $1 AND id = $2";
+        const UNIQUE_HOLDER: &str = "SELECT id, unique_until_ms FROM retry_tasks \
+             WHERE queue = $1 AND unique_key = $2";
+        const RELEASE_UNIQUE: &str = "UPDATE retry_tasks SET unique_key = NULL, \
+             unique_until_ms = NULL \
+             WHERE queue = $1 AND unique_key = $2 AND unique_until_ms <= $3";
+        const GET: &str =
+            concat!("SELECT ", columns!(), " FROM retry_tasks WHERE queue = $1 AND id = $2");
+        const LIST: &str = concat!(
+            "SELECT ",
+            columns!(),
+            " FROM retry_tasks WHERE queue = $1 AND state = $2 \
+             ORDER BY COALESCE(next_process_ms, finished_ms, lease_expires_ms, created_ms), seq"
+        );
+        const EXTEND: &str = "UPDATE retry_tasks SET lease_expires_ms = $5 \
+             WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+             AND lease_expires_ms <= $4";
+        const COMPLETE: &str = "UPDATE retry_tasks SET state = 'completed', finished_ms = $5, \
+             next_process_ms = NULL, lease_token = NULL, lease_expires_ms = NULL, \
+             unique_key = NULL, unique_until_ms = NULL \
+             WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+             AND lease_expires_ms <= $4";
+        const RETRY: &str = "UPDATE retry_tasks SET state = 'retry', retried = $5, \
+             next_process_ms = $6, last_err = $7, last_failed_ms = $8, \
+             lease_token = NULL, lease_expires_ms = NULL \
+             WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+             AND lease_expires_ms <= $4";
+        const ARCHIVE: &str = "UPDATE retry_tasks SET state = 'archived', last_err = $5, \
+             last_failed_ms = $6, finished_ms = $6, next_process_ms = NULL, \
+             lease_token = NULL, lease_expires_ms = NULL, \
+             unique_key = NULL, unique_until_ms = NULL \
+             WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+             AND lease_expires_ms <= $4";
+        // Back where it was: the task keeps the due time it was claimed at, so it comes before
+        // every task due after it (the head of its queue), not behind the tasks due since.
+        const REQUEUE: &str = "UPDATE retry_tasks SET state = 'pending', \
+             next_process_ms = COALESCE(next_process_ms, $5), \
+             lease_token = NULL, lease_expires_ms = NULL \
+             WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+             AND lease_expires_ms <= $4";
+        const EXPIRED: &str = concat!(
+            "SELECT ",
+            columns!(),
+            " FROM retry_tasks WHERE queue = $1 AND state = 'active' AND lease_expires_ms <= $2 \
+             ORDER BY lease_expires_ms, seq LIMIT $3"
+        );
+        const RUN: &str = "UPDATE retry_tasks SET state = 'pending', next_process_ms = $3, \
+             finished_ms = NULL \
+             WHERE queue = $1 AND id = $2 AND state IN ('scheduled', 'retry', 'archived', 'completed')";
+        const DELETE: &str =
+            "DELETE FROM retry_tasks WHERE queue = $1 AND id = $2 AND state <> 'active'";
+        const TRIM_ARCHIVE: &str = "DELETE FROM retry_tasks \
+             WHERE queue = $1 AND state = 'archived' AND (finished_ms < $2 OR id NOT IN ( \
+                 SELECT id FROM retry_tasks WHERE queue = $1 AND state = 'archived' \
+                 ORDER BY finished_ms DESC, seq DESC LIMIT $3))";
+        // `$2`: the queue's retention; a task's own `retention_ms` overrides it.
+        const TRIM_COMPLETED: &str = "DELETE FROM retry_tasks \
+             WHERE queue = $1 AND state = 'completed' \
+             AND finished_ms < $3 - COALESCE(retention_ms, $2)";
+
+        pub(super) async fn insert(
+            pool: &$pool,
+            queue: &str,
+            task: &NewTask<'_>,
+        ) -> Result<Option<Row>, sqlx::Error> {
+            let row = sqlx::query(INSERT)
+                .bind(queue)
+                .bind(task.id)
+                .bind(task.kind)
+                .bind(task.payload)
+                .bind(task.state.as_str())
+                .bind(i64::from(task.max_retry))
+                .bind(task.timeout_ms)
+                .bind(task.deadline_ms)
+                .bind(task.key_expires_ms)
+                .bind(task.next_process_ms)
+                .bind(task.created_ms)
+                .bind(task.retention_ms)
+                .bind(task.unique_key)
+                .bind(task.unique_until_ms)
+                .fetch_optional(pool)
+                .await?;
+            row.as_ref().map(Row::decode::<$row>).transpose()
+        }
+
+        pub(super) async fn exists(pool: &$pool, queue: &str, id: &str) -> Result<bool, sqlx::Error> {
+            let count: i64 = sqlx::query_scalar(EXISTS).bind(queue).bind(id).fetch_one(pool).await?;
+            Ok(count > 0)
+        }
+
+        /// The id of the task holding `unique_key`, and until when.
+        pub(super) async fn unique_holder(
+            pool: &$pool,
+            queue: &str,
+            unique_key: &str,
+        ) -> Result<Option<(String, Option<i64>)>, sqlx::Error> {
+            sqlx::query_as(UNIQUE_HOLDER).bind(queue).bind(unique_key).fetch_optional(pool).await
+        }
+
+        /// Frees `unique_key` if its holder's ttl ran out by `now`.
+        pub(super) async fn release_unique(
+            pool: &$pool,
+            queue: &str,
+            unique_key: &str,
+            now: i64,
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(RELEASE_UNIQUE)
+                .bind(queue)
+                .bind(unique_key)
+                .bind(now)
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        /// Claims up to `limit` due tasks of `kinds` (a JSON array; `None`: any kind) with the
+        /// backend's `CLAIM` statement, oldest due first, in enqueue order within a millisecond.
+        pub(super) async fn claim(
+            pool: &$pool,
+            queue: &str,
+            now: i64,
+            limit: i64,
+            token: i64,
+            lease_until: i64,
+            kinds: Option<&str>,
+        ) -> Result<Vec<Row>, sqlx::Error> {
+            let rows = sqlx::query(CLAIM)
+                .bind(queue)
+                .bind(now)
+                .bind(limit)
+                .bind(token)
+                .bind(lease_until)
+                .bind(kinds)
+                .fetch_all(pool)
+                .await?;
+            let mut rows = rows
+                .iter()
+                .map(Row::decode::<$row>)
+                .collect::<Result<Vec<_>, _>>()?;
+            // RETURNING gives rows in no particular order.
+            rows.sort_by_key(|row| (row.next_process_ms, row.seq));
+            Ok(rows)
+        }
+
+        pub(super) async fn get(pool: &$pool, queue: &str, id: &str) -> Result<Option<Row>, sqlx::Error> {
+            let row = sqlx::query(GET).bind(queue).bind(id).fetch_optional(pool).await?;
+            row.as_ref().map(Row::decode::<$row>).transpose()
+        }
+
+        pub(super) async fn list(
+            pool: &$pool,
+            queue: &str,
+            state: TaskState,
+        ) -> Result<Vec<Row>, sqlx::Error> {
+            let rows =
+                sqlx::query(LIST).bind(queue).bind(state.as_str()).fetch_all(pool).await?;
+            rows.iter().map(Row::decode::<$row>).collect()
+        }
+
+        pub(super) async fn extend(
+            pool: &$pool,
+            queue: &str,
+            fence: Fence<'_>,
+            lease_until: i64,
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(EXTEND)
+                .bind(queue)
+                .bind(fence.id)
+                .bind(fence.token)
+                .bind(fence.expired_before)
+                .bind(lease_until)
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        pub(super) async fn complete(
+            pool: &$pool,
+            queue: &str,
+            fence: Fence<'_>,
+            now: i64,
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(COMPLETE)
+                .bind(queue)
+                .bind(fence.id)
+                .bind(fence.token)
+                .bind(fence.expired_before)
+                .bind(now)
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        pub(super) async fn retry(
+            pool: &$pool,
+            queue: &str,
+            fence: Fence<'_>,
+            retried: u32,
+            next_process: i64,
+            last_err: &str,
+            failed_at: i64,
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(RETRY)
+                .bind(queue)
+                .bind(fence.id)
+                .bind(fence.token)
+                .bind(fence.expired_before)
+                .bind(i64::from(retried))
+                .bind(next_process)
+                .bind(last_err)
+                .bind(failed_at)
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        pub(super) async fn archive(
+            pool: &$pool,
+            queue: &str,
+            fence: Fence<'_>,
+            last_err: &str,
+            now: i64,
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(ARCHIVE)
+                .bind(queue)
+                .bind(fence.id)
+                .bind(fence.token)
+                .bind(fence.expired_before)
+                .bind(last_err)
+                .bind(now)
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        pub(super) async fn requeue(
+            pool: &$pool,
+            queue: &str,
+            fence: Fence<'_>,
+            now: i64,
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(REQUEUE)
+                .bind(queue)
+                .bind(fence.id)
+                .bind(fence.token)
+                .bind(fence.expired_before)
+                .bind(now)
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        pub(super) async fn expired(
+            pool: &$pool,
+            queue: &str,
+            now: i64,
+            limit: i64,
+        ) -> Result<Vec<Row>, sqlx::Error> {
+            let rows =
+                sqlx::query(EXPIRED).bind(queue).bind(now).bind(limit).fetch_all(pool).await?;
+            rows.iter().map(Row::decode::<$row>).collect()
+        }
+
+        pub(super) async fn run_task(
+            pool: &$pool,
+            queue: &str,
+            id: &str,
+            now: i64,
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(RUN).bind(queue).bind(id).bind(now).execute(pool).await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        pub(super) async fn delete(pool: &$pool, queue: &str, id: &str) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(DELETE).bind(queue).bind(id).execute(pool).await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        pub(super) async fn trim_archive(
+            pool: &$pool,
+            queue: &str,
+            older_than: i64,
+            keep: i64,
+        ) -> Result<u64, sqlx::Error> {
+            let done = sqlx::query(TRIM_ARCHIVE)
+                .bind(queue)
+                .bind(older_than)
+                .bind(keep)
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected())
+        }
+
+        pub(super) async fn trim_completed(
+            pool: &$pool,
+            queue: &str,
+            retention: i64,
+            now: i64,
+        ) -> Result<u64, sqlx::Error> {
+            let done = sqlx::query(TRIM_COMPLETED)
+                .bind(queue)
+                .bind(retention)
+                .bind(now)
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected())
+        }
+
+        pub(super) async fn ping(pool: &$pool) -> Result<(), sqlx::Error> {
+            sqlx::query("SELECT 1").execute(pool).await.map(drop)
+        }
+    };
+}

@@ -1,0 +1,140 @@
+//! What the durable queue's test suites share: a queue of its own per test on SQLite (a
+//! temporary file) or PostgreSQL (`RETRY_TEST_POSTGRES_URL`, a queue name per test), read
+//! through a `ManualClock`, and [`both_backends!`](crate::both_backends) to run one test fn on
+//! each.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use retry_runtime::durable::{DelayRng, ManualClock, Queue, TaskInfo, TaskState, Worker};
+
+/// 2023-11-14 22:13:20 UTC: where every test's clock starts, in seconds since the epoch.
+pub const T0_SECS: u64 = 1_700_000_000;
+
+/// [`T0_SECS`] as a time.
+pub fn t0() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(T0_SECS)
+}
+
+/// `s` seconds.
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// Where a test's queue lives.
+#[derive(Clone, Copy, Debug)]
+pub enum Backend {
+    /// A temporary SQLite file per test.
+    Sqlite,
+    /// The server of `RETRY_TEST_POSTGRES_URL`, a queue name per test.
+    Postgres,
+}
+
+/// A queue of its own for one test, and the clock it reads.
+pub struct Env {
+    /// The test's queue, reading [`Env::clock`].
+    pub q: Queue,
+    /// The queue's clock, at [`t0`] when the test starts.
+    pub clock: ManualClock,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Env {
+    /// A fresh queue on `backend`; `None` (said on stderr) when PostgreSQL is not configured.
+    pub async fn new(backend: Backend, test: &str) -> Option<Env> {
+        let clock = ManualClock::new(t0());
+        let (q, dir) = match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("a temporary directory");
+                let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+                let q = Queue::connect(&url).await.expect("SQLite opens a new file");
+                (q.named(test), Some(dir))
+            }
+            Backend::Postgres => {
+                let Ok(url) = std::env::var("RETRY_TEST_POSTGRES_URL") else {
+                    // Straight to stderr: the test harness would hide an `eprintln!` of a
+                    // passing test, and a skip must be seen.
+                    let _ = std::io::Write::write_all(
+                        &mut std::io::stderr(),
+                        format!(
+                            "*** SKIPPED: PostgreSQL test `{test}` did NOT run: \
+                             RETRY_TEST_POSTGRES_URL is not set \
+                             (`eval \"$(bash scripts/postgres.sh start)\"` starts a throwaway server)\n"
+                        )
+                        .as_bytes(),
+                    );
+                    return None;
+                };
+                let q = Queue::connect(&url)
+                    .await
+                    .expect("RETRY_TEST_POSTGRES_URL answers");
+                let unique = format!(
+                    "{test}-{}-{:016x}",
+                    std::process::id(),
+                    rand::random::<u64>()
+                );
+                (q.named(unique), None)
+            }
+        };
+        Some(Env {
+            q: q.with_clock(clock.clone()),
+            clock,
+            _dir: dir,
+        })
+    }
+
+    /// The task, which must exist.
+    pub async fn info(&self, id: &str) -> TaskInfo {
+        self.q.get(id).await.expect("get").expect("the task exists")
+    }
+
+    /// `t0 + offset`.
+    pub fn at(&self, offset: Duration) -> SystemTime {
+        t0() + offset
+    }
+
+    /// Waits (bounded: 20 s at most) until the task is in `state`.
+    pub async fn wait_for(&self, id: &str, state: TaskState) -> TaskInfo {
+        for _ in 0..2_000 {
+            let info = self.info(id).await;
+            if info.state == state {
+                return info;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!(
+            "task {id} never reached {state:?}: {:?}",
+            self.info(id).await
+        );
+    }
+}
+
+/// A worker of `env`'s queue with a fixed random term of 7 in the default delay.
+pub fn worker(env: &Env) -> Worker {
+    Worker::new(env.q.clone())
+        .concurrency(4)
+        .rng(DelayRng::fixed(7))
+}
+
+/// `both_backends!(test_a, test_b)`: a `sqlite` and a `postgres` module with one
+/// `#[tokio::test]` per name, calling `name(Backend)` of the enclosing module.
+#[macro_export]
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name($crate::durable_env::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name($crate::durable_env::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}

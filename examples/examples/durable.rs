@@ -4,13 +4,18 @@
 //! 2. The hand-over: a keyed `#[retry(write, idempotency_key = …)]` charge whose in-memory
 //!    attempts run out on a provider outage that lasts longer than 5 s (R-RES-RE-4) is handed to
 //!    the queue under the same key; the queue's later attempts complete it, charged once.
-//! 3. The archive: a task that exhausts `max_retry`, and one that fails with `SkipRetry`, kept
+//! 3. One rulebook: a partner API answering 404 has its task archived after one run
+//!    (R-RES-RE-X2), beside a 503 that is retried until the partner recovers.
+//! 4. The archive: a task that exhausts `max_retry`, and one that fails with `SkipRetry`, kept
 //!    with their history (`q.list(TaskState::Archived)`).
-//! 4. A re-run: `q.run_task` sends an archived task back to pending, and it completes.
+//! 5. A re-run: `q.run_task` sends an archived task back to pending, and it completes.
+//! 6. Left for the dashboard: webhooks waiting in the Retry tab with one `last_err`.
 //!
-//! The queue is a SQLite file in a temp dir. The provider is an in-process fake that
-//! deduplicates by idempotency key and counts charges. The demo's workers use short retry delays
-//! (`Worker::retry_delay`), still doubling (R-RES-RE-X3), so it takes seconds, not minutes.
+//! The queue is the SQLite file `demo.db` in the working directory (made anew on each run), so
+//! that `cargo run -p retry-queue -- --db sqlite://demo.db dash` shows it afterwards. The
+//! provider is an in-process fake that deduplicates by idempotency key and counts charges. The
+//! demo's worker uses short retry delays (`Worker::retry_delay`), still doubling (R-RES-RE-X3),
+//! so it takes seconds, not minutes.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,10 +24,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use retry_runtime::durable::{
-    BoxError, Error, Queue, SkipRetry, Task, TaskInfo, TaskState, Worker, default_retry_delay,
+    BoxError, DelayRng, Error, Queue, SkipRetry, Task, TaskInfo, TaskState, Worker,
+    default_retry_delay,
 };
+use retry_runtime::http::StatusError;
 use retry_runtime::{Classify, retry};
 use serde::{Deserialize, Serialize};
+
+/// The demo's queue: a SQLite file in the working directory, left for the dashboard.
+const DEMO_DB: &str = "demo.db";
 
 /// How long the provider is down, from the first charge: longer than in-memory retry covers.
 const OUTAGE: Duration = Duration::from_secs(7);
@@ -196,10 +206,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         human(total)
     );
 
-    let dir = tempfile::tempdir()?;
-    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    // The demo's own file, made anew: an earlier run's tasks would conflict with this one's.
+    for file in [DEMO_DB, "demo.db-wal", "demo.db-shm"] {
+        match std::fs::remove_file(file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+    }
+    let url = format!("sqlite://{DEMO_DB}");
     let q = Queue::connect(&url).await?;
     println!("\nqueue: {url}");
+    let partner_calls: &'static Mutex<HashMap<String, u32>> = Box::leak(Box::default());
 
     let provider: &'static Provider = Box::leak(Box::new(Provider::new()));
     let client: &'static PaymentsClient<'static> = Box::leak(Box::new(PaymentsClient { provider }));
@@ -236,6 +253,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 Err(BoxError::from("report template missing"))
             }
+        })
+        .handle("lookup", move |task| async move {
+            // The partner API: unknown references are a 404; it is overloaded (503) for the
+            // first two calls of each known one.
+            let reference: String = task.payload()?;
+            let mut calls = partner_calls.lock().unwrap();
+            let call = calls.entry(reference.clone()).or_default();
+            *call += 1;
+            let answer = match (reference.starts_with("unknown"), *call) {
+                (true, _) => Err(StatusError::new(404, None)),
+                (false, 1..=2) => Err(StatusError::new(503, None)),
+                (false, _) => Ok(()),
+            };
+            println!(
+                "  {} partner API: lookup {reference} (call {call}) -> {}",
+                provider.t(),
+                answer.map_or_else(|e| e.to_string(), |()| "200 OK".to_owned())
+            );
+            answer.map_err(BoxError::from)
         });
     let worker = tokio::spawn(worker.run_until(async {
         let _ = stopped.await;
@@ -286,8 +322,37 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(charged, 1);
     assert_eq!(*provider.new_charges.lock().unwrap(), 1, "charged once");
 
-    // --- 3. The archive. ----------------------------------------------------------------------
-    println!("\n== 3. the archive");
+    // --- 3. One rulebook. ---------------------------------------------------------------------
+    println!("\n== 3. one rulebook for both tiers: a 4xx is archived at once, a 5xx retried");
+    let not_found = q
+        .enqueue(Task::new("lookup", "unknown-ref-77").task_id("lookup-404"))
+        .await?;
+    let overloaded = q
+        .enqueue(Task::new("lookup", "ref-42").task_id("lookup-503"))
+        .await?;
+    let archived = wait_for(&q, &not_found.id, TaskState::Archived).await;
+    let completed = wait_for(&q, &overloaded.id, TaskState::Completed).await;
+    println!(
+        "  404: {} after {} retries; last_err: {}",
+        archived.state,
+        archived.retried,
+        archived.last_err.as_deref().unwrap_or("-")
+    );
+    println!(
+        "  503: {} after {} retries; last_err: {}",
+        completed.state,
+        completed.retried,
+        completed.last_err.as_deref().unwrap_or("-")
+    );
+    assert_eq!((archived.retried, completed.retried), (0, 2));
+    assert_eq!(
+        partner_calls.lock().unwrap()["unknown-ref-77"],
+        1,
+        "never retried"
+    );
+
+    // --- 4. The archive. ----------------------------------------------------------------------
+    println!("\n== 4. the archive");
     println!("  receipt: the receipt service stays down; max_retry(2): 3 runs, then archived");
     println!(
         "  refund:  the provider answers 422; the handler returns SkipRetry: archived at once"
@@ -325,8 +390,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
-    // --- 4. A re-run. -------------------------------------------------------------------------
-    println!("\n== 4. a re-run: the report template is back; q.run_task(\"report-2024-06\")");
+    // --- 5. A re-run. -------------------------------------------------------------------------
+    println!("\n== 5. a re-run: the report template is back; q.run_task(\"report-2024-06\")");
     fixed.store(true, Ordering::SeqCst);
     q.run_task(&report.id).await?;
     let again = q.get(&report.id).await?.expect("report");
@@ -344,6 +409,35 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let _ = stop.send(());
     worker.await??;
+
+    // --- 6. Left for the dashboard. -----------------------------------------------------------
+    println!("\n== 6. left in {DEMO_DB}: webhooks waiting to be retried, all with one last_err");
+    let webhooks = Worker::new(q.clone())
+        .concurrency(5)
+        .rng(DelayRng::from_seed(6))
+        .handle("webhook", |_task| async {
+            Err(BoxError::from(StatusError::new(502, None)))
+        });
+    for shop in 1..=5 {
+        let task = Task::new("webhook", &format!("shop-{shop}/orders/1001"));
+        q.enqueue(task.task_id(format!("webhook-shop-{shop}-order-1001")))
+            .await?;
+    }
+    webhooks.run_due().await?;
+    for t in q.list(TaskState::Retry).await? {
+        println!(
+            "  - {:<28} {:<8} retried {}/{}  next attempt in {:<6}  last_err: {}",
+            t.id,
+            t.kind,
+            t.retried,
+            t.max_retry,
+            t.next_process_at
+                .and_then(|at| at.duration_since(SystemTime::now()).ok())
+                .map_or("-".into(), |d| human(d + Duration::from_millis(500))),
+            t.last_err.as_deref().unwrap_or("-")
+        );
+    }
+    println!("  see them: cargo run -p retry-queue -- --db sqlite://{DEMO_DB} dash");
     println!(
         "\ndone in {:.1} s",
         provider.started.elapsed().as_secs_f64()

@@ -37,9 +37,40 @@
 //! # }
 //! ```
 //!
+//! # Which errors are retried
+//!
+//! The queue follows the same rulebook as `#[retry]`: a handler's error is judged the way the
+//! in-memory loop judges it, then asynq's bookkeeping applies. [`Worker::handle`] judges a
+//! `BoxError` (or an `anyhow::Error`) by the first error of its source chain whose type is known
+//! (`StatusError`, `std::io::Error`, tokio's `Elapsed`, `reqwest::Error`, a `failsafe`
+//! rejection); [`Worker::handle_classified`] judges an adapter's own error type by its
+//! [`Classify`](crate::Classify) impl.
+//!
+//! | the attempt's error | outcome | `retried` | `last_err` ends with |
+//! | --- | --- | --- | --- |
+//! | [`SkipRetry`] anywhere in the chain | archived at once | unchanged | `(SkipRetry: not retried)` |
+//! | a payload that does not decode ([`Error::Decode`]) | archived at once | unchanged | `(bad task: no attempt can succeed)` |
+//! | known permanent: a 4xx `StatusError` in the chain (R-RES-RE-X2) | archived at once | unchanged | `(permanent: not retried, R-RES-RE-X2)` |
+//! | known permanent: any other (`Classify` says not transient, e.g. `io::ErrorKind::PermissionDenied`) | archived at once | unchanged | `(permanent: not retried, R-RES-RE-1)` |
+//! | a circuit-breaker rejection ([`Classify::is_rejection`](crate::Classify::is_rejection): `failsafe::Error::Rejected`) | retried after the normal delay: the system was not called (R-RES-RE-X4) | unchanged | — |
+//! | transient (timeout, 5xx, reset) with a Retry-After hint | retried no sooner than now + the hint (the longer of the delay and the hint; no 5 s cap here) | + 1 | — |
+//! | transient without a hint | retried after the delay | + 1 | — |
+//! | unknown (nothing known in the chain: a text error, a panic, a timeout of the attempt, an expired lease) | retried after the delay (asynq's default) | + 1 | — |
+//! | [`Worker::is_failure`] says "not a failure" (it wins over the verdict, e.g. a 429 used as a rate-limit signal) | retried after the delay | unchanged | — |
+//! | any failure once `retried >= max_retry`, even "not a failure" and rejections: no task is retried forever | archived | unchanged | `(retries exhausted: N of N)` |
+//! | a retry that would start after the idempotency key expires ([`Task::key_ttl`]) | archived | unchanged | `(not retried: the next attempt, at …, would come after the idempotency key expires, at …)` |
+//! | a retry that would start at or after the deadline (or an attempt cut by it) | archived | unchanged | `(not retried: the next attempt, at …, would come after the task's deadline, …)` |
+//!
+//! The checks run in that order: `SkipRetry`; `is_failure` (archived only when exhausted); a bad
+//! task or a permanent error; exhaustion; a rejection; then the delay, and the key and deadline
+//! checks on the time it gives. [`Worker::on_error`] sees every failed attempt before that, and
+//! the worker logs through `tracing`: WARN for an attempt that will be retried, ERROR when a task
+//! is archived (fields `kind`, `id`, `queue`, `retried`, `max_retry`, `last_err`).
+//!
 //! # Semantics
 //!
-//! asynq's (see the end of the project's RULES.md), made exact:
+//! asynq's, made exact — where asynq and our rules differ, the rules win (see
+//! [the differences](#differences-from-asynq)):
 //!
 //! - **Retry ceiling.** Each task has a `max_retry` (default [`DEFAULT_MAX_RETRY`], 25). When an
 //!   attempt fails and `retried == max_retry`, the task is **archived**; otherwise it goes to
@@ -48,9 +79,6 @@
 //! - **Delay.** By default `n⁴ + 15 + rand(0..30)·(n + 1)` seconds, n = retries done so far
 //!   ([`default_retry_delay`]): 15–44 s before the first retry, about 3 d 20 h before the 25th,
 //!   about 20 days for all 25. [`Worker::retry_delay`] replaces it with `|n, err, task| -> Duration`.
-//! - **[`SkipRetry`]** anywhere in a handler error's source chain archives the task at once.
-//! - **[`Worker::is_failure`]**: when it says an error is no failure (a rate-limit signal, say),
-//!   the task is retried after the delay with `retried` unchanged.
 //! - **Panics** are failed attempts ([`Error::Panicked`]); the handler runs in its own tokio task.
 //! - **Archive.** Archived tasks keep `last_err` and `last_failed_at`. The inspector
 //!   ([`Queue::run_task`]) re-runs one (pending, `retried` kept) or deletes it
@@ -64,17 +92,33 @@
 //!   `last_err` says the lease expired. Every change after a claim is conditional on the claim's
 //!   random token (the fencing token): a stalled worker that wakes up late, after its task was
 //!   recovered or claimed again, changes nothing, and drops its attempt at its next renewal.
-//! - **Timeout and deadline.** Each attempt is bounded by the task's timeout (default 30 min,
-//!   [`Task::timeout`]) and deadline ([`Task::deadline`]): the handler's future is dropped when
-//!   either passes. A retry that would start after the deadline is not scheduled: archived.
+//! - **Timeout and deadline.** Each attempt is bounded by the task's timeout ([`Task::timeout`];
+//!   `Duration::ZERO`: none) and its deadline ([`Task::deadline`]): the handler's future is
+//!   dropped when either passes. A task with neither gets the 30-minute [`DEFAULT_TIMEOUT`]; a
+//!   task with only a deadline is bounded by the deadline alone (asynq's rule). A retry that would
+//!   start after the deadline is not scheduled: archived.
 //! - **Key expiry.** [`Task::key_ttl`]: a task whose next attempt would come after its
 //!   idempotency key expires at the external system is archived instead of retried.
+//! - **Unique tasks.** [`Task::unique`]`(ttl)`: while a task of the same queue, kind and payload
+//!   enqueued with `unique` is neither completed nor archived and its ttl runs, another enqueue
+//!   fails with [`Error::DuplicateTask`] (asynq's `Unique`).
+//! - **Retention.** Completed tasks are kept 7 days by default
+//!   ([`Queue::completed_retention`]), so their ids keep conflicting; [`Task::retention`] sets it
+//!   per task.
+//! - **Order.** Due tasks run oldest due first, and tasks due at the same millisecond in enqueue
+//!   order (FIFO).
+//! - **Several queues.** [`Worker::queues`] serves several queues of one database with weights
+//!   (a queue picked with probability proportional to its weight among those with due work), or
+//!   strictly by weight with [`Worker::strict_priority`] (asynq's `Queues`, `StrictPriority`).
+//! - **Unknown kinds.** A worker claims only the kinds it has handlers for: a task of another kind
+//!   waits, pending, for a worker that knows it (during a rolling deploy, say).
 //! - **Shutdown.** [`Worker::run_until`] stops claiming when its future completes, gives running
 //!   attempts [`Worker::shutdown_timeout`] (default 8 s), then drops them and returns their tasks
-//!   to pending without counting a retry.
+//!   to pending, at the head of their queue (they keep the due time they were claimed at),
+//!   without counting a retry.
 //! - **Bad input.** A payload that does not decode ([`ActiveTask::payload`] returning
-//!   [`Error::Decode`]) or a kind with no handler is archived at once, with a `last_err` that
-//!   says so. A payload above [`MAX_PAYLOAD_BYTES`] (1 MiB of JSON) is refused at enqueue.
+//!   [`Error::Decode`]) is archived at once, with a `last_err` that says so. A payload above
+//!   [`MAX_PAYLOAD_BYTES`] (1 MiB of JSON) is refused at enqueue.
 //! - **Database down.** Enqueue and the inspector fail with [`Error::Unreachable`]; nothing is
 //!   half-written. A worker keeps trying; an outcome it cannot write leaves the lease to expire,
 //!   and the task runs again: at least once, never lost. Handlers must therefore be idempotent,
@@ -83,8 +127,18 @@
 //!   first: a backlog of retries after an outage hits the external system at the pace of the
 //!   workers, not all at once.
 //!
-//! Each queue ([`Queue::named`]) is served by workers that know all its kinds: a worker archives a
-//! task of a kind it has no handler for.
+//! # Differences from asynq
+//!
+//! | asynq | here | why |
+//! | --- | --- | --- |
+//! | every handler error is a failure, retried up to `MaxRetry` (a 404 is retried for ~20 days) | a known permanent error (4xx, a `Classify` verdict) is archived after one run | R-RES-RE-X2: repeating a contract error cannot help, and hammers the other side for weeks |
+//! | a circuit-breaker rejection is a failure and burns a retry | it is not counted: retried after the normal delay | R-RES-RE-X4: the system was not called; counting it would archive tasks because of our own breaker |
+//! | `Retry-After` is unknown to the retry delay | the next attempt comes no sooner than the hint | the other side said when it can take the call again |
+//! | a task of a kind the worker has no handler for fails (and is retried, then archived) | it is not claimed: it waits for a worker that knows the kind | a rolling deploy must not archive every task of a new kind |
+//! | `Unique` uses a Redis lock key | the uniqueness is a hash of kind and payload held in the task's row and released when it completes or is archived | one store, no second key to drift |
+//! | the periodic-task scheduler of each process enqueues its own copy | several schedulers on one database enqueue each period's task once | asynq #371, #395, #653 |
+//! | archive reasons are not told apart | every archive reason ends `last_err` with its own suffix (table above) | operators read *why* in the Archived tab |
+//! | completed tasks are deleted at once unless `Retention` is set | kept 7 days by default | their ids keep refusing a duplicate enqueue of the same keyed work |
 //!
 //! # From `#[retry]` to the queue
 //!

@@ -35,6 +35,10 @@ pub struct Env {
     pub q: Queue,
     /// The queue's clock, at [`t0`] when the test starts.
     pub clock: ManualClock,
+    /// The database's URL.
+    pub url: String,
+    /// The queue's name (unique per test on PostgreSQL).
+    pub name: String,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -42,12 +46,11 @@ impl Env {
     /// A fresh queue on `backend`; `None` (said on stderr) when PostgreSQL is not configured.
     pub async fn new(backend: Backend, test: &str) -> Option<Env> {
         let clock = ManualClock::new(t0());
-        let (q, dir) = match backend {
+        let (url, name, dir) = match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("a temporary directory");
                 let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
-                let q = Queue::connect(&url).await.expect("SQLite opens a new file");
-                (q.named(test), Some(dir))
+                (url, test.to_owned(), Some(dir))
             }
             Backend::Postgres => {
                 let Ok(url) = std::env::var("RETRY_TEST_POSTGRES_URL") else {
@@ -64,22 +67,53 @@ impl Env {
                     );
                     return None;
                 };
-                let q = Queue::connect(&url)
-                    .await
-                    .expect("RETRY_TEST_POSTGRES_URL answers");
                 let unique = format!(
                     "{test}-{}-{:016x}",
                     std::process::id(),
                     rand::random::<u64>()
                 );
-                (q.named(unique), None)
+                (url, unique, None)
             }
         };
+        let q = Queue::connect(&url)
+            .await
+            .expect("the test database answers")
+            .named(name.clone());
         Some(Env {
             q: q.with_clock(clock.clone()),
             clock,
+            url,
+            name,
             _dir: dir,
         })
+    }
+
+    /// The same queue through connections of its own, as another process would open it, on
+    /// the same manual clock.
+    pub async fn other_process(&self) -> Queue {
+        self.on_system_clock().await.with_clock(self.clock.clone())
+    }
+
+    /// The same queue through connections of its own, on the system clock.
+    pub async fn on_system_clock(&self) -> Queue {
+        Queue::connect(&self.url)
+            .await
+            .expect("the test database answers")
+            .named(self.name.clone())
+    }
+
+    /// The ids of the queue's tasks in `state`, sorted.
+    pub async fn ids(&self, state: TaskState) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .q
+            .list(state)
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|info| info.id)
+            .collect();
+        ids.sort();
+        ids
     }
 
     /// The task, which must exist.

@@ -205,6 +205,28 @@
 //! # }
 //! ```
 //!
+//! # Periodic tasks
+//!
+//! A [`Scheduler`] (asynq's) enqueues a task per period: [`Scheduler::every`] a fixed period,
+//! aligned to multiples of it since the Unix epoch, or [`Scheduler::cron`] a standard 5-field
+//! cron expression in UTC. Run one next to each group of workers: however many run on a
+//! database, each period's task is enqueued once, since its id names the entry and the period
+//! (`periodic:{kind}:{spec}:{start ms}`) and the queue refuses an id twice. Periods missed while
+//! no scheduler ran are not made up for.
+//!
+//! ```no_run
+//! # async fn demo(q: retry_runtime::durable::Queue, shutdown_future: impl std::future::Future) -> Result<(), retry_runtime::durable::Error> {
+//! use std::time::Duration;
+//! use retry_runtime::durable::{Scheduler, Task};
+//!
+//! Scheduler::new(q.clone())
+//!     .every(Duration::from_secs(3600), || Task::new("report", &"hourly"))
+//!     .cron("30 2 * * *", || Task::new("cleanup", &()))    // 02:30 UTC daily
+//!     .run_until(shutdown_future).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Storage
 //!
 //! One table, `retry_tasks`, created by [`Queue::connect`] where missing, keyed by
@@ -249,6 +271,7 @@ mod processor;
 mod queue;
 mod recoverer;
 mod schedule;
+mod scheduler;
 mod store;
 mod task;
 mod worker;
@@ -261,6 +284,7 @@ pub use queue::{
 pub use schedule::{
     Clock, DELAY_RAND_BOUND, DelayRng, ManualClock, SystemClock, default_retry_delay,
 };
+pub use scheduler::Scheduler;
 pub use task::{
     ActiveTask, DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState,
 };

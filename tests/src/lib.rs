@@ -12,6 +12,7 @@ use retry_runtime::Classify;
 use tokio::time::Instant;
 
 pub mod adapter;
+pub mod capture;
 pub mod durable_env;
 pub mod gateway;
 

@@ -13,6 +13,7 @@ use retry_runtime::durable::{
     ActiveTask, BoxError, DEFAULT_TIMEOUT, DelayRng, Error, Task, TaskInfo, TaskState, Worker,
 };
 use retry_runtime::http::StatusError;
+use retry_tests::capture::{Event, events};
 use retry_tests::durable_env::{Backend, Env, secs, t0, worker};
 
 retry_tests::both_backends!(
@@ -30,6 +31,7 @@ retry_tests::both_backends!(
     zero_timeout_means_no_timeout,
     tasks_due_at_the_same_millisecond_run_in_enqueue_order,
     on_error_sees_every_failed_attempt,
+    the_worker_logs_retries_as_warn_and_archives_as_error,
 );
 
 /// Fails every attempt with the error `make` returns; counts the runs.
@@ -590,5 +592,53 @@ async fn on_error_sees_every_failed_attempt(backend: Backend) {
             (id.clone(), 0, "down".to_owned()),
             (id.clone(), 1, "down".to_owned())
         ]
+    );
+}
+
+async fn the_worker_logs_retries_as_warn_and_archives_as_error(backend: Backend) {
+    let Some(env) = Env::new(backend, "rules-events").await else {
+        return;
+    };
+    let runs = Arc::new(AtomicU32::new(0));
+    let w = worker(&env).handle(
+        "charge",
+        failing_with(&runs, || Box::new(StatusError::new(503, None))),
+    );
+    let id = env
+        .q
+        .enqueue(Task::new("charge", &1).task_id("order-9").max_retry(1))
+        .await
+        .unwrap()
+        .id;
+    let logged = events(async {
+        w.run_due().await.unwrap();
+        env.clock.set(env.info(&id).await.next_process_at.unwrap());
+        w.run_due().await.unwrap();
+    })
+    .await;
+    let durable: Vec<_> = logged
+        .iter()
+        .filter(|e| e.fields.get("id").map(String::as_str) == Some("order-9"))
+        .collect();
+    assert_eq!(durable.len(), 2, "{logged:#?}");
+    let (retried, archived) = (durable[0], durable[1]);
+    assert_eq!(retried.level, tracing::Level::WARN);
+    assert_eq!(archived.level, tracing::Level::ERROR);
+    let field = |e: &Event, name: &str| e.fields.get(name).cloned().unwrap_or_default();
+    assert_eq!(
+        field(retried, "message"),
+        "durable task failed; it will be retried"
+    );
+    assert_eq!(field(archived, "message"), "durable task archived");
+    for (event, retried_count) in [(retried, "1"), (archived, "1")] {
+        assert_eq!(field(event, "kind"), "charge");
+        assert_eq!(field(event, "queue"), env.q.name());
+        assert_eq!(field(event, "retried"), retried_count);
+        assert_eq!(field(event, "max_retry"), "1");
+    }
+    assert_eq!(field(retried, "last_err"), "HTTP 503 Service Unavailable");
+    assert_eq!(
+        field(archived, "last_err"),
+        "HTTP 503 Service Unavailable (retries exhausted: 1 of 1)"
     );
 }

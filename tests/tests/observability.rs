@@ -3,54 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use retry_runtime::retry;
+use retry_tests::capture::events;
 use retry_tests::{Failure, Flaky, GatewayError, UNAVAILABLE};
-use tracing::field::{Field, Visit};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
-
-/// One captured event: its level, message and other fields, as text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Event {
-    level: tracing::Level,
-    fields: BTreeMap<String, String>,
-}
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<Event>>>);
-
-struct Fields<'a>(&'a mut BTreeMap<String, String>);
-
-impl Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-}
-
-impl<S: tracing::Subscriber> Layer<S> for Capture {
-    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let mut fields = BTreeMap::new();
-        event.record(&mut Fields(&mut fields));
-        self.0.lock().unwrap().push(Event {
-            level: *event.metadata().level(),
-            fields,
-        });
-    }
-}
-
-/// Runs `body` with a capturing subscriber and returns the events it emitted.
-async fn events<F: Future<Output = ()>>(body: F) -> Vec<Event> {
-    let capture = Capture::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
-    body.await;
-    capture.0.lock().unwrap().clone()
-}
 
 fn fields(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 /// What the gateway answers instead of a success.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SberError {
+enum GatewayError {
     /// 503, maybe with Retry-After.
     Unavailable { retry_after: Option<Duration> },
     /// The request timed out: the gateway may or may not have acted on it.
@@ -22,31 +22,36 @@ enum SberError {
     NotFound,
 }
 
-impl fmt::Display for SberError {
+impl fmt::Display for GatewayError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SberError::Unavailable {
+            GatewayError::Unavailable {
                 retry_after: Some(d),
             } => {
                 write!(f, "503 Service Unavailable, Retry-After: {}", d.as_secs())
             }
-            SberError::Unavailable { retry_after: None } => f.write_str("503 Service Unavailable"),
-            SberError::Timeout => {
+            GatewayError::Unavailable { retry_after: None } => {
+                f.write_str("503 Service Unavailable")
+            }
+            GatewayError::Timeout => {
                 f.write_str("timed out (the charge went through, the response was lost)")
             }
-            SberError::NotFound => f.write_str("404 Not Found"),
+            GatewayError::NotFound => f.write_str("404 Not Found"),
         }
     }
 }
 
-impl Classify for SberError {
+impl Classify for GatewayError {
     fn is_transient(&self) -> bool {
-        matches!(self, SberError::Unavailable { .. } | SberError::Timeout)
+        matches!(
+            self,
+            GatewayError::Unavailable { .. } | GatewayError::Timeout
+        )
     }
 
     fn retry_after(&self) -> Option<Duration> {
         match self {
-            SberError::Unavailable { retry_after } => *retry_after,
+            GatewayError::Unavailable { retry_after } => *retry_after,
             _ => None,
         }
     }
@@ -71,7 +76,7 @@ impl Order {
 
 /// The fake gateway: fails by script, deduplicates charges by idempotency key.
 struct Gateway {
-    script: Mutex<Vec<SberError>>,
+    script: Mutex<Vec<GatewayError>>,
     charges: Mutex<HashMap<String, u64>>,
     clock: Mutex<(Instant, Option<Instant>, u32)>,
 }
@@ -87,7 +92,7 @@ impl Gateway {
     }
 
     /// The next calls fail like this, in order.
-    fn will_fail(&self, failures: &[SberError]) {
+    fn will_fail(&self, failures: &[GatewayError]) {
         let mut script = self.script.lock().unwrap();
         script.clear();
         script.extend(failures.iter().rev());
@@ -112,16 +117,16 @@ impl Gateway {
         );
     }
 
-    fn next_failure(&self) -> Option<SberError> {
+    fn next_failure(&self) -> Option<GatewayError> {
         self.script.lock().unwrap().pop()
     }
 
     /// A read: the status of a payment.
-    #[retry(read, system = "sber")]
-    async fn payment_status(&self, payment: u64) -> Result<&'static str, SberError> {
+    #[retry(read, system = "gateway")]
+    async fn payment_status(&self, payment: u64) -> Result<&'static str, GatewayError> {
         let outcome = match self.next_failure() {
             Some(error) => Err(error),
-            None if payment == 0 => Err(SberError::NotFound),
+            None if payment == 0 => Err(GatewayError::NotFound),
             None => Ok("paid"),
         };
         self.log(&match &outcome {
@@ -132,12 +137,12 @@ impl Gateway {
     }
 
     /// A write the gateway deduplicates by key: safe to retry.
-    #[retry(write, idempotency_key = order.idempotency_key, system = "sber")]
-    async fn register(&self, order: &Order) -> Result<u64, SberError> {
+    #[retry(write, idempotency_key = order.idempotency_key, system = "gateway")]
+    async fn register(&self, order: &Order) -> Result<u64, GatewayError> {
         let failure = self.next_failure();
-        if failure == Some(SberError::Unavailable { retry_after: None }) {
+        if failure == Some(GatewayError::Unavailable { retry_after: None }) {
             self.log("503 Service Unavailable (nothing charged)");
-            return Err(SberError::Unavailable { retry_after: None });
+            return Err(GatewayError::Unavailable { retry_after: None });
         }
         let mut charges = self.charges.lock().unwrap();
         let first = !charges.contains_key(&order.idempotency_key);
@@ -165,11 +170,11 @@ async fn main() {
     println!(
         "#[retry(read)] payment_status(42): two 503s, then success (pauses ~200 ms, ~400 ms, jittered)"
     );
-    gateway.will_fail(&[SberError::Unavailable { retry_after: None }; 2]);
+    gateway.will_fail(&[GatewayError::Unavailable { retry_after: None }; 2]);
     println!("  => {:?}\n", gateway.payment_status(42).await);
 
     println!("#[retry(read)] payment_status(42): the gateway asks for Retry-After: 1");
-    gateway.will_fail(&[SberError::Unavailable {
+    gateway.will_fail(&[GatewayError::Unavailable {
         retry_after: Some(Duration::from_secs(1)),
     }]);
     println!("  => {:?}\n", gateway.payment_status(42).await);
@@ -181,7 +186,7 @@ async fn main() {
     println!(
         "#[retry(read)] payment_status(42): always 503, gives up after 3 attempts (R-RES-RE-3)"
     );
-    gateway.will_fail(&[SberError::Unavailable { retry_after: None }; 3]);
+    gateway.will_fail(&[GatewayError::Unavailable { retry_after: None }; 3]);
     println!("  => {:?}\n", gateway.payment_status(42).await);
 
     let order = Order::new(7, 4_990);
@@ -191,8 +196,8 @@ async fn main() {
     );
     println!("  a 503, then a charge whose response is lost, then the retry with the same key");
     gateway.will_fail(&[
-        SberError::Unavailable { retry_after: None },
-        SberError::Timeout,
+        GatewayError::Unavailable { retry_after: None },
+        GatewayError::Timeout,
     ]);
     println!("  => {:?}", gateway.register(&order).await);
     let charges = gateway.charges.lock().unwrap();

@@ -100,6 +100,34 @@ impl Classify for tokio::time::error::Elapsed {
     }
 }
 
+/// The Retry-After hint held by the field that `#[derive(Classify)]`'s
+/// `#[classify(transient, retry_after = field)]` names: a `Duration` (always a hint) or an
+/// `Option<Duration>` (a hint when `Some`). A trait, not a match on the type's name, so that
+/// aliases and paths of either type work.
+#[diagnostic::on_unimplemented(
+    message = "`#[classify(retry_after = ...)]` reads a Retry-After hint from a `Duration` or `Option<Duration>` field, not from `{Self}`",
+    label = "not a `Duration` or `Option<Duration>`",
+    note = "store the hint as a `std::time::Duration` (`retry_runtime::http::parse_retry_after` reads the header into an `Option<Duration>`)"
+)]
+pub trait Hint {
+    /// The hint, if there is one.
+    fn hint(&self) -> Option<Duration>;
+}
+
+impl Hint for Duration {
+    #[inline]
+    fn hint(&self) -> Option<Duration> {
+        Some(*self)
+    }
+}
+
+impl Hint for Option<Duration> {
+    #[inline]
+    fn hint(&self) -> Option<Duration> {
+        *self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

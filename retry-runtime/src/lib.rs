@@ -55,6 +55,7 @@
 mod budget;
 mod classify;
 mod deadline;
+mod describe;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod durable;
 pub mod http;
@@ -62,6 +63,7 @@ mod integrations;
 mod key;
 mod nesting;
 mod observe;
+mod retrier;
 mod schedule;
 mod timeout;
 

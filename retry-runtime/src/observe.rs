@@ -13,8 +13,9 @@
 //!
 //! Each attempt is counted once, so the outcomes add up to the attempts made.
 
-use crate::__private::{ErrorText, GiveUp, Site};
+use crate::describe::ErrorText;
 use crate::key::IdempotencyKey;
+use crate::retrier::{GiveUp, Site};
 use std::time::Duration;
 
 /// A failed attempt, as the logs describe it.
@@ -25,6 +26,9 @@ pub(crate) struct Failure<'a> {
     pub key: Option<&'a dyn IdempotencyKey>,
     pub error: ErrorText<'a>,
 }
+
+/// How many values the `outcome` label has: one counter per outcome and site.
+pub(crate) const OUTCOMES: usize = 6;
 
 /// The values of the `outcome` label.
 #[derive(Clone, Copy)]
@@ -40,7 +44,7 @@ pub(crate) enum Outcome {
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 impl Outcome {
-    pub const ALL: [Outcome; 6] = [
+    pub const ALL: [Outcome; OUTCOMES] = [
         Outcome::Success,
         Outcome::Retry,
         Outcome::Exhausted,
@@ -134,7 +138,7 @@ fn count(_: &'static Site, _: Outcome) {}
 /// kept: later calls count with an atomic add, no lookup, no allocation. Install the recorder
 /// before the first call (as every `metrics` exporter asks).
 #[cfg(feature = "metrics")]
-pub(crate) fn register(system: &'static str) -> [metrics::Counter; 6] {
+pub(crate) fn register(system: &'static str) -> [metrics::Counter; OUTCOMES] {
     Outcome::ALL.map(|outcome| {
         metrics::counter!(
             "retry_attempts_total",

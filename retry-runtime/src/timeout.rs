@@ -3,7 +3,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use std::future::Future;
+
 use crate::Classify;
+use crate::retrier::RetryResult;
 
 /// One attempt ran longer than the attribute's `timeout` and was dropped.
 ///
@@ -15,20 +18,20 @@ use crate::Classify;
 /// use retry_runtime::{AttemptTimedOut, Classify};
 ///
 /// #[derive(Debug)]
-/// enum SberError {
+/// enum GatewayError {
 ///     Timeout(AttemptTimedOut),
 ///     Rejected,
 /// }
 ///
-/// impl From<AttemptTimedOut> for SberError {
+/// impl From<AttemptTimedOut> for GatewayError {
 ///     fn from(timeout: AttemptTimedOut) -> Self {
-///         SberError::Timeout(timeout)
+///         GatewayError::Timeout(timeout)
 ///     }
 /// }
 ///
-/// impl Classify for SberError {
+/// impl Classify for GatewayError {
 ///     fn is_transient(&self) -> bool {
-///         matches!(self, SberError::Timeout(_))
+///         matches!(self, GatewayError::Timeout(_))
 ///     }
 /// }
 /// ```
@@ -61,5 +64,37 @@ impl std::error::Error for AttemptTimedOut {}
 impl Classify for AttemptTimedOut {
     fn is_transient(&self) -> bool {
         true
+    }
+}
+
+/// The error type of a `#[retry(..., timeout = "...")]` fn: it can say that an attempt timed
+/// out.
+#[diagnostic::on_unimplemented(
+    message = "`timeout = ...` needs `{Self}: From<retry_runtime::AttemptTimedOut>`",
+    label = "an attempt that runs out of time must fail with this error type",
+    note = "implement `From<retry_runtime::AttemptTimedOut>` for `{Self}`, and classify the result as transient"
+)]
+pub trait FromTimeout {
+    /// The error for an attempt that timed out.
+    fn from_timeout(timeout: AttemptTimedOut) -> Self;
+}
+
+impl<E: From<AttemptTimedOut>> FromTimeout for E {
+    fn from_timeout(timeout: AttemptTimedOut) -> Self {
+        E::from(timeout)
+    }
+}
+
+/// Runs one attempt under `timeout`: an attempt still running then is dropped and fails with
+/// `E::from(AttemptTimedOut)`.
+pub async fn timed<R, F>(timeout: Duration, attempt: F) -> R
+where
+    F: Future<Output = R>,
+    R: RetryResult,
+    R::Error: FromTimeout,
+{
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(output) => output,
+        Err(_) => R::failed(R::Error::from_timeout(AttemptTimedOut::new(timeout))),
     }
 }

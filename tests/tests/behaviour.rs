@@ -353,9 +353,9 @@ trait Gateway {
     }
 }
 
-struct Sber(Flaky);
+struct PaymentsApi(Flaky);
 
-impl Gateway for Sber {
+impl Gateway for PaymentsApi {
     #[retry(read, attempts = 2, jitter = "none")]
     async fn status(&self) -> Result<u32, GatewayError> {
         self.0.call()
@@ -364,17 +364,17 @@ impl Gateway for Sber {
 
 #[tokio::test(start_paused = true)]
 async fn trait_methods_retry() {
-    let sber = Sber(Flaky::always(UNAVAILABLE));
-    assert_eq!(sber.status().await.unwrap_err().call, 2);
+    let api = PaymentsApi(Flaky::always(UNAVAILABLE));
+    assert_eq!(api.status().await.unwrap_err().call, 2);
     // The default method retries too: one 503 is retried inside `status` (attempt 2 succeeds).
-    let sber = Sber(Flaky::failing([UNAVAILABLE]));
-    assert_eq!(sber.status_doubled().await, Ok(4));
-    assert_eq!(sber.0.calls(), 2);
+    let api = PaymentsApi(Flaky::failing([UNAVAILABLE]));
+    assert_eq!(api.status_doubled().await, Ok(4));
+    assert_eq!(api.0.calls(), 2);
     // Two 503s exhaust `status`'s own 2 attempts; `status_doubled` does not run it again
     // (layered retries don't multiply: tests/tests/storms.rs).
-    let sber = Sber(Flaky::failing([UNAVAILABLE, UNAVAILABLE]));
-    assert_eq!(sber.status_doubled().await.unwrap_err().call, 2);
-    assert_eq!(sber.0.calls(), 2);
+    let api = PaymentsApi(Flaky::failing([UNAVAILABLE, UNAVAILABLE]));
+    assert_eq!(api.status_doubled().await.unwrap_err().call, 2);
+    assert_eq!(api.0.calls(), 2);
 }
 
 #[retry(read, jitter = "none")]

@@ -183,7 +183,7 @@ fn a_generic_enum_delegates_to_its_type_parameter() {
 
 /// Next to thiserror: its `#[error]`, `#[from]` and `#[source]` are left alone.
 #[derive(Debug, thiserror::Error, Classify)]
-enum SberError {
+enum ProviderError {
     #[error("timed out")]
     #[classify(transient)]
     Timeout,
@@ -199,10 +199,10 @@ enum SberError {
 
 #[test]
 fn the_derive_sits_next_to_thiserror() {
-    let io: SberError = io::Error::from(io::ErrorKind::BrokenPipe).into();
+    let io: ProviderError = io::Error::from(io::ErrorKind::BrokenPipe).into();
     assert_eq!(verdict(&io), (true, None));
     assert!(std::error::Error::source(&io).is_some());
-    let unavailable = SberError::Unavailable {
+    let unavailable = ProviderError::Unavailable {
         retry_after: Some(ms(5)),
     };
     assert_eq!(
@@ -210,25 +210,28 @@ fn the_derive_sits_next_to_thiserror() {
         "unavailable, retry after Some(5ms)"
     );
     assert_eq!(verdict(&unavailable), (true, Some(ms(5))));
-    assert_eq!(verdict(&SberError::Timeout), (true, None));
-    assert_eq!(verdict(&SberError::Rejected("card".into())), (false, None));
+    assert_eq!(verdict(&ProviderError::Timeout), (true, None));
+    assert_eq!(
+        verdict(&ProviderError::Rejected("card".into())),
+        (false, None)
+    );
 }
 
 /// An external system that fails by script, then answers with the number of the call.
 struct Script {
-    failures: RefCell<VecDeque<SberError>>,
+    failures: RefCell<VecDeque<ProviderError>>,
     calls: Cell<u32>,
 }
 
 impl Script {
-    fn failing(failures: impl IntoIterator<Item = SberError>) -> Self {
+    fn failing(failures: impl IntoIterator<Item = ProviderError>) -> Self {
         Script {
             failures: RefCell::new(failures.into_iter().collect()),
             calls: Cell::new(0),
         }
     }
 
-    fn call(&self) -> Result<u32, SberError> {
+    fn call(&self) -> Result<u32, ProviderError> {
         self.calls.set(self.calls.get() + 1);
         match self.failures.borrow_mut().pop_front() {
             Some(error) => Err(error),
@@ -238,16 +241,20 @@ impl Script {
 }
 
 #[retry(read, jitter = "none")]
-async fn payment_status(script: &Script) -> Result<u32, SberError> {
+async fn payment_status(script: &Script) -> Result<u32, ProviderError> {
     script.call()
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_derived_transient_variant_is_retried_up_to_three_attempts() {
-    let script = Script::failing([SberError::Timeout, SberError::Timeout, SberError::Timeout]);
+    let script = Script::failing([
+        ProviderError::Timeout,
+        ProviderError::Timeout,
+        ProviderError::Timeout,
+    ]);
     let start = Instant::now();
     let error = payment_status(&script).await.unwrap_err();
-    assert!(matches!(error, SberError::Timeout), "{error:?}");
+    assert!(matches!(error, ProviderError::Timeout), "{error:?}");
     assert_eq!(script.calls.get(), 3);
     // 200 ms, then 400 ms.
     assert_eq!(start.elapsed(), ms(600));
@@ -255,17 +262,17 @@ async fn a_derived_transient_variant_is_retried_up_to_three_attempts() {
 
 #[tokio::test(start_paused = true)]
 async fn a_derived_permanent_variant_is_returned_after_one_attempt() {
-    let script = Script::failing([SberError::Rejected("card".into())]);
+    let script = Script::failing([ProviderError::Rejected("card".into())]);
     let start = Instant::now();
     let error = payment_status(&script).await.unwrap_err();
-    assert!(matches!(error, SberError::Rejected(_)), "{error:?}");
+    assert!(matches!(error, ProviderError::Rejected(_)), "{error:?}");
     assert_eq!(script.calls.get(), 1);
     assert_eq!(start.elapsed(), Duration::ZERO);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_derived_retry_after_hint_lengthens_the_pause() {
-    let script = Script::failing([SberError::Unavailable {
+    let script = Script::failing([ProviderError::Unavailable {
         retry_after: Some(ms(750)),
     }]);
     let start = Instant::now();
@@ -273,7 +280,7 @@ async fn a_derived_retry_after_hint_lengthens_the_pause() {
     // The hint, not the 200 ms backoff pause.
     assert_eq!(start.elapsed(), ms(750));
 
-    let script = Script::failing([SberError::Unavailable { retry_after: None }]);
+    let script = Script::failing([ProviderError::Unavailable { retry_after: None }]);
     let start = Instant::now();
     assert_eq!(payment_status(&script).await.unwrap(), 2);
     assert_eq!(start.elapsed(), ms(200));

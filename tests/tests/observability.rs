@@ -32,18 +32,18 @@ impl retry_runtime::Classify for GatewayErrorText {
     }
 }
 
-#[retry(read, jitter = "none", system = "sber")]
+#[retry(read, jitter = "none", system = "gateway")]
 async fn status(flaky: &Flaky) -> Result<u32, GatewayErrorText> {
     flaky.call().map_err(GatewayErrorText)
 }
 
-#[retry(write, idempotency_key = key, jitter = "none", system = "sber")]
+#[retry(write, idempotency_key = key, jitter = "none", system = "gateway")]
 async fn register(flaky: &Flaky, key: &str) -> Result<u32, GatewayErrorText> {
     flaky.call().map_err(GatewayErrorText)
 }
 
 /// `Debug` only: the events show its `Debug` form.
-#[retry(read, jitter = "none", system = "sber")]
+#[retry(read, jitter = "none", system = "gateway")]
 async fn status_debug_error(flaky: &Flaky) -> Result<u32, GatewayError> {
     flaky.call()
 }
@@ -57,7 +57,7 @@ impl retry_runtime::Classify for Opaque {
     }
 }
 
-#[retry(read, attempts = 2, jitter = "none", system = "sber")]
+#[retry(read, attempts = 2, jitter = "none", system = "gateway")]
 async fn status_opaque_error(flaky: &Flaky) -> Result<u32, Opaque> {
     flaky.call().map_err(Opaque)
 }
@@ -95,7 +95,7 @@ async fn each_retry_warns_and_a_late_success_informs() {
         seen[0].fields,
         fields(&[
             ("message", "transient failure, retrying"),
-            ("system", "sber"),
+            ("system", "gateway"),
             ("attempt", "1"),
             ("attempts", "3"),
             ("delay_ms", "200"),
@@ -109,7 +109,7 @@ async fn each_retry_warns_and_a_late_success_informs() {
         seen[2].fields,
         fields(&[
             ("message", "succeeded after retries"),
-            ("system", "sber"),
+            ("system", "gateway"),
             ("attempt", "3"),
             ("attempts", "3"),
         ])
@@ -143,7 +143,7 @@ async fn exhaustion_is_an_error_event_and_writes_carry_their_key() {
         seen[2].fields,
         fields(&[
             ("message", "transient failure, giving up"),
-            ("system", "sber"),
+            ("system", "gateway"),
             ("attempt", "3"),
             ("attempts", "3"),
             ("reason", "attempts exhausted"),

@@ -214,14 +214,9 @@ impl StdError for SkipRetry {
     }
 }
 
-/// The error and its sources, the error itself first, at most
-/// [`MAX_CHAIN`](crate::integrations::erased::MAX_CHAIN) links (the bound the `Classify` walk
-/// uses: a buggy `source()` that returns its own error must not hang the worker).
-pub(crate) fn chain<'e>(
-    err: &'e (dyn StdError + 'static),
-) -> impl Iterator<Item = &'e (dyn StdError + 'static)> {
-    std::iter::successors(Some(err), |&e| e.source()).take(crate::integrations::erased::MAX_CHAIN)
-}
+/// The error and its sources, the error itself first: the walk `Classify` uses, bounded (a
+/// buggy `source()` that returns its own error must not hang the worker).
+pub(crate) use crate::integrations::erased::links as chain;
 
 /// Longest `last_err` stored, in bytes.
 const MAX_ERR_TEXT: usize = 4096;

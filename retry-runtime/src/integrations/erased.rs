@@ -56,39 +56,57 @@ impl Verdict {
 ///
 /// At most [`MAX_CHAIN`] links are looked at.
 pub(crate) fn first_known(error: &(dyn Error + 'static)) -> Option<Verdict> {
-    let mut link = Some(error);
-    for _ in 0..MAX_CHAIN {
-        let error = link?;
-        if let Some(status) = error.downcast_ref::<StatusError>() {
-            return Some(Verdict::of(status));
-        }
-        if let Some(io) = error.downcast_ref::<io::Error>() {
-            match io.get_ref() {
-                Some(inner) if io.kind() == io::ErrorKind::Other => {
-                    link = Some(inner);
-                    continue;
-                }
-                _ => return Some(Verdict::of(io)),
-            }
-        }
-        if let Some(elapsed) = error.downcast_ref::<tokio::time::error::Elapsed>() {
-            return Some(Verdict::of(elapsed));
-        }
-        #[cfg(feature = "failsafe")]
-        if super::failsafe::is_erased_rejection(error) {
-            return Some(Verdict {
-                transient: false,
-                retry_after: None,
-                rejection: true,
-            });
-        }
-        #[cfg(feature = "reqwest")]
-        if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {
-            return Some(Verdict::of(reqwest));
-        }
-        link = error.source();
+    links(error).find_map(known)
+}
+
+/// The verdict of one link, if its type is known (an `io::Error::other` tunnel is not: the walk
+/// goes on with its payload).
+fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
+    if let Some(status) = error.downcast_ref::<StatusError>() {
+        return Some(Verdict::of(status));
+    }
+    if let Some(io) = error.downcast_ref::<io::Error>() {
+        return (tunnel(io).is_none()).then(|| Verdict::of(io));
+    }
+    if let Some(elapsed) = error.downcast_ref::<tokio::time::error::Elapsed>() {
+        return Some(Verdict::of(elapsed));
+    }
+    #[cfg(feature = "failsafe")]
+    if super::failsafe::is_erased_rejection(error) {
+        return Some(Verdict {
+            transient: false,
+            retry_after: None,
+            rejection: true,
+        });
+    }
+    #[cfg(feature = "reqwest")]
+    if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {
+        return Some(Verdict::of(reqwest));
     }
     None
+}
+
+/// The payload of an `io::Error::other(inner)`: a tunnel whose kind says nothing.
+fn tunnel(io: &io::Error) -> Option<&(dyn Error + 'static)> {
+    match io.get_ref() {
+        Some(inner) if io.kind() == io::ErrorKind::Other => Some(inner),
+        _ => None,
+    }
+}
+
+/// The one walk of a source chain, for every reader of one: `error` first, then each link's
+/// `source()` — except that an `io::Error::other(inner)` is followed by `inner` (`io::Error`'s
+/// own `source()` would skip `inner` and return *its* source). At most [`MAX_CHAIN`] links.
+pub(crate) fn links<'e>(
+    error: &'e (dyn Error + 'static),
+) -> impl Iterator<Item = &'e (dyn Error + 'static)> {
+    std::iter::successors(Some(error), |&link| {
+        match link.downcast_ref::<io::Error>() {
+            Some(io) => tunnel(io).or_else(|| link.source()),
+            None => link.source(),
+        }
+    })
+    .take(MAX_CHAIN)
 }
 
 /// true when the first known error of the chain is transient.

@@ -56,13 +56,11 @@ fn connection_broke(error: &Error) -> bool {
     if let Some(verdict) = erased::first_known(source) {
         return verdict.transient;
     }
-    std::iter::successors(Some(source), |&error| error.source())
-        .take(erased::MAX_CHAIN)
-        .any(|error| {
-            error
-                .downcast_ref::<hyper::Error>()
-                .is_some_and(hyper::Error::is_incomplete_message)
-        })
+    erased::links(source).any(|error| {
+        error
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+    })
 }
 
 #[cfg(test)]

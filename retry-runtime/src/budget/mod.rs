@@ -1,0 +1,322 @@
+//! Retry budgets: how many retries the calls to one external system may add, over a sliding
+//! window (Finagle's and tower's `TpsBudget` model).
+//!
+//! Every call deposits `ratio` of a retry; every retry withdraws one. A retry is allowed while
+//! the deposits of the last `window`, plus a reserve of `min_per_sec × window` retries, cover the
+//! retries already made in that window. So over any window, retries ≤ `ratio × calls +
+//! min_per_sec × window`: when a system fails for everyone at once, its callers add at most
+//! 20 % load (the default) instead of multiplying it by the number of attempts.
+//!
+//! # Representation
+//!
+//! Integer fixed-point: a retry costs [`UNIT`] = 1 000 units, a call deposits
+//! `round(ratio × 1 000)` units (so the ratio has a resolution of 0.001), the reserve is
+//! `min_per_sec × window_secs × 1 000` units. The window is [`SLOTS`] = 10 slots of `window / 10`
+//! each; slot `i` holds the net balance (deposits − withdrawals) of the latest epoch `e ≡ i (mod
+//! 10)`, where an epoch is a `window / 10` stretch of the tokio clock. Each slot is **one**
+//! `AtomicU64`: a 20-bit epoch tag and a 44-bit biased balance, so resetting a slot for a new epoch
+//! and updating it are single atomic operations and no update is ever lost to a reset.
+//!
+//! - A deposit is a `fetch_add` on the current slot (after a few relaxed loads).
+//! - A withdrawal sums the other nine slots, then compare-and-swaps the current one: the check
+//!   "reserve + balance ≥ 1 retry" and the debit are one atomic step, so within one epoch
+//!   concurrent withdrawals can never exceed the budget.
+//! - When the clock enters a new epoch, the first thread to notice resets the slots of the epochs
+//!   the clock moved over (usually one, by compare-and-swap), then publishes the epoch (a
+//!   `fetch_max`). After a whole window without activity, the 20-bit tags may have come round
+//!   again: one thread claims the budget, clears every slot and publishes. No lock, no
+//!   allocation, no waiting.
+//!
+//! # Precision
+//!
+//! - A call or a retry counts for between `0.9 × window` and `window`: its slot expires whole.
+//! - At an epoch boundary, a thread that read the clock just before it may withdraw against the
+//!   old epoch's view while another withdraws against the new one: at most one extra retry per
+//!   thread racing the boundary. A thread that stalls between reading the clock and touching its
+//!   slot while the slots are cleared (below) or a whole window passes may have its one deposit
+//!   or retry forgotten, or filed in a newer epoch. None of this accumulates: each error is one
+//!   operation per racing thread, and expires with the window.
+//! - After a whole window without activity, one thread clears every slot (ten stores); during
+//!   those nanoseconds other threads' deposits are dropped and their retries refused
+//!   (conservative). `set_budget` clears the same way.
+//! - A thread suspended for more than 2¹⁹ epochs (52 s with a 1 ms window, 6 days with the
+//!   default 10 s) between reading the clock and touching a slot may misjudge that slot's age
+//!   for that one operation.
+//! - Caps, so that no input can overflow: a slot holds at most ±2⁴² units (≈ 4.4 billion retries);
+//!   deposits beyond are dropped and withdrawals refused; the reserve is capped at 2³¹ retries
+//!   per window.
+//!
+//! # Registry
+//!
+//! Systems are kept in a `Mutex<BTreeMap>` consulted only by [`set_budget`] and by
+//! [`for_system`], which a call site calls once and caches. Each system's [`Budget`] is leaked
+//! (one small object, and with [`set_budget`] its name, per distinct system, for the life of the
+//! process): the loop holds a `&'static Budget` and never touches the registry again.
+
+mod config;
+mod registry;
+mod slot;
+#[cfg(test)]
+mod tests;
+mod window;
+
+use std::fmt;
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use config::{Config, SLOTS, UNIT, UNLIMITED};
+pub(crate) use registry::for_system;
+pub use registry::set_budget;
+use slot::{SLOT_CAP, is_stale, net, pack, slot_epoch, tag};
+
+/// How often a thread's deposits read the clock: one in this many (the first included).
+const CLOCK_EVERY: u32 = 16;
+
+thread_local! {
+    /// This thread's deposits so far, for [`CLOCK_EVERY`].
+    static DEPOSITS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// `latest` while one thread clears every slot (after an idle window, or in `set_budget`).
+const RESETTING: u64 = u64::MAX;
+
+/// A retry budget: retries may add at most `ratio` of the calls made in the last `window`, plus
+/// `min_per_sec` retries per second.
+///
+/// Calls with the same `system = "name"` share one budget, process-wide; [`set_budget`] replaces
+/// it at start-up. Each call [deposits](Budget::deposit) a fraction of a retry, each retry
+/// [withdraws](Budget::try_withdraw) a whole one; when the budget is spent, a transient error is
+/// returned at once instead of retried. The default, 20 % of calls plus 10 retries per second
+/// over 10 s, lets a quiet system retry freely and caps a failing busy one at 1.2 × its load.
+///
+/// ```
+/// use retry_runtime::{set_budget, Budget};
+/// use std::time::Duration;
+///
+/// // The payment gateway: at most 10 % extra calls from retries, plus 1 retry per second.
+/// set_budget("gateway", Budget::new(0.1, 1, Duration::from_secs(30)));
+/// // An internal cache nobody can overload: no budget.
+/// set_budget("cache", Budget::unlimited());
+///
+/// // A budget of its own, for a hand-written loop: half a retry per call, no floor.
+/// let budget = Budget::new(0.5, 0, Duration::from_secs(10));
+/// for _ in 0..4 {
+///     budget.deposit();
+/// }
+/// assert!(budget.try_withdraw());
+/// assert!(budget.try_withdraw());
+/// assert!(!budget.try_withdraw());
+/// ```
+///
+/// # Inputs
+///
+/// Every input has a meaning; none panics:
+///
+/// - `ratio` is clamped to `[0, 1000]` and rounded to a multiple of 0.001; NaN means 0. A ratio
+///   of 0 lets only the floor retry; `Budget::new(0.0, 0, _)` never retries.
+/// - `window` is clamped to `[1 ms, 1 h]`.
+/// - The floor, `min_per_sec × window`, is capped at 2³¹ retries per window; fractions of a
+///   retry count (a floor of 1/s over 1.5 s is 1.5 retries: one now, the half adds to deposits).
+///
+/// # Time and precision
+///
+/// Time is read from `tokio::time::Instant::now()`: a paused tokio clock moves the window in
+/// tests; outside a runtime it is the monotonic system clock. The window is 10 slots of
+/// `window / 10`; a call or a retry counts for between 0.9 × `window` and `window`. Within a slot,
+/// the check and the debit of a retry are one atomic step: concurrent retries never exceed the
+/// budget. At a slot boundary, threads racing it may each get one retry more than a perfectly
+/// serial budget would allow; the error does not accumulate. (Under tokio's `test-util` feature,
+/// after some runtime has paused its clock, tokio's own clock read takes a lock; the budget
+/// itself never does.)
+pub struct Budget {
+    // Settings, replaced in place by `set_budget` so that cached handles see them.
+    /// Units a call deposits.
+    deposit: AtomicU64,
+    /// Units of the floor; `UNLIMITED` for an unlimited budget.
+    reserve: AtomicU64,
+    /// Length of an epoch (a slot), in nanoseconds.
+    slot_nanos: AtomicU64,
+    /// The epoch at `anchor`; moved by `set_budget` so that epochs never go backwards.
+    epoch_offset: AtomicU64,
+    /// For `Debug`.
+    window_nanos: AtomicU64,
+    /// For `Debug`.
+    min_per_sec: AtomicU32,
+
+    // State.
+    /// Where the budget's clock starts.
+    anchor: Instant,
+    /// The latest epoch any thread has entered (its slots reset before it is published).
+    latest: AtomicU64,
+    /// Slot words: `tag << NET_BITS | (balance + BIAS)`.
+    slots: [AtomicU64; SLOTS as usize],
+}
+
+impl Budget {
+    /// A budget that lets retries add at most `ratio` of the calls made in the last `window`
+    /// (0.2 = 20 %), plus `min_per_sec` retries per second (a reserve of `min_per_sec × window`
+    /// retries per window). See [the type's docs](Budget#inputs) for out-of-range inputs.
+    pub fn new(ratio: f64, min_per_sec: u32, window: Duration) -> Budget {
+        Budget::with_config(Config::new(ratio, min_per_sec, window))
+    }
+
+    /// A budget that allows every retry.
+    pub fn unlimited() -> Budget {
+        Budget::with_config(Config::unlimited())
+    }
+
+    fn with_config(config: Config) -> Budget {
+        // Epochs start at SLOTS so that `slot_epoch` never goes below zero.
+        Budget {
+            deposit: AtomicU64::new(config.deposit),
+            reserve: AtomicU64::new(config.reserve),
+            slot_nanos: AtomicU64::new(config.slot_nanos()),
+            epoch_offset: AtomicU64::new(SLOTS),
+            window_nanos: AtomicU64::new(config.window_nanos),
+            min_per_sec: AtomicU32::new(config.min_per_sec),
+            anchor: Instant::now(),
+            latest: AtomicU64::new(SLOTS),
+            slots: std::array::from_fn(|i| AtomicU64::new(pack(slot_epoch(SLOTS, i), 0))),
+        }
+    }
+
+    fn config(&self) -> Config {
+        Config {
+            deposit: self.deposit.load(Relaxed),
+            reserve: self.reserve.load(Relaxed),
+            window_nanos: self.window_nanos.load(Relaxed),
+            min_per_sec: self.min_per_sec.load(Relaxed),
+        }
+    }
+
+    /// Records a call: adds `ratio` of a retry to the budget for the next `window`.
+    ///
+    /// `#[retry]` calls it once per call. It takes no lock and allocates nothing: a thread-local
+    /// counter, two loads and one `fetch_add`; one deposit in 16 of each thread also reads the
+    /// clock (and, the first of a new slot, resets that slot and publishes the epoch). One load
+    /// for an unlimited budget or a ratio of 0.
+    pub fn deposit(&self) {
+        let units = self.deposit.load(Relaxed);
+        if units == 0 {
+            return;
+        }
+        // The clock is read on one deposit in `CLOCK_EVERY` of each thread; the others land in
+        // the latest epoch any thread published (its slot is already reset). Under traffic that
+        // epoch is current to within a few calls; with little traffic a deposit may land in an
+        // older epoch and expire early — fewer retries, never more.
+        let read_clock = DEPOSITS.with(|count| {
+            let n = count.get().wrapping_add(1);
+            count.set(n);
+            n % CLOCK_EVERY == 1
+        });
+        let epoch = if read_clock {
+            self.epoch()
+        } else {
+            Some(self.latest.load(Acquire)).filter(|latest| *latest != RESETTING)
+        };
+        let Some(epoch) = epoch else {
+            return; // Dropped while another thread clears the slots (conservative).
+        };
+        let slot = &self.slots[(epoch % SLOTS) as usize];
+        let mut word = slot.load(Relaxed);
+        loop {
+            if !is_stale(word, epoch) {
+                // A full slot drops the deposit (conservative); the check leaves room for
+                // millions of racing deposits before the balance could reach the tag.
+                if net(word) < SLOT_CAP {
+                    slot.fetch_add(units, Relaxed);
+                }
+                return;
+            }
+            // Only if the slot was not reset when the epoch was published (a race with a
+            // thread that stalled): reset it with this deposit, atomically.
+            match slot.compare_exchange_weak(word, pack(epoch, units as i64), Relaxed, Relaxed) {
+                Ok(_) => return,
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// Asks for one retry: `true` (and the retry is charged) if the calls of the last `window`
+    /// and the floor still cover it, `false` if the budget is spent.
+    ///
+    /// `#[retry]` calls it before each retry. Lock-free: it reads the ten slots, then
+    /// compare-and-swaps the current one, so concurrent callers never get more retries than the
+    /// budget holds. Always `true` for [`Budget::unlimited`].
+    #[must_use = "a `false` means the retry must not be made"]
+    pub fn try_withdraw(&self) -> bool {
+        let reserve = self.reserve.load(Relaxed);
+        if reserve == UNLIMITED {
+            return true;
+        }
+        let Some(epoch) = self.epoch() else {
+            return false; // Refused while another thread clears the slots (conservative).
+        };
+        let current = (epoch % SLOTS) as usize;
+        // Reserve ≤ 2^41 and ten balances of at most ±2^43 each: no overflow in an i64, but
+        // saturate anyway.
+        let mut others = i64::try_from(reserve).unwrap_or(i64::MAX);
+        for (i, slot) in self.slots.iter().enumerate() {
+            if i == current {
+                continue;
+            }
+            let word = slot.load(Relaxed);
+            if !is_stale(word, slot_epoch(epoch, i)) {
+                others = others.saturating_add(net(word));
+            }
+        }
+        let slot = &self.slots[current];
+        let cost = UNIT as i64;
+        let mut word = slot.load(Relaxed);
+        loop {
+            let (tag_epoch, balance) = if is_stale(word, epoch) {
+                (epoch, 0)
+            } else {
+                // Keep the tag: it may be newer than this thread's epoch.
+                (tag(word), net(word))
+            };
+            if others.saturating_add(balance) < cost || balance - cost < -SLOT_CAP {
+                return false;
+            }
+            let debited = pack(tag_epoch, balance - cost);
+            match slot.compare_exchange_weak(word, debited, Relaxed, Relaxed) {
+                Ok(_) => return true,
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// The budget of `system`, shared by every call site with `system = "name"`: the handle the
+    /// retry loop uses. Not a stable API (tests use it); it may change without notice.
+    #[doc(hidden)]
+    pub fn __for_system(system: &'static str) -> &'static Budget {
+        for_system(system)
+    }
+}
+
+impl Default for Budget {
+    /// 20 % of calls plus 10 retries per second, over a 10 s window.
+    fn default() -> Self {
+        Budget::new(0.2, 10, Duration::from_secs(10))
+    }
+}
+
+impl fmt::Debug for Budget {
+    /// The settings in effect, after clamping: `Budget { ratio: 0.2, min_per_sec: 10, window:
+    /// 10s }`, or `Budget { unlimited: true }`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let config = self.config();
+        if config.reserve == UNLIMITED {
+            return f.debug_struct("Budget").field("unlimited", &true).finish();
+        }
+        f.debug_struct("Budget")
+            .field("ratio", &(config.deposit as f64 / UNIT as f64))
+            .field("min_per_sec", &config.min_per_sec)
+            .field("window", &Duration::from_nanos(config.window_nanos))
+            .finish()
+    }
+}

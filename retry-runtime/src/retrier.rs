@@ -1,0 +1,394 @@
+//! The retry loop's engine, which `#[retry]` expansions drive: the per-fn [`Site`] (policy,
+//! budget, counters), the per-call [`Retrier`] that decides after each failure whether to pause
+//! and retry or to give up, and why it gives up ([`GiveUp`]). The loop itself is in the
+//! expansion, so that its `.await`s live in the user's fn; everything here is synchronous.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::budget::{self, Budget};
+use crate::describe::ErrorText;
+use crate::key::IdempotencyKey;
+use crate::schedule::{Jitter, MAX_WINDOW, Policy};
+use crate::{deadline, nesting, observe};
+
+/// Everything one annotated fn knows at compile time; one `static` per fn, built by [`site`].
+#[derive(Debug)]
+pub struct Site {
+    /// The external system's label (`system = "..."`, or the fn's name).
+    pub system: &'static str,
+    /// The schedule.
+    pub policy: Policy,
+    /// The system's retry budget, looked up on the site's first call and kept.
+    budget: OnceLock<&'static Budget>,
+    #[cfg(feature = "metrics")]
+    counters: OnceLock<[metrics::Counter; observe::OUTCOMES]>,
+}
+
+impl Site {
+    /// The retry budget of this site's system.
+    #[inline]
+    pub(crate) fn budget(&'static self) -> &'static Budget {
+        self.budget.get_or_init(|| budget::for_system(self.system))
+    }
+
+    #[cfg(feature = "metrics")]
+    pub(crate) fn counters(&'static self) -> &'static [metrics::Counter; observe::OUTCOMES] {
+        self.counters.get_or_init(|| observe::register(self.system))
+    }
+}
+
+/// Builds a [`Site`] in a `static`: a policy the macro let through but the runtime refuses
+/// fails the build here, in const evaluation.
+pub const fn site(
+    system: &'static str,
+    attempts: u32,
+    delay_ms: u64,
+    max_delay_ms: u64,
+    jitter: Jitter,
+) -> Site {
+    match Policy::new(
+        attempts,
+        Duration::from_millis(delay_ms),
+        Duration::from_millis(max_delay_ms),
+        jitter,
+    ) {
+        Ok(policy) => Site {
+            system,
+            policy,
+            budget: OnceLock::new(),
+            #[cfg(feature = "metrics")]
+            counters: OnceLock::new(),
+        },
+        Err(_) => panic!("#[retry]: the macro and the runtime disagree on this policy"),
+    }
+}
+
+/// The idempotency key, checked to be one where the user wrote it (and only there: the
+/// rest of the expansion sees a `dyn IdempotencyKey`).
+#[inline(always)]
+pub fn key<K: IdempotencyKey>(key: &K) -> &dyn IdempotencyKey {
+    key
+}
+
+/// `std::thread::sleep`, for the pauses of non-async fns.
+pub fn sleep_blocking(pause: Duration) {
+    std::thread::sleep(pause);
+}
+
+/// The state of one call's loop: which attempt runs, how long it has paused, and the key of a
+/// write (for the logs).
+pub struct Retrier<'k> {
+    site: &'static Site,
+    key: Option<&'k dyn IdempotencyKey>,
+    attempt: u32,
+    limit: u32,
+    paused: Duration,
+}
+
+impl Retrier<'static> {
+    /// A read: up to `attempts` attempts. The call counts towards its system's retry budget.
+    #[inline]
+    pub fn read(site: &'static Site) -> Self {
+        site.budget().deposit();
+        Retrier {
+            site,
+            key: None,
+            attempt: 1,
+            limit: site.policy.attempts(),
+            paused: Duration::ZERO,
+        }
+    }
+}
+
+impl<'k> Retrier<'k> {
+    /// A keyed write: like a read, but a blank key allows one attempt only (R-RES-RE-1).
+    #[inline]
+    pub fn write(site: &'static Site, key: &'k dyn IdempotencyKey) -> Self {
+        Retrier {
+            key: Some(key),
+            limit: if key.is_blank() {
+                1
+            } else {
+                site.policy.attempts()
+            },
+            ..Retrier::read(site)
+        }
+    }
+
+    /// The attempt that runs now (1-based).
+    pub const fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The attempt that runs now succeeded.
+    #[inline]
+    pub fn succeeded(&self) {
+        observe::succeeded(self.site, self.attempt);
+    }
+
+    /// The attempt that runs now failed: `Some(pause)` to wait and try again, `None` to give up
+    /// and return its error. `inner_gave_up`: a `#[retry]` loop inside this attempt gave up on a
+    /// transient error, so this loop does not retry it again (layered retries don't multiply).
+    pub fn after_failure(
+        &mut self,
+        transient: bool,
+        hint: Option<Duration>,
+        inner_gave_up: bool,
+        error: ErrorText<'_>,
+    ) -> Option<Duration> {
+        self.after_failure_with(transient, hint, inner_gave_up, error, &mut rand::rng())
+    }
+
+    /// [`after_failure`](Retrier::after_failure) with the caller's random numbers.
+    pub fn after_failure_with<R: rand::Rng + ?Sized>(
+        &mut self,
+        transient: bool,
+        hint: Option<Duration>,
+        inner_gave_up: bool,
+        error: ErrorText<'_>,
+        rng: &mut R,
+    ) -> Option<Duration> {
+        let failure = observe::Failure {
+            site: self.site,
+            attempt: self.attempt,
+            key: self.key,
+            error,
+        };
+        if !transient {
+            observe::permanent(&failure);
+            return None;
+        }
+        match self.next_pause(hint, inner_gave_up, rng) {
+            Ok(pause) => {
+                observe::retrying(&failure, pause);
+                self.paused += pause;
+                self.attempt += 1;
+                Some(pause)
+            }
+            Err(reason) => {
+                observe::gave_up(&failure, reason);
+                nesting::gave_up();
+                None
+            }
+        }
+    }
+
+    /// The pause before the next attempt, or why there is none.
+    fn next_pause<R: rand::Rng + ?Sized>(
+        &self,
+        hint: Option<Duration>,
+        inner_gave_up: bool,
+        rng: &mut R,
+    ) -> Result<Duration, GiveUp> {
+        if inner_gave_up {
+            return Err(GiveUp::InnerLoop);
+        }
+        if self.attempt >= self.limit {
+            return Err(
+                if self.limit == 1 && self.key.is_some_and(|k| k.is_blank()) {
+                    GiveUp::BlankKey
+                } else {
+                    GiveUp::Attempts
+                },
+            );
+        }
+        let policy = &self.site.policy;
+        let mut pause = policy.pause(self.attempt, rng);
+        if let Some(hint) = hint {
+            if hint > policy.max_delay() {
+                return Err(GiveUp::HintAboveMaxDelay);
+            }
+            pause = pause.max(hint);
+        }
+        if self.paused.saturating_add(pause) > MAX_WINDOW {
+            return Err(GiveUp::Window);
+        }
+        if deadline::current().is_some_and(|deadline| Instant::now() + pause > deadline) {
+            return Err(GiveUp::Deadline);
+        }
+        // Last: a retry that would be refused for another reason spends no budget.
+        if !self.site.budget().try_withdraw() {
+            return Err(GiveUp::Budget);
+        }
+        Ok(pause)
+    }
+}
+
+/// Why a transient failure is not retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GiveUp {
+    /// Every attempt was used.
+    Attempts,
+    /// A write with a blank idempotency key gets one attempt (R-RES-RE-1).
+    BlankKey,
+    /// The other side asked for a pause longer than `max_delay`.
+    HintAboveMaxDelay,
+    /// A `#[retry]` loop inside the attempt already gave up on this failure.
+    InnerLoop,
+    /// The system's retry budget is spent.
+    Budget,
+    /// The pause would end past the caller's deadline ([`crate::with_deadline`]).
+    Deadline,
+    /// The pause would take the call's pauses past the 5 s window (R-RES-RE-4).
+    Window,
+}
+
+impl GiveUp {
+    /// A short label for logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GiveUp::Attempts => "attempts exhausted",
+            GiveUp::BlankKey => "blank idempotency key",
+            GiveUp::HintAboveMaxDelay => "retry-after above max_delay",
+            GiveUp::Window => "retry window exhausted",
+            GiveUp::InnerLoop => "an inner retry loop gave up",
+            GiveUp::Deadline => "the next pause would pass the deadline",
+            GiveUp::Budget => "retry budget exhausted",
+        }
+    }
+}
+
+/// The return type of a `#[retry]` fn: a `Result`, under any alias.
+#[diagnostic::on_unimplemented(
+    message = "`#[retry]` needs a fn that returns `Result<T, E>`, not `{Self}`",
+    label = "not a `Result`",
+    note = "the loop retries on `Err(e)` when `e` is transient; a fn that cannot fail has nothing to retry"
+)]
+pub trait RetryResult {
+    /// The error type.
+    type Error;
+    /// The error, if this is one.
+    fn failure(&self) -> Option<&Self::Error>;
+    /// A failed result.
+    fn failed(error: Self::Error) -> Self;
+}
+
+impl<T, E> RetryResult for Result<T, E> {
+    type Error = E;
+    #[inline(always)]
+    fn failed(error: E) -> Self {
+        Err(error)
+    }
+    #[inline(always)]
+    fn failure(&self) -> Option<&E> {
+        self.as_ref().err()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng as _;
+
+    const MS: Duration = Duration::from_millis(1);
+    static NONE: Site = site("test", 3, 200, 5000, Jitter::None);
+    static FIVE: Site = site("test", 5, 100, 2000, Jitter::None);
+
+    fn rng() -> rand::rngs::SmallRng {
+        rand::rngs::SmallRng::seed_from_u64(1)
+    }
+
+    #[test]
+    fn transient_failures_follow_the_schedule_then_give_up() {
+        let mut r = Retrier::read(&NONE);
+        assert_eq!(
+            r.after_failure_with(true, None, false, ErrorText::Opaque, &mut rng()),
+            Some(MS * 200)
+        );
+        assert_eq!(r.attempt(), 2);
+        assert_eq!(
+            r.after_failure_with(true, None, false, ErrorText::Opaque, &mut rng()),
+            Some(MS * 400)
+        );
+        assert_eq!(r.attempt(), 3);
+        assert_eq!(
+            r.after_failure_with(true, None, false, ErrorText::Opaque, &mut rng()),
+            None
+        );
+    }
+
+    #[test]
+    fn permanent_failures_give_up_at_once() {
+        let mut r = Retrier::read(&NONE);
+        assert_eq!(
+            r.after_failure_with(false, None, false, ErrorText::Opaque, &mut rng()),
+            None
+        );
+        assert_eq!(r.attempt(), 1);
+    }
+
+    #[test]
+    fn blank_key_allows_one_attempt() {
+        assert_eq!(
+            Retrier::write(&NONE, &"").after_failure(true, None, false, ErrorText::Opaque),
+            None
+        );
+        assert_eq!(
+            Retrier::write(&NONE, &" ").after_failure(true, None, false, ErrorText::Opaque),
+            None
+        );
+        assert_eq!(
+            Retrier::write(&NONE, &"k").after_failure(true, None, false, ErrorText::Opaque),
+            Some(MS * 200)
+        );
+    }
+
+    #[test]
+    fn hint_lengthens_a_pause_but_never_past_the_window() {
+        let mut r = Retrier::read(&FIVE);
+        // A hint longer than the backoff pause wins.
+        assert_eq!(
+            r.after_failure_with(true, Some(MS * 1500), false, ErrorText::Opaque, &mut rng()),
+            Some(MS * 1500)
+        );
+        // A shorter hint does not shorten the backoff pause.
+        assert_eq!(
+            r.after_failure_with(true, Some(MS * 10), false, ErrorText::Opaque, &mut rng()),
+            Some(MS * 200)
+        );
+        // 1.5 + 0.2 + 2 s = 3.7 s so far is fine ...
+        assert_eq!(
+            r.after_failure_with(true, Some(MS * 2000), false, ErrorText::Opaque, &mut rng()),
+            Some(MS * 2000)
+        );
+        // ... but another 2 s would pass the 5 s window: give up.
+        assert_eq!(
+            r.after_failure_with(true, Some(MS * 2000), false, ErrorText::Opaque, &mut rng()),
+            None
+        );
+    }
+
+    #[test]
+    fn hint_above_max_delay_gives_up() {
+        let mut r = Retrier::read(&FIVE);
+        assert_eq!(
+            r.after_failure_with(true, Some(MS * 2001), false, ErrorText::Opaque, &mut rng()),
+            None
+        );
+        let mut r = Retrier::read(&FIVE);
+        assert_eq!(
+            r.after_failure_with(
+                true,
+                Some(Duration::MAX),
+                false,
+                ErrorText::Opaque,
+                &mut rng()
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn failure_reads_the_error_of_any_result_alias() {
+        let ok: std::io::Result<u8> = Ok(1);
+        let err: std::io::Result<u8> = Err(std::io::ErrorKind::TimedOut.into());
+        assert!(ok.failure().is_none());
+        assert_eq!(
+            err.failure().map(|e| e.kind()),
+            Some(std::io::ErrorKind::TimedOut)
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! The payments demo: why the retry rules exist, in numbers.
 //!
 //! `cargo run --example payments [-- --seed N --orders N]` (defaults: seed 42, 300 orders) starts
-//! an in-process payment gateway on `127.0.0.1` (`retry_tests::gateway`, also the fixture of the
+//! an in-process payment gateway on `127.0.0.1` (`retry_fixtures::gateway`, also the fixture of the
 //! end-to-end tests) that fails the way real ones do, picking faults per request from an RNG
 //! seeded with `--seed`: `503` with `Retry-After` (0–1 s), `500`, responses slower than our
 //! 250 ms timeout, connection resets, and charges whose response is lost (the charge is
@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use retry_runtime::http::{StatusError, error_for_status};
 use retry_runtime::{Classify, idempotency_key_v5, retry};
-use retry_tests::gateway::{
+use retry_fixtures::gateway::{
     ChargeRequest, FaultPlan, Gateway, IDEMPOTENCY_KEY, Outcome, Payment, Stats,
 };
 use tokio::time::Instant;

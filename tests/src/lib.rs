@@ -1,8 +1,8 @@
 //! Shared fixtures of the retry-runtime tests: a scripted external system that fails as told
 //! and records every call.
 //!
-//! [`gateway`]: an in-process HTTP payment gateway with seeded faults, for end-to-end tests and
-//! the payments demo.
+//! The in-process payment gateway lives in `retry-fixtures` (shared with the examples); it is
+//! re-exported here as [`gateway`].
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -14,7 +14,7 @@ use tokio::time::Instant;
 pub mod adapter;
 pub mod capture;
 pub mod durable_env;
-pub mod gateway;
+pub use retry_fixtures::gateway;
 
 /// How one call to the fake system fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

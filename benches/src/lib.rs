@@ -68,6 +68,11 @@ impl Flaky {
         self.calls.load(Ordering::Relaxed)
     }
 
+    /// One call, as a blocking fn would make it (the same work as [`operation`]).
+    pub fn call_blocking(&self) -> Result<u32, Unavailable> {
+        self.call()
+    }
+
     fn call(&self) -> Result<u32, Unavailable> {
         let call = self.calls.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
         if call <= self.fail_first {

@@ -33,11 +33,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use retry_runtime::http::{StatusError, error_for_status};
-use retry_runtime::{Classify, idempotency_key_v5, retry};
 use retry_fixtures::gateway::{
     ChargeRequest, FaultPlan, Gateway, IDEMPOTENCY_KEY, Outcome, Payment, Stats,
 };
+use retry_runtime::http::{StatusError, error_for_status};
+use retry_runtime::{Classify, idempotency_key_v5, retry};
 use tokio::time::Instant;
 use uuid::Uuid;
 

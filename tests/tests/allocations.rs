@@ -121,3 +121,33 @@ fn no_allocation_per_call() {
     });
     assert_eq!(boxed.count_total, 10);
 }
+
+#[retry(read, system = "shared-by-threads")]
+fn shared_status(system: &Counted) -> Result<u32, GatewayError> {
+    system.call()
+}
+
+/// Calls of one system from several threads deposit into per-thread stripes of its budget: no
+/// allocation on any thread after its first call (which numbers the thread for its stripe).
+#[test]
+fn no_allocation_per_call_on_several_threads() {
+    let counts: Vec<u64> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                scope.spawn(|| {
+                    let ok = Counted::new(0);
+                    shared_status(&ok).unwrap(); // warm-up: this thread's first call
+                    let calls = measure(|| {
+                        for _ in 0..1_000 {
+                            ok.reset();
+                            assert_eq!(shared_status(&ok), Ok(1));
+                        }
+                    });
+                    calls.count_total
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    assert_eq!(counts, [0, 0, 0], "allocations per thread");
+}

@@ -56,6 +56,7 @@
 mod config;
 mod registry;
 mod slot;
+mod stripes;
 #[cfg(test)]
 mod tests;
 mod window;
@@ -72,6 +73,7 @@ use config::{Config, SLOTS, UNIT, UNLIMITED};
 pub(crate) use registry::for_system;
 pub use registry::set_budget;
 use slot::{SLOT_CAP, is_stale, net, pack, slot_epoch, tag};
+use stripes::Stripe;
 
 /// How often a thread's deposits read the clock: one in this many (the first included).
 const CLOCK_EVERY: u32 = 16;
@@ -152,8 +154,11 @@ pub struct Budget {
     anchor: Instant,
     /// The latest epoch any thread has entered (its slots reset before it is published).
     latest: AtomicU64,
-    /// Slot words: `tag << NET_BITS | (balance + BIAS)`.
+    /// Withdrawals: slot words `tag << NET_BITS | (balance + BIAS)`, debited by compare-and-swap.
     slots: [AtomicU64; SLOTS as usize],
+    /// Deposits: the same slots once per stripe, each thread writing its own stripe's (a power
+    /// of two of them).
+    stripes: Box<[Stripe]>,
 }
 
 impl Budget {
@@ -181,6 +186,7 @@ impl Budget {
             anchor: Instant::now(),
             latest: AtomicU64::new(SLOTS),
             slots: std::array::from_fn(|i| AtomicU64::new(pack(slot_epoch(SLOTS, i), 0))),
+            stripes: (0..stripes::count()).map(|_| Stripe::new(SLOTS)).collect(),
         }
     }
 
@@ -195,9 +201,10 @@ impl Budget {
 
     /// Records a call: adds `ratio` of a retry to the budget for the next `window`.
     ///
-    /// `#[retry]` calls it once per call. It takes no lock and allocates nothing: a thread-local
-    /// counter, two loads and one `fetch_add`; one deposit in 16 of each thread also reads the
-    /// clock (and, the first of a new slot, resets that slot and publishes the epoch). One load
+    /// `#[retry]` calls it once per call. It takes no lock, allocates nothing and writes no
+    /// cache line another thread writes: two thread-local reads, two loads and one `fetch_add`
+    /// on this thread's stripe; one deposit in 16 of each thread also reads the clock (and, the
+    /// first of a new slot, resets that slot in every stripe and publishes the epoch). One load
     /// for an unlimited budget or a ratio of 0.
     pub fn deposit(&self) {
         let units = self.deposit.load(Relaxed);
@@ -221,7 +228,8 @@ impl Budget {
         let Some(epoch) = epoch else {
             return; // Dropped while another thread clears the slots (conservative).
         };
-        let slot = &self.slots[(epoch % SLOTS) as usize];
+        let stripe = &self.stripes[stripes::this_thread() & (self.stripes.len() - 1)];
+        let slot = &stripe.slots[(epoch % SLOTS) as usize];
         let mut word = slot.load(Relaxed);
         loop {
             if !is_stale(word, epoch) {
@@ -244,9 +252,11 @@ impl Budget {
     /// Asks for one retry: `true` (and the retry is charged) if the calls of the last `window`
     /// and the floor still cover it, `false` if the budget is spent.
     ///
-    /// `#[retry]` calls it before each retry. Lock-free: it reads the ten slots, then
-    /// compare-and-swaps the current one, so concurrent callers never get more retries than the
-    /// budget holds. Always `true` for [`Budget::unlimited`].
+    /// `#[retry]` calls it before each retry. Lock-free: it adds up the deposits of every
+    /// stripe and the withdrawals of the window, then compare-and-swaps the current withdrawal
+    /// slot, so concurrent callers never get more retries than the budget holds (a deposit
+    /// racing the sum is counted by the next withdrawal: conservative). Always `true` for
+    /// [`Budget::unlimited`].
     #[must_use = "a `false` means the retry must not be made"]
     pub fn try_withdraw(&self) -> bool {
         let reserve = self.reserve.load(Relaxed);
@@ -260,13 +270,20 @@ impl Budget {
         // Reserve ≤ 2^41 and ten balances of at most ±2^43 each: no overflow in an i64, but
         // saturate anyway.
         let mut others = i64::try_from(reserve).unwrap_or(i64::MAX);
-        for (i, slot) in self.slots.iter().enumerate() {
-            if i == current {
-                continue;
-            }
-            let word = slot.load(Relaxed);
-            if !is_stale(word, slot_epoch(epoch, i)) {
-                others = others.saturating_add(net(word));
+        let current_word = |word: u64, i: usize| {
+            Some(word)
+                .filter(|word| !is_stale(*word, slot_epoch(epoch, i)))
+                .map_or(0, net)
+        };
+        for i in 0..SLOTS as usize {
+            let deposits = self
+                .stripes
+                .iter()
+                .map(|stripe| current_word(stripe.slots[i].load(Relaxed), i))
+                .fold(0i64, i64::saturating_add);
+            others = others.saturating_add(deposits);
+            if i != current {
+                others = others.saturating_add(current_word(self.slots[i].load(Relaxed), i));
             }
         }
         let slot = &self.slots[current];

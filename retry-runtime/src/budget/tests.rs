@@ -203,18 +203,73 @@ async fn huge_inputs_saturate_instead_of_overflowing() {
     assert!(budget.try_withdraw());
 
     // A slot at its cap drops deposits instead of carrying into the tag.
-    let current = &budget.slots[(budget.epoch().unwrap() % SLOTS) as usize];
-    let tag_before = tag(current.load(Relaxed));
-    current.store(pack(budget.epoch().unwrap(), SLOT_CAP - 1), Relaxed);
+    let index = (budget.epoch().unwrap() % SLOTS) as usize;
+    let stripe = &budget.stripes[stripes::this_thread() & (budget.stripes.len() - 1)];
+    let deposits = &stripe.slots[index];
+    let tag_before = tag(deposits.load(Relaxed));
+    deposits.store(pack(budget.epoch().unwrap(), SLOT_CAP - 1), Relaxed);
     deposit(&budget, 10);
-    let word = current.load(Relaxed);
+    let word = deposits.load(Relaxed);
     assert_eq!(tag(word), tag_before);
     assert_eq!(net(word), SLOT_CAP - 1 + 1_000_000);
 
-    // A slot at its floor refuses withdrawals.
+    // A withdrawal slot at its floor refuses withdrawals.
+    let current = &budget.slots[index];
     current.store(pack(budget.epoch().unwrap(), -SLOT_CAP), Relaxed);
     assert!(!budget.try_withdraw());
     assert_eq!(net(current.load(Relaxed)), -SLOT_CAP);
+}
+
+#[test]
+fn threads_deposit_into_stripes_of_their_own_and_withdrawals_count_them_all() {
+    let budget = Budget::new(0.5, 0, 10 * SEC);
+    assert!(budget.stripes.len().is_power_of_two() && budget.stripes.len() >= 4);
+    let stripe_of = |budget: &Budget| {
+        let index = (budget.epoch().unwrap() % SLOTS) as usize;
+        budget
+            .stripes
+            .iter()
+            .position(|stripe| net(stripe.slots[index].load(Relaxed)) != 0)
+    };
+    // Two threads in turn, two deposits each: each writes only its own stripe.
+    let mut used = Vec::new();
+    for _ in 0..2 {
+        let before: Vec<i64> = budget
+            .stripes
+            .iter()
+            .flat_map(|stripe| stripe.slots.iter().map(|slot| net(slot.load(Relaxed))))
+            .collect();
+        std::thread::scope(|scope| {
+            scope.spawn(|| deposit(&budget, 2));
+        });
+        let after: Vec<i64> = budget
+            .stripes
+            .iter()
+            .flat_map(|stripe| stripe.slots.iter().map(|slot| net(slot.load(Relaxed))))
+            .collect();
+        let changed: Vec<usize> = (0..before.len())
+            .filter(|&i| before[i] != after[i])
+            .map(|i| i / SLOTS as usize)
+            .collect();
+        assert_eq!(changed.len(), 1, "one slot of one stripe written");
+        used.push(changed[0]);
+    }
+    assert_ne!(
+        used[0], used[1],
+        "consecutive threads get different stripes"
+    );
+    assert!(stripe_of(&budget).is_some());
+    assert_eq!(
+        budget
+            .slots
+            .iter()
+            .map(|slot| net(slot.load(Relaxed)))
+            .sum::<i64>(),
+        0,
+        "deposits never touch the withdrawal slots"
+    );
+    // 4 deposits × 0.5: two retries, from both stripes.
+    assert_eq!(drain(&budget), 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -226,8 +281,11 @@ async fn slots_skipped_by_the_clock_are_reset() {
         tokio::time::advance(7 * SEC).await;
         budget.deposit();
         let latest = budget.latest.load(Relaxed);
-        for (i, slot) in budget.slots.iter().enumerate() {
-            assert_eq!(tag(slot.load(Relaxed)), slot_epoch(latest, i) & TAG_MASK);
+        let stripes = budget.stripes.iter().map(|stripe| &stripe.slots);
+        for slots in std::iter::once(&budget.slots).chain(stripes) {
+            for (i, slot) in slots.iter().enumerate() {
+                assert_eq!(tag(slot.load(Relaxed)), slot_epoch(latest, i) & TAG_MASK);
+            }
         }
     }
     // Two deposits (7 s apart) are in the window: 0.4 of a retry; five more make 1.4.

@@ -2,6 +2,7 @@
 //! over, clearing every slot after an idle window, and taking new settings in place — all
 //! lock-free (see the [module docs](super#representation)).
 
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 use tokio::time::Instant;
@@ -34,14 +35,10 @@ impl Budget {
             }
             if now - latest < SLOTS {
                 for epoch in latest + 1..=now {
-                    let slot = &self.slots[(epoch % SLOTS) as usize];
-                    let fresh = pack(epoch, 0);
-                    let mut word = slot.load(Relaxed);
-                    while is_stale(word, epoch) {
-                        match slot.compare_exchange_weak(word, fresh, Relaxed, Relaxed) {
-                            Ok(_) => break,
-                            Err(actual) => word = actual,
-                        }
+                    let i = (epoch % SLOTS) as usize;
+                    reset(&self.slots[i], epoch);
+                    for stripe in &self.stripes {
+                        reset(&stripe.slots[i], epoch);
                     }
                 }
                 // Release: the resets above are visible to whoever sees the new epoch.
@@ -62,10 +59,13 @@ impl Budget {
         }
     }
 
-    /// Stores an empty word for `epoch`'s window in every slot.
+    /// Stores an empty word for `epoch`'s window in every slot of the window and the stripes.
     pub(super) fn clear(&self, epoch: u64) {
-        for (i, slot) in self.slots.iter().enumerate() {
-            slot.store(pack(slot_epoch(epoch, i), 0), Relaxed);
+        let stripes = self.stripes.iter().map(|stripe| &stripe.slots);
+        for slots in std::iter::once(&self.slots).chain(stripes) {
+            for (i, slot) in slots.iter().enumerate() {
+                slot.store(pack(slot_epoch(epoch, i), 0), Relaxed);
+            }
         }
     }
 
@@ -88,7 +88,7 @@ impl Budget {
             {
                 break latest;
             }
-            // Another thread is clearing the slots: ten stores.
+            // Another thread is clearing the slots: a few hundred stores at most.
             std::thread::yield_now();
         };
         let slot_nanos = config.slot_nanos();
@@ -103,5 +103,17 @@ impl Budget {
         self.epoch_offset.store(start - elapsed.min(start), Relaxed);
         self.clear(start);
         self.latest.store(start, Release);
+    }
+}
+
+/// Empties `slot` for `epoch` unless a thread already did (or wrote a newer epoch).
+fn reset(slot: &AtomicU64, epoch: u64) {
+    let fresh = pack(epoch, 0);
+    let mut word = slot.load(Relaxed);
+    while is_stale(word, epoch) {
+        match slot.compare_exchange_weak(word, fresh, Relaxed, Relaxed) {
+            Ok(_) => break,
+            Err(actual) => word = actual,
+        }
     }
 }

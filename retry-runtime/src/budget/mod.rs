@@ -17,15 +17,23 @@
 //! `AtomicU64`: a 20-bit epoch tag and a 44-bit biased balance, so resetting a slot for a new epoch
 //! and updating it are single atomic operations and no update is ever lost to a reset.
 //!
-//! - A deposit is a `fetch_add` on the current slot (after a few relaxed loads).
-//! - A withdrawal sums the other nine slots, then compare-and-swaps the current one: the check
-//!   "reserve + balance ≥ 1 retry" and the debit are one atomic step, so within one epoch
-//!   concurrent withdrawals can never exceed the budget.
-//! - When the clock enters a new epoch, the first thread to notice resets the slots of the epochs
-//!   the clock moved over (usually one, by compare-and-swap), then publishes the epoch (a
-//!   `fetch_max`). After a whole window without activity, the 20-bit tags may have come round
-//!   again: one thread claims the budget, clears every slot and publishes. No lock, no
-//!   allocation, no waiting.
+//! - Deposits and withdrawals live apart. Deposits go to **stripes**: one cache-padded copy of
+//!   the ten slots per stripe (twice the CPUs, a power of two from 4 to 64), and each thread
+//!   deposits into its own stripe (threads are numbered in turn on their first deposit). A
+//!   deposit is a `fetch_add` on the current slot of its stripe (after a few relaxed loads), so
+//!   calls of one system on different cores write different cache lines: no call writes a line
+//!   another thread writes, until there are more threads than stripes.
+//! - Withdrawals are debits of the window's own ten slots. A withdrawal adds up the deposits of
+//!   every stripe and the other nine withdrawal slots, then compare-and-swaps the current
+//!   withdrawal slot: the check "reserve + deposits − withdrawals ≥ 1 retry" and the debit are
+//!   one atomic step on that slot, so within one epoch concurrent withdrawals can never exceed
+//!   the budget (a deposit racing the sum is only seen by the next withdrawal: conservative).
+//! - When the clock enters a new epoch, the first thread to notice resets the slot of each epoch
+//!   the clock moved over (usually one) in the withdrawal slots and in every stripe, by
+//!   compare-and-swap, then publishes the epoch (a `fetch_max`): the one write to lines other
+//!   threads use, once per `window / 10`. After a whole window without activity, the 20-bit tags
+//!   may have come round again: one thread claims the budget, clears every slot and publishes.
+//!   No lock, no allocation, no waiting.
 //!
 //! # Precision
 //!
@@ -36,7 +44,8 @@
 //!   slot while the slots are cleared (below) or a whole window passes may have its one deposit
 //!   or retry forgotten, or filed in a newer epoch. None of this accumulates: each error is one
 //!   operation per racing thread, and expires with the window.
-//! - After a whole window without activity, one thread clears every slot (ten stores); during
+//! - After a whole window without activity, one thread clears every slot (ten stores per stripe
+//!   and ten for the withdrawals); during
 //!   those nanoseconds other threads' deposits are dropped and their retries refused
 //!   (conservative). `set_budget` clears the same way.
 //! - A thread suspended for more than 2¹⁹ epochs (52 s with a 1 ms window, 6 days with the

@@ -1,10 +1,10 @@
 //! HTTP helpers: which statuses are transient, what a `Retry-After` header asks for, and
-//! [`StatusError`], a failed response as an error that [`Classify`] understands.
+//! [`StatusError`], a failed response as an error that [`Classify`](crate::Classify) understands.
 //!
 //! With the `http` feature, `StatusError::from_response` and `StatusError::from_parts` read
 //! any `http::Response` (hyper, axum, tower clients…); with the `reqwest` feature,
 //! `error_for_status` does the same for a `reqwest::Response`, and `reqwest::Error` implements
-//! [`Classify`].
+//! [`Classify`](crate::Classify).
 
 mod status_error;
 #[cfg(test)]

@@ -4,6 +4,7 @@
 #   eval "$(scripts/postgres.sh)"          # start one; exports RETRY_TEST_POSTGRES_URL
 #   cargo test --workspace                 # the PostgreSQL tests now run instead of skipping
 #   scripts/postgres.sh stop "$RETRY_TEST_POSTGRES_DIR"   # stop it and delete its files
+#   scripts/postgres.sh serve-while PID    # start one, stopped and deleted once process PID ends
 #
 # `start` (the default) creates a new cluster in a fresh temp dir (initdb, as the `postgres` user
 # when run as root: the server refuses to run as root), starts it on 127.0.0.1 only, on a free
@@ -15,7 +16,12 @@
 #
 # The server binaries are looked up in /usr/lib/postgresql/*/bin, then on PATH (set PG_BINDIR to
 # choose). When there are none and this runs as root with apt-get (CI, a fresh Debian machine),
-# `apt-get update && apt-get install -y postgresql` installs them first.
+# `start` runs `apt-get update && apt-get install -y postgresql` first.
+#
+# `serve-while PID` is what the test suites use when RETRY_TEST_POSTGRES_URL is not set: it never
+# installs anything (exit status 3 when there are no server binaries: the tests then say they
+# skip), starts a cluster like `start`, prints the same two lines, and leaves a watcher that
+# stops and deletes the cluster once process PID (the test process) has ended.
 set -euo pipefail
 
 log() { printf 'postgres.sh: %s\n' "$*" >&2; }
@@ -128,8 +134,22 @@ stop() {
   log "stopped and removed $dir"
 }
 
+serve_while() {
+  local pid=${1:-}
+  [[ "$pid" =~ ^[0-9]+$ ]] || die "usage: scripts/postgres.sh serve-while PID"
+  find_bindir >/dev/null || { log "no PostgreSQL server binaries on this machine"; exit 3; }
+  local exports dir
+  exports=$(start)
+  dir=$(sed -n 's/^export RETRY_TEST_POSTGRES_DIR=//p' <<<"$exports")
+  # The watcher holds none of our output pipes, so the caller reading them is not kept waiting.
+  setsid nohup bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
+    watcher "$pid" "$0" "$dir" </dev/null >/dev/null 2>&1 &
+  echo "$exports"
+}
+
 case "${1:-start}" in
   start) start ;;
   stop) stop "${2:-}" ;;
-  *) die "usage: scripts/postgres.sh [start | stop DIR]" ;;
+  serve-while) serve_while "${2:-}" ;;
+  *) die "usage: scripts/postgres.sh [start | stop DIR | serve-while PID]" ;;
 esac

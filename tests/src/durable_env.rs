@@ -1,8 +1,10 @@
 //! What the durable queue's test suites share: a queue of its own per test on SQLite (a
-//! temporary file) or PostgreSQL (`RETRY_TEST_POSTGRES_URL`, a queue name per test), read
+//! temporary file) or PostgreSQL ([`postgres_url`], a queue name per test), read
 //! through a `ManualClock`, and [`both_backends!`](crate::both_backends) to run one test fn on
 //! each.
 
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use retry_runtime::durable::{DelayRng, ManualClock, Queue, TaskInfo, TaskState, Worker};
@@ -53,15 +55,15 @@ impl Env {
                 (url, test.to_owned(), Some(dir))
             }
             Backend::Postgres => {
-                let Ok(url) = std::env::var("RETRY_TEST_POSTGRES_URL") else {
+                let Some(url) = postgres_url() else {
                     // Straight to stderr: the test harness would hide an `eprintln!` of a
                     // passing test, and a skip must be seen.
                     let _ = std::io::Write::write_all(
                         &mut std::io::stderr(),
                         format!(
                             "*** SKIPPED: PostgreSQL test `{test}` did NOT run: \
-                             RETRY_TEST_POSTGRES_URL is not set \
-                             (`eval \"$(bash scripts/postgres.sh start)\"` starts a throwaway server)\n"
+                             RETRY_TEST_POSTGRES_URL is not set and this machine has no \
+                             PostgreSQL server binaries (apt-get install postgresql)\n"
                         )
                         .as_bytes(),
                     );
@@ -171,4 +173,45 @@ macro_rules! both_backends {
             )*
         }
     };
+}
+
+/// The PostgreSQL server of the durable tests: `RETRY_TEST_POSTGRES_URL` when set; otherwise,
+/// when the machine has the server binaries, a throwaway cluster on 127.0.0.1 started once per
+/// test process by `scripts/postgres.sh serve-while` (stopped and deleted when the process
+/// ends); `None` when there are no binaries.
+///
+/// # Panics
+///
+/// When the binaries are there but the cluster does not start: that is a broken machine, not a
+/// skip.
+pub fn postgres_url() -> Option<String> {
+    static URL: OnceLock<Option<String>> = OnceLock::new();
+    URL.get_or_init(|| {
+        if let Ok(url) = std::env::var("RETRY_TEST_POSTGRES_URL") {
+            return Some(url);
+        }
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/postgres.sh");
+        let output = Command::new("bash")
+            .arg(script)
+            .arg("serve-while")
+            .arg(std::process::id().to_string())
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("bash runs scripts/postgres.sh");
+        if output.status.code() == Some(3) {
+            return None;
+        }
+        assert!(
+            output.status.success(),
+            "scripts/postgres.sh serve-while failed ({}): PostgreSQL is installed but did not start",
+            output.status
+        );
+        let exports = String::from_utf8_lossy(&output.stdout);
+        let url = exports
+            .lines()
+            .find_map(|line| line.strip_prefix("export RETRY_TEST_POSTGRES_URL="))
+            .expect("scripts/postgres.sh prints the URL");
+        Some(url.to_owned())
+    })
+    .clone()
 }

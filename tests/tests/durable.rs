@@ -1,5 +1,5 @@
 //! The durable task queue (`retry_runtime::durable`): one suite, run on SQLite (a temporary file
-//! per test) and on PostgreSQL when `RETRY_TEST_POSTGRES_URL` is set (each test on its own queue
+//! per test) and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`, or a throwaway server; each test on its own queue
 //! name, so tests never see each other's tasks).
 //!
 //! Time comes from a `ManualClock` and the retry delay's randomness from a fixed or seeded

@@ -1,9 +1,9 @@
 //! Crash tests of the durable queue with real worker processes (`src/bin/durable_worker.rs`),
 //! killed with SIGKILL, frozen with SIGSTOP and thawed with SIGCONT, on SQLite and PostgreSQL.
 //!
-//! The PostgreSQL tests read the server's URL from `RETRY_TEST_POSTGRES_URL` (each test creates
-//! and drops its own database there) and are skipped, loudly, when it is not set:
-//! `eval "$(scripts/postgres.sh)"` starts a throwaway server and sets it.
+//! The PostgreSQL tests use the server of `RETRY_TEST_POSTGRES_URL`, or a throwaway one when the
+//! machine has PostgreSQL (`retry_tests::durable_env::postgres_url`); each test creates and
+//! drops its own database there. Without either they are skipped, loudly.
 //!
 //! Every worker appends `start`/`end` lines per attempt to its own log; the assertions read the
 //! logs and the queue. Every wait is bounded; a guard kills every child process at the end of a
@@ -51,13 +51,13 @@ impl Backend {
     /// A fresh database on the server of `RETRY_TEST_POSTGRES_URL`, or `None` (and a loud
     /// message) when the variable is not set.
     async fn postgres(test: &str) -> Option<Backend> {
-        let Ok(server) = std::env::var(POSTGRES_URL_VAR) else {
+        let Some(server) = retry_tests::durable_env::postgres_url() else {
             // Straight to stderr: libtest captures `eprintln!` of passing tests, and a skip
             // must be seen.
             let _ = writeln!(
                 std::io::stderr(),
                 "*** SKIPPED: PostgreSQL crash test `{test}` did NOT run: {POSTGRES_URL_VAR} is \
-                 not set (`eval \"$(scripts/postgres.sh)\"` starts a throwaway server)"
+                 not set and this machine has no PostgreSQL server binaries"
             );
             return None;
         };

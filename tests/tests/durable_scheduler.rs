@@ -1,5 +1,5 @@
 //! The durable queue's `Scheduler` (periodic tasks): one suite, run on SQLite (a temporary file
-//! per test) and on PostgreSQL when `RETRY_TEST_POSTGRES_URL` is set (each test on its own queue
+//! per test) and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`, or a throwaway server; each test on its own queue
 //! name), as in `durable.rs`.
 //!
 //! Time comes from a `ManualClock`, so every period and every task id is asserted exactly; the

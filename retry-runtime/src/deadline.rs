@@ -2,7 +2,6 @@
 
 use std::future::Future;
 
-use tokio::task::futures::TaskLocalFuture;
 use tokio::time::Instant;
 
 tokio::task_local! {
@@ -19,8 +18,10 @@ tokio::task_local! {
 /// or with `tokio::time::timeout` around the call.
 ///
 /// The deadline lives in the task (a tokio task-local): it is seen by `#[retry]` fns awaited
-/// inside `fut`, not by tasks `fut` spawns. A pause is measured on the tokio clock, so a paused
-/// test clock works.
+/// inside `fut`, not by tasks `fut` spawns. The earliest deadline is taken when the returned
+/// future first runs, not when it is built: a future built in one place and awaited inside
+/// another scope keeps that scope's earlier deadline. A pause is measured on the tokio clock, so
+/// a paused test clock works.
 ///
 /// ```
 /// use retry_runtime::with_deadline;
@@ -38,9 +39,12 @@ tokio::task_local! {
 /// assert_eq!(answer, 42);
 /// # }
 /// ```
-pub fn with_deadline<F: Future>(deadline: Instant, fut: F) -> TaskLocalFuture<Instant, F> {
-    let deadline = current().map_or(deadline, |outer| outer.min(deadline));
-    DEADLINE.scope(deadline, fut)
+pub fn with_deadline<F: Future>(deadline: Instant, fut: F) -> impl Future<Output = F::Output> {
+    async move {
+        // Read when first polled: inside whatever scope the future is awaited in.
+        let deadline = current().map_or(deadline, |outer| outer.min(deadline));
+        DEADLINE.scope(deadline, fut).await
+    }
 }
 
 /// The deadline of the current task's innermost [`with_deadline`] scope, if any.
@@ -69,5 +73,15 @@ mod tests {
         })
         .await;
         assert_eq!(current(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_scope_built_outside_keeps_the_earlier_deadline_it_is_awaited_in() {
+        let now = Instant::now();
+        let (early, late) = (now + Duration::from_secs(1), now + Duration::from_secs(2));
+        // Built outside any scope, awaited inside the early one.
+        let built_first = with_deadline(late, async { current() });
+        let seen = with_deadline(early, built_first).await;
+        assert_eq!(seen, Some(early));
     }
 }

@@ -59,6 +59,15 @@ async fn nested_deadlines_keep_the_earliest() {
     .await
     .unwrap_err();
     assert_eq!(error.call, 1, "a 100 ms pause does not fit in 50 ms");
+
+    // Built before it is awaited inside the earlier scope: the earlier deadline still holds.
+    let flaky = Flaky::always(UNAVAILABLE);
+    let start = Instant::now();
+    let built_first = with_deadline(start + Duration::from_secs(60), status(&flaky));
+    let error = with_deadline(start + ms(250), built_first)
+        .await
+        .unwrap_err();
+    assert_eq!(error.call, 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -130,6 +139,36 @@ async fn an_attempt_past_its_timeout_fails_transiently_and_is_retried() {
     let flaky = Flaky::failing([]);
     let hangs = std::sync::Mutex::new(vec![ms(49)]);
     assert_eq!(slow_status(&flaky, &hangs).await, Ok(1));
+}
+
+/// A `timeout` fn whose error type is type-erased: its timed-out attempts are still transient.
+#[retry(read, timeout = "50ms", delay = "100ms", jitter = "none")]
+async fn hangs_anyhow(calls: &AtomicU32) -> Result<u32, anyhow::Error> {
+    let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+    if call < 3 {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    Ok(call)
+}
+
+#[retry(read, timeout = "50ms", delay = "100ms", jitter = "none")]
+async fn hangs_boxed(calls: &AtomicU32) -> Result<u32, Box<dyn std::error::Error + Send + Sync>> {
+    let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    Ok(call)
+}
+
+#[tokio::test(start_paused = true)]
+async fn timed_out_attempts_of_erased_error_types_are_retried() {
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    assert_eq!(hangs_anyhow(&calls).await.unwrap(), 3);
+    assert_eq!(start.elapsed(), ms(50 + 100 + 50 + 200));
+
+    let calls = AtomicU32::new(0);
+    let error = hangs_boxed(&calls).await.unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "every timeout retried");
+    assert!(error.downcast_ref::<AttemptTimedOut>().is_some(), "{error}");
 }
 
 /// The inner adapter: 3 attempts against the external system.

@@ -43,7 +43,9 @@ impl Verdict {
 /// - `std::io::Error`, by its kind — except an `io::Error::other(inner)` (kind `Other` with a
 ///   payload), a tunnel whose kind says nothing: the walk goes on with `inner`. (`io::Error`'s
 ///   own `source()` would skip `inner` and return *its* source.);
-/// - `tokio::time::error::Elapsed`;
+/// - `tokio::time::error::Elapsed`, and [`AttemptTimedOut`](crate::AttemptTimedOut) (so a
+///   `timeout = "…"` fn whose error type is `anyhow::Error` or a `Box<dyn Error>` retries its own
+///   timed-out attempts);
 /// - `reqwest::Error` (feature `reqwest`).
 ///
 /// `failsafe::Error<E>` (feature `failsafe`): its `source()` is the inner error of `Inner(e)`, so
@@ -70,6 +72,9 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     }
     if let Some(elapsed) = error.downcast_ref::<tokio::time::error::Elapsed>() {
         return Some(Verdict::of(elapsed));
+    }
+    if let Some(timed_out) = error.downcast_ref::<crate::AttemptTimedOut>() {
+        return Some(Verdict::of(timed_out));
     }
     #[cfg(feature = "failsafe")]
     if super::failsafe::is_erased_rejection(error) {
@@ -242,6 +247,15 @@ mod tests {
         // Without a payload, `Other` is just a kind: permanent.
         let bare: BoxError = Box::new(io::Error::from(io::ErrorKind::Other));
         assert!(!bare.is_transient());
+    }
+
+    #[test]
+    fn a_boxed_attempt_timeout_is_transient() {
+        let timed_out = crate::AttemptTimedOut::new(Duration::from_millis(5));
+        let boxed: BoxError = Box::new(wrap(timed_out));
+        assert!(boxed.is_transient());
+        let plain: Box<dyn Error> = Box::new(timed_out);
+        assert!(plain.is_transient());
     }
 
     #[tokio::test(start_paused = true)]

@@ -39,12 +39,10 @@ tokio::task_local! {
 /// assert_eq!(answer, 42);
 /// # }
 /// ```
-pub fn with_deadline<F: Future>(deadline: Instant, fut: F) -> impl Future<Output = F::Output> {
-    async move {
-        // Read when first polled: inside whatever scope the future is awaited in.
-        let deadline = current().map_or(deadline, |outer| outer.min(deadline));
-        DEADLINE.scope(deadline, fut).await
-    }
+pub async fn with_deadline<F: Future>(deadline: Instant, fut: F) -> F::Output {
+    // Read when first polled: inside whatever scope the future is awaited in.
+    let deadline = current().map_or(deadline, |outer| outer.min(deadline));
+    DEADLINE.scope(deadline, fut).await
 }
 
 /// The deadline of the current task's innermost [`with_deadline`] scope, if any.

@@ -26,13 +26,17 @@
 //! both counted by the gateway. The demo exits non-zero if the keyed run ever charged an order
 //! twice or retried a 4xx.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::process::ExitCode;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tracing_subscriber::layer::SubscriberExt as _;
 
+use retry_fixtures::capture::Capture;
 use retry_fixtures::gateway::{
     ChargeRequest, FaultPlan, Gateway, IDEMPOTENCY_KEY, Outcome, Payment, Stats,
 };
@@ -404,6 +408,19 @@ fn parse_args() -> Result<Args, String> {
     Ok(parsed)
 }
 
+/// How many calls `#[retry]` gave up on, by the `reason` of its "giving up" events (one per
+/// call that gave up on a transient failure: a register or a status read).
+fn give_up_reasons(capture: &Capture) -> BTreeMap<String, usize> {
+    let mut reasons = BTreeMap::new();
+    for event in capture.events() {
+        if event.fields.get("message").map(String::as_str) == Some("transient failure, giving up") {
+            let reason = event.fields.get("reason").cloned().unwrap_or_default();
+            *reasons.entry(reason).or_default() += 1;
+        }
+    }
+    reasons
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = match parse_args() {
@@ -444,6 +461,10 @@ async fn demo(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         plan.lost * 100.0,
     );
 
+    // Counts why `#[retry]` gave up, from its "giving up" events (reason field).
+    let capture = Capture::default();
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(capture.clone()))?;
+
     println!(
         "\n1. #[retry(write, idempotency_key = order.idempotency_key)] register + #[retry(read)] \
          payment_status\n   (key: UUID v5 of the order id; 3 attempts, backoff from 200 ms, Retry-After \
@@ -463,6 +484,9 @@ async fn demo(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     println!("attempts: {}", keyed_stats.requests);
     println!("retried: {}", keyed_stats.retries);
     println!("gave up: {}", keyed_tally.gave_up);
+    for (reason, count) in give_up_reasons(&capture) {
+        println!("  gave up, {reason}: {count}");
+    }
     println!("4xx retried: {}", keyed_stats.retried_4xx);
     println!("charges: {}", keyed_stats.charges);
     println!("naive attempts: {}", naive_stats.requests);

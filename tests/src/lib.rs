@@ -12,9 +12,8 @@ use retry_runtime::Classify;
 use tokio::time::Instant;
 
 pub mod adapter;
-pub mod capture;
 pub mod durable_env;
-pub use retry_fixtures::gateway;
+pub use retry_fixtures::{capture, gateway};
 
 /// How one call to the fake system fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -100,7 +100,7 @@ impl Classify for StatusError {
 }
 
 /// `HTTP 503 Service Unavailable, retry after 2s`; the reason phrase only for registered
-/// statuses, the hint only when there is one.
+/// statuses, the hint only when there is one, rounded for people (`2s`, `1.5s`, `250ms`).
 impl fmt::Display for StatusError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "HTTP {}", self.status)?;
@@ -108,16 +108,26 @@ impl fmt::Display for StatusError {
             write!(f, " {reason}")?;
         }
         match self.retry_after {
-            Some(hint) if hint.subsec_nanos() == 0 => {
-                write!(f, ", retry after {}s", hint.as_secs())
-            }
-            Some(hint) => write!(f, ", retry after {hint:?}"),
+            Some(hint) => write!(f, ", retry after {}", for_people(hint)),
             None => Ok(()),
         }
     }
 }
 
 impl std::error::Error for StatusError {}
+
+/// A hint as people read it: to a tenth of a second from 1 s up (an HTTP-date's hint is whole
+/// seconds minus the time since the response: `1.997553548s` reads `2s`), in milliseconds below.
+fn for_people(hint: Duration) -> String {
+    if hint < Duration::from_secs(1) && !hint.is_zero() {
+        return format!("{}ms", (hint.as_micros() + 500) / 1000);
+    }
+    let tenths = (hint.as_millis() + 50) / 100;
+    match tenths % 10 {
+        0 => format!("{}s", tenths / 10),
+        tenth => format!("{}.{tenth}s", tenths / 10),
+    }
+}
 
 /// Keeps a response whose status is below 400 and turns every other one (4xx, 5xx and any
 /// unregistered status above) into a [`StatusError`] carrying its `Retry-After`. Like

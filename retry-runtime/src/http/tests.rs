@@ -133,6 +133,15 @@ fn status_error_messages() {
         message(502, Some(Duration::from_millis(1500))),
         "HTTP 502 Bad Gateway, retry after 1.5s"
     );
+    // An HTTP-date's hint: whole seconds less the time since the response.
+    assert_eq!(
+        message(503, Some(Duration::from_nanos(1_997_553_548))),
+        "HTTP 503 Service Unavailable, retry after 2s"
+    );
+    assert_eq!(
+        message(503, Some(Duration::from_micros(249_600))),
+        "HTTP 503 Service Unavailable, retry after 250ms"
+    );
     let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(StatusError::new(500, None));
     assert_eq!(boxed.to_string(), "HTTP 500 Internal Server Error");
     assert!(boxed.source().is_none());

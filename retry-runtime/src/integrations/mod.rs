@@ -5,6 +5,7 @@
 //! - `anyhow`: the same walk for `anyhow::Error`;
 //! - `reqwest`: `Classify` for `reqwest::Error`;
 //! - `failsafe`: `Classify` for `failsafe::Error<E>`;
+//! - `sqlx`: `Classify` for `sqlx::Error` (the database's "try again" codes);
 //! - `uuid`: `IdempotencyKey` for `uuid::Uuid` and deterministic v5 keys.
 //!
 //! The `http` feature lives in [`crate::http`].
@@ -17,5 +18,7 @@ mod anyhow;
 mod failsafe;
 #[cfg(feature = "reqwest")]
 mod reqwest;
+#[cfg(feature = "sqlx")]
+mod sqlx;
 #[cfg(feature = "uuid")]
 pub(crate) mod uuid;

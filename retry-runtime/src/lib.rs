@@ -66,6 +66,8 @@ mod observe;
 mod retrier;
 mod schedule;
 mod timeout;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -28,6 +28,18 @@ pub struct Site {
 }
 
 impl Site {
+    /// A site for `policy` at run time (the tower layer's): leaked, one per layer built.
+    #[cfg(feature = "tower")]
+    pub(crate) fn leaked(system: &'static str, policy: Policy) -> &'static Site {
+        Box::leak(Box::new(Site {
+            system,
+            policy,
+            budget: OnceLock::new(),
+            #[cfg(feature = "metrics")]
+            counters: OnceLock::new(),
+        }))
+    }
+
     /// The retry budget of this site's system.
     #[inline]
     pub(crate) fn budget(&'static self) -> &'static Budget {

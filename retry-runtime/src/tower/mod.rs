@@ -1,0 +1,84 @@
+//! The rules as tower middleware (feature `tower`): [`RetryLayer`] retries the requests of an
+//! `http::Request` → `http::Response` service (a hyper-util client, an axum-based proxy) under
+//! the same rules as `#[retry]`, checked at run time, where a layer sees each request.
+//!
+//! - **Which requests** (R-RES-RE-1, R-RES-RE-X1): a request is retried only if its method is
+//!   safe (`GET`, `HEAD`, `OPTIONS`, `TRACE`) or it carries a non-blank `Idempotency-Key` header,
+//!   which the other side must deduplicate on. Any other request is sent once.
+//! - **Which failures**: a response whose status [`is_transient_status`] says so (500, 502, 503,
+//!   504), waiting at least its `Retry-After`; an error of the inner service by [`Classify`]
+//!   (through its source chain: a refused or reset connection, a timeout). A 4xx is never
+//!   retried (R-RES-RE-X2); the last response or error is returned as it came.
+//! - **How often**: the schedule is a [`Policy`], which cannot be built with more than 5
+//!   attempts or more than 5 s of pauses (R-RES-RE-3, R-RES-RE-4); the reference configuration by
+//!   default. `system` shares the attribute's retry budget and `retry_attempts_total` counters
+//!   with every `#[retry(system = "…")]` of that name, and the same events and give-up reasons.
+//! - **Bodies must be replayable**: the request body type must be `Clone` (e.g. `Full<Bytes>`,
+//!   `String`, `Vec<u8>`, `()`); a streaming body (hyper's `Incoming`) is refused at compile time
+//!   ([`ReplayableBody`]): buffer it first.
+//!
+//! ```
+//! use retry_runtime::tower::RetryLayer;
+//! use retry_runtime::{Jitter, Policy};
+//! use std::time::Duration;
+//!
+//! let layer = RetryLayer::new("partner-api");
+//! let faster = RetryLayer::new("partner-api")
+//!     .policy(Policy::new(3, Duration::from_millis(100), Duration::from_secs(1), Jitter::Full)?);
+//! # Ok::<(), retry_runtime::PolicyError>(())
+//! ```
+
+mod service;
+
+use tower_layer::Layer;
+
+pub use service::{BoxError, ReplayableBody, RetryService};
+
+use crate::Classify;
+use crate::http::is_transient_status;
+use crate::retrier::Site;
+use crate::schedule::Policy;
+
+/// A [`tower_layer::Layer`] that retries requests under the retry rules; see the
+/// [module docs](self).
+///
+/// Each `new` and `policy` keeps one small object for the life of the process (the budget and
+/// counters' handle that the `#[retry]` expansions keep in a `static`): build layers at
+/// start-up, not per request.
+#[derive(Clone, Copy, Debug)]
+pub struct RetryLayer {
+    site: &'static Site,
+}
+
+impl RetryLayer {
+    /// Retries under [`Policy::DEFAULT`] (3 attempts, 200 ms doubling, equal jitter), with the
+    /// retry budget and counters of `system`.
+    pub fn new(system: &'static str) -> Self {
+        RetryLayer {
+            site: Site::leaked(system, Policy::DEFAULT),
+        }
+    }
+
+    /// Replaces the schedule.
+    pub fn policy(self, policy: Policy) -> Self {
+        RetryLayer {
+            site: Site::leaked(self.site.system, policy),
+        }
+    }
+}
+
+impl<S> Layer<S> for RetryLayer {
+    type Service = RetryService<S>;
+
+    fn layer(&self, inner: S) -> RetryService<S> {
+        RetryService::new(inner, self.site)
+    }
+}
+
+/// The verdict on a response: `None` for a response to return (success, 1xx–3xx, 4xx, an
+/// unregistered status), `Some(hint)` for a transient status to retry after at least `hint`.
+fn transient_response<B>(response: &http::Response<B>) -> Option<Option<std::time::Duration>> {
+    let status = response.status().as_u16();
+    is_transient_status(status)
+        .then(|| crate::http::StatusError::from_response(response).retry_after())
+}

@@ -1,0 +1,145 @@
+//! The service [`RetryLayer`](super::RetryLayer) wraps around another: decides per request
+//! whether it may be retried, then drives the same [`Retrier`] as `#[retry]`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{HeaderMap, Method, Request, Response};
+use tower_service::Service;
+
+use super::transient_response;
+use crate::Classify;
+use crate::describe::ErrorText;
+use crate::http::StatusError;
+use crate::retrier::{Retrier, Site};
+
+/// The error a [`RetryService`] returns: its inner service's error, boxed.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A request body [`RetryLayer`](super::RetryLayer) can send again: any `Clone` body
+/// (`http_body_util::Full<Bytes>`, `String`, `Vec<u8>`, `()`).
+#[diagnostic::on_unimplemented(
+    message = "`RetryLayer` cannot send a `{Self}` body twice",
+    label = "this request body cannot be replayed",
+    note = "a retried request needs its body again: buffer a streaming body first (e.g. into `http_body_util::Full<bytes::Bytes>`), or leave this service without `RetryLayer`"
+)]
+pub trait ReplayableBody: Clone {}
+
+impl<B: Clone> ReplayableBody for B {}
+
+/// A service whose requests are retried under the retry rules; built by
+/// [`RetryLayer`](super::RetryLayer).
+#[derive(Clone, Debug)]
+pub struct RetryService<S> {
+    inner: S,
+    site: &'static Site,
+}
+
+impl<S> RetryService<S> {
+    pub(super) fn new(inner: S, site: &'static Site) -> Self {
+        RetryService { inner, site }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+/// Methods that change nothing: retried without a key (RFC 9110 "safe").
+fn is_safe(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
+}
+
+/// The request's `Idempotency-Key`, if it has a usable one (visible ASCII, not blank).
+fn idempotency_key(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get("idempotency-key")?.to_str().ok()?;
+    (!value.trim().is_empty()).then(|| value.to_owned())
+}
+
+impl<S, B, ResB> Service<Request<B>> for RetryService<S>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: ReplayableBody + Send + 'static,
+    ResB: Send + 'static,
+{
+    type Response = Response<ResB>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ResB>, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The clone that was driven to readiness serves the first attempt (tower's rule).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let site = self.site;
+        let key = idempotency_key(request.headers());
+        if key.is_none() && !is_safe(request.method()) {
+            // Not retryable: one attempt, as if there were no layer (R-RES-RE-X1).
+            return Box::pin(async move { inner.call(request).await.map_err(Into::into) });
+        }
+        let (parts, body) = request.into_parts();
+        Box::pin(async move {
+            let mut retrier = match &key {
+                Some(key) => Retrier::write(site, key),
+                None => Retrier::read(site),
+            };
+            let mut first = true;
+            loop {
+                if !first {
+                    std::future::poll_fn(|cx| inner.poll_ready(cx))
+                        .await
+                        .map_err(Into::into)?;
+                }
+                first = false;
+                let attempt = Request::from_parts(parts.clone(), body.clone());
+                let pause = match inner.call(attempt).await.map_err(Into::into) {
+                    Ok(response) => match transient_response(&response) {
+                        None => {
+                            retrier.succeeded();
+                            return Ok(response);
+                        }
+                        Some(hint) => {
+                            let status = StatusError {
+                                status: response.status().as_u16(),
+                                retry_after: hint,
+                            };
+                            match retrier.after_failure(
+                                true,
+                                hint,
+                                false,
+                                ErrorText::Display(&status),
+                            ) {
+                                Some(pause) => pause,
+                                None => return Ok(response),
+                            }
+                        }
+                    },
+                    Err(error) => {
+                        let transient = error.is_transient();
+                        let hint = error.retry_after();
+                        match retrier.after_failure(
+                            transient,
+                            hint,
+                            false,
+                            ErrorText::Display(&error),
+                        ) {
+                            Some(pause) => pause,
+                            None => return Err(error),
+                        }
+                    }
+                };
+                tokio::time::sleep(pause).await;
+            }
+        })
+    }
+}

@@ -1,0 +1,231 @@
+//! `retry_runtime::tower::RetryLayer` around a real hyper-util client, against the payment
+//! gateway fixture on 127.0.0.1 with faults forced per order: which requests are retried (safe
+//! methods, or a non-blank `Idempotency-Key`), which failures (transient statuses with their
+//! `Retry-After`, broken connections; never a 4xx), and the keyed POST whose response was lost
+//! charged once.
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use retry_runtime::tower::{BoxError, RetryLayer, RetryService};
+use retry_runtime::{Jitter, Policy};
+use retry_tests::gateway::{
+    ChargeRequest, Fault, FaultPlan, Gateway, IDEMPOTENCY_KEY, Kind, Outcome,
+};
+use tower_layer::Layer as _;
+use tower_service::Service as _;
+
+type Inner = Client<HttpConnector, Full<Bytes>>;
+
+/// The layer under test around a fresh client: 3 attempts, pauses of 20 then 40 ms.
+fn service(system: &'static str) -> RetryService<Inner> {
+    let client = Client::builder(TokioExecutor::new()).build_http();
+    let policy = Policy::new(
+        3,
+        Duration::from_millis(20),
+        Duration::from_secs(2),
+        Jitter::None,
+    )
+    .expect("a valid policy");
+    RetryLayer::new(system).policy(policy).layer(client)
+}
+
+async fn send(
+    service: &mut RetryService<Inner>,
+    request: Request<Full<Bytes>>,
+) -> Result<Response<Incoming>, BoxError> {
+    std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+    service.call(request).await
+}
+
+fn charge(gateway: &Gateway, order: &str, amount: u64, key: Option<&str>) -> Request<Full<Bytes>> {
+    let body = serde_json::to_vec(&ChargeRequest {
+        order_id: order.to_owned(),
+        amount,
+    })
+    .unwrap();
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(format!("{}/payments", gateway.url()))
+        .header("content-type", "application/json");
+    if let Some(key) = key {
+        request = request.header(IDEMPOTENCY_KEY, key);
+    }
+    request.body(Full::new(Bytes::from(body))).unwrap()
+}
+
+fn outcomes(gateway: &Gateway, order: &str) -> Vec<(Kind, Outcome)> {
+    gateway
+        .requests(order)
+        .into_iter()
+        .map(|request| (request.kind, request.outcome))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_keyed_post_whose_response_was_lost_is_retried_and_charged_once() {
+    let gateway = Gateway::start(1, FaultPlan::none()).await.unwrap();
+    let mut service = service("tower-keyed");
+    gateway.force(
+        "order-1",
+        [
+            Some(Fault::Unavailable {
+                retry_after_secs: 0,
+            }),
+            Some(Fault::Lost),
+            None,
+        ],
+    );
+    let response = send(
+        &mut service,
+        charge(&gateway, "order-1", 500, Some("key-1")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "the first charge, replayed"
+    );
+    assert_eq!(gateway.requests("order-1").len(), 3);
+    assert_eq!(gateway.charges("order-1").len(), 1, "charged once");
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_post_without_a_key_is_sent_once() {
+    let gateway = Gateway::start(2, FaultPlan::none()).await.unwrap();
+    let mut service = service("tower-unkeyed");
+    gateway.force(
+        "order-2",
+        [Some(Fault::Unavailable {
+            retry_after_secs: 0,
+        })],
+    );
+    let response = send(&mut service, charge(&gateway, "order-2", 500, None))
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "returned as it came"
+    );
+    assert_eq!(
+        gateway.requests("order-2").len(),
+        1,
+        "R-RES-RE-X1: not retried"
+    );
+
+    // A blank key is no key.
+    gateway.force("order-3", [Some(Fault::Lost)]);
+    let error = send(&mut service, charge(&gateway, "order-3", 500, Some("  ")))
+        .await
+        .unwrap_err();
+    assert!(!error.to_string().is_empty());
+    assert_eq!(gateway.requests("order-3").len(), 1);
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_4xx_is_never_retried() {
+    let gateway = Gateway::start(3, FaultPlan::none()).await.unwrap();
+    let mut service = service("tower-4xx");
+    let response = send(&mut service, charge(&gateway, "order-4", 0, Some("key-4")))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        outcomes(&gateway, "order-4"),
+        [(Kind::Charge, Outcome::Invalid)]
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_get_is_retried_on_5xx_and_resets_then_gives_up_after_3_attempts() {
+    let gateway = Gateway::start(4, FaultPlan::none()).await.unwrap();
+    let mut service = service("tower-get");
+    let created = send(
+        &mut service,
+        charge(&gateway, "order-5", 700, Some("key-5")),
+    )
+    .await
+    .unwrap();
+    let payment: serde_json::Value =
+        serde_json::from_slice(&created.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let url = format!(
+        "{}/payments/{}",
+        gateway.url(),
+        payment["payment_id"].as_str().unwrap()
+    );
+    let get = || Request::get(&url).body(Full::new(Bytes::new())).unwrap();
+
+    gateway.force(
+        "order-5",
+        [Some(Fault::ServerError), Some(Fault::Reset), None],
+    );
+    let response = send(&mut service, get()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(gateway.requests("order-5").len(), 1 + 3);
+
+    gateway.force("order-5", [Some(Fault::ServerError); 3]);
+    let response = send(&mut service, get()).await.unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "the last response, after 3 attempts"
+    );
+    assert_eq!(gateway.requests("order-5").len(), 4 + 3);
+    gateway.shutdown().await;
+}
+
+/// On a paused clock: the pause is virtual, and the gateway records times on the same clock.
+#[tokio::test(start_paused = true)]
+async fn retry_after_is_honoured_and_one_too_long_gives_up() {
+    let gateway = Gateway::start(5, FaultPlan::none()).await.unwrap();
+    let mut service = service("tower-hint");
+    gateway.force(
+        "order-6",
+        [
+            Some(Fault::Unavailable {
+                retry_after_secs: 1,
+            }),
+            None,
+        ],
+    );
+    let response = send(
+        &mut service,
+        charge(&gateway, "order-6", 500, Some("key-6")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let requests = gateway.requests("order-6");
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1].at - requests[0].at >= Duration::from_secs(1),
+        "waited the Retry-After"
+    );
+
+    // A hint above max_delay (2 s here): given up at once, the 503 returned.
+    gateway.force(
+        "order-7",
+        [Some(Fault::Unavailable {
+            retry_after_secs: 3,
+        })],
+    );
+    let response = send(
+        &mut service,
+        charge(&gateway, "order-7", 500, Some("key-7")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(gateway.requests("order-7").len(), 1);
+    gateway.shutdown().await;
+}

@@ -59,7 +59,8 @@ function nowMs() {
   return Date.now() + skewMs;
 }
 function absolute(iso) {
-  return iso ? iso.replace("T", " ").replace("Z", " UTC") : "";
+  // 2023-11-14T22:13:20.250Z → 2023-11-14 22:13:20 UTC (the title keeps the exact time).
+  return iso ? iso.replace("T", " ").replace(/(\.\d+)?Z$/, " UTC") : "";
 }
 function span(ms) {
   const s = Math.round(Math.abs(ms) / 1000);
@@ -79,8 +80,8 @@ function relative(iso) {
 function timeCell(cls, iso) {
   if (!iso) return el("td", { class: cls }, el("span", { class: "muted" }, "—"));
   return el("td", { class: cls, title: iso },
-    el("div", { class: "abs" }, absolute(iso)),
-    el("div", { class: "rel muted" }, relative(iso)));
+    el("div", { class: "rel" }, relative(iso)),
+    el("div", { class: "abs muted" }, absolute(iso)));
 }
 
 // ---- The API. ----
@@ -231,7 +232,7 @@ async function tasksView(r) {
   for (const t of data.tasks) {
     const actions = READ_ONLY ? [] : TASK_ACTIONS[r.state];
     rows.push(el("tr", { class: "task", "data-id": t.id },
-      el("td", { class: "id" }, el("code", {}, t.id)),
+      el("td", { class: "id", title: t.id }, el("code", {}, t.id)),
       el("td", { class: "kind" }, t.kind),
       el("td", { class: "num retried" }, t.retried + "/" + t.max_retry),
       el("td", { class: "last-err" }, t.last_err === null ? el("span", { class: "muted" }, "—") : t.last_err),

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const HOSTILE: &str = "<script>alert(1)</script>";
+const TOKEN: &str = "s3cret-operator-token";
 const GATEWAY_DOWN: &str = "payments gateway: 503 Service Unavailable";
 /// Every wait of the test is bounded by this.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -248,6 +249,30 @@ async fn an_operator_reads_runs_and_deletes_tasks_in_a_real_browser() {
             .expect("retry-queue dash starts"),
     );
     wait_for_port(dash_port, "retry-queue dash", &mut dash.0).await;
+    // The same queue behind a token, read-only.
+    let guarded_port = free_port();
+    let mut guarded = Killed(
+        Command::new(env!("CARGO_BIN_EXE_retry-queue"))
+            .args([
+                "--db",
+                &url,
+                "dash",
+                "--read-only",
+                "--token",
+                TOKEN,
+                "--listen",
+            ])
+            .arg(format!("127.0.0.1:{guarded_port}"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("retry-queue dash --read-only --token starts"),
+    );
+    wait_for_port(
+        guarded_port,
+        "retry-queue dash --read-only --token",
+        &mut guarded.0,
+    )
+    .await;
 
     let mut capabilities = serde_json::Map::new();
     capabilities.insert(
@@ -269,10 +294,10 @@ async fn an_operator_reads_runs_and_deletes_tasks_in_a_real_browser() {
     .expect("chromedriver opens a Chromium session");
 
     // The steps run inside a block, so that the browser is closed whatever they find.
-    let outcome = tokio::time::timeout(
-        Duration::from_secs(120),
-        operate(&client, &format!("http://127.0.0.1:{dash_port}")),
-    )
+    let outcome = tokio::time::timeout(Duration::from_secs(120), async {
+        operate(&client, &format!("http://127.0.0.1:{dash_port}")).await?;
+        operate_guarded(&client, &format!("http://127.0.0.1:{guarded_port}")).await
+    })
     .await;
     let _ = client.close().await;
     match outcome {
@@ -289,6 +314,7 @@ async fn an_operator_reads_runs_and_deletes_tasks_in_a_real_browser() {
     );
     assert!(q.get("dead-1").await.unwrap().is_none());
     assert_eq!(q.count(TaskState::Retry).await.unwrap(), 12);
+    assert_eq!(q.count(TaskState::Archived).await.unwrap(), 0);
 }
 
 /// A failed step: what was expected, in words.
@@ -540,6 +566,76 @@ async fn operate(c: &Client, base: &str) -> Step {
     .await?;
     no_alert(c.get_alert_text().await)?;
     save_screenshot(c, "dashboard-failing.png").await?;
+
+    // Delete all in the Archived tab asks first: Cancel keeps them, Yes deletes them.
+    click(c, "a.tab[data-state='archived']").await?;
+    wait_rows(c, "2 archived rows", |r| r.len() == 2).await?;
+    click(c, "#delete-all").await?;
+    wait_texts(c, "#confirm-text", "a question", |t| {
+        t.len() == 1 && t[0].starts_with("Delete all 2 archived tasks")
+    })
+    .await?;
+    click(c, "#confirm-no").await?;
+    wait_texts(c, "#confirm:not([hidden])", "the question gone", |t| {
+        t.is_empty()
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_rows(c, "still 2 archived rows", |r| r.len() == 2).await?;
+    click(c, "#delete-all").await?;
+    click(c, "#confirm-yes").await?;
+    wait_rows(c, "no archived row", |r| r.is_empty()).await?;
+    wait_texts(c, "#empty", "the empty tab", |t| {
+        t == ["No archived tasks."]
+    })
+    .await?;
+    Ok(())
+}
+
+/// The read-only dashboard with a token: the page asks for the token (a wrong one is refused),
+/// then shows the tasks without any button.
+async fn operate_guarded(c: &Client, base: &str) -> Step {
+    c.goto(&format!("{base}/#/q/default/retry"))
+        .await
+        .map_err(cmd("opening the guarded page"))?;
+    find(c, "#login:not([hidden])").await?;
+    let input = find(c, "#token-input").await?;
+    input
+        .send_keys("not-the-token")
+        .await
+        .map_err(cmd("typing"))?;
+    click(c, "#token-save").await?;
+    wait_texts(c, "#flash", "the refusal", |t| {
+        t == ["The token was refused."]
+    })
+    .await?;
+    find(c, "#login:not([hidden])").await?;
+    let input = find(c, "#token-input").await?;
+    input.send_keys(TOKEN).await.map_err(cmd("typing"))?;
+    click(c, "#token-save").await?;
+    wait_rows(c, "12 rows in Retry", |r| r.len() == 12).await?;
+    wait_texts(c, "#mode", "the read-only mark", |t| t == ["read-only"]).await?;
+    let buttons = c
+        .execute(
+            "return document.querySelectorAll('button.act, #run-all, #delete-all, button.pause-toggle').length",
+            vec![],
+        )
+        .await
+        .map_err(cmd("counting buttons"))?;
+    if buttons != json!(0) {
+        return Err(format!("a read-only page shows {buttons} action buttons"));
+    }
+    // The token stays in the tab's sessionStorage only.
+    let stored = c
+        .execute(
+            "return [sessionStorage.getItem('retry-queue-token'), localStorage.length, document.cookie]",
+            vec![],
+        )
+        .await
+        .map_err(cmd("reading the storage"))?;
+    if stored != json!([TOKEN, 0, ""]) {
+        return Err(format!("the token is kept elsewhere: {stored}"));
+    }
     Ok(())
 }
 

@@ -505,7 +505,9 @@ async fn operate(c: &Client, base: &str) -> Step {
     .await?;
     click(c, "tr.task[data-id='ord-1001'] button.expand").await?;
 
-    // The screenshot of the README: the Retry tab of a queue in trouble.
+    // The screenshot of the README: the Retry tab of a queue in trouble (the pointer moved
+    // off the buttons, by a click on the title).
+    click(c, "#queue-name").await?;
     c.execute(
         "document.activeElement.blur(); window.scrollTo(0, 0)",
         vec![],

@@ -528,6 +528,12 @@ async fn page_size_is_clamped_and_bad_pages_are_400(backend: Backend) {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["total"], json!(131));
     assert_eq!(body["tasks"].as_array().unwrap().len(), 100);
+    // However large.
+    let (status, huge) = d
+        .get("/api/queues/{q}/tasks?state=pending&size=99999999999999999999")
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(huge["tasks"].as_array().unwrap().len(), 100);
     let (_, page2) = d
         .get("/api/queues/{q}/tasks?state=pending&size=100&page=2")
         .await;
@@ -548,6 +554,10 @@ async fn page_size_is_clamped_and_bad_pages_are_400(backend: Backend) {
         "size=0",
         "size=ten",
         "page=99999999999",
+        "page=1.0",
+        "page=%2B1",
+        "size=-5",
+        "size=000",
     ] {
         let msg = assert_error(
             d.get(&format!("/api/queues/{{q}}/tasks?state=pending&{bad}"))

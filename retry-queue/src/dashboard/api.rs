@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use crate::json;
 
-/// The default and the largest page size of `GET …/tasks`.
+/// The page size of `GET …/tasks` without `size`.
 pub const DEFAULT_PAGE_SIZE: u32 = 20;
 /// A larger `size` is clamped to this.
 pub const MAX_PAGE_SIZE: u32 = 100;
@@ -137,16 +137,32 @@ fn state_of(
     }
 }
 
-/// A positive number parameter, `default` when absent.
-fn number_of(params: &HashMap<String, String>, name: &str, default: u32) -> Result<u32, ApiError> {
+/// A positive number parameter, `default` when absent, at most `max` (larger ones are
+/// clamped to it when `clamp`, refused otherwise).
+fn number_of(
+    params: &HashMap<String, String>,
+    name: &str,
+    default: u32,
+    max: u32,
+    clamp: bool,
+) -> Result<u32, ApiError> {
     let Some(text) = params.get(name) else {
         return Ok(default);
     };
-    match text.parse::<u32>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(ApiError::bad_request(format!(
-            "{name} must be a whole number from 1 up, got {text:?}"
-        ))),
+    let bad = || {
+        ApiError::bad_request(format!(
+            "{name} must be a whole number from 1 to {max}, got {text:?}"
+        ))
+    };
+    // Digits only: `+1`, `1.0` and the like are refused; a size of any length is clamped.
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n = text.trim_start_matches('0');
+    match n.parse::<u32>() {
+        Ok(n) if n >= 1 && n <= max => Ok(n),
+        _ if !n.is_empty() && clamp => Ok(max),
+        _ => Err(bad()),
     }
 }
 
@@ -172,8 +188,8 @@ pub(crate) async fn tasks(
     let Query(params) = params?;
     let queue = queue_of(&base, name)?;
     let state = state_of(&params, None)?;
-    let page = number_of(&params, "page", 1)?;
-    let size = number_of(&params, "size", DEFAULT_PAGE_SIZE)?.min(MAX_PAGE_SIZE);
+    let page = number_of(&params, "page", 1, u32::MAX, false)?;
+    let size = number_of(&params, "size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, true)?;
     let fail = |e| ApiError::from_queue(e, &queue, None);
     let tasks = queue.list_page(state, page, size).await.map_err(fail)?;
     let total = queue.count(state).await.map_err(fail)?;

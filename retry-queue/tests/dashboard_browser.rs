@@ -6,8 +6,9 @@
 //! `<script>alert(1)</script>` shows as text (and runs nothing). It takes the screenshot of the
 //! README: `target/tmp/dashboard.png`, and `docs/dashboard.png` with `UPDATE_SCREENSHOT=1`.
 //!
-//! Needs the Debian packages `chromium` and `chromium-driver` (`.ci/run` installs them);
-//! without them the test says loudly on stderr that it was SKIPPED, and passes.
+//! Needs the Debian packages `chromium` and `chromium-driver` (`.ci/run` installs them), or
+//! `RETRY_TEST_CHROMIUM` naming a Chromium binary and a `chromedriver` on the PATH; without
+//! them the test says loudly on stderr that it was SKIPPED, and passes.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use retry_runtime::durable::{BoxError, ManualClock, Queue, Task, TaskState, Worker};
 use serde_json::{Value, json};
 
+/// Debian's Chromium; `RETRY_TEST_CHROMIUM` names another binary.
 const CHROMIUM: &str = "/usr/bin/chromium";
 const HOSTILE: &str = "<script>alert(1)</script>";
 const TOKEN: &str = "s3cret-operator-token";
@@ -217,8 +219,9 @@ async fn seed(url: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_reads_runs_and_deletes_tasks_in_a_real_browser() {
-    if !Path::new(CHROMIUM).is_file() {
-        return skip("no /usr/bin/chromium");
+    let chromium = std::env::var("RETRY_TEST_CHROMIUM").unwrap_or_else(|_| CHROMIUM.to_owned());
+    if !Path::new(&chromium).is_file() {
+        return skip(&format!("no Chromium at {chromium}"));
     }
     let Some(driver) = chromedriver() else {
         return skip("no chromedriver");
@@ -278,7 +281,7 @@ async fn an_operator_reads_runs_and_deletes_tasks_in_a_real_browser() {
     capabilities.insert(
         "goog:chromeOptions".into(),
         json!({
-            "binary": CHROMIUM,
+            "binary": chromium,
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--window-size=1280,800", "--hide-scrollbars", "--force-device-scale-factor=1"],
         }),

@@ -191,6 +191,19 @@ impl Queue {
         self.store.count(&self.name, state).await
     }
 
+    /// The number of tasks of the queue in each state, in the order of [`TaskState::ALL`], read
+    /// in one statement (what the worker's `retry_queue_tasks` gauges show).
+    pub async fn count_by_state(&self) -> Result<[(TaskState, u64); 6], Error> {
+        let rows = self.store.state_counts(&self.name).await?;
+        let mut counts = TaskState::ALL.map(|state| (state, 0));
+        for (state, tasks) in rows {
+            if let Some(entry) = counts.iter_mut().find(|(s, _)| s.as_str() == state) {
+                entry.1 = u64::try_from(tasks).unwrap_or(0);
+            }
+        }
+        Ok(counts)
+    }
+
     /// Every queue of the database that has tasks or is paused, sorted by name (this handle's
     /// own name does not matter): counts per state, paused or not, and the daily figures
     /// described on [`QueueStats`].

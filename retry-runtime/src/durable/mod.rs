@@ -202,6 +202,7 @@ mod error;
 mod failure;
 mod inspector;
 mod janitor;
+mod metrics;
 mod processor;
 mod queue;
 mod recoverer;

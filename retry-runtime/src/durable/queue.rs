@@ -327,7 +327,18 @@ impl Queue {
             .store
             .claim(&self.name, now, limit, token, lease_until, kinds)
             .await?;
-        Ok(rows.into_iter().map(|row| row.into_active()).collect())
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                // The claim keeps the due time: the task waited from then until now.
+                let waited = row
+                    .next_process_ms
+                    .map(|due| now.saturating_sub(due).max(0));
+                let mut task = row.into_active();
+                task.pickup_delay = waited.map(|ms| Duration::from_millis(ms as u64));
+                task
+            })
+            .collect())
     }
 
     /// Renews the lease of `task` to `lease` from now. `Ok(false)`: the task is no longer

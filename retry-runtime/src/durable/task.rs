@@ -348,6 +348,9 @@ pub struct ActiveTask {
     pub(crate) timeout: Duration,
     pub(crate) deadline: Option<SystemTime>,
     pub(crate) key_expires_at: Option<SystemTime>,
+    /// How long the task waited between its due time and its claim, by the queue's clock; set
+    /// by a claim, `None` for a task read otherwise (by the recoverer).
+    pub(crate) pickup_delay: Option<Duration>,
 }
 
 impl ActiveTask {

@@ -137,6 +137,7 @@ impl Row {
             timeout,
             deadline,
             key_expires_at,
+            pickup_delay: None,
         }
     }
 }
@@ -267,6 +268,7 @@ forward! {
     fn page(&self, queue: &str, state: TaskState, limit: i64, offset: i64) -> Vec<Row>;
     fn count(&self, queue: &str, state: TaskState) -> u64;
     fn queue_counts(&self, day_start: i64, day_end: i64) -> Vec<QueueCounts>;
+    fn state_counts(&self, queue: &str) -> Vec<(String, i64)>;
     fn paused_queues(&self) -> Vec<String>;
     fn is_paused(&self, queue: &str) -> bool;
     fn set_paused(&self, queue: &str, paused: bool) -> ();

@@ -205,6 +205,8 @@ macro_rules! shared_statements {
                  AS failed_today, \
              MIN(CASE WHEN state = 'pending' THEN next_process_ms END) AS oldest_pending_ms \
              FROM retry_tasks GROUP BY queue";
+        const STATE_COUNTS: &str = "SELECT state, COUNT(*) AS tasks FROM retry_tasks \
+             WHERE queue = $1 GROUP BY state";
         const PAUSED_QUEUES: &str = "SELECT queue FROM retry_queues WHERE paused";
         const IS_PAUSED: &str =
             "SELECT COUNT(*) FROM retry_queues WHERE queue = $1 AND paused";
@@ -526,6 +528,14 @@ macro_rules! shared_statements {
                 .fetch_all(pool)
                 .await?;
             rows.iter().map(QueueCounts::decode::<$row>).collect()
+        }
+
+        /// `(state, tasks)` of the states the queue has tasks in.
+        pub(super) async fn state_counts(
+            pool: &$pool,
+            queue: &str,
+        ) -> Result<Vec<(String, i64)>, sqlx::Error> {
+            sqlx::query_as(STATE_COUNTS).bind(queue).fetch_all(pool).await
         }
 
         pub(super) async fn paused_queues(pool: &$pool) -> Result<Vec<String>, sqlx::Error> {

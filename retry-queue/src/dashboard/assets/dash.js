@@ -225,7 +225,7 @@ async function tasksView(r) {
       ? el("button", { id: "run-all", onclick: () => confirmBulk(r, "run-all", data.total) }, "Run all") : null,
     !READ_ONLY && DELETE_ALL.has(r.state) && data.total
       ? el("button", { id: "delete-all", class: "danger", onclick: () => confirmBulk(r, "delete-all", data.total) }, "Delete all") : null);
-  const lastCol = r.state === "completed" ? "Completed" : "Next attempt";
+  const [lastCol, lastTime] = LAST_COLUMN[r.state];
   const head = el("tr", {}, el("th", {}, "ID"), el("th", {}, "Kind"), el("th", { class: "num" }, "Retried"),
     el("th", {}, "Last error"), el("th", {}, "Last failed"), el("th", {}, lastCol), el("th", {}, ""));
   const rows = [];
@@ -235,11 +235,11 @@ async function tasksView(r) {
       el("td", { class: "id", title: t.id }, el("code", {}, t.id)),
       el("td", { class: "kind" }, t.kind),
       el("td", { class: "num retried" }, t.retried + "/" + t.max_retry),
-      el("td", { class: "last-err" }, t.last_err === null ? el("span", { class: "muted" }, "—") : t.last_err),
+      el("td", { class: "last-err", title: t.last_err }, t.last_err === null ? el("span", { class: "muted" }, "—") : el("div", { class: "clamp" }, t.last_err)),
       timeCell("last-failed", t.last_failed_at),
-      timeCell("next", r.state === "completed" ? t.completed_at : t.next_process_at),
+      timeCell("next", t[lastTime]),
       el("td", { class: "actions" },
-        el("button", { class: "expand quiet", "data-id": t.id, onclick: () => toggle(t.id) }, expanded.has(t.id) ? "Hide" : "Payload"),
+        el("button", { class: "expand quiet", "data-id": t.id, onclick: () => toggle(t.id) }, expanded.has(t.id) ? "Hide" : "Details"),
         actions.map((a) => el("button", {
           class: "act" + (a === "delete" ? " danger" : ""), "data-action": a, "data-id": t.id,
           onclick: () => act("POST", "queues/" + q(r.queue) + "/tasks/" + q(t.id) + "/" + a, "Task " + t.id + ": " + a + " done."),
@@ -248,6 +248,7 @@ async function tasksView(r) {
       el("td", { colspan: 7 },
         el("div", { class: "meta muted" }, "enqueued " + absolute(t.enqueued_at) + " (" + relative(t.enqueued_at) + ")",
           t.completed_at ? " · completed " + absolute(t.completed_at) : ""),
+        t.last_err === null ? null : el("pre", { class: "full-err" }, t.last_err),
         el("pre", { class: "payload" }, pretty(t.payload)))));
   }
   const table = el("table", { id: "tasks", "data-state": r.state }, el("thead", {}, head), el("tbody", {}, rows));
@@ -255,6 +256,12 @@ async function tasksView(r) {
   return el("section", { id: "state-view" }, toolbar, el("div", { id: "confirm", hidden: true }), table, empty);
 }
 const LABELS_ACTION = { run: "Run", delete: "Delete", archive: "Archive" };
+// The last time column of each tab: its header and the task field it shows.
+const LAST_COLUMN = {
+  pending: ["Due", "next_process_at"], scheduled: ["Runs", "next_process_at"],
+  active: ["Enqueued", "enqueued_at"], retry: ["Next attempt", "next_process_at"],
+  archived: ["Enqueued", "enqueued_at"], completed: ["Completed", "completed_at"],
+};
 
 function pretty(payload) {
   try {
@@ -271,7 +278,7 @@ function toggle(id) {
     if (row.dataset.id === id) row.hidden = !expanded.has(id);
   }
   for (const button of document.querySelectorAll("button.expand")) {
-    if (button.dataset.id === id) button.textContent = expanded.has(id) ? "Hide" : "Payload";
+    if (button.dataset.id === id) button.textContent = expanded.has(id) ? "Hide" : "Details";
   }
 }
 

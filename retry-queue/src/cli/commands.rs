@@ -14,19 +14,30 @@ use crate::json;
 /// Longest `last_err` shown in a table; `task show` prints it whole.
 const LAST_ERR_WIDTH: usize = 60;
 
-/// Why a command failed: the one line printed after `error: `.
+/// Why a command stopped short.
 #[derive(Debug)]
-pub(super) struct Failure(String);
+pub(super) enum Failure {
+    /// The one line printed after `error: `.
+    Message(String),
+    /// The reader of the output went away (`retry-queue … | head`): nothing to report.
+    ClosedOutput,
+}
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            Failure::Message(message) => f.write_str(message),
+            Failure::ClosedOutput => f.write_str("the output was closed"),
+        }
     }
 }
 
 impl From<std::io::Error> for Failure {
     fn from(e: std::io::Error) -> Failure {
-        Failure(format!("cannot write the output: {e}"))
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Failure::ClosedOutput;
+        }
+        Failure::Message(format!("cannot write the output: {e}"))
     }
 }
 
@@ -42,7 +53,7 @@ fn failure(e: Error, queue: &Queue, id: Option<&str>) -> Failure {
         ),
         (e, _) => clean(&e.to_string()),
     };
-    Failure(text)
+    Failure::Message(text)
 }
 
 pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
@@ -58,14 +69,16 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
             token,
         };
         // Refuse before touching the database.
-        options.check().map_err(|e| Failure(e.to_string()))?;
+        options
+            .check()
+            .map_err(|e| Failure::Message(e.to_string()))?;
         let queue = connect(&cli.db).await?;
         let mode = if read_only { " (read-only)" } else { "" };
         writeln!(out, "dashboard on http://{listen}/{mode}")?;
         out.flush()?;
         return dashboard::serve(queue, options)
             .await
-            .map_err(|e| Failure(e.to_string()));
+            .map_err(|e| Failure::Message(e.to_string()));
     }
     let base = connect(&cli.db).await?;
     let output = Output {
@@ -112,7 +125,7 @@ impl<W: Write> Output<'_, W> {
 async fn connect(url: &str) -> Result<Queue, Failure> {
     if let Some(path) = sqlite_path(url) {
         if !std::path::Path::new(path).exists() {
-            return Err(Failure(format!(
+            return Err(Failure::Message(format!(
                 "no SQLite database at \"{}\" (retry-queue opens an existing file, it does not \
                  create one)",
                 clean(path)
@@ -121,7 +134,7 @@ async fn connect(url: &str) -> Result<Queue, Failure> {
     }
     Queue::connect(url)
         .await
-        .map_err(|e| Failure(clean(&e.to_string())))
+        .map_err(|e| Failure::Message(clean(&e.to_string())))
 }
 
 /// The file of a `sqlite:` URL (`sqlite://tasks.db`, `sqlite:///abs/tasks.db`, `sqlite:tasks.db`,
@@ -409,7 +422,18 @@ async fn errors<W: Write>(
 
 #[cfg(test)]
 mod tests {
-    use super::sqlite_path;
+    use super::{Failure, sqlite_path};
+
+    #[test]
+    fn a_closed_output_is_no_error_but_other_write_errors_are() {
+        let closed = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert!(matches!(Failure::from(closed), Failure::ClosedOutput));
+        let full = std::io::Error::other("disk full");
+        assert_eq!(
+            Failure::from(full).to_string(),
+            "cannot write the output: disk full"
+        );
+    }
 
     #[test]
     fn sqlite_paths_are_read_from_the_url() {

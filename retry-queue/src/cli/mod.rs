@@ -194,6 +194,7 @@ pub fn main() -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     match runtime.block_on(commands::run(cli, &mut stdout)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(commands::Failure::ClosedOutput) => ExitCode::SUCCESS,
         Err(e) => fail(&e.to_string()),
     }
 }

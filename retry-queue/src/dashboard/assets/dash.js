@@ -122,16 +122,23 @@ function queueHref(queue, state, page) {
   return "#/q/" + q(queue) + "/" + state + (page && page > 1 ? "?page=" + page : "");
 }
 
+// Each render fetches, then paints; a render overtaken by a newer one (a click on a tab while
+// a refresh was loading) or by a question (Run all / Delete all) paints nothing.
+let renderSeq = 0;
+
 async function render(quiet) {
+  const seq = ++renderSeq;
   if (!quiet) clearFlash();
   const r = route();
   try {
-    if (r.view === "queue") await renderQueue(r);
-    else await renderOverview();
+    const paint = r.view === "queue" ? await renderQueue(r) : await renderOverview();
+    if (seq !== renderSeq) return;
+    paint();
     $("login").hidden = true;
     $("main").hidden = false;
     $("refreshed").textContent = "updated " + new Date().toLocaleTimeString();
   } catch (e) {
+    if (seq !== renderSeq) return;
     if (e instanceof Unauthorized) {
       $("main").hidden = true;
       $("login").hidden = false;
@@ -151,7 +158,6 @@ async function loadQueues() {
 // ---- Overview: one row per queue. ----
 async function renderOverview() {
   const queues = await loadQueues();
-  $("crumbs").replaceChildren();
   const head = el("tr", {}, el("th", {}, "Queue"),
     STATES.map((s) => el("th", { class: "num" }, LABELS[s])),
     el("th", {}, "State"), el("th", { class: "num" }, "Processed today"),
@@ -168,7 +174,10 @@ async function renderOverview() {
     READ_ONLY ? null : el("td", {}, pauseButton(s))));
   const table = el("table", { id: "queues" }, el("thead", {}, head),
     el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 12, class: "muted", id: "empty" }, "No queues yet: nothing was enqueued."))));
-  $("main").replaceChildren(el("h1", {}, "Queues"), table);
+  return () => {
+    $("crumbs").replaceChildren();
+    $("main").replaceChildren(el("h1", {}, "Queues"), table);
+  };
 }
 
 function pauseButton(s) {
@@ -197,7 +206,6 @@ async function renderQueue(r) {
   const stats = queues.find((s) => s.queue === r.queue) || {
     queue: r.queue, counts: Object.fromEntries(STATES.map((s) => [s, 0])), paused: false,
   };
-  $("crumbs").replaceChildren(el("span", {}, " / "), el("a", { href: queueHref(r.queue, "retry") }, r.queue));
   const title = el("div", { class: "title" }, el("h1", { id: "queue-name" }, r.queue),
     stats.paused ? el("span", { class: "badge paused", id: "paused-badge" }, "paused") : null,
     READ_ONLY ? null : pauseButton(stats));
@@ -207,7 +215,10 @@ async function renderQueue(r) {
     }, LABELS[state], " ", el("span", { class: "count" }, stats.counts[state]))),
     el("a", { class: "tab failing" + (r.state === "failing" ? " current" : ""), "data-state": "failing", href: queueHref(r.queue, "failing") }, "Failing"));
   const body = r.state === "failing" ? await failingView(r) : await tasksView(r);
-  $("main").replaceChildren(title, tabs, body);
+  return () => {
+    $("crumbs").replaceChildren(el("span", {}, " / "), el("a", { href: queueHref(r.queue, "retry") }, r.queue));
+    $("main").replaceChildren(title, tabs, body);
+  };
 }
 
 async function tasksView(r) {
@@ -286,6 +297,7 @@ function confirmBulk(r, action, total) {
   const verb = action === "run-all" ? "Run" : "Delete";
   const box = $("confirm");
   confirming = true;
+  renderSeq++; // a refresh under way does not wipe the question
   box.replaceChildren(
     el("span", { id: "confirm-text" }, verb + " all " + total + " " + r.state + " tasks of " + r.queue + "?"),
     el("button", {

@@ -507,6 +507,13 @@ async fn operate(c: &Client, base: &str) -> Step {
         |t| t.len() == 1 && t[0].contains("\"order\": 1001"),
     )
     .await?;
+    c.execute(
+        "document.querySelector(\"tr.payload-row[data-id='ord-1001']\").scrollIntoView({block: 'center'})",
+        vec![],
+    )
+    .await
+    .map_err(cmd("scrolling"))?;
+    save_screenshot(c, "dashboard-details.png").await?;
     click(c, "tr.task[data-id='ord-1001'] button.expand").await?;
 
     // The screenshot of the README: the Retry tab of a queue in trouble (the pointer moved

@@ -259,7 +259,8 @@ async function tasksView(r) {
       el("td", { colspan: 7 },
         el("div", { class: "meta muted" }, "enqueued " + absolute(t.enqueued_at) + " (" + relative(t.enqueued_at) + ")",
           t.completed_at ? " · completed " + absolute(t.completed_at) : ""),
-        t.last_err === null ? null : el("pre", { class: "full-err" }, t.last_err),
+        t.last_err === null ? null : [el("div", { class: "label muted" }, "Last error"), el("pre", { class: "full-err" }, t.last_err)],
+        el("div", { class: "label muted" }, "Payload"),
         el("pre", { class: "payload" }, pretty(t.payload)))));
   }
   const table = el("table", { id: "tasks", "data-state": r.state }, el("thead", {}, head), el("tbody", {}, rows));

@@ -1,11 +1,98 @@
-//! The inspector: look at tasks, re-run archived ones, delete them.
+//! The inspector: look at tasks and queues, re-run, archive or delete tasks one by one or a
+//! whole state at a time, pause a queue, and group failures by their error.
 
-use std::time::SystemTime;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
 
 use super::error::Error;
 use super::queue::Queue;
 use super::schedule::{from_ms, to_ms};
 use super::task::{TaskInfo, TaskState};
+
+/// Milliseconds in a UTC day (the Unix epoch ignores leap seconds).
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+/// One queue of the database at a glance: what [`Queue::stats`] returns per queue.
+///
+/// "Today" is the UTC day of the queue's clock ([`Queue::now`]) when the stats were read.
+/// Both daily figures are read from the tasks the table still holds (no counter is written on
+/// a worker's path): a task deleted, trimmed, or re-run since no longer counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueStats {
+    /// The queue's name.
+    pub queue: String,
+    /// Tasks in [`TaskState::Pending`].
+    pub pending: u64,
+    /// Tasks in [`TaskState::Scheduled`].
+    pub scheduled: u64,
+    /// Tasks in [`TaskState::Active`].
+    pub active: u64,
+    /// Tasks in [`TaskState::Retry`].
+    pub retry: u64,
+    /// Tasks in [`TaskState::Archived`].
+    pub archived: u64,
+    /// Tasks in [`TaskState::Completed`] (kept for the completed retention).
+    pub completed: u64,
+    /// Whether the queue is [paused](Queue::pause).
+    pub paused: bool,
+    /// Tasks that finished today: completed or archived today (by their finish time), and
+    /// still completed or archived. A task counts once, whatever its attempts.
+    pub processed_today: u64,
+    /// Tasks whose last failed attempt was today (by `last_failed_at`), in any state: a task
+    /// that failed three times today counts once, and one that failed today and then completed
+    /// counts too.
+    pub failed_today: u64,
+    /// How long the oldest pending task has been due: now minus the earliest
+    /// `next_process_at` of a [`TaskState::Pending`] task, by the queue's clock (zero if that
+    /// is in the future); `None` without pending tasks. Due scheduled and retry tasks are
+    /// claimed straight from their state and do not count here.
+    pub oldest_pending_age: Option<Duration>,
+}
+
+impl QueueStats {
+    /// The number of tasks in `state`.
+    pub fn count(&self, state: TaskState) -> u64 {
+        match state {
+            TaskState::Pending => self.pending,
+            TaskState::Scheduled => self.scheduled,
+            TaskState::Active => self.active,
+            TaskState::Retry => self.retry,
+            TaskState::Archived => self.archived,
+            TaskState::Completed => self.completed,
+        }
+    }
+
+    fn empty(queue: String) -> QueueStats {
+        QueueStats {
+            queue,
+            pending: 0,
+            scheduled: 0,
+            active: 0,
+            retry: 0,
+            archived: 0,
+            completed: 0,
+            paused: false,
+            processed_today: 0,
+            failed_today: 0,
+            oldest_pending_age: None,
+        }
+    }
+}
+
+/// The tasks of one state that failed with the same error: what [`Queue::error_groups`]
+/// returns. A dozen retrying tasks with one `last_err` point at an external system that is
+/// down, not at the code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorGroup {
+    /// The error text, exactly as stored in the tasks' `last_err`.
+    pub last_err: String,
+    /// How many tasks have it.
+    pub count: u64,
+    /// The earliest `last_failed_at` of these tasks.
+    pub oldest: SystemTime,
+    /// The latest `last_failed_at` of these tasks.
+    pub newest: SystemTime,
+}
 
 impl Queue {
     /// The task with this id, in whatever state, or `None` (never enqueued, deleted, or trimmed).
@@ -66,5 +153,196 @@ impl Queue {
             None => Err(Error::TaskNotFound),
             Some(_) => Err(Error::TaskActive),
         }
+    }
+
+    /// A page of the tasks in `state`: page `page` (1-based) of `size` tasks, in the order the
+    /// state is read in:
+    /// - [`Pending`](TaskState::Pending), [`Scheduled`](TaskState::Scheduled),
+    ///   [`Retry`](TaskState::Retry), [`Active`](TaskState::Active): soonest due first (the
+    ///   order workers claim in: FIFO for pending; for active, the due time it was claimed at),
+    ///   then in enqueue order.
+    /// - [`Archived`](TaskState::Archived), [`Completed`](TaskState::Completed): newest first
+    ///   (by the time the task was archived or completed), then the last enqueued first.
+    ///
+    /// A page past the end is empty. Page 0 or size 0 is [`Error::Invalid`]. [`count`](Queue::count)
+    /// gives the total.
+    pub async fn list_page(
+        &self,
+        state: TaskState,
+        page: u32,
+        size: u32,
+    ) -> Result<Vec<TaskInfo>, Error> {
+        if page == 0 || size == 0 {
+            return Err(Error::Invalid(format!(
+                "pages are numbered from 1 and hold at least one task, got page {page} of size \
+                 {size}"
+            )));
+        }
+        let offset = i64::from(page - 1).saturating_mul(i64::from(size));
+        let rows = self
+            .store
+            .page(&self.name, state, i64::from(size), offset)
+            .await?;
+        Ok(rows.into_iter().map(|row| row.into_info()).collect())
+    }
+
+    /// The number of tasks of the queue in `state`.
+    pub async fn count(&self, state: TaskState) -> Result<u64, Error> {
+        self.store.count(&self.name, state).await
+    }
+
+    /// The number of tasks of the queue in each state, in the order of [`TaskState::ALL`], read
+    /// in one statement (what the worker's `retry_queue_tasks` gauges show).
+    pub async fn count_by_state(&self) -> Result<[(TaskState, u64); 6], Error> {
+        let rows = self.store.state_counts(&self.name).await?;
+        let mut counts = TaskState::ALL.map(|state| (state, 0));
+        for (state, tasks) in rows {
+            if let Some(entry) = counts.iter_mut().find(|(s, _)| s.as_str() == state) {
+                entry.1 = u64::try_from(tasks).unwrap_or(0);
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Every queue of the database that has tasks or is paused, sorted by name (this handle's
+    /// own name does not matter): counts per state, paused or not, and the daily figures
+    /// described on [`QueueStats`].
+    ///
+    /// "Today" is the UTC day of the queue's clock; `processed_today` and `failed_today` are
+    /// counted from `finished_ms` and `last_failed_ms` of the rows, with no write on a
+    /// worker's path.
+    pub async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+        let now = to_ms(self.clock.now());
+        let day_start = now - now.rem_euclid(DAY_MS);
+        let rows = self
+            .store
+            .queue_counts(day_start, day_start + DAY_MS)
+            .await?;
+        let paused = self.store.paused_queues().await?;
+        let mut queues = BTreeMap::new();
+        for row in rows {
+            let [pending, scheduled, active, retry, archived, completed] = row.states;
+            let oldest_pending_age = row.oldest_pending_ms.map(|due| {
+                Duration::from_millis(u64::try_from(now.saturating_sub(due)).unwrap_or(0))
+            });
+            let stats = QueueStats {
+                pending,
+                scheduled,
+                active,
+                retry,
+                archived,
+                completed,
+                processed_today: row.processed_today,
+                failed_today: row.failed_today,
+                oldest_pending_age,
+                ..QueueStats::empty(row.queue.clone())
+            };
+            queues.insert(row.queue, stats);
+        }
+        for queue in paused {
+            queues
+                .entry(queue.clone())
+                .or_insert_with(|| QueueStats::empty(queue))
+                .paused = true;
+        }
+        Ok(queues.into_values().collect())
+    }
+
+    /// Archives the task by hand: a [pending](TaskState::Pending),
+    /// [scheduled](TaskState::Scheduled) or [retrying](TaskState::Retry) task becomes
+    /// [`TaskState::Archived`] now, keeping its `retried`, `last_err` and `last_failed_at`
+    /// (it is not run again until [`run_task`](Queue::run_task)). An archived task stays as it
+    /// is (`Ok`). Archiving trims the archive to its [limits](Queue::archive_limits), as a
+    /// worker's archiving does.
+    ///
+    /// Fails with [`Error::TaskActive`] while a worker holds the task, [`Error::TaskNotFound`]
+    /// for an unknown id, and [`Error::Invalid`] for a completed task (it succeeded: there is
+    /// nothing to keep for an operator).
+    pub async fn archive_task(&self, id: &str) -> Result<(), Error> {
+        let now = to_ms(self.clock.now());
+        if self.store.archive_waiting(&self.name, id, now).await? {
+            self.trim_archive().await?;
+            return Ok(());
+        }
+        match self.store.get(&self.name, id).await? {
+            None => Err(Error::TaskNotFound),
+            Some(row) => match row.state {
+                TaskState::Active => Err(Error::TaskActive),
+                TaskState::Completed => Err(Error::Invalid(format!(
+                    "task {id:?} completed: only a pending, scheduled or retry task can be \
+                     archived"
+                ))),
+                // Archived already, or archived by someone else in between.
+                _ => Ok(()),
+            },
+        }
+    }
+
+    /// [`run_task`](Queue::run_task) for every task in `state`, in one statement: the
+    /// [`Scheduled`](TaskState::Scheduled), [`Retry`](TaskState::Retry),
+    /// [`Archived`](TaskState::Archived) or [`Completed`](TaskState::Completed) tasks of the
+    /// queue become [`TaskState::Pending`], due now (`retried` and history kept). Returns how
+    /// many.
+    ///
+    /// [`Pending`](TaskState::Pending) (nothing to do) and [`Active`](TaskState::Active)
+    /// (held by workers) are [`Error::Invalid`].
+    pub async fn run_all(&self, state: TaskState) -> Result<u64, Error> {
+        if matches!(state, TaskState::Pending | TaskState::Active) {
+            return Err(Error::Invalid(format!(
+                "cannot run all {state} tasks: only scheduled, retry, archived and completed \
+                 tasks can be run"
+            )));
+        }
+        let now = to_ms(self.clock.now());
+        self.store.run_all(&self.name, state, now).await
+    }
+
+    /// Deletes every task of the queue in `state`, in one statement; returns how many.
+    ///
+    /// [`Active`](TaskState::Active) is [`Error::Invalid`]: their attempts would go on unseen.
+    pub async fn delete_all(&self, state: TaskState) -> Result<u64, Error> {
+        if state == TaskState::Active {
+            return Err(Error::Invalid(
+                "cannot delete all active tasks: workers hold them; wait for their attempts to \
+                 end"
+                .into(),
+            ));
+        }
+        self.store.delete_all(&self.name, state).await
+    }
+
+    /// Pauses the queue: from the next claim on, no worker claims its tasks (attempts already
+    /// running go on and record their outcome). Enqueueing still works, and due tasks wait.
+    /// Pausing a paused queue is `Ok`. Stored in the database (`retry_queues`), so it holds for
+    /// every worker process until [`unpause`](Queue::unpause).
+    pub async fn pause(&self) -> Result<(), Error> {
+        self.store.set_paused(&self.name, true).await
+    }
+
+    /// Lets workers claim from the queue again. Unpausing a queue that is not paused is `Ok`.
+    pub async fn unpause(&self) -> Result<(), Error> {
+        self.store.set_paused(&self.name, false).await
+    }
+
+    /// Whether the queue is [paused](Queue::pause).
+    pub async fn is_paused(&self) -> Result<bool, Error> {
+        self.store.is_paused(&self.name).await
+    }
+
+    /// The tasks of the queue in `state` that have a `last_err`, grouped by it: the most
+    /// frequent error first (then the most recently failed, then by text), each with the
+    /// earliest and latest `last_failed_at` of its tasks. Meant for
+    /// [`Retry`](TaskState::Retry) and [`Archived`](TaskState::Archived); any state is read.
+    pub async fn error_groups(&self, state: TaskState) -> Result<Vec<ErrorGroup>, Error> {
+        let groups = self.store.error_groups(&self.name, state).await?;
+        Ok(groups
+            .into_iter()
+            .map(|(last_err, count, oldest, newest)| ErrorGroup {
+                last_err,
+                count: u64::try_from(count).unwrap_or(0),
+                oldest: from_ms(oldest),
+                newest: from_ms(newest),
+            })
+            .collect())
     }
 }

@@ -227,6 +227,17 @@
 //! # }
 //! ```
 //!
+//! # Inspector
+//!
+//! What an operator needs, on [`Queue`]: [`Queue::stats`] (every queue of the database: counts
+//! per state, paused or not, tasks finished and failed today, the age of the oldest pending
+//! task), [`Queue::list_page`] and [`Queue::count`] (one state, paged), [`Queue::get`],
+//! [`Queue::error_groups`] (the tasks of a state grouped by `last_err`, most frequent first),
+//! the actions per task ([`Queue::run_task`], [`Queue::archive_task`], [`Queue::delete_task`])
+//! and per state ([`Queue::run_all`], [`Queue::delete_all`]), all refused on active tasks, and
+//! [`Queue::pause`] / [`Queue::unpause`] (a paused queue is not claimed from; enqueueing still
+//! works). The `retry-queue` crate puts a CLI and a web dashboard on top of them.
+//!
 //! # Storage
 //!
 //! One table, `retry_tasks`, created by [`Queue::connect`] where missing, keyed by
@@ -267,6 +278,7 @@ mod error;
 mod failure;
 mod inspector;
 mod janitor;
+mod metrics;
 mod processor;
 mod queue;
 mod recoverer;
@@ -277,6 +289,7 @@ mod task;
 mod worker;
 
 pub use error::{BoxError, Error, SkipRetry};
+pub use inspector::{ErrorGroup, QueueStats};
 pub use queue::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,
     Queue,

@@ -15,6 +15,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::error::Error;
 use super::failure::{Decision, Failure};
+use super::metrics::Outcome;
 use super::queue::Queue;
 use super::schedule::to_ms;
 use super::store::Fence;
@@ -38,6 +39,11 @@ impl Shared {
             match queue.claim_kinds(free, self.lease, Some(&self.kinds)).await {
                 Ok(tasks) => {
                     free -= tasks.len();
+                    for task in &tasks {
+                        if let Some(waited) = task.pickup_delay {
+                            self.record_pickup(queue, waited);
+                        }
+                    }
                     claimed.extend(tasks.into_iter().map(|task| (queue.clone(), task)));
                 }
                 Err(e) if claimed.is_empty() => return Err(e),
@@ -95,7 +101,11 @@ impl Shared {
     /// be written, the lease expires and the recoverer counts the attempt as failed.
     async fn finish(&self, queue: &Queue, task: &ActiveTask, result: Result<(), Failure>) {
         match result {
-            Ok(()) => persist(task, || queue.complete(task)).await,
+            Ok(()) => {
+                if persist(task, || queue.complete(task)).await {
+                    self.count_outcome(queue, task.kind(), Outcome::Completed);
+                }
+            }
             Err(failure) => {
                 self.report(task, &failure.error);
                 let now = queue.clock.now();
@@ -139,6 +149,12 @@ impl Shared {
         if !written {
             return Ok(false);
         }
+        let outcome = match &decision {
+            Decision::Retry { counted: true, .. } => Outcome::Retried,
+            Decision::Retry { counted: false, .. } => Outcome::NotFailure,
+            Decision::Archive { .. } => Outcome::Archived,
+        };
+        self.count_outcome(queue, task.kind(), outcome);
         match decision {
             Decision::Retry {
                 retried,
@@ -188,21 +204,23 @@ const PERSIST_PAUSES: [Duration; 3] = [
     Duration::from_secs(2),
 ];
 
-async fn persist<F, Fut>(task: &ActiveTask, mut write: F)
+/// Writes an outcome, trying again after each of [`PERSIST_PAUSES`] on a database error; true
+/// once written, false when fenced off or given up.
+async fn persist<F, Fut>(task: &ActiveTask, mut write: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<bool, Error>>,
 {
     for pause in PERSIST_PAUSES.iter().map(Some).chain([None]) {
         match write().await {
-            Ok(true) => return,
+            Ok(true) => return true,
             Ok(false) => {
                 event!(
                     warn,
                     "durable worker: outcome not recorded, the lease was taken over (fenced off)",
                     task = task.id()
                 );
-                return;
+                return false;
             }
             Err(e) => {
                 event!(
@@ -213,11 +231,12 @@ where
                 );
                 match pause {
                     Some(pause) => tokio::time::sleep(*pause).await,
-                    None => return,
+                    None => return false,
                 }
             }
         }
     }
+    false
 }
 
 /// One attempt: runs the handler in its own tokio task under the timeout and deadline, renews

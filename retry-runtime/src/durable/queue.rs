@@ -102,15 +102,41 @@ impl Queue {
     ///
     /// # Panics
     /// If `name` is empty or longer than 1 KiB.
-    pub fn named(mut self, name: impl Into<String>) -> Self {
+    pub fn named(self, name: impl Into<String>) -> Self {
+        match self.try_named(name) {
+            Ok(queue) => queue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`named`](Queue::named) for a name from outside (a URL path, a command line): a name
+    /// that is empty or longer than 1 KiB is [`Error::Invalid`] instead of a panic.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+    /// use retry_runtime::durable::{Error, Queue};
+    /// # let dir = std::env::temp_dir().join(format!("retry-doc-try-named-{}", std::process::id()));
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let url = format!("sqlite://{}/tasks.db", dir.display());
+    /// let q = Queue::connect(&url).await?;
+    /// assert_eq!(q.clone().try_named("emails")?.name(), "emails");
+    /// assert!(matches!(q.try_named(""), Err(Error::Invalid(_))));
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_named(mut self, name: impl Into<String>) -> Result<Self, Error> {
         let name = name.into();
-        assert!(
-            !name.is_empty() && name.len() <= MAX_NAME_BYTES,
-            "a queue name is 1 to {MAX_NAME_BYTES} bytes, got {} bytes",
-            name.len()
-        );
+        if name.is_empty() || name.len() > MAX_NAME_BYTES {
+            return Err(Error::Invalid(format!(
+                "a queue name is 1 to {MAX_NAME_BYTES} bytes, got {} bytes",
+                name.len()
+            )));
+        }
         self.name = Arc::from(name);
-        self
+        Ok(self)
     }
 
     /// The queue's name.
@@ -301,7 +327,18 @@ impl Queue {
             .store
             .claim(&self.name, now, limit, token, lease_until, kinds)
             .await?;
-        Ok(rows.into_iter().map(|row| row.into_active()).collect())
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                // The claim keeps the due time: the task waited from then until now.
+                let waited = row
+                    .next_process_ms
+                    .map(|due| now.saturating_sub(due).max(0));
+                let mut task = row.into_active();
+                task.pickup_delay = waited.map(|ms| Duration::from_millis(ms as u64));
+                task
+            })
+            .collect())
     }
 
     /// Renews the lease of `task` to `lease` from now. `Ok(false)`: the task is no longer

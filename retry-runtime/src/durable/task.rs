@@ -82,6 +82,28 @@ impl TaskState {
     }
 }
 
+/// Parses the name [`as_str`](TaskState::as_str) gives (lower case, exactly); anything else is
+/// [`Error::Invalid`], whose text lists the six names.
+///
+/// ```
+/// use retry_runtime::durable::TaskState;
+///
+/// assert_eq!("retry".parse::<TaskState>().unwrap(), TaskState::Retry);
+/// assert!("Retry".parse::<TaskState>().is_err());
+/// ```
+impl std::str::FromStr for TaskState {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<TaskState, Error> {
+        TaskState::parse(s).ok_or_else(|| {
+            Error::Invalid(format!(
+                "unknown task state {s:?}: expected one of pending, scheduled, active, retry, \
+                 archived, completed"
+            ))
+        })
+    }
+}
+
 impl fmt::Display for TaskState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -94,6 +116,8 @@ impl fmt::Display for TaskState {
 pub struct TaskInfo {
     /// Unique within the queue: the [`task_id`](Task::task_id) given, or a random one.
     pub id: String,
+    /// The name of the queue the task is in ([`Queue::named`](super::Queue::named)).
+    pub queue: String,
     /// Selects the handler ([`Worker::handle`](super::Worker::handle)).
     pub kind: String,
     /// Where the task is.
@@ -108,6 +132,13 @@ pub struct TaskInfo {
     pub last_err: Option<String>,
     /// When the last attempt failed.
     pub last_failed_at: Option<SystemTime>,
+    /// The payload as stored: JSON text. Empty in [`ActiveTask::info`], whose payload is
+    /// [`ActiveTask::payload_json`].
+    pub payload: String,
+    /// When the task was enqueued, by the queue's clock.
+    pub enqueued_at: SystemTime,
+    /// When the task completed: set while it is [`TaskState::Completed`], `None` otherwise.
+    pub completed_at: Option<SystemTime>,
 }
 
 /// A task to enqueue: a kind, a JSON payload and options.
@@ -317,6 +348,9 @@ pub struct ActiveTask {
     pub(crate) timeout: Duration,
     pub(crate) deadline: Option<SystemTime>,
     pub(crate) key_expires_at: Option<SystemTime>,
+    /// How long the task waited between its due time and its claim, by the queue's clock; set
+    /// by a claim, `None` for a task read otherwise (by the recoverer).
+    pub(crate) pickup_delay: Option<Duration>,
 }
 
 impl ActiveTask {
@@ -353,7 +387,8 @@ impl ActiveTask {
         self.info.max_retry
     }
 
-    /// The task as it was claimed (state [`TaskState::Active`]).
+    /// The task as it was claimed (state [`TaskState::Active`]); its `payload` field is empty
+    /// (the payload is [`payload_json`](ActiveTask::payload_json), shared by the clones).
     pub fn info(&self) -> &TaskInfo {
         &self.info
     }

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::error::{BoxError, Error};
 use super::failure::{Failure, Rules};
+use super::metrics::Metrics;
 use super::processor::attempt;
 use super::queue::Queue;
 use super::schedule::DelayRng;
@@ -43,6 +44,21 @@ pub(crate) type ErrorFn = Arc<dyn Fn(&TaskInfo, &BoxError) + Send + Sync>;
 /// Runs the tasks of one queue, or of several with priorities: claims due tasks of the kinds it
 /// has handlers for, runs each kind's handler, and records the outcome with the rules of the
 /// [module docs](super#semantics).
+///
+/// With the `metrics` feature, the worker records, through the `metrics` facade:
+/// - `retry_queue_processed_total{queue, kind, outcome}` (counter): each outcome it writes,
+///   `completed`, `retried` (a failure counted against `max_retry`), `not_failure` (retried
+///   without counting: [`is_failure`](Worker::is_failure) said no, or a circuit-breaker
+///   rejection) or `archived`; the recoverer's expired leases and [`fail`](Worker::fail) count
+///   like any failure, a write fenced off counts nothing;
+/// - `retry_queue_pickup_delay_seconds{queue}` (histogram): per claimed task, the claim time
+///   minus its due time (`next_process_at`), both by the queue's clock;
+/// - `retry_queue_tasks{queue, state}` (gauge): the tasks per state of each served queue, read on
+///   every maintenance tick of [`run_until`](Worker::run_until) (every
+///   [`recover_interval`](Worker::recover_interval)).
+///
+/// Handles are registered with the recorder at the first recording and kept (install the
+/// recorder first): counting an outcome takes no allocation.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -104,6 +120,8 @@ pub(crate) struct Shared {
     pub(crate) kinds: String,
     pub(crate) rules: Rules,
     pub(crate) on_error: Option<ErrorFn>,
+    /// The handles of the queue's metrics (feature `metrics`).
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// A queue a worker serves, and its weight.
@@ -136,6 +154,7 @@ impl Worker {
                     rng: Arc::new(Mutex::new(DelayRng::from_entropy())),
                 },
                 on_error: None,
+                metrics: Arc::default(),
             }),
             concurrency: std::thread::available_parallelism().map_or(1, usize::from),
             poll_interval: DEFAULT_POLL_INTERVAL,
@@ -145,7 +164,10 @@ impl Worker {
     }
 
     fn shared_mut(&mut self) -> &mut Shared {
-        Arc::make_mut(&mut self.shared)
+        let shared = Arc::make_mut(&mut self.shared);
+        // Metric handles registered so far were for the worker as it was.
+        shared.metrics = Arc::default();
+        shared
     }
 
     /// How many attempts run at once. Retries share these slots with fresh tasks.
@@ -505,7 +527,8 @@ impl Worker {
         Ok(())
     }
 
-    /// The recoverer and the janitor, logging their failures.
+    /// The recoverer, the janitor and the `retry_queue_tasks` gauges (feature `metrics`),
+    /// logging their failures.
     async fn maintain(&self) {
         if let Err(e) = self.recover_expired().await {
             event!(
@@ -524,6 +547,7 @@ impl Worker {
                 );
             }
         }
+        self.shared.refresh_task_gauges().await;
     }
 }
 

@@ -38,6 +38,7 @@ mod sqlite;
 pub(crate) struct Row {
     /// Grows with each insert: the enqueue order.
     pub(crate) seq: i64,
+    pub(crate) queue: String,
     pub(crate) id: String,
     pub(crate) kind: String,
     pub(crate) payload: String,
@@ -52,6 +53,8 @@ pub(crate) struct Row {
     pub(crate) lease_expires_ms: Option<i64>,
     pub(crate) last_err: Option<String>,
     pub(crate) last_failed_ms: Option<i64>,
+    pub(crate) created_ms: i64,
+    pub(crate) finished_ms: Option<i64>,
 }
 
 impl Row {
@@ -72,6 +75,7 @@ impl Row {
         })?;
         Ok(Row {
             seq: row.try_get("seq")?,
+            queue: row.try_get("queue")?,
             id: row.try_get("id")?,
             kind: row.try_get("kind")?,
             payload: row.try_get("payload")?,
@@ -86,6 +90,8 @@ impl Row {
             lease_expires_ms: row.try_get("lease_expires_ms")?,
             last_err: row.try_get("last_err")?,
             last_failed_ms: row.try_get("last_failed_ms")?,
+            created_ms: row.try_get("created_ms")?,
+            finished_ms: row.try_get("finished_ms")?,
         })
     }
 
@@ -94,8 +100,10 @@ impl Row {
             self.state,
             TaskState::Pending | TaskState::Scheduled | TaskState::Retry
         );
+        let completed = self.state == TaskState::Completed;
         TaskInfo {
             id: self.id,
+            queue: self.queue,
             kind: self.kind,
             state: self.state,
             retried: self.retried,
@@ -103,10 +111,15 @@ impl Row {
             next_process_at: self.next_process_ms.filter(|_| due).map(from_ms),
             last_err: self.last_err,
             last_failed_at: self.last_failed_ms.map(from_ms),
+            payload: self.payload,
+            enqueued_at: from_ms(self.created_ms),
+            completed_at: self.finished_ms.filter(|_| completed).map(from_ms),
         }
     }
 
-    /// The claimed task, for an `active` row with a lease.
+    /// The claimed task, for an `active` row with a lease. The payload moves to the shared
+    /// [`ActiveTask::payload_json`] (the handler gets a clone of the task on every attempt):
+    /// the `payload` of its [`TaskInfo`] is left empty.
     pub(crate) fn into_active(mut self) -> ActiveTask {
         let token = self.lease_token.unwrap_or_default();
         let lease_expires_at = from_ms(self.lease_expires_ms.unwrap_or_default());
@@ -124,7 +137,45 @@ impl Row {
             timeout,
             deadline,
             key_expires_at,
+            pickup_delay: None,
         }
+    }
+}
+
+/// One row of the inspector's per-queue counts (see `QUEUE_COUNTS` in `statements.rs`).
+#[derive(Debug)]
+pub(crate) struct QueueCounts {
+    pub(crate) queue: String,
+    /// Tasks per state, in the order of [`TaskState::ALL`].
+    pub(crate) states: [u64; 6],
+    pub(crate) processed_today: u64,
+    pub(crate) failed_today: u64,
+    pub(crate) oldest_pending_ms: Option<i64>,
+}
+
+impl QueueCounts {
+    fn decode<R>(row: &R) -> Result<QueueCounts, sqlx::Error>
+    where
+        R: sqlx::Row,
+        for<'c> &'c str: sqlx::ColumnIndex<R>,
+        for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    {
+        let count = |column: &str| -> Result<u64, sqlx::Error> {
+            let v: i64 = row.try_get(column)?;
+            Ok(u64::try_from(v).unwrap_or(0))
+        };
+        let mut states = [0; 6];
+        for (n, state) in states.iter_mut().zip(TaskState::ALL) {
+            *n = count(state.as_str())?;
+        }
+        Ok(QueueCounts {
+            queue: row.try_get("queue")?,
+            states,
+            processed_today: count("processed_today")?,
+            failed_today: count("failed_today")?,
+            oldest_pending_ms: row.try_get("oldest_pending_ms")?,
+        })
     }
 }
 
@@ -214,6 +265,17 @@ forward! {
     fn trim_archive(&self, queue: &str, older_than: i64, keep: i64) -> u64;
     fn trim_completed(&self, queue: &str, retention: i64, now: i64) -> u64;
     fn ping(&self) -> ();
+    fn page(&self, queue: &str, state: TaskState, limit: i64, offset: i64) -> Vec<Row>;
+    fn count(&self, queue: &str, state: TaskState) -> u64;
+    fn queue_counts(&self, day_start: i64, day_end: i64) -> Vec<QueueCounts>;
+    fn state_counts(&self, queue: &str) -> Vec<(String, i64)>;
+    fn paused_queues(&self) -> Vec<String>;
+    fn is_paused(&self, queue: &str) -> bool;
+    fn set_paused(&self, queue: &str, paused: bool) -> ();
+    fn archive_waiting(&self, queue: &str, id: &str, now: i64) -> bool;
+    fn run_all(&self, queue: &str, state: TaskState, now: i64) -> u64;
+    fn delete_all(&self, queue: &str, state: TaskState) -> u64;
+    fn error_groups(&self, queue: &str, state: TaskState) -> Vec<(String, i64, i64, i64)>;
 }
 
 impl Store {

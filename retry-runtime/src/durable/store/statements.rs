@@ -6,9 +6,9 @@
 /// The columns every `SELECT` and `RETURNING` lists; [`Row`](super::Row) reads them by name.
 macro_rules! columns {
     () => {
-        "seq, id, kind, payload, state, retried, max_retry, timeout_ms, deadline_ms, \
+        "seq, queue, id, kind, payload, state, retried, max_retry, timeout_ms, deadline_ms, \
          key_expires_ms, next_process_ms, lease_token, lease_expires_ms, last_err, \
-         last_failed_ms"
+         last_failed_ms, created_ms, finished_ms"
     };
 }
 
@@ -105,7 +105,7 @@ macro_rules! claimable {
 /// The statements both backends share, as functions over the backend's pool type.
 macro_rules! shared_statements {
     ($pool:ty, $row:ty) => {
-        use super::{Fence, NewTask, Row};
+        use super::{Fence, NewTask, QueueCounts, Row};
 
         const INSERT: &str = concat!(
             "INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, max_retry, \
@@ -174,6 +174,62 @@ macro_rules! shared_statements {
         const TRIM_COMPLETED: &str = "DELETE FROM retry_tasks \
              WHERE queue = $1 AND state = 'completed' \
              AND finished_ms < $3 - COALESCE(retention_ms, $2)";
+        // The inspector's pages: in due order (the order workers claim in) for the states that
+        // wait or run, newest finished first for the finished ones.
+        const PAGE_BY_DUE: &str = concat!(
+            "SELECT ",
+            columns!(),
+            " FROM retry_tasks WHERE queue = $1 AND state = $2 \
+             ORDER BY next_process_ms, seq LIMIT $3 OFFSET $4"
+        );
+        const PAGE_BY_FINISHED: &str = concat!(
+            "SELECT ",
+            columns!(),
+            " FROM retry_tasks WHERE queue = $1 AND state = $2 \
+             ORDER BY finished_ms DESC, seq DESC LIMIT $3 OFFSET $4"
+        );
+        const COUNT: &str = "SELECT COUNT(*) FROM retry_tasks WHERE queue = $1 AND state = $2";
+        // Per queue: tasks per state, tasks finished (completed or archived) in
+        // [$1, $2), tasks whose last failure is in [$1, $2), and the earliest due time of a
+        // pending task.
+        const QUEUE_COUNTS: &str = "SELECT queue, \
+             COUNT(CASE WHEN state = 'pending' THEN 1 END) AS pending, \
+             COUNT(CASE WHEN state = 'scheduled' THEN 1 END) AS scheduled, \
+             COUNT(CASE WHEN state = 'active' THEN 1 END) AS active, \
+             COUNT(CASE WHEN state = 'retry' THEN 1 END) AS retry, \
+             COUNT(CASE WHEN state = 'archived' THEN 1 END) AS archived, \
+             COUNT(CASE WHEN state = 'completed' THEN 1 END) AS completed, \
+             COUNT(CASE WHEN state IN ('completed', 'archived') \
+                 AND finished_ms >= $1 AND finished_ms < $2 THEN 1 END) AS processed_today, \
+             COUNT(CASE WHEN last_failed_ms >= $1 AND last_failed_ms < $2 THEN 1 END) \
+                 AS failed_today, \
+             MIN(CASE WHEN state = 'pending' THEN next_process_ms END) AS oldest_pending_ms \
+             FROM retry_tasks GROUP BY queue";
+        const STATE_COUNTS: &str = "SELECT state, COUNT(*) AS tasks FROM retry_tasks \
+             WHERE queue = $1 GROUP BY state";
+        const PAUSED_QUEUES: &str = "SELECT queue FROM retry_queues WHERE paused";
+        const IS_PAUSED: &str =
+            "SELECT COUNT(*) FROM retry_queues WHERE queue = $1 AND paused";
+        const PAUSE: &str = "INSERT INTO retry_queues (queue, paused) VALUES ($1, TRUE) \
+             ON CONFLICT (queue) DO UPDATE SET paused = TRUE";
+        const UNPAUSE: &str = "DELETE FROM retry_queues WHERE queue = $1";
+        // Like the worker's archive, without a fence and keeping `last_err`: only a task that
+        // waits (pending, scheduled, retry) is archived by hand.
+        const ARCHIVE_WAITING: &str = "UPDATE retry_tasks SET state = 'archived', \
+             finished_ms = $3, next_process_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
+             WHERE queue = $1 AND id = $2 AND state IN ('pending', 'scheduled', 'retry')";
+        const RUN_ALL: &str = "UPDATE retry_tasks SET state = 'pending', next_process_ms = $3, \
+             finished_ms = NULL \
+             WHERE queue = $1 AND state = $2 \
+             AND state IN ('scheduled', 'retry', 'archived', 'completed')";
+        const DELETE_ALL: &str =
+            "DELETE FROM retry_tasks WHERE queue = $1 AND state = $2 AND state <> 'active'";
+        const ERROR_GROUPS: &str = "SELECT last_err, COUNT(*) AS tasks, \
+             MIN(last_failed_ms) AS oldest_ms, MAX(last_failed_ms) AS newest_ms \
+             FROM retry_tasks \
+             WHERE queue = $1 AND state = $2 AND last_err IS NOT NULL \
+             AND last_failed_ms IS NOT NULL \
+             GROUP BY last_err ORDER BY tasks DESC, newest_ms DESC, last_err";
 
         pub(super) async fn insert(
             pool: &$pool,
@@ -421,6 +477,139 @@ macro_rules! shared_statements {
                 .execute(pool)
                 .await?;
             Ok(done.rows_affected())
+        }
+
+        /// A page of `limit` tasks in `state` after `offset`, in the order the state is shown in.
+        pub(super) async fn page(
+            pool: &$pool,
+            queue: &str,
+            state: TaskState,
+            limit: i64,
+            offset: i64,
+        ) -> Result<Vec<Row>, sqlx::Error> {
+            let statement = match state {
+                TaskState::Archived | TaskState::Completed => PAGE_BY_FINISHED,
+                TaskState::Pending | TaskState::Scheduled | TaskState::Active | TaskState::Retry => {
+                    PAGE_BY_DUE
+                }
+            };
+            let rows = sqlx::query(statement)
+                .bind(queue)
+                .bind(state.as_str())
+                .bind(limit)
+                .bind(offset)
+                .fetch_all(pool)
+                .await?;
+            rows.iter().map(Row::decode::<$row>).collect()
+        }
+
+        pub(super) async fn count(
+            pool: &$pool,
+            queue: &str,
+            state: TaskState,
+        ) -> Result<u64, sqlx::Error> {
+            let count: i64 = sqlx::query_scalar(COUNT)
+                .bind(queue)
+                .bind(state.as_str())
+                .fetch_one(pool)
+                .await?;
+            Ok(u64::try_from(count).unwrap_or(0))
+        }
+
+        /// The counts of every queue that has tasks, "today" being `[day_start, day_end)`.
+        pub(super) async fn queue_counts(
+            pool: &$pool,
+            day_start: i64,
+            day_end: i64,
+        ) -> Result<Vec<QueueCounts>, sqlx::Error> {
+            let rows = sqlx::query(QUEUE_COUNTS)
+                .bind(day_start)
+                .bind(day_end)
+                .fetch_all(pool)
+                .await?;
+            rows.iter().map(QueueCounts::decode::<$row>).collect()
+        }
+
+        /// `(state, tasks)` of the states the queue has tasks in.
+        pub(super) async fn state_counts(
+            pool: &$pool,
+            queue: &str,
+        ) -> Result<Vec<(String, i64)>, sqlx::Error> {
+            sqlx::query_as(STATE_COUNTS).bind(queue).fetch_all(pool).await
+        }
+
+        pub(super) async fn paused_queues(pool: &$pool) -> Result<Vec<String>, sqlx::Error> {
+            sqlx::query_scalar(PAUSED_QUEUES).fetch_all(pool).await
+        }
+
+        pub(super) async fn is_paused(pool: &$pool, queue: &str) -> Result<bool, sqlx::Error> {
+            let count: i64 = sqlx::query_scalar(IS_PAUSED).bind(queue).fetch_one(pool).await?;
+            Ok(count > 0)
+        }
+
+        pub(super) async fn set_paused(
+            pool: &$pool,
+            queue: &str,
+            paused: bool,
+        ) -> Result<(), sqlx::Error> {
+            let statement = if paused { PAUSE } else { UNPAUSE };
+            sqlx::query(statement).bind(queue).execute(pool).await.map(drop)
+        }
+
+        pub(super) async fn archive_waiting(
+            pool: &$pool,
+            queue: &str,
+            id: &str,
+            now: i64,
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(ARCHIVE_WAITING)
+                .bind(queue)
+                .bind(id)
+                .bind(now)
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        pub(super) async fn run_all(
+            pool: &$pool,
+            queue: &str,
+            state: TaskState,
+            now: i64,
+        ) -> Result<u64, sqlx::Error> {
+            let done = sqlx::query(RUN_ALL)
+                .bind(queue)
+                .bind(state.as_str())
+                .bind(now)
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected())
+        }
+
+        pub(super) async fn delete_all(
+            pool: &$pool,
+            queue: &str,
+            state: TaskState,
+        ) -> Result<u64, sqlx::Error> {
+            let done = sqlx::query(DELETE_ALL)
+                .bind(queue)
+                .bind(state.as_str())
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected())
+        }
+
+        /// `(last_err, tasks, oldest failure, newest failure)`, most tasks first.
+        pub(super) async fn error_groups(
+            pool: &$pool,
+            queue: &str,
+            state: TaskState,
+        ) -> Result<Vec<(String, i64, i64, i64)>, sqlx::Error> {
+            sqlx::query_as(ERROR_GROUPS)
+                .bind(queue)
+                .bind(state.as_str())
+                .fetch_all(pool)
+                .await
         }
 
         pub(super) async fn ping(pool: &$pool) -> Result<(), sqlx::Error> {

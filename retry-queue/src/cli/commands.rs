@@ -1,0 +1,449 @@
+//! Running each command against the queue's database, and what it prints.
+
+use std::fmt;
+use std::io::Write;
+
+use retry_runtime::durable::{Error, Queue, TaskInfo, TaskState};
+use serde_json::{Value, json};
+
+use super::table::{Align, Table, age, cell, clean};
+use super::{Cli, Command, QueueCommand, StateArgs, TaskCommand, TaskId};
+use crate::dashboard::{self, DashOptions};
+use crate::json;
+
+/// Longest `last_err` shown in a table; `task show` prints it whole.
+const LAST_ERR_WIDTH: usize = 60;
+
+/// Why a command stopped short.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// The one line printed after `error: `.
+    Message(String),
+    /// The reader of the output went away (`retry-queue … | head`): nothing to report.
+    ClosedOutput,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Message(message) => f.write_str(message),
+            Failure::ClosedOutput => f.write_str("the output was closed"),
+        }
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Failure {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Failure::ClosedOutput;
+        }
+        Failure::Message(format!("cannot write the output: {e}"))
+    }
+}
+
+/// The failure of an inspector call on `queue` (about the task `id`, if any).
+fn failure(e: Error, queue: &Queue, id: Option<&str>) -> Failure {
+    let q = clean(queue.name());
+    let text = match (e, id) {
+        (Error::TaskNotFound, Some(id)) => format!("no task \"{}\" in queue \"{q}\"", clean(id)),
+        (Error::TaskActive, Some(id)) => format!(
+            "task \"{}\" in queue \"{q}\" is active (a worker holds its lease): wait for the \
+             attempt to end",
+            clean(id)
+        ),
+        (e, _) => clean(&e.to_string()),
+    };
+    Failure::Message(text)
+}
+
+pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
+    if let Command::Dash {
+        listen,
+        read_only,
+        token,
+    } = cli.command
+    {
+        let options = DashOptions {
+            listen,
+            read_only,
+            token,
+        };
+        // Refuse before touching the database.
+        options
+            .check()
+            .map_err(|e| Failure::Message(e.to_string()))?;
+        let queue = connect(&cli.db).await?;
+        let mode = if read_only { " (read-only)" } else { "" };
+        writeln!(out, "dashboard on http://{listen}/{mode}")?;
+        out.flush()?;
+        return dashboard::serve(queue, options)
+            .await
+            .map_err(|e| Failure::Message(e.to_string()));
+    }
+    let base = connect(&cli.db).await?;
+    let output = Output {
+        json: cli.json,
+        out,
+    };
+    match cli.command {
+        Command::Stats => stats(&base, output).await,
+        Command::Task(command) => task(&base, command, output).await,
+        Command::Queue(QueueCommand::Pause { name }) => pause(&base, &name, true, output).await,
+        Command::Queue(QueueCommand::Unpause { name }) => pause(&base, &name, false, output).await,
+        Command::Errors { state, queue } => {
+            let queue = named(&base, &queue)?;
+            errors(&queue, state.into(), output).await
+        }
+        Command::Dash { .. } => unreachable!("handled above"),
+    }
+}
+
+/// Where a command writes: a table or line, or JSON.
+struct Output<'a, W: Write> {
+    json: bool,
+    out: &'a mut W,
+}
+
+impl<W: Write> Output<'_, W> {
+    /// Prints `value` (JSON mode) or runs `text` (table mode).
+    fn print(
+        self,
+        value: impl FnOnce() -> Value,
+        text: impl FnOnce(&mut W) -> std::io::Result<()>,
+    ) -> Result<(), Failure> {
+        if self.json {
+            writeln!(self.out, "{}", value())?;
+        } else {
+            text(self.out)?;
+        }
+        Ok(())
+    }
+}
+
+/// Opens the database at `url`. A SQLite file that does not exist is an error: an inspector
+/// with a mistyped path must not create an empty database and report it empty.
+async fn connect(url: &str) -> Result<Queue, Failure> {
+    if let Some(path) = sqlite_path(url) {
+        if !std::path::Path::new(path).exists() {
+            return Err(Failure::Message(format!(
+                "no SQLite database at \"{}\" (retry-queue opens an existing file, it does not \
+                 create one)",
+                clean(path)
+            )));
+        }
+    }
+    Queue::connect(url)
+        .await
+        .map_err(|e| Failure::Message(clean(&e.to_string())))
+}
+
+/// The file of a `sqlite:` URL (`sqlite://tasks.db`, `sqlite:///abs/tasks.db`, `sqlite:tasks.db`,
+/// options after `?` ignored); `None` for another scheme or an in-memory database.
+fn sqlite_path(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let path = rest.split('?').next().unwrap_or(rest);
+    (!path.is_empty() && path != ":memory:").then_some(path)
+}
+
+fn named(base: &Queue, name: &str) -> Result<Queue, Failure> {
+    base.clone()
+        .try_named(name)
+        .map_err(|e| failure(e, base, None))
+}
+
+async fn stats<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Failure> {
+    let stats = base.stats().await.map_err(|e| failure(e, base, None))?;
+    let now = base.now();
+    output.print(
+        || {
+            let queues: Vec<Value> = stats.iter().map(json::queue).collect();
+            json!({ "now": json::time(now), "queues": queues })
+        },
+        |out| {
+            let mut table = Table::new(&[
+                ("QUEUE", Align::Left),
+                ("PENDING", Align::Right),
+                ("SCHEDULED", Align::Right),
+                ("ACTIVE", Align::Right),
+                ("RETRY", Align::Right),
+                ("ARCHIVED", Align::Right),
+                ("COMPLETED", Align::Right),
+                ("PAUSED", Align::Left),
+                ("PROCESSED TODAY", Align::Right),
+                ("FAILED TODAY", Align::Right),
+                ("OLDEST PENDING", Align::Right),
+            ]);
+            for s in &stats {
+                let mut row = vec![clean(&s.queue)];
+                row.extend(TaskState::ALL.map(|state| s.count(state).to_string()));
+                row.push(if s.paused { "yes" } else { "no" }.to_owned());
+                row.push(s.processed_today.to_string());
+                row.push(s.failed_today.to_string());
+                row.push(s.oldest_pending_age.map_or_else(|| "-".to_owned(), age));
+                table.row(row);
+            }
+            table.write(out)
+        },
+    )
+}
+
+async fn task<W: Write>(
+    base: &Queue,
+    command: TaskCommand,
+    output: Output<'_, W>,
+) -> Result<(), Failure> {
+    match command {
+        TaskCommand::Ls {
+            state,
+            queue,
+            page,
+            size,
+        } => {
+            let queue = named(base, &queue)?;
+            ls(&queue, state.into(), page, size, output).await
+        }
+        TaskCommand::Show(TaskId { id, queue }) => {
+            let queue = named(base, &queue)?;
+            let info = queue
+                .get(&id)
+                .await
+                .map_err(|e| failure(e, &queue, Some(&id)))?
+                .ok_or_else(|| failure(Error::TaskNotFound, &queue, Some(&id)))?;
+            output.print(|| json::task(&info), |out| show(&info, out))
+        }
+        TaskCommand::Run(task) => action(base, task, Action::Run, output).await,
+        TaskCommand::Delete(task) => action(base, task, Action::Delete, output).await,
+        TaskCommand::Archive(task) => action(base, task, Action::Archive, output).await,
+        TaskCommand::RunAll(args) => bulk(base, args, false, output).await,
+        TaskCommand::DeleteAll(args) => bulk(base, args, true, output).await,
+    }
+}
+
+async fn ls<W: Write>(
+    queue: &Queue,
+    state: TaskState,
+    page: u32,
+    size: u32,
+    output: Output<'_, W>,
+) -> Result<(), Failure> {
+    let fail = |e| failure(e, queue, None);
+    let tasks = queue.list_page(state, page, size).await.map_err(fail)?;
+    let total = queue.count(state).await.map_err(fail)?;
+    let pages = total.div_ceil(u64::from(size)).max(1);
+    output.print(
+        || {
+            let tasks: Vec<Value> = tasks.iter().map(json::task).collect();
+            json!({ "tasks": tasks, "total": total })
+        },
+        |out| {
+            let mut table = Table::new(&[
+                ("ID", Align::Left),
+                ("KIND", Align::Left),
+                ("RETRIED", Align::Right),
+                ("NEXT PROCESS AT", Align::Left),
+                ("LAST FAILED AT", Align::Left),
+                ("LAST ERR", Align::Left),
+            ]);
+            let time =
+                |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), json::time);
+            for t in &tasks {
+                table.row(vec![
+                    clean(&t.id),
+                    clean(&t.kind),
+                    format!("{}/{}", t.retried, t.max_retry),
+                    time(t.next_process_at),
+                    time(t.last_failed_at),
+                    t.last_err
+                        .as_deref()
+                        .map_or_else(|| "-".to_owned(), |e| cell(e, LAST_ERR_WIDTH)),
+                ]);
+            }
+            table.write(out)?;
+            writeln!(
+                out,
+                "page {page} of {pages}: {} of {total} {state} tasks in queue \"{}\"",
+                tasks.len(),
+                clean(queue.name())
+            )
+        },
+    )
+}
+
+/// `task show`: one `field: value` line per field of the task JSON, values aligned.
+fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
+    let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), json::time);
+    let fields = [
+        ("id", clean(&t.id)),
+        ("queue", clean(&t.queue)),
+        ("kind", clean(&t.kind)),
+        ("state", t.state.to_string()),
+        ("retried", format!("{}/{}", t.retried, t.max_retry)),
+        ("enqueued_at", json::time(t.enqueued_at)),
+        ("next_process_at", time(t.next_process_at)),
+        ("last_failed_at", time(t.last_failed_at)),
+        ("completed_at", time(t.completed_at)),
+        (
+            "last_err",
+            t.last_err.as_deref().map_or_else(|| "-".to_owned(), clean),
+        ),
+        ("payload", clean(&t.payload)),
+    ];
+    for (name, value) in fields {
+        writeln!(out, "{:<16} {value}", format!("{name}:"))?;
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Action {
+    Run,
+    Delete,
+    Archive,
+}
+
+async fn action<W: Write>(
+    base: &Queue,
+    TaskId { id, queue }: TaskId,
+    action: Action,
+    output: Output<'_, W>,
+) -> Result<(), Failure> {
+    let queue = named(base, &queue)?;
+    let done = match action {
+        Action::Run => queue.run_task(&id).await,
+        Action::Delete => queue.delete_task(&id).await,
+        Action::Archive => queue.archive_task(&id).await,
+    };
+    done.map_err(|e| failure(e, &queue, Some(&id)))?;
+    let (name, line) = match action {
+        Action::Run => ("run", "runs as soon as a worker is free"),
+        Action::Delete => ("delete", "deleted"),
+        Action::Archive => ("archive", "archived"),
+    };
+    output.print(
+        || json!({ "queue": queue.name(), "id": id, "action": name }),
+        |out| {
+            writeln!(
+                out,
+                "task \"{}\" in queue \"{}\": {line}",
+                clean(&id),
+                clean(queue.name())
+            )
+        },
+    )
+}
+
+async fn bulk<W: Write>(
+    base: &Queue,
+    StateArgs { state, queue }: StateArgs,
+    delete: bool,
+    output: Output<'_, W>,
+) -> Result<(), Failure> {
+    let queue = named(base, &queue)?;
+    let state = TaskState::from(state);
+    let count = if delete {
+        queue.delete_all(state).await
+    } else {
+        queue.run_all(state).await
+    }
+    .map_err(|e| failure(e, &queue, None))?;
+    let done = if delete {
+        "deleted"
+    } else {
+        "now pending, to run as soon as a worker is free"
+    };
+    output.print(
+        || json!({ "queue": queue.name(), "state": state.as_str(), "count": count }),
+        |out| {
+            writeln!(
+                out,
+                "{count} {state} tasks of queue \"{}\" {done}",
+                clean(queue.name())
+            )
+        },
+    )
+}
+
+async fn pause<W: Write>(
+    base: &Queue,
+    name: &str,
+    paused: bool,
+    output: Output<'_, W>,
+) -> Result<(), Failure> {
+    let queue = named(base, name)?;
+    if paused {
+        queue.pause().await
+    } else {
+        queue.unpause().await
+    }
+    .map_err(|e| failure(e, &queue, None))?;
+    output.print(
+        || json!({ "queue": queue.name(), "paused": paused }),
+        |out| {
+            let what = if paused { "paused" } else { "unpaused" };
+            writeln!(out, "queue \"{}\" {what}", clean(queue.name()))
+        },
+    )
+}
+
+async fn errors<W: Write>(
+    queue: &Queue,
+    state: TaskState,
+    output: Output<'_, W>,
+) -> Result<(), Failure> {
+    let groups = queue
+        .error_groups(state)
+        .await
+        .map_err(|e| failure(e, queue, None))?;
+    output.print(
+        || {
+            let groups: Vec<Value> = groups.iter().map(json::error_group).collect();
+            json!({ "queue": queue.name(), "state": state.as_str(), "groups": groups })
+        },
+        |out| {
+            let mut table = Table::new(&[
+                ("TASKS", Align::Right),
+                ("OLDEST FAILURE", Align::Left),
+                ("NEWEST FAILURE", Align::Left),
+                ("LAST ERR", Align::Left),
+            ]);
+            for g in &groups {
+                table.row(vec![
+                    g.count.to_string(),
+                    json::time(g.oldest),
+                    json::time(g.newest),
+                    clean(&g.last_err),
+                ]);
+            }
+            table.write(out)
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Failure, sqlite_path};
+
+    #[test]
+    fn a_closed_output_is_no_error_but_other_write_errors_are() {
+        let closed = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert!(matches!(Failure::from(closed), Failure::ClosedOutput));
+        let full = std::io::Error::other("disk full");
+        assert_eq!(
+            Failure::from(full).to_string(),
+            "cannot write the output: disk full"
+        );
+    }
+
+    #[test]
+    fn sqlite_paths_are_read_from_the_url() {
+        assert_eq!(sqlite_path("sqlite://tasks.db"), Some("tasks.db"));
+        assert_eq!(
+            sqlite_path("sqlite:///var/t.db?mode=rwc"),
+            Some("/var/t.db")
+        );
+        assert_eq!(sqlite_path("sqlite:tasks.db"), Some("tasks.db"));
+        assert_eq!(sqlite_path("sqlite::memory:"), None);
+        assert_eq!(sqlite_path("postgres://h/db"), None);
+    }
+}

@@ -1,0 +1,205 @@
+//! The command line of `retry-queue`: its arguments ([`Cli`], parsed with clap) and
+//! [`main`], which runs them.
+//!
+//! ```text
+//! retry-queue --db sqlite://tasks.db stats
+//! retry-queue --db sqlite://tasks.db task ls --state retry [--queue q] [--page n] [--size n]
+//! retry-queue --db sqlite://tasks.db task show ID [--queue q]
+//! retry-queue --db sqlite://tasks.db task run|delete|archive ID [--queue q]
+//! retry-queue --db sqlite://tasks.db task run-all|delete-all --state archived [--queue q]
+//! retry-queue --db sqlite://tasks.db queue pause|unpause NAME
+//! retry-queue --db sqlite://tasks.db errors [--state retry] [--queue q]
+//! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token T]
+//! ```
+//!
+//! `RETRY_QUEUE_DB` stands for `--db`. Every command prints a table (or a line) for people, or
+//! with `--json` the JSON of [`crate::json`] for scripts. Exit status: 0 on success, 1 when the
+//! command failed (an unknown id, a refused action, a database that cannot be reached: one
+//! line `error: …` on stderr), 2 for a command line clap rejects.
+
+mod commands;
+mod table;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use retry_runtime::durable::{DEFAULT_QUEUE, TaskState};
+
+/// The arguments of `retry-queue`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "retry-queue",
+    version,
+    about = "See and steer a durable task queue of retry-runtime",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// The task database: sqlite://PATH (an existing file) or postgres://user:password@host:port/db
+    #[arg(long, env = "RETRY_QUEUE_DB", value_name = "URL")]
+    pub db: String,
+    /// Print JSON (for scripts) instead of a table
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands of `retry-queue`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Every queue of the database: tasks per state, paused or not, finished and failed today
+    /// (UTC), the age of the oldest pending task
+    Stats,
+    /// List, show and act on tasks
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// Pause or unpause a queue
+    #[command(subcommand)]
+    Queue(QueueCommand),
+    /// The tasks of a state grouped by their last error, most frequent first
+    Errors {
+        /// The state whose tasks are grouped
+        #[arg(long, value_enum, default_value_t = State::Retry)]
+        state: State,
+        /// The queue
+        #[arg(long, default_value = DEFAULT_QUEUE)]
+        queue: String,
+    },
+    /// Serve the web dashboard
+    Dash {
+        /// Where to listen; an address other than loopback needs --token
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Refuse every action (the page shows no buttons)
+        #[arg(long)]
+        read_only: bool,
+        /// Require `Authorization: Bearer T` on every API request
+        #[arg(long, value_name = "T")]
+        token: Option<String>,
+    },
+}
+
+/// `retry-queue task …`.
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// One page of the tasks in a state
+    Ls {
+        /// The state to list
+        #[arg(long, value_enum)]
+        state: State,
+        /// The queue
+        #[arg(long, default_value = DEFAULT_QUEUE)]
+        queue: String,
+        /// The page, from 1
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        page: u32,
+        /// Tasks per page
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+        size: u32,
+    },
+    /// Everything about one task, its payload included
+    Show(TaskId),
+    /// Run the task again as soon as a worker is free (scheduled, retry, archived, completed)
+    Run(TaskId),
+    /// Delete the task (not while a worker holds it)
+    Delete(TaskId),
+    /// Archive the task (pending, scheduled or retry)
+    Archive(TaskId),
+    /// Run every task in a state again (scheduled, retry, archived, completed)
+    RunAll(StateArgs),
+    /// Delete every task in a state (not active)
+    DeleteAll(StateArgs),
+}
+
+/// A task of a queue.
+#[derive(Debug, Args)]
+pub struct TaskId {
+    /// The task's id
+    pub id: String,
+    /// The queue
+    #[arg(long, default_value = DEFAULT_QUEUE)]
+    pub queue: String,
+}
+
+/// The tasks of a queue in one state.
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    /// The state
+    #[arg(long, value_enum)]
+    pub state: State,
+    /// The queue
+    #[arg(long, default_value = DEFAULT_QUEUE)]
+    pub queue: String,
+}
+
+/// `retry-queue queue …`.
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Stop workers from claiming the queue's tasks (enqueueing still works)
+    Pause {
+        /// The queue
+        name: String,
+    },
+    /// Let workers claim the queue's tasks again
+    Unpause {
+        /// The queue
+        name: String,
+    },
+}
+
+/// A task state on the command line: the names of [`TaskState`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum State {
+    /// Ready to run, waiting for a worker
+    Pending,
+    /// Enqueued to run later
+    Scheduled,
+    /// Held by a worker
+    Active,
+    /// Failed; runs again at its next process time
+    Retry,
+    /// Failed for good
+    Archived,
+    /// Succeeded
+    Completed,
+}
+
+impl From<State> for TaskState {
+    fn from(state: State) -> TaskState {
+        match state {
+            State::Pending => TaskState::Pending,
+            State::Scheduled => TaskState::Scheduled,
+            State::Active => TaskState::Active,
+            State::Retry => TaskState::Retry,
+            State::Archived => TaskState::Archived,
+            State::Completed => TaskState::Completed,
+        }
+    }
+}
+
+/// Parses the command line, runs the command, prints its output on stdout and a failure as
+/// one `error: …` line on stderr; returns the exit status (0, 1, or clap's 2).
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+    };
+    let mut stdout = std::io::stdout().lock();
+    match runtime.block_on(commands::run(cli, &mut stdout)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(commands::Failure::ClosedOutput) => ExitCode::SUCCESS,
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
+}

@@ -1,0 +1,306 @@
+//! The JSON API under `/api`, which the page itself uses (documented in the README):
+//!
+//! | route | answer |
+//! | --- | --- |
+//! | `GET /api/queues` | `{"now", "queues": [queue…]}` |
+//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` | `{"tasks": [task…], "total": n}` |
+//! | `GET /api/queues/{queue}/errors?state=retry` | `{"state", "groups": [group…]}` |
+//! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive` | `{"queue", "id", "action"}` |
+//! | `POST /api/queues/{queue}/run-all?state=archived` | `{"queue", "state", "count"}` |
+//! | `POST /api/queues/{queue}/delete-all?state=archived` | `{"queue", "state", "count"}` |
+//! | `POST /api/queues/{queue}/pause\|unpause` | `{"queue", "paused"}` |
+//!
+//! Every error is `{"error": "…"}`: 400 for a bad state, page, size or queue name, 404 for an
+//! unknown task or route, 409 for an action on an active task, 503 when the database fails.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use retry_runtime::durable::{Error, Queue, TaskState};
+use serde_json::{Value, json};
+
+use crate::json;
+
+/// The page size of `GET …/tasks` without `size`.
+pub const DEFAULT_PAGE_SIZE: u32 = 20;
+/// A larger `size` is clamped to this.
+pub const MAX_PAGE_SIZE: u32 = 100;
+
+/// An answer `{"error": "…"}` with a 4xx or 5xx status.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn unauthorized() -> ApiError {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "this dashboard needs its token: send `Authorization: Bearer <token>`",
+        )
+    }
+
+    fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// A failure of the inspector, for the task `id` when the call was about one.
+    fn from_queue(e: Error, queue: &Queue, id: Option<&str>) -> ApiError {
+        match e {
+            Error::TaskNotFound => ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "no task {:?} in queue {:?}",
+                    id.unwrap_or_default(),
+                    queue.name()
+                ),
+            ),
+            Error::TaskActive => ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "task {:?} is active (a worker holds it): try again when its attempt ends",
+                    id.unwrap_or_default()
+                ),
+            ),
+            Error::Invalid(why) => ApiError::bad_request(why),
+            Error::Unreachable(_) | Error::Database(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the task database failed: {e}"),
+            ),
+            other => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(json!({ "error": self.message }))).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(e: PathRejection) -> ApiError {
+        ApiError::bad_request(format!("bad path: {}", e.body_text()))
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(e: QueryRejection) -> ApiError {
+        ApiError::bad_request(format!("bad query string: {}", e.body_text()))
+    }
+}
+
+type Answer = Result<Json<Value>, ApiError>;
+type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
+
+/// The queue named by a `{queue}` path segment (1 to 1 KiB: 400 otherwise).
+fn queue_of(base: &Queue, name: String) -> Result<Queue, ApiError> {
+    base.clone()
+        .try_named(name)
+        .map_err(|e| ApiError::from_queue(e, base, None))
+}
+
+/// The `state` parameter: required unless `default` is given; 400 when unknown.
+fn state_of(
+    params: &HashMap<String, String>,
+    default: Option<TaskState>,
+) -> Result<TaskState, ApiError> {
+    match (params.get("state"), default) {
+        (Some(state), _) => state.parse().map_err(|e: Error| match e {
+            Error::Invalid(why) => ApiError::bad_request(why),
+            other => ApiError::bad_request(other.to_string()),
+        }),
+        (None, Some(state)) => Ok(state),
+        (None, None) => Err(ApiError::bad_request(
+            "the query needs a state: ?state=pending|scheduled|active|retry|archived|completed",
+        )),
+    }
+}
+
+/// A positive number parameter, `default` when absent, at most `max` (larger ones are
+/// clamped to it when `clamp`, refused otherwise).
+fn number_of(
+    params: &HashMap<String, String>,
+    name: &str,
+    default: u32,
+    max: u32,
+    clamp: bool,
+) -> Result<u32, ApiError> {
+    let Some(text) = params.get(name) else {
+        return Ok(default);
+    };
+    let bad = || {
+        ApiError::bad_request(format!(
+            "{name} must be a whole number from 1 to {max}, got {text:?}"
+        ))
+    };
+    // Digits only: `+1`, `1.0` and the like are refused; a size of any length is clamped.
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n = text.trim_start_matches('0');
+    match n.parse::<u32>() {
+        Ok(n) if n >= 1 && n <= max => Ok(n),
+        _ if !n.is_empty() && clamp => Ok(max),
+        _ => Err(bad()),
+    }
+}
+
+/// `GET /api/queues`: every queue of the database, and the queue clock's time.
+pub(crate) async fn queues(State(base): State<Arc<Queue>>) -> Answer {
+    let stats = base
+        .stats()
+        .await
+        .map_err(|e| ApiError::from_queue(e, &base, None))?;
+    let queues: Vec<Value> = stats.iter().map(json::queue).collect();
+    Ok(Json(
+        json!({ "now": json::time(base.now()), "queues": queues }),
+    ))
+}
+
+/// `GET /api/queues/{queue}/tasks?state=…&page=1&size=20`.
+pub(crate) async fn tasks(
+    State(base): State<Arc<Queue>>,
+    path: Result<Path<String>, PathRejection>,
+    params: Params,
+) -> Answer {
+    let Path(name) = path?;
+    let Query(params) = params?;
+    let queue = queue_of(&base, name)?;
+    let state = state_of(&params, None)?;
+    let page = number_of(&params, "page", 1, u32::MAX, false)?;
+    let size = number_of(&params, "size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, true)?;
+    let fail = |e| ApiError::from_queue(e, &queue, None);
+    let tasks = queue.list_page(state, page, size).await.map_err(fail)?;
+    let total = queue.count(state).await.map_err(fail)?;
+    let tasks: Vec<Value> = tasks.iter().map(json::task).collect();
+    Ok(Json(json!({ "tasks": tasks, "total": total })))
+}
+
+/// `GET /api/queues/{queue}/errors?state=retry` (the default state).
+pub(crate) async fn errors(
+    State(base): State<Arc<Queue>>,
+    path: Result<Path<String>, PathRejection>,
+    params: Params,
+) -> Answer {
+    let Path(name) = path?;
+    let Query(params) = params?;
+    let queue = queue_of(&base, name)?;
+    let state = state_of(&params, Some(TaskState::Retry))?;
+    let groups = queue
+        .error_groups(state)
+        .await
+        .map_err(|e| ApiError::from_queue(e, &queue, None))?;
+    let groups: Vec<Value> = groups.iter().map(json::error_group).collect();
+    Ok(Json(json!({ "state": state.as_str(), "groups": groups })))
+}
+
+/// What `POST …/tasks/{id}/{action}` does.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum TaskAction {
+    Run,
+    Delete,
+    Archive,
+}
+
+impl TaskAction {
+    fn name(self) -> &'static str {
+        match self {
+            TaskAction::Run => "run",
+            TaskAction::Delete => "delete",
+            TaskAction::Archive => "archive",
+        }
+    }
+}
+
+/// `POST /api/queues/{queue}/tasks/{id}/run|delete|archive`.
+pub(crate) async fn task_action(
+    action: TaskAction,
+    base: Arc<Queue>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Answer {
+    let Path((name, id)) = path?;
+    let queue = queue_of(&base, name)?;
+    let done = match action {
+        TaskAction::Run => queue.run_task(&id).await,
+        TaskAction::Delete => queue.delete_task(&id).await,
+        TaskAction::Archive => queue.archive_task(&id).await,
+    };
+    done.map_err(|e| ApiError::from_queue(e, &queue, Some(&id)))?;
+    Ok(Json(
+        json!({ "queue": queue.name(), "id": id, "action": action.name() }),
+    ))
+}
+
+/// `POST /api/queues/{queue}/run-all?state=…` (`delete_all: false`) and
+/// `POST /api/queues/{queue}/delete-all?state=…` (`true`): the state is required.
+pub(crate) async fn bulk(
+    delete: bool,
+    base: Arc<Queue>,
+    path: Result<Path<String>, PathRejection>,
+    params: Params,
+) -> Answer {
+    let Path(name) = path?;
+    let Query(params) = params?;
+    let queue = queue_of(&base, name)?;
+    let state = state_of(&params, None)?;
+    let count = if delete {
+        queue.delete_all(state).await
+    } else {
+        queue.run_all(state).await
+    }
+    .map_err(|e| ApiError::from_queue(e, &queue, None))?;
+    Ok(Json(
+        json!({ "queue": queue.name(), "state": state.as_str(), "count": count }),
+    ))
+}
+
+/// `POST /api/queues/{queue}/pause` (`true`) and `…/unpause` (`false`).
+pub(crate) async fn set_paused(
+    paused: bool,
+    base: Arc<Queue>,
+    path: Result<Path<String>, PathRejection>,
+) -> Answer {
+    let Path(name) = path?;
+    let queue = queue_of(&base, name)?;
+    if paused {
+        queue.pause().await
+    } else {
+        queue.unpause().await
+    }
+    .map_err(|e| ApiError::from_queue(e, &queue, None))?;
+    Ok(Json(json!({ "queue": queue.name(), "paused": paused })))
+}
+
+/// Any other route: 404 (or 405 for a known route with another method), as JSON.
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such route")
+}
+
+/// A known route asked with the wrong method.
+pub(crate) async fn wrong_method() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "wrong method: reads are GET, actions are POST",
+    )
+}

@@ -1,0 +1,814 @@
+//! The `retry-queue` binary, run as an operator runs it: every subcommand against a queue
+//! seeded through `retry_runtime::durable`, on SQLite (a temporary file, the queue `default`)
+//! and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`, a queue name per test; skipped loudly when it
+//! is not set). Tables, lines, JSON and exit codes are asserted exactly.
+
+use std::process::{Command, Output};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use retry_runtime::durable::{BoxError, DelayRng, ManualClock, Queue, Task, TaskState, Worker};
+use serde_json::{Value, json};
+
+/// 2023-11-14T22:13:20Z: where the seeding clock of most tests starts.
+const T0: u64 = 1_700_000_000;
+
+fn at(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(T0 + secs)
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A database with one seeded queue, and the clock the seeding read.
+struct Fixture {
+    url: String,
+    q: Queue,
+    clock: ManualClock,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Fixture {
+    /// An empty queue on `backend`: `default` of a new SQLite file, or a queue of its own on
+    /// PostgreSQL; `None` (said on stderr) when PostgreSQL is not configured.
+    async fn new(backend: Backend, test: &str) -> Option<Fixture> {
+        let clock = ManualClock::new(at(0));
+        let (url, q, dir) = match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("a temporary directory");
+                let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+                let q = Queue::connect(&url).await.expect("SQLite opens a new file");
+                (url, q, Some(dir))
+            }
+            Backend::Postgres => {
+                let Ok(url) = std::env::var("RETRY_TEST_POSTGRES_URL") else {
+                    // Straight to stderr: the harness hides the output of a passing test.
+                    let _ = std::io::Write::write_all(
+                        &mut std::io::stderr(),
+                        format!(
+                            "*** SKIPPED: PostgreSQL CLI test `{test}` did NOT run: \
+                             RETRY_TEST_POSTGRES_URL is not set \
+                             (`eval \"$(bash scripts/postgres.sh start)\"` starts a throwaway server)\n"
+                        )
+                        .as_bytes(),
+                    );
+                    return None;
+                };
+                let q = Queue::connect(&url)
+                    .await
+                    .expect("RETRY_TEST_POSTGRES_URL answers");
+                let name = format!("cli-{test}-{}-{:08x}", std::process::id(), rand_suffix());
+                (url, q.named(name), None)
+            }
+        };
+        Some(Fixture {
+            url,
+            q: q.with_clock(clock.clone()),
+            clock,
+            _dir: dir,
+        })
+    }
+
+    fn name(&self) -> &str {
+        self.q.name()
+    }
+
+    /// A fixture seeded with [`seed`].
+    async fn seeded(backend: Backend, test: &str) -> Option<Fixture> {
+        let fx = Fixture::new(backend, test).await?;
+        seed(&fx).await;
+        Some(fx)
+    }
+
+    /// Runs `retry-queue --db URL ARGS…`, with `--queue NAME` appended unless the queue is
+    /// `default` (the CLI's default, which the SQLite runs rely on).
+    fn run(&self, args: &[&str]) -> Run {
+        let mut args: Vec<&str> = args.to_vec();
+        if self.name() != "default" {
+            args.extend(["--queue", self.name()]);
+        }
+        self.run_exact(&args)
+    }
+
+    /// Runs `retry-queue --db URL ARGS…` as given.
+    fn run_exact(&self, args: &[&str]) -> Run {
+        run(bin().arg("--db").arg(&self.url).args(args))
+    }
+}
+
+/// A few random bits from the time and the address of a local: no RNG crate needed.
+fn rand_suffix() -> u32 {
+    let local = 0u8;
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    nanos ^ (std::ptr::addr_of!(local) as usize as u32)
+}
+
+/// What a run printed, and its exit code.
+#[derive(Debug)]
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// Exit code 0, nothing on stderr; the stdout.
+    fn ok(&self) -> &str {
+        assert_eq!(
+            (self.code, self.stderr.as_str()),
+            (Some(0), ""),
+            "stdout: {}",
+            self.stdout
+        );
+        &self.stdout
+    }
+
+    /// The stdout of a successful run, as JSON.
+    fn json(&self) -> Value {
+        serde_json::from_str(self.ok()).expect("the output is JSON")
+    }
+
+    /// Exit code 1, nothing on stdout, exactly `line` (and a newline) on stderr.
+    fn fails_with(&self, line: &str) {
+        assert_eq!(
+            (self.code, self.stdout.as_str(), self.stderr.as_str()),
+            (Some(1), "", format!("{line}\n").as_str())
+        );
+    }
+}
+
+/// The binary, without `RETRY_QUEUE_DB` from the test's environment, with backtraces on (so a
+/// panic would show in stderr and fail the exact comparisons).
+fn bin() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_retry-queue"));
+    command
+        .env_remove("RETRY_QUEUE_DB")
+        .env("RUST_BACKTRACE", "1");
+    command
+}
+
+fn run(command: &mut Command) -> Run {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = command.output().expect("the binary runs");
+    Run {
+        code: status.code(),
+        stdout: String::from_utf8(stdout).expect("UTF-8 stdout"),
+        stderr: String::from_utf8(stderr).expect("UTF-8 stderr"),
+    }
+}
+
+/// Kind `charge`: completes when its payload is `"ok"`, fails with its payload as the error
+/// otherwise (retried after 15 + 7 = 22 s the first time).
+fn worker(q: &Queue) -> Worker {
+    Worker::new(q.clone())
+        .concurrency(8)
+        .rng(DelayRng::fixed(7))
+        .handle("charge", |task| async move {
+            let msg: String = task.payload()?;
+            if msg == "ok" {
+                Ok(())
+            } else {
+                Err(BoxError::from(msg))
+            }
+        })
+}
+
+/// The queue every test but `stats` reads, at `at(…)` seconds:
+/// - `busy` (kind `report`): active, claimed at 0;
+/// - `r1`, `r2` (`gateway down`, failed at 0 and 1), `r3` (`timeout`, at 2): retry, due at
+///   22, 23, 24;
+/// - `a1` (`card declined`, `max_retry` 0): archived at 3;
+/// - `c1`: completed at 4;
+/// - `p1` (payload `{"order":7}`): pending since 5; `s1`: scheduled at 3605.
+async fn seed(fx: &Fixture) {
+    let (q, clock) = (&fx.q, &fx.clock);
+    let w = worker(q);
+    q.enqueue(Task::new("report", &0).task_id("busy"))
+        .await
+        .unwrap();
+    assert_eq!(
+        q.claim(1, Duration::from_secs(86_400)).await.unwrap().len(),
+        1
+    );
+    for (secs, id, msg) in [
+        (0, "r1", "gateway down"),
+        (1, "r2", "gateway down"),
+        (2, "r3", "timeout"),
+    ] {
+        clock.set(at(secs));
+        q.enqueue(Task::new("charge", &msg).task_id(id))
+            .await
+            .unwrap();
+        assert_eq!(w.run_due().await.unwrap(), 1);
+    }
+    clock.set(at(3));
+    q.enqueue(
+        Task::new("charge", &"card declined")
+            .task_id("a1")
+            .max_retry(0),
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    clock.set(at(4));
+    q.enqueue(Task::new("charge", &"ok").task_id("c1"))
+        .await
+        .unwrap();
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    clock.set(at(5));
+    q.enqueue(Task::new("report", &json!({"order": 7})).task_id("p1"))
+        .await
+        .unwrap();
+    q.enqueue(
+        Task::new("report", &0)
+            .task_id("s1")
+            .process_in(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+}
+
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+both_backends!(
+    task_ls_prints_one_page_in_state_order,
+    task_show_prints_every_field_and_refuses_unknown_ids,
+    task_run_delete_archive_act_on_one_task_or_say_why_not,
+    run_all_and_delete_all_act_on_a_state_and_refuse_active,
+    queue_pause_and_unpause,
+    errors_groups_tasks_by_last_err,
+    stats_shows_every_queue,
+    a_bad_queue_name_is_one_clear_line,
+);
+
+async fn task_ls_prints_one_page_in_state_order(backend: Backend) {
+    let Some(fx) = Fixture::seeded(backend, "ls").await else {
+        return;
+    };
+    let name = fx.name();
+    assert_eq!(
+        fx.run(&["task", "ls", "--state", "retry"]).ok(),
+        format!(
+            "\
+ID  KIND    RETRIED  NEXT PROCESS AT       LAST FAILED AT        LAST ERR
+r1  charge     1/25  2023-11-14T22:13:42Z  2023-11-14T22:13:20Z  gateway down
+r2  charge     1/25  2023-11-14T22:13:43Z  2023-11-14T22:13:21Z  gateway down
+r3  charge     1/25  2023-11-14T22:13:44Z  2023-11-14T22:13:22Z  timeout
+page 1 of 1: 3 of 3 retry tasks in queue \"{name}\"
+"
+        )
+    );
+    assert_eq!(
+        fx.run(&[
+            "task", "ls", "--state", "retry", "--page", "2", "--size", "2"
+        ])
+        .ok(),
+        format!(
+            "\
+ID  KIND    RETRIED  NEXT PROCESS AT       LAST FAILED AT        LAST ERR
+r3  charge     1/25  2023-11-14T22:13:44Z  2023-11-14T22:13:22Z  timeout
+page 2 of 2: 1 of 3 retry tasks in queue \"{name}\"
+"
+        )
+    );
+    // Past the end: an empty page, still a success.
+    assert_eq!(
+        fx.run(&["task", "ls", "--state", "retry", "--page", "9"])
+            .ok(),
+        format!(
+            "\
+ID  KIND  RETRIED  NEXT PROCESS AT  LAST FAILED AT  LAST ERR
+page 9 of 1: 0 of 3 retry tasks in queue \"{name}\"
+"
+        )
+    );
+    assert_eq!(
+        fx.run(&["task", "ls", "--state", "archived"]).ok(),
+        format!(
+            "\
+ID  KIND    RETRIED  NEXT PROCESS AT  LAST FAILED AT        LAST ERR
+a1  charge      0/0  -                2023-11-14T22:13:23Z  card declined (retries exhausted: 0 of 0)
+page 1 of 1: 1 of 1 archived tasks in queue \"{name}\"
+"
+        )
+    );
+    assert_eq!(
+        fx.run(&["task", "ls", "--state", "active"]).ok(),
+        format!(
+            "\
+ID    KIND    RETRIED  NEXT PROCESS AT  LAST FAILED AT  LAST ERR
+busy  report     0/25  -                -               -
+page 1 of 1: 1 of 1 active tasks in queue \"{name}\"
+"
+        )
+    );
+
+    let page = fx
+        .run(&["task", "ls", "--state", "retry", "--size", "1", "--json"])
+        .json();
+    assert_eq!(
+        page,
+        json!({
+            "tasks": [{
+                "id": "r1", "queue": name, "kind": "charge", "state": "retry",
+                "retried": 1, "max_retry": 25, "payload": "\"gateway down\"",
+                "enqueued_at": "2023-11-14T22:13:20Z",
+                "next_process_at": "2023-11-14T22:13:42Z",
+                "last_err": "gateway down",
+                "last_failed_at": "2023-11-14T22:13:20Z",
+                "completed_at": null,
+            }],
+            "total": 3,
+        })
+    );
+
+    // Clap rejects a bad state, page or size (exit code 2) before anything runs.
+    let bad = fx.run(&["task", "ls", "--state", "failed"]);
+    assert_eq!((bad.code, bad.stdout.as_str()), (Some(2), ""));
+    assert!(
+        bad.stderr
+            .starts_with("error: invalid value 'failed' for '--state <STATE>'\n  [possible values: pending, scheduled, active, retry, archived, completed]\n"),
+        "{}",
+        bad.stderr
+    );
+    for flag in ["--page", "--size"] {
+        let bad = fx.run(&["task", "ls", "--state", "retry", flag, "0"]);
+        assert_eq!((bad.code, bad.stdout.as_str()), (Some(2), ""));
+        assert!(
+            bad.stderr.starts_with(&format!(
+                "error: invalid value '0' for '{flag} <{}>': 0 is not in 1..=4294967295\n",
+                &flag[2..].to_uppercase()
+            )),
+            "{}",
+            bad.stderr
+        );
+    }
+    let missing = fx.run(&["task", "ls"]);
+    assert_eq!(missing.code, Some(2));
+    assert!(
+        missing.stderr.starts_with(
+            "error: the following required arguments were not provided:\n  --state <STATE>\n"
+        ),
+        "{}",
+        missing.stderr
+    );
+}
+
+async fn task_show_prints_every_field_and_refuses_unknown_ids(backend: Backend) {
+    let Some(fx) = Fixture::seeded(backend, "show").await else {
+        return;
+    };
+    let name = fx.name();
+    assert_eq!(
+        fx.run(&["task", "show", "r2"]).ok(),
+        format!(
+            "\
+id:              r2
+queue:           {name}
+kind:            charge
+state:           retry
+retried:         1/25
+enqueued_at:     2023-11-14T22:13:21Z
+next_process_at: 2023-11-14T22:13:43Z
+last_failed_at:  2023-11-14T22:13:21Z
+completed_at:    -
+last_err:        gateway down
+payload:         \"gateway down\"
+"
+        )
+    );
+    assert_eq!(
+        fx.run(&["task", "show", "c1", "--json"]).json(),
+        json!({
+            "id": "c1", "queue": name, "kind": "charge", "state": "completed",
+            "retried": 0, "max_retry": 25, "payload": "\"ok\"",
+            "enqueued_at": "2023-11-14T22:13:24Z",
+            "next_process_at": null, "last_err": null, "last_failed_at": null,
+            "completed_at": "2023-11-14T22:13:24Z",
+        })
+    );
+    assert_eq!(
+        fx.run(&["task", "show", "p1", "--json"]).json()["payload"],
+        r#"{"order":7}"#
+    );
+    fx.run(&["task", "show", "abc"])
+        .fails_with(&format!("error: no task \"abc\" in queue \"{name}\""));
+    fx.run(&["task", "show", "abc", "--json"])
+        .fails_with(&format!("error: no task \"abc\" in queue \"{name}\""));
+}
+
+async fn task_run_delete_archive_act_on_one_task_or_say_why_not(backend: Backend) {
+    let Some(fx) = Fixture::seeded(backend, "act").await else {
+        return;
+    };
+    let name = fx.name();
+    assert_eq!(
+        fx.run(&["task", "run", "a1"]).ok(),
+        format!("task \"a1\" in queue \"{name}\": runs as soon as a worker is free\n")
+    );
+    let a1 = fx.q.get("a1").await.unwrap().unwrap();
+    assert_eq!(a1.state, TaskState::Pending);
+    assert_eq!(
+        fx.run(&["task", "delete", "c1"]).ok(),
+        format!("task \"c1\" in queue \"{name}\": deleted\n")
+    );
+    assert!(fx.q.get("c1").await.unwrap().is_none());
+    assert_eq!(
+        fx.run(&["task", "archive", "r1", "--json"]).json(),
+        json!({"queue": name, "id": "r1", "action": "archive"})
+    );
+    assert_eq!(
+        fx.q.get("r1").await.unwrap().unwrap().state,
+        TaskState::Archived
+    );
+    assert_eq!(
+        fx.run(&["task", "archive", "p1"]).ok(),
+        format!("task \"p1\" in queue \"{name}\": archived\n")
+    );
+
+    let active = format!(
+        "error: task \"busy\" in queue \"{name}\" is active (a worker holds its lease): wait for \
+         the attempt to end"
+    );
+    for action in ["run", "delete", "archive"] {
+        fx.run(&["task", action, "busy"]).fails_with(&active);
+        fx.run(&["task", action, "nope"])
+            .fails_with(&format!("error: no task \"nope\" in queue \"{name}\""));
+    }
+    assert_eq!(
+        fx.q.get("busy").await.unwrap().unwrap().state,
+        TaskState::Active
+    );
+    // A completed task cannot be archived.
+    fx.q.enqueue(Task::new("charge", &"ok").task_id("c2"))
+        .await
+        .unwrap();
+    worker(&fx.q).run_due().await.unwrap();
+    fx.run(&["task", "archive", "c2"]).fails_with(
+        "error: task \"c2\" completed: only a pending, scheduled or retry task can be archived",
+    );
+    // Control characters in an id are shown escaped, never sent to the terminal.
+    fx.run(&["task", "show", "x\u{1b}[2Jy"])
+        .fails_with(&format!(
+            "error: no task \"x\\u{{1b}}[2Jy\" in queue \"{name}\""
+        ));
+}
+
+async fn run_all_and_delete_all_act_on_a_state_and_refuse_active(backend: Backend) {
+    let Some(fx) = Fixture::seeded(backend, "bulk").await else {
+        return;
+    };
+    let name = fx.name();
+    assert_eq!(
+        fx.run(&["task", "run-all", "--state", "archived"]).ok(),
+        format!(
+            "1 archived tasks of queue \"{name}\" now pending, to run as soon as a worker is free\n"
+        )
+    );
+    assert_eq!(fx.q.count(TaskState::Pending).await.unwrap(), 2);
+    assert_eq!(
+        fx.run(&["task", "delete-all", "--state", "retry"]).ok(),
+        format!("3 retry tasks of queue \"{name}\" deleted\n")
+    );
+    assert_eq!(fx.q.count(TaskState::Retry).await.unwrap(), 0);
+    assert_eq!(
+        fx.run(&["task", "run-all", "--state", "scheduled", "--json"])
+            .json(),
+        json!({"queue": name, "state": "scheduled", "count": 1})
+    );
+    assert_eq!(
+        fx.run(&["task", "delete-all", "--state", "archived", "--json"])
+            .json(),
+        json!({"queue": name, "state": "archived", "count": 0})
+    );
+
+    fx.run(&["task", "run-all", "--state", "active"])
+        .fails_with(
+            "error: cannot run all active tasks: only scheduled, retry, archived and completed \
+         tasks can be run",
+        );
+    fx.run(&["task", "run-all", "--state", "pending"])
+        .fails_with(
+            "error: cannot run all pending tasks: only scheduled, retry, archived and completed \
+         tasks can be run",
+        );
+    fx.run(&["task", "delete-all", "--state", "active"])
+        .fails_with(
+            "error: cannot delete all active tasks: workers hold them; wait for their attempts to \
+         end",
+        );
+    assert_eq!(fx.q.count(TaskState::Active).await.unwrap(), 1);
+    let bad = fx.run(&["task", "delete-all", "--state", "dead"]);
+    assert_eq!((bad.code, bad.stdout.as_str()), (Some(2), ""));
+    assert!(
+        bad.stderr
+            .starts_with("error: invalid value 'dead' for '--state <STATE>'"),
+        "{}",
+        bad.stderr
+    );
+    assert_eq!(
+        fx.q.count(TaskState::Pending).await.unwrap(),
+        3,
+        "untouched"
+    );
+}
+
+async fn queue_pause_and_unpause(backend: Backend) {
+    let Some(fx) = Fixture::seeded(backend, "pause").await else {
+        return;
+    };
+    let name = fx.name();
+    assert_eq!(
+        fx.run_exact(&["queue", "pause", name]).ok(),
+        format!("queue \"{name}\" paused\n")
+    );
+    assert!(fx.q.is_paused().await.unwrap());
+    // Nothing is claimed from a paused queue, and the CLI's stats say so.
+    fx.clock.set(at(3600));
+    assert_eq!(worker(&fx.q).run_due().await.unwrap(), 0);
+    let stats = fx.run_exact(&["stats", "--json"]).json();
+    let ours = stats["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == name)
+        .expect("our queue is listed")
+        .clone();
+    assert_eq!(ours["paused"], true);
+
+    assert_eq!(
+        fx.run_exact(&["queue", "unpause", name, "--json"]).json(),
+        json!({"queue": name, "paused": false})
+    );
+    assert!(!fx.q.is_paused().await.unwrap());
+    assert_eq!(
+        worker(&fx.q).run_due().await.unwrap(),
+        3,
+        "the retries run again"
+    );
+    assert_eq!(
+        fx.run_exact(&["queue", "pause", name, "--json"]).json(),
+        json!({"queue": name, "paused": true})
+    );
+    let missing = fx.run_exact(&["queue", "pause"]);
+    assert_eq!(missing.code, Some(2));
+}
+
+async fn errors_groups_tasks_by_last_err(backend: Backend) {
+    let Some(fx) = Fixture::seeded(backend, "errors").await else {
+        return;
+    };
+    let name = fx.name();
+    assert_eq!(
+        fx.run(&["errors"]).ok(),
+        "\
+TASKS  OLDEST FAILURE        NEWEST FAILURE        LAST ERR
+    2  2023-11-14T22:13:20Z  2023-11-14T22:13:21Z  gateway down
+    1  2023-11-14T22:13:22Z  2023-11-14T22:13:22Z  timeout
+"
+    );
+    assert_eq!(
+        fx.run(&["errors", "--state", "archived", "--json"]).json(),
+        json!({
+            "queue": name,
+            "state": "archived",
+            "groups": [{
+                "last_err": "card declined (retries exhausted: 0 of 0)",
+                "count": 1,
+                "oldest": "2023-11-14T22:13:23Z",
+                "newest": "2023-11-14T22:13:23Z",
+            }],
+        })
+    );
+    assert_eq!(
+        fx.run(&["errors", "--state", "completed"]).ok(),
+        "TASKS  OLDEST FAILURE  NEWEST FAILURE  LAST ERR\n"
+    );
+}
+
+/// Seeded by the real clock (the CLI reads it): "today" is today.
+async fn stats_shows_every_queue(backend: Backend) {
+    let Some(fx) = Fixture::new(backend, "stats").await else {
+        return;
+    };
+    let name = fx.name().to_owned();
+    let paused = fx.q.clone().named(format!("{name}-paused"));
+    let now = SystemTime::now();
+    let three_days = Duration::from_secs(3 * 86_400);
+    fx.clock.set(now - three_days);
+    fx.q.enqueue(Task::new("report", &0)).await.unwrap();
+    fx.clock.set(now);
+    for (msg, max_retry) in [("ok", 25), ("down", 0), ("down", 25)] {
+        fx.q.enqueue(Task::new("charge", &msg).max_retry(max_retry))
+            .await
+            .unwrap();
+        assert_eq!(worker(&fx.q).run_due().await.unwrap(), 1);
+    }
+    paused.pause().await.unwrap();
+
+    let out = fx.run_exact(&["stats"]);
+    let text = out.ok();
+    let header = "QUEUE PENDING SCHEDULED ACTIVE RETRY ARCHIVED COMPLETED PAUSED PROCESSED TODAY \
+                  FAILED TODAY OLDEST PENDING";
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>().join(" "),
+        header
+    );
+    let row = |queue: &str| -> String {
+        lines
+            .iter()
+            .find(|line| line.split_whitespace().next() == Some(queue))
+            .unwrap_or_else(|| panic!("no row for {queue} in\n{text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(row(&name), format!("{name} 1 0 0 1 1 1 no 2 2 3d 0h"));
+    assert_eq!(
+        row(&format!("{name}-paused")),
+        format!("{name}-paused 0 0 0 0 0 0 yes 0 0 -")
+    );
+    if let Backend::Sqlite = backend {
+        // Alone in the file: the whole table, columns aligned.
+        assert_eq!(
+            text,
+            "\
+QUEUE           PENDING  SCHEDULED  ACTIVE  RETRY  ARCHIVED  COMPLETED  PAUSED  PROCESSED TODAY  FAILED TODAY  OLDEST PENDING
+default               1          0       0      1         1          1  no                    2             2           3d 0h
+default-paused        0          0       0      0         0          0  yes                   0             0               -
+"
+        );
+    }
+
+    let stats = fx.run_exact(&["stats", "--json"]).json();
+    let ours: Vec<&Value> = stats["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["queue"].as_str().unwrap().starts_with(&name))
+        .collect();
+    let age = ours[0]["oldest_pending_age_secs"].as_u64().unwrap();
+    assert!(
+        (three_days.as_secs()..three_days.as_secs() + 120).contains(&age),
+        "{age}"
+    );
+    assert_eq!(
+        ours[0],
+        &json!({
+            "queue": name,
+            "counts": {"pending": 1, "scheduled": 0, "active": 0, "retry": 1, "archived": 1,
+                       "completed": 1},
+            "paused": false,
+            "processed_today": 2,
+            "failed_today": 2,
+            "oldest_pending_age_secs": age,
+        })
+    );
+    assert_eq!(
+        ours[1],
+        &json!({
+            "queue": format!("{name}-paused"),
+            "counts": {"pending": 0, "scheduled": 0, "active": 0, "retry": 0, "archived": 0,
+                       "completed": 0},
+            "paused": true,
+            "processed_today": 0,
+            "failed_today": 0,
+            "oldest_pending_age_secs": null,
+        })
+    );
+    let stamp = stats["now"].as_str().unwrap();
+    assert!(stamp.len() >= 20 && stamp.ends_with('Z'), "{stamp}");
+}
+
+async fn a_bad_queue_name_is_one_clear_line(backend: Backend) {
+    let Some(fx) = Fixture::new(backend, "names").await else {
+        return;
+    };
+    fx.run_exact(&["task", "ls", "--state", "retry", "--queue", ""])
+        .fails_with("error: a queue name is 1 to 1024 bytes, got 0 bytes");
+    let long = "q".repeat(1025);
+    fx.run_exact(&["queue", "pause", &long])
+        .fails_with("error: a queue name is 1 to 1024 bytes, got 1025 bytes");
+}
+
+#[test]
+fn the_database_can_come_from_retry_queue_db() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let q = Queue::connect(&url).await.unwrap();
+            q.enqueue(Task::new("report", &0).task_id("t1"))
+                .await
+                .unwrap();
+        });
+    let out = run(bin()
+        .env("RETRY_QUEUE_DB", &url)
+        .args(["task", "show", "t1", "--json"]));
+    assert_eq!(out.json()["id"], "t1");
+}
+
+#[test]
+fn no_database_is_a_clap_error_and_a_missing_file_is_not_created() {
+    let out = run(bin().arg("stats"));
+    assert_eq!((out.code, out.stdout.as_str()), (Some(2), ""));
+    assert!(
+        out.stderr.starts_with(
+            "error: the following required arguments were not provided:\n  --db <URL>\n"
+        ),
+        "{}",
+        out.stderr
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.db");
+    run(bin()
+        .arg("--db")
+        .arg(format!("sqlite://{}", path.display()))
+        .arg("stats"))
+    .fails_with(&format!(
+        "error: no SQLite database at \"{}\" (retry-queue opens an existing file, it does not \
+         create one)",
+        path.display()
+    ));
+    assert!(!path.exists());
+}
+
+#[test]
+fn an_unreachable_database_is_one_line_not_a_panic() {
+    // Port 1 on loopback: nothing listens there.
+    let out = run(bin().args(["--db", "postgres://nobody@127.0.0.1:1/none", "stats"]));
+    assert_eq!((out.code, out.stdout.as_str()), (Some(1), ""));
+    assert!(
+        out.stderr
+            .starts_with("error: task queue database unreachable: "),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+}
+
+#[test]
+fn dash_refuses_a_non_loopback_address_without_a_token() {
+    // Checked before the database is opened: the file need not exist.
+    let out = run(bin().args([
+        "--db",
+        "sqlite:///nonexistent/tasks.db",
+        "dash",
+        "--listen",
+        "0.0.0.0:8080",
+    ]));
+    assert_eq!((out.code, out.stdout.as_str()), (Some(1), ""));
+    assert!(
+        out.stderr
+            .starts_with("error: refusing to listen on 0.0.0.0:8080 without a token"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    let bad = run(bin().args([
+        "--db",
+        "sqlite:///nonexistent/tasks.db",
+        "dash",
+        "--listen",
+        "not-an-address",
+    ]));
+    assert_eq!(bad.code, Some(2));
+    assert!(
+        bad.stderr
+            .starts_with("error: invalid value 'not-an-address' for '--listen <LISTEN>'"),
+        "{}",
+        bad.stderr
+    );
+}

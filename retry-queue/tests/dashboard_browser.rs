@@ -1,0 +1,685 @@
+//! The dashboard in a real browser, as an operator uses it: headless Chromium driven through
+//! chromedriver (WebDriver, with `fantoccini`) against the built `retry-queue dash` binary on
+//! 127.0.0.1, over a seeded SQLite queue. It reads the Retry tab and its `last_err`, presses
+//! **Run** on a task and sees it leave the tab, presses **Delete** on an archived task and sees
+//! it gone, opens the Failing view, and checks that a `last_err` of
+//! `<script>alert(1)</script>` shows as text (and runs nothing). It takes the screenshot of the
+//! README: `target/tmp/dashboard.png`, and `docs/dashboard.png` with `UPDATE_SCREENSHOT=1`.
+//!
+//! Needs the Debian packages `chromium` and `chromium-driver` (`.ci/run` installs them), or
+//! `RETRY_TEST_CHROMIUM` naming a Chromium binary and a `chromedriver` on the PATH; without
+//! them the test says loudly on stderr that it was SKIPPED, and passes.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use fantoccini::error::CmdError;
+use fantoccini::{Client, ClientBuilder, Locator};
+use retry_runtime::durable::{BoxError, ManualClock, Queue, Task, TaskState, Worker};
+use serde_json::{Value, json};
+
+/// Debian's Chromium; `RETRY_TEST_CHROMIUM` names another binary.
+const CHROMIUM: &str = "/usr/bin/chromium";
+const HOSTILE: &str = "<script>alert(1)</script>";
+const TOKEN: &str = "s3cret-operator-token";
+const GATEWAY_DOWN: &str = "payments gateway: 503 Service Unavailable";
+/// Every wait of the test is bounded by this.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A child process killed (and reaped) when dropped, whatever happens to the test.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn skip(why: &str) {
+    // Straight to stderr: the test harness hides the output of a passing test.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "*** SKIPPED: browser test `dashboard_browser` did NOT run: {why} \
+             (`apt-get install chromium chromium-driver` installs them; .ci/run does)\n"
+        )
+        .as_bytes(),
+    );
+}
+
+/// chromedriver on the PATH or in /usr/bin.
+fn chromedriver() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin")])
+        .map(|dir| dir.join("chromedriver"))
+        .find(|p| p.is_file())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
+/// Waits (bounded) until something accepts connections on `port`.
+async fn wait_for_port(port: u16, what: &str, child: &mut Child) {
+    let start = Instant::now();
+    while start.elapsed() < PATIENCE {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited before listening: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what} did not listen on 127.0.0.1:{port} within {PATIENCE:?}");
+}
+
+/// Seeds a SQLite file as an afternoon of failures leaves it, the last attempts a minute ago
+/// (the queue's clock runs from 20 minutes ago; the dashboard reads the system clock):
+///
+/// - `default`: 12 charges in Retry with [`GATEWAY_DOWN`] (`ord-1001` … `ord-1012`, retried 2
+///   or 3 times), `evil-1` in Retry with the `last_err` [`HOSTILE`], 3 in Archived (`dead-1` …,
+///   "card expired"), 4 pending and 2 scheduled reports, 16 completed;
+/// - `emails`: paused, 3 in Retry ("smtp: connection refused"), 2 pending;
+/// - `reports`: 5 completed.
+async fn seed(url: &str) {
+    let clock = ManualClock::new(SystemTime::now() - Duration::from_secs(20 * 60));
+    let base = Queue::connect(url)
+        .await
+        .expect("SQLite opens a new file")
+        .with_clock(clock.clone());
+    let worker = |q: &Queue| {
+        Worker::new(q.clone())
+            .concurrency(32)
+            .retry_delay(|n, _err, _task| Duration::from_secs(240 * (u64::from(n) + 1)))
+            .handle("charge", |task| async move {
+                let order: Value = task.payload()?;
+                Err(BoxError::from(
+                    order["fail"].as_str().unwrap_or("?").to_owned(),
+                ))
+            })
+            .handle("send", |task| async move {
+                let mail: Value = task.payload()?;
+                Err(BoxError::from(
+                    mail["fail"].as_str().unwrap_or("?").to_owned(),
+                ))
+            })
+            .handle("ok", |_task| async { Ok::<(), BoxError>(()) })
+    };
+    let default = base.clone();
+    let emails = base.clone().named("emails");
+    let reports = base.clone().named("reports");
+    let (wd, we, wr) = (worker(&default), worker(&emails), worker(&reports));
+    let charge = |id: &str, n: u64, fail: &str| {
+        Task::new(
+            "charge",
+            &json!({"order": n, "cents": 1999 + n, "fail": fail}),
+        )
+        .task_id(id)
+    };
+    let enqueue = |q: &Queue, task: Task| {
+        let q = q.clone();
+        async move {
+            q.enqueue(task).await.expect("enqueue");
+        }
+    };
+
+    // 20 min ago: the gateway goes down for the first five orders.
+    for n in 1..=5 {
+        enqueue(
+            &default,
+            charge(&format!("ord-{}", 1000 + n), 1000 + n, GATEWAY_DOWN),
+        )
+        .await;
+    }
+    for n in 0..8 {
+        enqueue(&default, Task::new("ok", &n)).await;
+        enqueue(&reports, Task::new("ok", &n)).await;
+    }
+    wd.run_due().await.unwrap();
+    wr.run_due().await.unwrap();
+    // 15 min ago: their first retries fail, and seven more orders.
+    clock.advance(Duration::from_secs(5 * 60));
+    for n in 6..=12 {
+        enqueue(
+            &default,
+            charge(&format!("ord-{}", 1000 + n), 1000 + n, GATEWAY_DOWN),
+        )
+        .await;
+    }
+    for n in 1..=3 {
+        enqueue(
+            &default,
+            charge(
+                &format!("dead-{n}"),
+                2000 + n,
+                "card expired (402 Payment Required)",
+            )
+            .max_retry(0),
+        )
+        .await;
+        enqueue(
+            &emails,
+            Task::new(
+                "send",
+                &json!({"to": format!("user{n}@example.com"), "fail": "smtp: connection refused (mail.internal:25)"}),
+            )
+            .task_id(format!("mail-{n}")),
+        )
+        .await;
+    }
+    enqueue(&default, charge("evil-1", 666, HOSTILE)).await;
+    wd.run_due().await.unwrap();
+    we.run_due().await.unwrap();
+    // 1 min ago: every charge fails once more; reports wait for a worker of their own.
+    clock.advance(Duration::from_secs(14 * 60));
+    wd.run_due().await.unwrap();
+    for n in 8..16 {
+        enqueue(&default, Task::new("ok", &n)).await;
+    }
+    wd.run_due().await.unwrap();
+    for n in 1..=4 {
+        enqueue(
+            &default,
+            Task::new("report", &json!({"day": n})).task_id(format!("rep-{n}")),
+        )
+        .await;
+    }
+    for n in 5..=6 {
+        enqueue(
+            &default,
+            Task::new("report", &json!({"day": n}))
+                .task_id(format!("rep-{n}"))
+                .process_in(Duration::from_secs(3600)),
+        )
+        .await;
+    }
+    for n in 1..=2 {
+        enqueue(
+            &emails,
+            Task::new("welcome", &n).task_id(format!("welcome-{n}")),
+        )
+        .await;
+    }
+    emails.pause().await.unwrap();
+    assert_eq!(default.count(TaskState::Retry).await.unwrap(), 13);
+    assert_eq!(default.count(TaskState::Archived).await.unwrap(), 3);
+    base.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_reads_runs_and_deletes_tasks_in_a_real_browser() {
+    let chromium = std::env::var("RETRY_TEST_CHROMIUM").unwrap_or_else(|_| CHROMIUM.to_owned());
+    if !Path::new(&chromium).is_file() {
+        return skip(&format!("no Chromium at {chromium}"));
+    }
+    let Some(driver) = chromedriver() else {
+        return skip("no chromedriver");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    seed(&url).await;
+
+    let driver_port = free_port();
+    let mut chromedriver = Killed(
+        Command::new(driver)
+            .arg(format!("--port={driver_port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts"),
+    );
+    wait_for_port(driver_port, "chromedriver", &mut chromedriver.0).await;
+
+    let dash_port = free_port();
+    let mut dash = Killed(
+        Command::new(env!("CARGO_BIN_EXE_retry-queue"))
+            .args(["--db", &url, "dash", "--listen"])
+            .arg(format!("127.0.0.1:{dash_port}"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("retry-queue dash starts"),
+    );
+    wait_for_port(dash_port, "retry-queue dash", &mut dash.0).await;
+    // The same queue behind a token, read-only.
+    let guarded_port = free_port();
+    let mut guarded = Killed(
+        Command::new(env!("CARGO_BIN_EXE_retry-queue"))
+            .args([
+                "--db",
+                &url,
+                "dash",
+                "--read-only",
+                "--token",
+                TOKEN,
+                "--listen",
+            ])
+            .arg(format!("127.0.0.1:{guarded_port}"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("retry-queue dash --read-only --token starts"),
+    );
+    wait_for_port(
+        guarded_port,
+        "retry-queue dash --read-only --token",
+        &mut guarded.0,
+    )
+    .await;
+
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,800", "--hide-scrollbars", "--force-device-scale-factor=1"],
+        }),
+    );
+    // Chromium's first start on a busy 2-core machine can take a while.
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{driver_port}")),
+    )
+    .await
+    .expect("a browser session within 60 s")
+    .expect("chromedriver opens a Chromium session");
+
+    // The steps run inside a block, so that the browser is closed whatever they find.
+    let outcome = tokio::time::timeout(Duration::from_secs(120), async {
+        operate(&client, &format!("http://127.0.0.1:{dash_port}")).await?;
+        operate_guarded(&client, &format!("http://127.0.0.1:{guarded_port}")).await
+    })
+    .await;
+    let _ = client.close().await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{e}"),
+        Err(_) => panic!("the browser steps took more than 2 minutes"),
+    }
+
+    // What the browser did is in the database.
+    let q = Queue::connect(&url).await.unwrap();
+    assert_eq!(
+        q.get("ord-1001").await.unwrap().unwrap().state,
+        TaskState::Pending
+    );
+    assert!(q.get("dead-1").await.unwrap().is_none());
+    assert_eq!(q.count(TaskState::Retry).await.unwrap(), 12);
+    assert_eq!(q.count(TaskState::Archived).await.unwrap(), 0);
+}
+
+/// A failed step: what was expected, in words.
+type Step = Result<(), String>;
+
+fn cmd(what: &str) -> impl Fn(CmdError) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+/// Waits (bounded) for the first element matching `css`.
+async fn find(c: &Client, css: &str) -> Result<fantoccini::elements::Element, String> {
+    c.wait()
+        .at_most(PATIENCE)
+        .for_element(Locator::Css(css))
+        .await
+        .map_err(cmd(&format!("no `{css}` within {PATIENCE:?}")))
+}
+
+/// Waits (bounded) until `check` of the page's text content of `css` elements holds.
+async fn wait_texts(
+    c: &Client,
+    css: &str,
+    what: &str,
+    check: impl Fn(&[String]) -> bool,
+) -> Result<Vec<String>, String> {
+    let start = Instant::now();
+    let mut last = Vec::new();
+    while start.elapsed() < PATIENCE {
+        let found = c
+            .execute(
+                "return Array.from(document.querySelectorAll(arguments[0])).map(e => e.textContent)",
+                vec![json!(css)],
+            )
+            .await
+            .map_err(cmd("reading the page"))?;
+        last = serde_json::from_value::<Vec<String>>(found).unwrap_or_default();
+        if check(&last) {
+            return Ok(last);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!(
+        "{what}: `{css}` never did within {PATIENCE:?}; last seen {last:?}"
+    ))
+}
+
+/// Clicks the element of `css`, finding it again if an auto-refresh replaced it meanwhile.
+async fn click(c: &Client, css: &str) -> Step {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let element = find(c, css).await?;
+        match element.click().await {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(format!("clicking `{css}`: {last}"))
+}
+
+/// `data-id` values of the task rows shown.
+async fn row_ids(c: &Client) -> Result<Vec<String>, String> {
+    let found = c
+        .execute(
+            "return Array.from(document.querySelectorAll('#tasks tr.task')).map(r => r.dataset.id)",
+            vec![],
+        )
+        .await
+        .map_err(cmd("reading the rows"))?;
+    Ok(serde_json::from_value(found).unwrap_or_default())
+}
+
+async fn wait_rows(
+    c: &Client,
+    what: &str,
+    check: impl Fn(&[String]) -> bool,
+) -> Result<Vec<String>, String> {
+    let start = Instant::now();
+    let mut last = Vec::new();
+    while start.elapsed() < PATIENCE {
+        last = row_ids(c).await?;
+        if check(&last) {
+            return Ok(last);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("{what}: never within {PATIENCE:?}; rows {last:?}"))
+}
+
+fn no_alert(result: Result<String, CmdError>) -> Step {
+    match result {
+        Err(e) if e.is_no_such_alert() => Ok(()),
+        Err(e) => Err(format!("asking for an alert: {e}")),
+        Ok(text) => Err(format!("an alert is open: {text:?}")),
+    }
+}
+
+async fn operate(c: &Client, base: &str) -> Step {
+    // The overview: one row per queue, with its counts.
+    c.goto(&format!("{base}/"))
+        .await
+        .map_err(cmd("opening the page"))?;
+    viewport(c, 1280, 800).await?;
+    find(c, "tr.queue-row[data-queue='default']").await?;
+    wait_texts(
+        c,
+        "tr.queue-row[data-queue='default'] td.count-retry",
+        "13 in Retry",
+        |t| t == ["13"],
+    )
+    .await?;
+    wait_texts(
+        c,
+        "tr.queue-row[data-queue='default'] td.count-archived",
+        "3 archived",
+        |t| t == ["3"],
+    )
+    .await?;
+    wait_texts(
+        c,
+        "tr.queue-row[data-queue='emails'] .badge",
+        "emails paused",
+        |t| t == ["paused"],
+    )
+    .await?;
+    wait_texts(c, "tr.queue-row", "three queues", |t| t.len() == 3).await?;
+    save_screenshot(c, "dashboard-overview.png").await?;
+
+    // Into the queue: its Retry tab, with the seeded error on every charge.
+    click(c, "tr.queue-row[data-queue='default'] a.queue-link").await?;
+    find(c, "a.tab.current[data-state='retry']").await?;
+    let rows = wait_rows(c, "13 rows in Retry", |r| r.len() == 13).await?;
+    if !rows.iter().any(|id| id == "ord-1001") {
+        return Err(format!("ord-1001 not in Retry: {rows:?}"));
+    }
+    wait_texts(
+        c,
+        "tr.task[data-id='ord-1001'] td.last-err",
+        "the gateway error",
+        |t| t == [GATEWAY_DOWN],
+    )
+    .await?;
+    wait_texts(
+        c,
+        "tr.task[data-id='ord-1001'] td.retried",
+        "retried 3 of 25",
+        |t| t == ["3/25"],
+    )
+    .await?;
+    wait_texts(
+        c,
+        "tr.task[data-id='ord-1012'] td.next .rel",
+        "a retry in a few minutes",
+        |t| t.len() == 1 && t[0].starts_with("in "),
+    )
+    .await?;
+
+    // The hostile error is text: the cell's text is the markup, and it made no element.
+    wait_texts(
+        c,
+        "tr.task[data-id='evil-1'] td.last-err",
+        "the script as text",
+        |t| t == [HOSTILE],
+    )
+    .await?;
+    let scripts = c
+        .execute(
+            "return document.querySelectorAll('main script, #tasks script').length",
+            vec![],
+        )
+        .await
+        .map_err(cmd("counting scripts"))?;
+    if scripts != json!(0) {
+        return Err(format!(
+            "a <script> element made it into the table: {scripts}"
+        ));
+    }
+    no_alert(c.get_alert_text().await)?;
+
+    // A payload opens on demand.
+    click(c, "tr.task[data-id='ord-1001'] button.expand").await?;
+    wait_texts(
+        c,
+        "tr.payload-row[data-id='ord-1001']:not([hidden]) pre.payload",
+        "the payload",
+        |t| t.len() == 1 && t[0].contains("\"order\": 1001"),
+    )
+    .await?;
+    c.execute(
+        "document.querySelector(\"tr.payload-row[data-id='ord-1001']\").scrollIntoView({block: 'center'})",
+        vec![],
+    )
+    .await
+    .map_err(cmd("scrolling"))?;
+    save_screenshot(c, "dashboard-details.png").await?;
+    click(c, "tr.task[data-id='ord-1001'] button.expand").await?;
+
+    // The screenshot of the README: the Retry tab of a queue in trouble (the pointer moved
+    // off the buttons, by a click on the title).
+    click(c, "#queue-name").await?;
+    c.execute(
+        "document.activeElement.blur(); window.scrollTo(0, 0)",
+        vec![],
+    )
+    .await
+    .map_err(cmd("scrolling"))?;
+    save_screenshot(c, "dashboard.png").await?;
+
+    // Run: the task leaves the Retry tab.
+    click(c, "tr.task[data-id='ord-1001'] button[data-action='run']").await?;
+    wait_rows(c, "ord-1001 gone from Retry", |r| {
+        r.len() == 12 && !r.iter().any(|id| id == "ord-1001")
+    })
+    .await?;
+    wait_texts(c, "#flash", "a confirmation", |t| {
+        t.len() == 1 && t[0].contains("ord-1001")
+    })
+    .await?;
+    wait_texts(
+        c,
+        "a.tab[data-state='retry'] .count",
+        "the tab's count",
+        |t| t == ["12"],
+    )
+    .await?;
+
+    // Delete in the Archived tab: the task is gone.
+    click(c, "a.tab[data-state='archived']").await?;
+    wait_rows(c, "3 archived rows", |r| r.len() == 3).await?;
+    wait_texts(
+        c,
+        "tr.task[data-id='dead-1'] td.last-err",
+        "the archived error",
+        |t| t.len() == 1 && t[0].starts_with("card expired"),
+    )
+    .await?;
+    click(c, "tr.task[data-id='dead-1'] button[data-action='delete']").await?;
+    wait_rows(c, "dead-1 deleted", |r| {
+        r.len() == 2 && !r.iter().any(|id| id == "dead-1")
+    })
+    .await?;
+
+    // The Failing view groups the errors, the hostile one as text again.
+    click(c, "a.tab[data-state='failing']").await?;
+    wait_texts(
+        c,
+        "table.groups[data-state='retry'] tr.group td.count",
+        "group sizes",
+        |t| t == ["11", "1"],
+    )
+    .await?;
+    wait_texts(
+        c,
+        "table.groups[data-state='retry'] tr.group td.last-err",
+        "grouped errors",
+        |t| t == [GATEWAY_DOWN, HOSTILE],
+    )
+    .await?;
+    no_alert(c.get_alert_text().await)?;
+    save_screenshot(c, "dashboard-failing.png").await?;
+
+    // Delete all in the Archived tab asks first: Cancel keeps them, Yes deletes them.
+    click(c, "a.tab[data-state='archived']").await?;
+    wait_rows(c, "2 archived rows", |r| r.len() == 2).await?;
+    click(c, "#delete-all").await?;
+    wait_texts(c, "#confirm-text", "a question", |t| {
+        t.len() == 1 && t[0].starts_with("Delete all 2 archived tasks")
+    })
+    .await?;
+    click(c, "#confirm-no").await?;
+    wait_texts(c, "#confirm:not([hidden])", "the question gone", |t| {
+        t.is_empty()
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_rows(c, "still 2 archived rows", |r| r.len() == 2).await?;
+    click(c, "#delete-all").await?;
+    click(c, "#confirm-yes").await?;
+    wait_rows(c, "no archived row", |r| r.is_empty()).await?;
+    wait_texts(c, "#empty", "the empty tab", |t| {
+        t == ["No archived tasks."]
+    })
+    .await?;
+    Ok(())
+}
+
+/// The read-only dashboard with a token: the page asks for the token (a wrong one is refused),
+/// then shows the tasks without any button.
+async fn operate_guarded(c: &Client, base: &str) -> Step {
+    c.goto(&format!("{base}/#/q/default/retry"))
+        .await
+        .map_err(cmd("opening the guarded page"))?;
+    find(c, "#login:not([hidden])").await?;
+    let input = find(c, "#token-input").await?;
+    input
+        .send_keys("not-the-token")
+        .await
+        .map_err(cmd("typing"))?;
+    click(c, "#token-save").await?;
+    wait_texts(c, "#flash", "the refusal", |t| {
+        t == ["The token was refused."]
+    })
+    .await?;
+    find(c, "#login:not([hidden])").await?;
+    let input = find(c, "#token-input").await?;
+    input.send_keys(TOKEN).await.map_err(cmd("typing"))?;
+    click(c, "#token-save").await?;
+    wait_rows(c, "12 rows in Retry", |r| r.len() == 12).await?;
+    wait_texts(c, "#mode", "the read-only mark", |t| t == ["read-only"]).await?;
+    let buttons = c
+        .execute(
+            "return document.querySelectorAll('button.act, #run-all, #delete-all, button.pause-toggle').length",
+            vec![],
+        )
+        .await
+        .map_err(cmd("counting buttons"))?;
+    if buttons != json!(0) {
+        return Err(format!("a read-only page shows {buttons} action buttons"));
+    }
+    // The token stays in the tab's sessionStorage only.
+    let stored = c
+        .execute(
+            "return [sessionStorage.getItem('retry-queue-token'), localStorage.length, document.cookie]",
+            vec![],
+        )
+        .await
+        .map_err(cmd("reading the storage"))?;
+    if stored != json!([TOKEN, 0, ""]) {
+        return Err(format!("the token is kept elsewhere: {stored}"));
+    }
+    Ok(())
+}
+
+/// Sizes the window so that the page itself (the screenshot) is `width` × `height`.
+async fn viewport(c: &Client, width: u32, height: u32) -> Step {
+    let chrome = c
+        .execute(
+            "return [window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight]",
+            vec![],
+        )
+        .await
+        .map_err(cmd("measuring the window"))?;
+    let extra = |i: usize| chrome[i].as_u64().unwrap_or(0) as u32;
+    c.set_window_size(width + extra(0), height + extra(1))
+        .await
+        .map_err(cmd("sizing the window"))
+}
+
+/// Takes a screenshot into `target/tmp/NAME`; `dashboard.png`, the README's, also into
+/// `docs/` with `UPDATE_SCREENSHOT=1` (so that a test run leaves the work tree as it was).
+async fn save_screenshot(c: &Client, name: &str) -> Step {
+    let png = c.screenshot().await.map_err(cmd("taking a screenshot"))?;
+    if !png.starts_with(b"\x89PNG") {
+        return Err(format!("the screenshot {name} is no PNG"));
+    }
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::write(&tmp, &png).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+    if name == "dashboard.png" && std::env::var_os("UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/dashboard.png");
+        std::fs::create_dir_all(docs.parent().unwrap()).map_err(|e| e.to_string())?;
+        std::fs::write(&docs, &png).map_err(|e| format!("writing {}: {e}", docs.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,933 @@
+//! The dashboard's HTTP side, over a real socket on 127.0.0.1: every API route with its status
+//! and exact JSON, the token, read-only mode, the refusal of cross-origin POSTs and foreign
+//! `Host` names, paging limits, bad input (4xx with a JSON error, never 500), a failed
+//! database (503), and escaping. On SQLite, and on PostgreSQL when `RETRY_TEST_POSTGRES_URL`
+//! is set (skipped loudly otherwise).
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::StatusCode;
+use retry_queue::dashboard::{self, DashError, DashOptions};
+use retry_runtime::durable::{BoxError, DelayRng, ManualClock, Queue, Task, TaskState, Worker};
+use serde_json::{Value, json};
+
+/// 2023-11-14 22:13:20 UTC: where every test's clock starts.
+const T0_SECS: u64 = 1_700_000_000;
+const HOSTILE: &str = "<script>alert(1)</script>";
+
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+both_backends!(
+    overview_lists_every_queue_with_counts_and_daily_figures,
+    tasks_of_a_state_come_as_exact_json,
+    errors_are_grouped_by_last_err,
+    task_actions_run_delete_and_archive,
+    bulk_actions_and_pause,
+    page_size_is_clamped_and_bad_pages_are_400,
+    bad_ids_states_and_routes_are_4xx_json,
+    a_token_guards_every_api_request,
+    read_only_refuses_every_post,
+    cross_origin_posts_and_foreign_hosts_are_refused,
+    a_hostile_last_err_is_never_served_as_html,
+);
+
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A seeded queue (and a second, paused one) served by the dashboard on 127.0.0.1.
+struct Dash {
+    url: String,
+    http: reqwest::Client,
+    /// The seeded queue, at `T0 + 60 s` by its clock.
+    q: Queue,
+    /// The second queue's name.
+    other: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn t0() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(T0_SECS)
+}
+
+/// The database of `backend` with a queue of its own; `None` (said loudly) without PostgreSQL.
+async fn database(
+    backend: Backend,
+    test: &str,
+) -> Option<(Queue, String, Option<tempfile::TempDir>)> {
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+            let q = Queue::connect(&url).await.expect("SQLite opens a new file");
+            Some((q.named("default"), "emails".to_owned(), Some(dir)))
+        }
+        Backend::Postgres => {
+            let Ok(url) = std::env::var("RETRY_TEST_POSTGRES_URL") else {
+                // Straight to stderr: the harness hides the output of a passing test.
+                let _ = std::io::Write::write_all(
+                    &mut std::io::stderr(),
+                    format!(
+                        "*** SKIPPED: PostgreSQL test `dashboard_http::{test}` did NOT run: \
+                         RETRY_TEST_POSTGRES_URL is not set \
+                         (`eval \"$(bash scripts/postgres.sh start)\"` starts a throwaway server)\n"
+                    )
+                    .as_bytes(),
+                );
+                return None;
+            };
+            let q = Queue::connect(&url)
+                .await
+                .expect("RETRY_TEST_POSTGRES_URL answers");
+            let unique = format!("{}-{:016x}", std::process::id(), rand_u64());
+            let name = format!("dash-{test}-{unique}");
+            Some((q.named(name), format!("dash-other-{unique}"), None))
+        }
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+    );
+    h.finish()
+}
+
+impl Dash {
+    /// Seeds the queue at T0 (see below), moves its clock to T0 + 60 s and serves it with
+    /// `options` (its `listen` is replaced by the bound address).
+    ///
+    /// - retry: `r1`, `r2` (kind `charge`, `last_err` "gateway down: 503", failed at T0, due at
+    ///   T0 + 22 s), `x1` (`last_err` [`HOSTILE`], failed at T0 + 1 s)
+    /// - archived: `a1` ("card expired", archived at T0 + 2 s)
+    /// - pending: `p1` (kind `report`, no worker claims it), enqueued at T0 + 3 s
+    /// - scheduled: `s1`, due at T0 + 300 s
+    /// - completed: `c1` at T0 + 4 s
+    /// - the other queue: paused, one pending task.
+    async fn start(backend: Backend, test: &str, options: DashOptions) -> Option<Dash> {
+        let (q, other, dir) = database(backend, test).await?;
+        let clock = ManualClock::new(t0());
+        let q = q.with_clock(clock.clone());
+        let worker = Worker::new(q.clone())
+            .rng(DelayRng::fixed(7))
+            .handle("charge", |task| async move {
+                let msg: String = task.payload()?;
+                Err(BoxError::from(msg))
+            })
+            .handle("ok", |_task| async { Ok::<(), BoxError>(()) });
+        let run = |task: Task| {
+            let (q, worker) = (q.clone(), &worker);
+            async move {
+                q.enqueue(task).await.expect("enqueue");
+                assert_eq!(worker.run_due().await.expect("run_due"), 1);
+            }
+        };
+        run(Task::new("charge", &"gateway down: 503").task_id("r1")).await;
+        run(Task::new("charge", &"gateway down: 503").task_id("r2")).await;
+        clock.advance(Duration::from_secs(1));
+        run(Task::new("charge", &HOSTILE).task_id("x1")).await;
+        clock.advance(Duration::from_secs(1));
+        run(Task::new("charge", &"card expired")
+            .task_id("a1")
+            .max_retry(0))
+        .await;
+        clock.advance(Duration::from_secs(1));
+        q.enqueue(Task::new("report", &json!({"day": "2023-11-14"})).task_id("p1"))
+            .await
+            .unwrap();
+        q.enqueue(
+            Task::new("report", &1)
+                .task_id("s1")
+                .process_in(Duration::from_secs(297)),
+        )
+        .await
+        .unwrap();
+        clock.advance(Duration::from_secs(1));
+        run(Task::new("ok", &0).task_id("c1")).await;
+        let other_q = q.clone().named(other.clone());
+        other_q
+            .enqueue(Task::new("welcome", &"ada").task_id("e1"))
+            .await
+            .unwrap();
+        other_q.pause().await.unwrap();
+        clock.set(t0() + Duration::from_secs(60));
+        Some(Dash::serve(q, other, dir, options).await)
+    }
+
+    async fn serve(
+        q: Queue,
+        other: String,
+        dir: Option<tempfile::TempDir>,
+        mut options: DashOptions,
+    ) -> Dash {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        options.listen = addr;
+        tokio::spawn(dashboard::serve_on(listener, q.clone(), options));
+        Dash {
+            url: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+            q,
+            other,
+            _dir: dir,
+        }
+    }
+
+    fn path(&self, rest: &str) -> String {
+        let queue = self.q.name();
+        format!("{}{}", self.url, rest.replace("{q}", queue))
+    }
+
+    async fn get(&self, rest: &str) -> (StatusCode, Value) {
+        answer(self.http.get(self.path(rest)).send().await.unwrap()).await
+    }
+
+    async fn post(&self, rest: &str) -> (StatusCode, Value) {
+        answer(self.http.post(self.path(rest)).send().await.unwrap()).await
+    }
+
+    /// The ids of the tasks of `state` (first page of 100).
+    async fn ids(&self, state: &str) -> Vec<String> {
+        let (status, body) = self
+            .get(&format!("/api/queues/{{q}}/tasks?state={state}&size=100"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+/// Status and JSON body; every answer of the API is JSON, errors included.
+async fn answer(response: reqwest::Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let text = response.text().await.unwrap();
+    assert!(
+        content_type.starts_with("application/json"),
+        "{status}: content-type {content_type:?}, body {text}"
+    );
+    let body: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (status, body)
+}
+
+/// An error answer: `status` and `{"error": "…"}` with one non-empty sentence.
+fn assert_error(got: (StatusCode, Value), status: StatusCode) -> String {
+    assert_eq!(got.0, status, "{}", got.1);
+    let obj = got.1.as_object().expect("an object");
+    assert_eq!(obj.len(), 1, "only `error`: {}", got.1);
+    let msg = obj["error"].as_str().expect("a string").to_owned();
+    assert!(!msg.is_empty());
+    msg
+}
+
+/// `T0 + secs` in RFC 3339 (`secs` below an hour and a half).
+fn at(secs: u64) -> String {
+    let total = 22 * 3600 + 13 * 60 + 20 + secs;
+    format!(
+        "2023-11-14T{:02}:{:02}:{:02}Z",
+        total / 3600,
+        total / 60 % 60,
+        total % 60
+    )
+}
+
+async fn overview_lists_every_queue_with_counts_and_daily_figures(backend: Backend) {
+    let Some(d) = Dash::start(backend, "overview", DashOptions::default()).await else {
+        return;
+    };
+    let (status, body) = d.get("/api/queues").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["now"], json!(at(60)));
+    let mine: Vec<&Value> = body["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["queue"] == json!(d.q.name()) || s["queue"] == json!(d.other))
+        .collect();
+    let mut expected = [
+        json!({
+            "queue": d.q.name(),
+            "counts": {"pending": 1, "scheduled": 1, "active": 0, "retry": 3, "archived": 1, "completed": 1},
+            "paused": false,
+            // c1 completed and a1 archived today; r1, r2, x1 and a1 failed today.
+            "processed_today": 2,
+            "failed_today": 4,
+            "oldest_pending_age_secs": 57,
+        }),
+        json!({
+            "queue": d.other,
+            "counts": {"pending": 1, "scheduled": 0, "active": 0, "retry": 0, "archived": 0, "completed": 0},
+            "paused": true,
+            "processed_today": 0,
+            "failed_today": 0,
+            "oldest_pending_age_secs": 56,
+        }),
+    ];
+    expected.sort_by(|a, b| a["queue"].as_str().cmp(&b["queue"].as_str()));
+    assert_eq!(mine, expected.iter().collect::<Vec<_>>());
+}
+
+async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
+    let Some(d) = Dash::start(backend, "tasks", DashOptions::default()).await else {
+        return;
+    };
+    let (status, body) = d
+        .get("/api/queues/{q}/tasks?state=retry&page=1&size=2")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let queue = d.q.name();
+    assert_eq!(
+        body,
+        json!({
+            "tasks": [
+                {
+                    "id": "r1", "queue": queue, "kind": "charge", "state": "retry",
+                    "retried": 1, "max_retry": 25, "payload": "\"gateway down: 503\"",
+                    "enqueued_at": at(0), "next_process_at": at(22),
+                    "last_err": "gateway down: 503", "last_failed_at": at(0), "completed_at": null,
+                },
+                {
+                    "id": "r2", "queue": queue, "kind": "charge", "state": "retry",
+                    "retried": 1, "max_retry": 25, "payload": "\"gateway down: 503\"",
+                    "enqueued_at": at(0), "next_process_at": at(22),
+                    "last_err": "gateway down: 503", "last_failed_at": at(0), "completed_at": null,
+                },
+            ],
+            "total": 3,
+        })
+    );
+    let (_, page2) = d
+        .get("/api/queues/{q}/tasks?state=retry&page=2&size=2")
+        .await;
+    assert_eq!(page2["total"], json!(3));
+    assert_eq!(page2["tasks"][0]["id"], json!("x1"));
+    assert_eq!(page2["tasks"][0]["last_err"], json!(HOSTILE));
+    assert_eq!(page2["tasks"].as_array().unwrap().len(), 1);
+
+    let (_, completed) = d.get("/api/queues/{q}/tasks?state=completed").await;
+    assert_eq!(completed["total"], json!(1));
+    assert_eq!(completed["tasks"][0]["completed_at"], json!(at(4)));
+    assert_eq!(completed["tasks"][0]["next_process_at"], Value::Null);
+    let (_, pending) = d.get("/api/queues/{q}/tasks?state=pending").await;
+    assert_eq!(
+        pending["tasks"][0]["payload"],
+        json!(r#"{"day":"2023-11-14"}"#)
+    );
+    assert_eq!(d.ids("scheduled").await, ["s1"]);
+    assert_eq!(d.ids("archived").await, ["a1"]);
+    assert_eq!(d.ids("active").await, Vec::<String>::new());
+    // A queue nobody used is empty, not an error.
+    let (status, empty) = d.get("/api/queues/nobody-here/tasks?state=retry").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(empty, json!({"tasks": [], "total": 0}));
+}
+
+async fn errors_are_grouped_by_last_err(backend: Backend) {
+    let Some(d) = Dash::start(backend, "errors", DashOptions::default()).await else {
+        return;
+    };
+    let retry = json!({
+        "state": "retry",
+        "groups": [
+            {"last_err": "gateway down: 503", "count": 2, "oldest": at(0), "newest": at(0)},
+            {"last_err": HOSTILE, "count": 1, "oldest": at(1), "newest": at(1)},
+        ],
+    });
+    assert_eq!(
+        d.get("/api/queues/{q}/errors?state=retry").await,
+        (StatusCode::OK, retry.clone())
+    );
+    // Retry is the default.
+    assert_eq!(
+        d.get("/api/queues/{q}/errors").await,
+        (StatusCode::OK, retry)
+    );
+    assert_eq!(
+        d.get("/api/queues/{q}/errors?state=archived").await,
+        (
+            StatusCode::OK,
+            json!({"state": "archived", "groups": [
+                {"last_err": "card expired (retries exhausted: 0 of 0)", "count": 1, "oldest": at(2), "newest": at(2)},
+            ]})
+        )
+    );
+    assert_error(
+        d.get("/api/queues/{q}/errors?state=failing").await,
+        StatusCode::BAD_REQUEST,
+    );
+}
+
+async fn task_actions_run_delete_and_archive(backend: Backend) {
+    let Some(d) = Dash::start(backend, "actions", DashOptions::default()).await else {
+        return;
+    };
+    let queue = d.q.name().to_owned();
+    assert_eq!(
+        d.post("/api/queues/{q}/tasks/r1/run").await,
+        (
+            StatusCode::OK,
+            json!({"queue": queue, "id": "r1", "action": "run"})
+        )
+    );
+    assert_eq!(
+        d.q.get("r1").await.unwrap().unwrap().state,
+        TaskState::Pending
+    );
+    assert_eq!(
+        d.post("/api/queues/{q}/tasks/r2/archive").await,
+        (
+            StatusCode::OK,
+            json!({"queue": queue, "id": "r2", "action": "archive"})
+        )
+    );
+    assert_eq!(d.ids("archived").await, ["r2", "a1"]);
+    assert_eq!(
+        d.post("/api/queues/{q}/tasks/a1/delete").await,
+        (
+            StatusCode::OK,
+            json!({"queue": queue, "id": "a1", "action": "delete"})
+        )
+    );
+    assert!(d.q.get("a1").await.unwrap().is_none());
+    // Unknown ids: 404, for each action.
+    for action in ["run", "delete", "archive"] {
+        let msg = assert_error(
+            d.post(&format!("/api/queues/{{q}}/tasks/a1/{action}"))
+                .await,
+            StatusCode::NOT_FOUND,
+        );
+        assert!(msg.contains("a1"), "{msg}");
+    }
+    // An id with a slash, encoded.
+    assert_error(
+        d.post("/api/queues/{q}/tasks/no%2Fsuch/run").await,
+        StatusCode::NOT_FOUND,
+    );
+    // Archiving a completed task: 400; acting on an active one: 409.
+    assert_error(
+        d.post("/api/queues/{q}/tasks/c1/archive").await,
+        StatusCode::BAD_REQUEST,
+    );
+    let claimed = d.q.claim(10, Duration::from_secs(30)).await.unwrap();
+    assert!(!claimed.is_empty());
+    let active = claimed[0].id().to_owned();
+    for action in ["run", "delete", "archive"] {
+        assert_error(
+            d.post(&format!("/api/queues/{{q}}/tasks/{active}/{action}"))
+                .await,
+            StatusCode::CONFLICT,
+        );
+    }
+}
+
+async fn bulk_actions_and_pause(backend: Backend) {
+    let Some(d) = Dash::start(backend, "bulk", DashOptions::default()).await else {
+        return;
+    };
+    let queue = d.q.name().to_owned();
+    assert_eq!(
+        d.post("/api/queues/{q}/run-all?state=retry").await,
+        (
+            StatusCode::OK,
+            json!({"queue": queue, "state": "retry", "count": 3})
+        )
+    );
+    assert_eq!(d.ids("retry").await, Vec::<String>::new());
+    assert_eq!(d.ids("pending").await.len(), 4);
+    assert_eq!(
+        d.post("/api/queues/{q}/delete-all?state=archived").await,
+        (
+            StatusCode::OK,
+            json!({"queue": queue, "state": "archived", "count": 1})
+        )
+    );
+    assert_eq!(d.ids("archived").await, Vec::<String>::new());
+    // The state is required, must be known, and must fit the action.
+    for bad in [
+        "/api/queues/{q}/run-all",
+        "/api/queues/{q}/run-all?state=bogus",
+        "/api/queues/{q}/run-all?state=active",
+        "/api/queues/{q}/run-all?state=pending",
+        "/api/queues/{q}/delete-all",
+        "/api/queues/{q}/delete-all?state=active",
+        "/api/queues/{q}/delete-all?state=Archived%20",
+    ] {
+        assert_error(d.post(bad).await, StatusCode::BAD_REQUEST);
+    }
+
+    assert_eq!(
+        d.post("/api/queues/{q}/pause").await,
+        (StatusCode::OK, json!({"queue": queue, "paused": true}))
+    );
+    assert!(d.q.is_paused().await.unwrap());
+    let (_, all) = d.get("/api/queues").await;
+    let mine = all["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["queue"] == json!(queue))
+        .unwrap();
+    assert_eq!(mine["paused"], json!(true));
+    assert_eq!(
+        d.post("/api/queues/{q}/unpause").await,
+        (StatusCode::OK, json!({"queue": queue, "paused": false}))
+    );
+    assert!(!d.q.is_paused().await.unwrap());
+    let other = d.other.clone();
+    assert_eq!(
+        d.post(&format!("/api/queues/{other}/unpause")).await,
+        (StatusCode::OK, json!({"queue": other, "paused": false}))
+    );
+}
+
+async fn page_size_is_clamped_and_bad_pages_are_400(backend: Backend) {
+    let Some(d) = Dash::start(backend, "paging", DashOptions::default()).await else {
+        return;
+    };
+    for n in 0..130 {
+        d.q.enqueue(Task::new("bulk", &n).task_id(format!("b{n:03}")))
+            .await
+            .unwrap();
+    }
+    let (status, body) = d.get("/api/queues/{q}/tasks?state=pending&size=500").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["total"], json!(131));
+    assert_eq!(body["tasks"].as_array().unwrap().len(), 100);
+    // However large.
+    let (status, huge) = d
+        .get("/api/queues/{q}/tasks?state=pending&size=99999999999999999999")
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(huge["tasks"].as_array().unwrap().len(), 100);
+    let (_, page2) = d
+        .get("/api/queues/{q}/tasks?state=pending&size=100&page=2")
+        .await;
+    assert_eq!(page2["tasks"].as_array().unwrap().len(), 31);
+    // Defaults: page 1 of 20.
+    let (_, default) = d.get("/api/queues/{q}/tasks?state=pending").await;
+    assert_eq!(default["tasks"].as_array().unwrap().len(), 20);
+    assert_eq!(default["tasks"][0]["id"], json!("p1"));
+    // Past the end: an empty page.
+    let (status, past) = d.get("/api/queues/{q}/tasks?state=pending&page=99").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(past["tasks"], json!([]));
+    for bad in [
+        "page=0",
+        "page=-1",
+        "page=abc",
+        "page=",
+        "size=0",
+        "size=ten",
+        "page=99999999999",
+        "page=1.0",
+        "page=%2B1",
+        "size=-5",
+        "size=000",
+    ] {
+        let msg = assert_error(
+            d.get(&format!("/api/queues/{{q}}/tasks?state=pending&{bad}"))
+                .await,
+            StatusCode::BAD_REQUEST,
+        );
+        assert!(msg.contains("page") || msg.contains("size"), "{msg}");
+    }
+}
+
+async fn bad_ids_states_and_routes_are_4xx_json(backend: Backend) {
+    let Some(d) = Dash::start(backend, "bad-input", DashOptions::default()).await else {
+        return;
+    };
+    let msg = assert_error(
+        d.get("/api/queues/{q}/tasks?state=dead").await,
+        StatusCode::BAD_REQUEST,
+    );
+    assert!(msg.contains("dead"), "{msg}");
+    assert_error(
+        d.get("/api/queues/{q}/tasks").await,
+        StatusCode::BAD_REQUEST,
+    );
+    // A queue name above 1 KiB.
+    let long = "q".repeat(2000);
+    assert_error(
+        d.get(&format!("/api/queues/{long}/tasks?state=retry"))
+            .await,
+        StatusCode::BAD_REQUEST,
+    );
+    assert_error(
+        d.post(&format!("/api/queues/{long}/pause")).await,
+        StatusCode::BAD_REQUEST,
+    );
+    // A path that is not UTF-8 once decoded.
+    assert_error(
+        d.get("/api/queues/%FF/tasks?state=retry").await,
+        StatusCode::BAD_REQUEST,
+    );
+    // A huge id is just unknown.
+    let huge = "i".repeat(5000);
+    assert_error(
+        d.post(&format!("/api/queues/{{q}}/tasks/{huge}/run")).await,
+        StatusCode::NOT_FOUND,
+    );
+    // Unknown routes and actions: 404; a known route with the wrong method: 405.
+    for route in [
+        "/api/queues/{q}/tasks/r1/explode",
+        "/api/nothing",
+        "/api/queues/{q}",
+    ] {
+        assert_error(d.post(route).await, StatusCode::NOT_FOUND);
+    }
+    assert_error(
+        d.get("/api/queues/{q}/tasks/r1/run").await,
+        StatusCode::METHOD_NOT_ALLOWED,
+    );
+    assert_error(d.post("/api/queues").await, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+async fn a_token_guards_every_api_request(backend: Backend) {
+    let options = DashOptions {
+        token: Some("s3cret-token".into()),
+        ..DashOptions::default()
+    };
+    let Some(d) = Dash::start(backend, "token", options).await else {
+        return;
+    };
+    let routes = [
+        ("GET", "/api/queues"),
+        ("GET", "/api/queues/{q}/tasks?state=retry"),
+        ("GET", "/api/queues/{q}/errors?state=retry"),
+        ("POST", "/api/queues/{q}/tasks/r1/run"),
+        ("POST", "/api/queues/{q}/tasks/r1/delete"),
+        ("POST", "/api/queues/{q}/tasks/r1/archive"),
+        ("POST", "/api/queues/{q}/run-all?state=retry"),
+        ("POST", "/api/queues/{q}/delete-all?state=retry"),
+        ("POST", "/api/queues/{q}/pause"),
+        ("POST", "/api/queues/{q}/unpause"),
+        ("GET", "/api/no-such-route"),
+    ];
+    for (method, route) in routes {
+        for auth in [
+            None,
+            Some("Bearer wrong"),
+            Some("s3cret-token"),
+            Some("Basic s3cret-token"),
+        ] {
+            let mut req = d.http.request(method.parse().unwrap(), d.path(route));
+            if let Some(auth) = auth {
+                req = req.header("authorization", auth);
+            }
+            let response = req.send().await.unwrap();
+            assert_eq!(
+                response.headers().get("www-authenticate").unwrap(),
+                "Bearer"
+            );
+            assert_error(answer(response).await, StatusCode::UNAUTHORIZED);
+        }
+    }
+    // Nothing happened.
+    assert_eq!(
+        d.q.get("r1").await.unwrap().unwrap().state,
+        TaskState::Retry
+    );
+    assert!(!d.q.is_paused().await.unwrap());
+
+    let ok = d
+        .http
+        .get(d.path("/api/queues"))
+        .bearer_auth("s3cret-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer(ok).await.0, StatusCode::OK);
+    let run = d
+        .http
+        .post(d.path("/api/queues/{q}/tasks/r1/run"))
+        .bearer_auth("s3cret-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer(run).await.0, StatusCode::OK);
+    // The page (no data in it) loads without the token, and does not contain it.
+    let page = d.http.get(d.path("/")).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("id=\"login\""));
+    assert!(!html.contains("s3cret-token"));
+}
+
+async fn read_only_refuses_every_post(backend: Backend) {
+    let options = DashOptions {
+        read_only: true,
+        ..DashOptions::default()
+    };
+    let Some(d) = Dash::start(backend, "read-only", options).await else {
+        return;
+    };
+    for route in [
+        "/api/queues/{q}/tasks/r1/run",
+        "/api/queues/{q}/tasks/r1/delete",
+        "/api/queues/{q}/tasks/r1/archive",
+        "/api/queues/{q}/run-all?state=retry",
+        "/api/queues/{q}/delete-all?state=archived",
+        "/api/queues/{q}/pause",
+        "/api/queues/{q}/unpause",
+    ] {
+        let msg = assert_error(d.post(route).await, StatusCode::FORBIDDEN);
+        assert!(msg.contains("read-only"), "{msg}");
+    }
+    assert_eq!(
+        d.q.get("r1").await.unwrap().unwrap().state,
+        TaskState::Retry
+    );
+    assert_eq!(d.ids("archived").await, ["a1"]);
+    assert!(!d.q.is_paused().await.unwrap());
+    assert_eq!(d.get("/api/queues").await.0, StatusCode::OK);
+    let html = d
+        .http
+        .get(d.path("/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains(r#"data-read-only="true""#), "{html}");
+}
+
+async fn cross_origin_posts_and_foreign_hosts_are_refused(backend: Backend) {
+    let Some(d) = Dash::start(backend, "origin", DashOptions::default()).await else {
+        return;
+    };
+    let own = d.url.clone();
+    let post = |headers: Vec<(&'static str, String)>| {
+        let mut req = d.http.post(d.path("/api/queues/{q}/pause"));
+        for (name, value) in headers {
+            req = req.header(name, value);
+        }
+        async move { answer(req.send().await.unwrap()).await }
+    };
+    for refused in [
+        vec![("origin", "http://evil.test".to_owned())],
+        vec![("origin", "null".to_owned())],
+        vec![("origin", own.replace("127.0.0.1", "localhost"))],
+        vec![("origin", "http://127.0.0.1:1".to_owned())],
+        vec![("sec-fetch-site", "cross-site".to_owned())],
+        vec![("sec-fetch-site", "same-site".to_owned())],
+        vec![("referer", "http://evil.test/page".to_owned())],
+    ] {
+        let msg = assert_error(post(refused.clone()).await, StatusCode::FORBIDDEN);
+        assert!(msg.contains("cross-origin"), "{refused:?}: {msg}");
+    }
+    assert!(!d.q.is_paused().await.unwrap());
+    // The page's own requests, and scripts without any of these headers, pass.
+    for allowed in [
+        vec![("origin", own.clone())],
+        vec![("sec-fetch-site", "same-origin".to_owned())],
+        vec![("referer", format!("{own}/#/q/default/retry"))],
+        vec![],
+    ] {
+        assert_eq!(post(allowed).await.0, StatusCode::OK);
+    }
+    // A token-less dashboard answers only to loopback host names (no DNS rebinding).
+    let rebound = d
+        .http
+        .get(d.path("/api/queues"))
+        .header("host", "evil.test")
+        .send()
+        .await
+        .unwrap();
+    assert_error(answer(rebound).await, StatusCode::FORBIDDEN);
+    let localhost = d
+        .http
+        .get(d.path("/api/queues"))
+        .header("host", "localhost")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer(localhost).await.0, StatusCode::OK);
+}
+
+async fn a_hostile_last_err_is_never_served_as_html(backend: Backend) {
+    let Some(d) = Dash::start(backend, "escaping", DashOptions::default()).await else {
+        return;
+    };
+    // Every HTML the server renders.
+    for path in ["/", "/?x=<script>alert(1)</script>"] {
+        let response = d.http.get(d.path(path)).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let csp = response.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(csp.contains("script-src 'self'"), "{csp}");
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html")
+        );
+        let html = response.text().await.unwrap();
+        assert!(!html.contains(HOSTILE));
+        assert!(!html.contains("alert("));
+    }
+    // The API carries the text as a JSON string, never as something a browser would render.
+    for path in [
+        "/api/queues/{q}/tasks?state=retry",
+        "/api/queues/{q}/errors?state=retry",
+    ] {
+        let response = d.http.get(d.path(path)).send().await.unwrap();
+        assert_eq!(response.headers()["x-content-type-options"], "nosniff");
+        let (status, body) = answer(response).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.to_string().contains(&HOSTILE.replace('"', "\\\"")));
+    }
+    // The script writes values as text only.
+    let script = d
+        .http
+        .get(d.path("/assets/dash.js"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!script.contains("innerHTML"));
+    assert!(!script.contains("insertAdjacentHTML"));
+    assert!(!script.contains("document.write"));
+}
+
+#[tokio::test]
+async fn a_failed_database_answers_503() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    let q = Queue::connect(&url).await.unwrap();
+    q.close().await;
+    let d = Dash::serve(q, "other".into(), Some(dir), DashOptions::default()).await;
+    for path in ["/api/queues", "/api/queues/default/tasks?state=retry"] {
+        let msg = assert_error(d.get(path).await, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(msg.contains("database"), "{msg}");
+    }
+    assert_error(
+        d.post("/api/queues/default/tasks/x/run").await,
+        StatusCode::SERVICE_UNAVAILABLE,
+    );
+}
+
+#[tokio::test]
+async fn serve_refuses_a_public_address_without_a_token_before_binding() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    let q = Queue::connect(&url).await.unwrap();
+    let public = DashOptions {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        ..DashOptions::default()
+    };
+    let refused = tokio::time::timeout(Duration::from_secs(5), dashboard::serve(q.clone(), public))
+        .await
+        .expect("refused at once");
+    let Err(e @ DashError::TokenRequired { .. }) = refused else {
+        panic!("{refused:?}");
+    };
+    assert!(e.to_string().contains("--token"), "{e}");
+    let blank = DashOptions {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        token: Some("  ".into()),
+        ..DashOptions::default()
+    };
+    assert!(matches!(
+        dashboard::serve(q.clone(), blank).await,
+        Err(DashError::BlankToken)
+    ));
+    // The defaults: 127.0.0.1:8080, writable, no token; accepted.
+    let defaults = DashOptions::default();
+    assert_eq!(defaults.listen, "127.0.0.1:8080".parse().unwrap());
+    assert!(defaults.check().is_ok());
+    let with_token = DashOptions {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        token: Some("t".into()),
+        ..DashOptions::default()
+    };
+    assert!(with_token.check().is_ok());
+    let v6 = DashOptions {
+        listen: "[::]:0".parse().unwrap(),
+        ..DashOptions::default()
+    };
+    assert!(matches!(v6.check(), Err(DashError::TokenRequired { .. })));
+}
+
+#[tokio::test]
+async fn the_router_mounts_under_a_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    let q = Queue::connect(&url).await.unwrap();
+    q.enqueue(Task::new("job", &1).task_id("j1")).await.unwrap();
+    let app = axum::Router::new().nest("/ops/queue", dashboard::router(q));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let http = reqwest::Client::new();
+    let html = http
+        .get(format!("http://{addr}/ops/queue"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains(r#"data-base="/ops/queue""#), "{html}");
+    assert!(
+        html.contains(r#"src="/ops/queue/assets/dash.js""#),
+        "{html}"
+    );
+    let script = http
+        .get(format!("http://{addr}/ops/queue/assets/dash.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(script.status(), StatusCode::OK);
+    let (status, body) = answer(
+        http.get(format!(
+            "http://{addr}/ops/queue/api/queues/default/tasks?state=pending"
+        ))
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["tasks"][0]["id"], json!("j1"));
+}

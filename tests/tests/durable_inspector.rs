@@ -1,0 +1,583 @@
+//! The inspector of the durable queue, as an operator uses it (through the `retry-queue` CLI and
+//! dashboard): pages per state in their order, counts, archiving by hand, acting on a whole
+//! state, pausing a queue, failures grouped by error, and the stats of every queue. Run on
+//! SQLite and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`), with a `ManualClock`: every stored
+//! time is exact.
+
+use std::time::Duration;
+
+use retry_runtime::durable::{
+    BoxError, DelayRng, Error, ErrorGroup, Queue, QueueStats, Task, TaskInfo, TaskState, Worker,
+};
+use retry_tests::durable_env::{Backend, Env, secs, t0};
+
+retry_tests::both_backends!(
+    pages_are_one_based_and_ordered_per_state,
+    task_info_carries_queue_payload_and_times,
+    archive_task_archives_waiting_tasks_and_refuses_active_ones,
+    run_all_and_delete_all_act_on_one_state_and_refuse_active,
+    a_paused_queue_is_not_claimed_from_but_takes_enqueues,
+    error_groups_put_the_most_frequent_error_first,
+    stats_cover_every_queue_of_the_database_and_the_utc_day,
+    try_named_refuses_what_named_would_panic_on,
+);
+
+/// A worker of `q`: kind `ok` completes, kind `fail` fails with its payload (a string) as the
+/// error, retried after the default delay with a random term of 7 (22 s before the first retry).
+fn worker_for(q: &Queue) -> Worker {
+    Worker::new(q.clone())
+        .concurrency(16)
+        .rng(DelayRng::fixed(7))
+        .handle("ok", |_task| async { Ok::<(), BoxError>(()) })
+        .handle("fail", |task| async move {
+            let msg: String = task.payload()?;
+            Err(BoxError::from(msg))
+        })
+}
+
+fn ids(tasks: &[TaskInfo]) -> Vec<&str> {
+    tasks.iter().map(|t| t.id.as_str()).collect()
+}
+
+/// Enqueues `task` and runs it once with `w` at the queue's current time.
+async fn run_once(env: &Env, w: &Worker, task: Task) -> String {
+    let id = env.q.enqueue(task).await.unwrap().id;
+    assert_eq!(w.run_due().await.unwrap(), 1, "task {id} ran");
+    id
+}
+
+/// A task that fails with `msg`, archived at its first failure.
+fn doomed(id: &str, msg: &str) -> Task {
+    Task::new("fail", &msg).task_id(id).max_retry(0)
+}
+
+async fn pages_are_one_based_and_ordered_per_state(backend: Backend) {
+    let Some(env) = Env::new(backend, "inspector-pages").await else {
+        return;
+    };
+    let w = worker_for(&env.q);
+
+    // Completed and archived, one second apart: newest first.
+    for (n, id) in ["c1", "c2", "c3"].into_iter().enumerate() {
+        env.clock.set(env.at(secs(n as u64)));
+        run_once(&env, &w, Task::new("ok", &n).task_id(id)).await;
+    }
+    for (n, id) in ["a1", "a2", "a3"].into_iter().enumerate() {
+        env.clock.set(env.at(secs(10 + n as u64)));
+        run_once(&env, &w, doomed(id, "gone")).await;
+    }
+    // Retrying: failed at 20 s, 22 s, 21 s, so due at 42 s, 44 s, 43 s: soonest first.
+    for (at, id) in [(20, "r1"), (22, "r3"), (21, "r2")] {
+        env.clock.set(env.at(secs(at)));
+        run_once(&env, &w, Task::new("fail", &"down").task_id(id)).await;
+    }
+    // Scheduled out of order: soonest first.
+    for (delay, id) in [(300, "s3"), (100, "s1"), (200, "s2")] {
+        env.q
+            .enqueue(Task::new("job", &0).task_id(id).process_in(secs(delay)))
+            .await
+            .unwrap();
+    }
+    // Pending (a kind no worker here claims): FIFO.
+    for id in ["p1", "p2", "p3"] {
+        env.q
+            .enqueue(Task::new("job", &0).task_id(id))
+            .await
+            .unwrap();
+        env.clock.advance(Duration::from_millis(1));
+    }
+
+    let page = |state, page, size| {
+        let q = env.q.clone();
+        async move { q.list_page(state, page, size).await.unwrap() }
+    };
+    assert_eq!(ids(&page(TaskState::Completed, 1, 2).await), ["c3", "c2"]);
+    assert_eq!(ids(&page(TaskState::Completed, 2, 2).await), ["c1"]);
+    assert_eq!(
+        ids(&page(TaskState::Completed, 3, 2).await),
+        Vec::<&str>::new()
+    );
+    assert_eq!(
+        ids(&page(TaskState::Archived, 1, 10).await),
+        ["a3", "a2", "a1"]
+    );
+    assert_eq!(
+        ids(&page(TaskState::Retry, 1, 10).await),
+        ["r1", "r2", "r3"]
+    );
+    assert_eq!(ids(&page(TaskState::Retry, 2, 2).await), ["r3"]);
+    assert_eq!(
+        ids(&page(TaskState::Scheduled, 1, 10).await),
+        ["s1", "s2", "s3"]
+    );
+    assert_eq!(ids(&page(TaskState::Pending, 1, 2).await), ["p1", "p2"]);
+    assert_eq!(ids(&page(TaskState::Pending, 2, 2).await), ["p3"]);
+    assert_eq!(
+        ids(&page(TaskState::Active, 1, 10).await),
+        Vec::<&str>::new()
+    );
+
+    for state in [TaskState::Completed, TaskState::Archived, TaskState::Retry] {
+        assert_eq!(env.q.count(state).await.unwrap(), 3, "{state}");
+    }
+    assert_eq!(env.q.count(TaskState::Scheduled).await.unwrap(), 3);
+    assert_eq!(env.q.count(TaskState::Pending).await.unwrap(), 3);
+    assert_eq!(env.q.count(TaskState::Active).await.unwrap(), 0);
+
+    // The claim takes the oldest due pending task: the Active tab shows it.
+    let claimed = env.q.claim(1, secs(30)).await.unwrap();
+    assert_eq!(claimed[0].id(), "p1");
+    assert_eq!(ids(&page(TaskState::Active, 1, 10).await), ["p1"]);
+    assert_eq!(env.q.count(TaskState::Active).await.unwrap(), 1);
+
+    for (p, size) in [(0, 10), (1, 0)] {
+        match env.q.list_page(TaskState::Pending, p, size).await {
+            Err(Error::Invalid(why)) => assert_eq!(
+                why,
+                format!(
+                    "pages are numbered from 1 and hold at least one task, got page {p} of size \
+                     {size}"
+                )
+            ),
+            other => panic!("page {p} of size {size}: {other:?}"),
+        }
+    }
+    // The last page of a large size, far past the end: empty, not an error.
+    assert!(
+        page(TaskState::Pending, u32::MAX, u32::MAX)
+            .await
+            .is_empty()
+    );
+}
+
+async fn task_info_carries_queue_payload_and_times(backend: Backend) {
+    let Some(env) = Env::new(backend, "inspector-info").await else {
+        return;
+    };
+    let w = worker_for(&env.q);
+    let pending = env
+        .q
+        .enqueue(Task::new("job", &serde_json::json!({"order": 7})).task_id("p"))
+        .await
+        .unwrap();
+    assert_eq!(pending.queue, env.q.name());
+    assert_eq!(pending.payload, r#"{"order":7}"#);
+    assert_eq!(pending.enqueued_at, t0());
+    assert_eq!(pending.completed_at, None);
+
+    env.clock.set(env.at(secs(5)));
+    let done = run_once(&env, &w, Task::new("ok", &1).task_id("done")).await;
+    let done = env.info(&done).await;
+    assert_eq!(done.state, TaskState::Completed);
+    assert_eq!(done.enqueued_at, env.at(secs(5)));
+    env.clock.set(env.at(secs(9)));
+    assert_eq!(done.completed_at, Some(env.at(secs(5))));
+
+    let dead = run_once(&env, &w, doomed("dead", "no")).await;
+    let dead = env.info(&dead).await;
+    assert_eq!(
+        (dead.state, dead.completed_at, dead.payload.as_str()),
+        (TaskState::Archived, None, r#""no""#)
+    );
+    assert_eq!(dead.last_failed_at, Some(env.at(secs(9))));
+    // Re-run, a completed task is no longer completed.
+    env.q.run_task("done").await.unwrap();
+    assert_eq!(env.info("done").await.completed_at, None);
+}
+
+async fn archive_task_archives_waiting_tasks_and_refuses_active_ones(backend: Backend) {
+    let Some(env) = Env::new(backend, "inspector-archive").await else {
+        return;
+    };
+    let w = worker_for(&env.q);
+    env.q
+        .enqueue(Task::new("job", &0).task_id("busy"))
+        .await
+        .unwrap();
+    assert_eq!(env.q.claim(1, secs(30)).await.unwrap()[0].id(), "busy");
+    env.q
+        .enqueue(Task::new("job", &0).task_id("waiting"))
+        .await
+        .unwrap();
+    env.q
+        .enqueue(Task::new("job", &0).task_id("later").process_in(secs(600)))
+        .await
+        .unwrap();
+    run_once(&env, &w, Task::new("fail", &"down").task_id("failing")).await;
+    run_once(&env, &w, Task::new("ok", &0).task_id("done")).await;
+
+    assert!(matches!(
+        env.q.archive_task("busy").await,
+        Err(Error::TaskActive)
+    ));
+    assert!(matches!(
+        env.q.archive_task("nope").await,
+        Err(Error::TaskNotFound)
+    ));
+    match env.q.archive_task("done").await {
+        Err(Error::Invalid(why)) => assert_eq!(
+            why,
+            "task \"done\" completed: only a pending, scheduled or retry task can be archived"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(env.info("busy").await.state, TaskState::Active);
+    assert_eq!(env.info("done").await.state, TaskState::Completed);
+
+    env.clock.set(env.at(secs(3)));
+    for id in ["waiting", "later", "failing"] {
+        env.q.archive_task(id).await.unwrap();
+        let info = env.info(id).await;
+        assert_eq!(
+            (info.state, info.next_process_at),
+            (TaskState::Archived, None),
+            "{id}"
+        );
+    }
+    // History kept.
+    let failing = env.info("failing").await;
+    assert_eq!(
+        (failing.retried, failing.last_err.as_deref()),
+        (1, Some("down"))
+    );
+    assert_eq!(failing.last_failed_at, Some(t0()));
+    // Archiving it again changes nothing.
+    env.clock.set(env.at(secs(4)));
+    env.q.archive_task("failing").await.unwrap();
+    assert_eq!(env.info("failing").await, failing);
+    // Archived by hand at 3 s, in archive order, all three at the same millisecond: the last
+    // enqueued first.
+    assert_eq!(
+        ids(&env.q.list_page(TaskState::Archived, 1, 10).await.unwrap()),
+        ["failing", "later", "waiting"]
+    );
+    // No worker runs an archived task.
+    env.clock.set(env.at(secs(3600)));
+    assert_eq!(w.run_due().await.unwrap(), 0);
+
+    // The archive limits hold for archiving by hand too.
+    let small = env.q.clone().archive_limits(2, secs(90 * 24 * 3600));
+    small
+        .enqueue(Task::new("job", &0).task_id("fourth"))
+        .await
+        .unwrap();
+    small.archive_task("fourth").await.unwrap();
+    assert_eq!(
+        ids(&env.q.list_page(TaskState::Archived, 1, 10).await.unwrap()),
+        ["fourth", "failing"]
+    );
+}
+
+async fn run_all_and_delete_all_act_on_one_state_and_refuse_active(backend: Backend) {
+    let Some(env) = Env::new(backend, "inspector-bulk").await else {
+        return;
+    };
+    let w = worker_for(&env.q);
+    env.q
+        .enqueue(Task::new("job", &0).task_id("busy"))
+        .await
+        .unwrap();
+    env.q.claim(1, secs(30)).await.unwrap();
+    run_once(&env, &w, doomed("a1", "gone")).await;
+    run_once(&env, &w, doomed("a2", "gone")).await;
+    run_once(&env, &w, Task::new("fail", &"down").task_id("r1")).await;
+    run_once(&env, &w, Task::new("ok", &0).task_id("c1")).await;
+    env.q
+        .enqueue(Task::new("job", &0).task_id("s1").process_in(secs(600)))
+        .await
+        .unwrap();
+    env.q
+        .enqueue(Task::new("job", &0).task_id("p1"))
+        .await
+        .unwrap();
+
+    for state in [TaskState::Active, TaskState::Pending] {
+        match env.q.run_all(state).await {
+            Err(Error::Invalid(why)) => assert_eq!(
+                why,
+                format!(
+                    "cannot run all {state} tasks: only scheduled, retry, archived and \
+                     completed tasks can be run"
+                )
+            ),
+            other => panic!("{state}: {other:?}"),
+        }
+    }
+    match env.q.delete_all(TaskState::Active).await {
+        Err(Error::Invalid(why)) => assert_eq!(
+            why,
+            "cannot delete all active tasks: workers hold them; wait for their attempts to end"
+        ),
+        other => panic!("{other:?}"),
+    }
+
+    env.clock.set(env.at(secs(7)));
+    assert_eq!(env.q.run_all(TaskState::Archived).await.unwrap(), 2);
+    assert_eq!(env.q.count(TaskState::Archived).await.unwrap(), 0);
+    for id in ["a1", "a2"] {
+        let info = env.info(id).await;
+        assert_eq!(
+            (info.state, info.next_process_at, info.last_err.as_deref()),
+            (
+                TaskState::Pending,
+                Some(env.at(secs(7))),
+                Some("gone (retries exhausted: 0 of 0)")
+            )
+        );
+    }
+    assert_eq!(env.q.run_all(TaskState::Archived).await.unwrap(), 0);
+    assert_eq!(env.q.run_all(TaskState::Retry).await.unwrap(), 1);
+    assert_eq!(env.q.run_all(TaskState::Completed).await.unwrap(), 1);
+    assert_eq!(env.q.run_all(TaskState::Scheduled).await.unwrap(), 1);
+    assert_eq!(env.q.count(TaskState::Pending).await.unwrap(), 6);
+
+    assert_eq!(env.q.delete_all(TaskState::Pending).await.unwrap(), 6);
+    assert_eq!(env.q.delete_all(TaskState::Pending).await.unwrap(), 0);
+    assert_eq!(
+        env.q.count(TaskState::Active).await.unwrap(),
+        1,
+        "busy kept"
+    );
+
+    run_once(&env, &w, Task::new("ok", &0).task_id("c2")).await;
+    assert_eq!(env.q.delete_all(TaskState::Retry).await.unwrap(), 0);
+    assert_eq!(env.q.delete_all(TaskState::Completed).await.unwrap(), 1);
+    assert!(env.q.get("c2").await.unwrap().is_none());
+}
+
+async fn a_paused_queue_is_not_claimed_from_but_takes_enqueues(backend: Backend) {
+    let Some(env) = Env::new(backend, "inspector-pause").await else {
+        return;
+    };
+    let other = env.q.clone().named(format!("{}-other", env.q.name()));
+    let w = worker_for(&env.q);
+    let w_other = worker_for(&other);
+    env.q
+        .enqueue(Task::new("ok", &0).task_id("before"))
+        .await
+        .unwrap();
+    other.enqueue(Task::new("ok", &0)).await.unwrap();
+
+    assert!(!env.q.is_paused().await.unwrap());
+    env.q.pause().await.unwrap();
+    env.q.pause().await.unwrap(); // twice is fine
+    assert!(env.q.is_paused().await.unwrap());
+    assert!(!other.is_paused().await.unwrap());
+
+    env.clock.set(env.at(secs(60)));
+    assert_eq!(w.run_due().await.unwrap(), 0, "paused: nothing claimed");
+    assert!(env.q.claim(10, secs(30)).await.unwrap().is_empty());
+    let during = env
+        .q
+        .enqueue(Task::new("ok", &0).task_id("during"))
+        .await
+        .unwrap();
+    assert_eq!(during.state, TaskState::Pending);
+    assert_eq!(w_other.run_due().await.unwrap(), 1, "other queues run on");
+
+    env.q.unpause().await.unwrap();
+    env.q.unpause().await.unwrap();
+    assert!(!env.q.is_paused().await.unwrap());
+    assert_eq!(w.run_due().await.unwrap(), 2);
+    for id in ["before", "during"] {
+        assert_eq!(env.info(id).await.state, TaskState::Completed);
+    }
+}
+
+async fn error_groups_put_the_most_frequent_error_first(backend: Backend) {
+    let Some(env) = Env::new(backend, "inspector-errors").await else {
+        return;
+    };
+    let w = worker_for(&env.q);
+    for (at, msg) in [
+        (0, "gateway down"),
+        (5, "timeout"),
+        (10, "gateway down"),
+        (20, "gateway down"),
+        (21, "timeout"),
+        (2, "refused"),
+    ] {
+        env.clock.set(env.at(secs(at)));
+        run_once(&env, &w, Task::new("fail", &msg)).await;
+    }
+    // Still at 2 s: no retry is due yet (the first one is at 22 s).
+    run_once(&env, &w, doomed("dead", "bad request")).await;
+    // A task with no error (never failed) is in no group.
+    env.q.enqueue(Task::new("job", &0)).await.unwrap();
+
+    assert_eq!(
+        env.q.error_groups(TaskState::Retry).await.unwrap(),
+        [
+            ErrorGroup {
+                last_err: "gateway down".into(),
+                count: 3,
+                oldest: t0(),
+                newest: env.at(secs(20)),
+            },
+            ErrorGroup {
+                last_err: "timeout".into(),
+                count: 2,
+                oldest: env.at(secs(5)),
+                newest: env.at(secs(21)),
+            },
+            ErrorGroup {
+                last_err: "refused".into(),
+                count: 1,
+                oldest: env.at(secs(2)),
+                newest: env.at(secs(2)),
+            },
+        ]
+    );
+    assert_eq!(
+        env.q.error_groups(TaskState::Archived).await.unwrap(),
+        [ErrorGroup {
+            last_err: "bad request (retries exhausted: 0 of 0)".into(),
+            count: 1,
+            oldest: env.at(secs(2)),
+            newest: env.at(secs(2)),
+        }]
+    );
+    assert!(
+        env.q
+            .error_groups(TaskState::Pending)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn stats_cover_every_queue_of_the_database_and_the_utc_day(backend: Backend) {
+    let Some(env) = Env::new(backend, "inspector-stats").await else {
+        return;
+    };
+    let name = env.q.name().to_owned();
+    let paused = env.q.clone().named(format!("{name}-b"));
+    let later = env.q.clone().named(format!("{name}-c"));
+    let w = worker_for(&env.q);
+
+    env.q.enqueue(Task::new("job", &0)).await.unwrap();
+    env.clock.set(env.at(secs(10)));
+    env.q.enqueue(Task::new("job", &0)).await.unwrap();
+    run_once(&env, &w, Task::new("ok", &0)).await;
+    run_once(&env, &w, doomed("dead", "no")).await;
+    run_once(&env, &w, Task::new("fail", &"down")).await;
+    paused.pause().await.unwrap();
+    later
+        .enqueue(Task::new("job", &0).process_in(secs(3600)))
+        .await
+        .unwrap();
+    env.clock.set(env.at(secs(70)));
+
+    let ours = |all: Vec<QueueStats>| -> Vec<QueueStats> {
+        all.into_iter()
+            .filter(|s| s.queue.starts_with(&name))
+            .collect()
+    };
+    let mut expected = vec![
+        QueueStats {
+            queue: name.clone(),
+            pending: 2,
+            scheduled: 0,
+            active: 0,
+            retry: 1,
+            archived: 1,
+            completed: 1,
+            paused: false,
+            processed_today: 2,
+            failed_today: 2,
+            oldest_pending_age: Some(secs(70)),
+        },
+        QueueStats {
+            queue: format!("{name}-b"),
+            pending: 0,
+            scheduled: 0,
+            active: 0,
+            retry: 0,
+            archived: 0,
+            completed: 0,
+            paused: true,
+            processed_today: 0,
+            failed_today: 0,
+            oldest_pending_age: None,
+        },
+        QueueStats {
+            queue: format!("{name}-c"),
+            pending: 0,
+            scheduled: 1,
+            active: 0,
+            retry: 0,
+            archived: 0,
+            completed: 0,
+            paused: false,
+            processed_today: 0,
+            failed_today: 0,
+            oldest_pending_age: None,
+        },
+    ];
+    // Any handle of the database reads all queues.
+    assert_eq!(ours(later.stats().await.unwrap()), expected);
+    assert_eq!(expected[0].count(TaskState::Pending), 2);
+    assert_eq!(expected[2].count(TaskState::Scheduled), 1);
+    assert_eq!(expected[0].count(TaskState::Archived), 1);
+
+    // t0 is 22:13:20 UTC: the day ends 6400 s later. 1 ms before, it is still today.
+    env.clock.set(env.at(secs(6400)) - Duration::from_millis(1));
+    assert_eq!(ours(env.q.stats().await.unwrap())[0].processed_today, 2);
+    env.clock.set(env.at(secs(6400)));
+    expected[0].processed_today = 0;
+    expected[0].failed_today = 0;
+    expected[0].oldest_pending_age = Some(secs(6400));
+    assert_eq!(ours(env.q.stats().await.unwrap()), expected);
+
+    // Unpaused and empty: no longer listed.
+    paused.unpause().await.unwrap();
+    expected.remove(1);
+    assert_eq!(ours(env.q.stats().await.unwrap()), expected);
+}
+
+async fn try_named_refuses_what_named_would_panic_on(backend: Backend) {
+    let Some(env) = Env::new(backend, "inspector-names").await else {
+        return;
+    };
+    let named = env.q.clone().try_named("emails").unwrap();
+    assert_eq!(named.name(), "emails");
+    for (name, len) in [(String::new(), 0), ("q".repeat(1025), 1025)] {
+        match env.q.clone().try_named(name) {
+            Err(Error::Invalid(why)) => {
+                assert_eq!(
+                    why,
+                    format!("a queue name is 1 to 1024 bytes, got {len} bytes")
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        env.q
+            .clone()
+            .try_named("q".repeat(1024))
+            .unwrap()
+            .name()
+            .len(),
+        1024
+    );
+}
+
+#[test]
+fn task_states_parse_from_their_names_only() {
+    for state in TaskState::ALL {
+        assert_eq!(state.as_str().parse::<TaskState>().unwrap(), state);
+    }
+    for bad in ["Retry", "retrying", "", " retry"] {
+        match bad.parse::<TaskState>() {
+            Err(Error::Invalid(why)) => assert_eq!(
+                why,
+                format!(
+                    "unknown task state {bad:?}: expected one of pending, scheduled, active, \
+                     retry, archived, completed"
+                )
+            ),
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+}

@@ -62,6 +62,7 @@ mod integrations;
 mod key;
 mod nesting;
 mod observe;
+mod rules;
 mod schedule;
 mod timeout;
 

@@ -85,16 +85,24 @@ impl fmt::Display for PolicyError {
         match self {
             PolicyError::Attempts(n) => write!(
                 f,
-                "{n} attempts: 1 to {MAX_ATTEMPTS} are allowed (R-RES-RE-3); use a durable task queue beyond that"
+                "{n} attempts: 1 to {MAX_ATTEMPTS} are allowed ({}); use a durable task queue beyond that",
+                Violation::Attempts.rule()
             ),
-            PolicyError::ZeroDelay => f.write_str("the first pause is zero (R-RES-RE-X3)"),
+            PolicyError::ZeroDelay => write!(
+                f,
+                "the first pause is zero ({})",
+                Violation::ZeroDelay.rule()
+            ),
             PolicyError::MaxDelayBelowDelay => f.write_str("max_delay is shorter than delay"),
-            PolicyError::FixedDelay => f.write_str(
-                "max_delay equals delay, so every pause is the same: a fixed delay (R-RES-RE-X3)",
+            PolicyError::FixedDelay => write!(
+                f,
+                "max_delay equals delay, so every pause is the same: a fixed delay ({})",
+                Violation::FixedDelay.rule()
             ),
             PolicyError::WindowTooLong(w) => write!(
                 f,
-                "the pauses may add up to {w:?}, beyond the {MAX_WINDOW:?} in-memory window (R-RES-RE-4)"
+                "the pauses may add up to {w:?}, beyond the {MAX_WINDOW:?} in-memory window ({})",
+                Violation::WindowTooLong(w.as_nanos()).rule()
             ),
         }
     }
@@ -276,6 +284,26 @@ mod tests {
             MS * 5000
         );
         assert!(policy(1, 1, 1).is_ok());
+    }
+
+    #[test]
+    fn errors_name_the_rule() {
+        assert_eq!(
+            PolicyError::Attempts(6).to_string(),
+            "6 attempts: 1 to 5 are allowed (R-RES-RE-3); use a durable task queue beyond that"
+        );
+        assert_eq!(
+            PolicyError::ZeroDelay.to_string(),
+            "the first pause is zero (R-RES-RE-X3)"
+        );
+        assert_eq!(
+            PolicyError::FixedDelay.to_string(),
+            "max_delay equals delay, so every pause is the same: a fixed delay (R-RES-RE-X3)"
+        );
+        assert_eq!(
+            PolicyError::WindowTooLong(MS * 6000).to_string(),
+            "the pauses may add up to 6s, beyond the 5s in-memory window (R-RES-RE-4)"
+        );
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! Hostile input for both macros: random token streams through the same pipeline as the entry
-//! points in `lib.rs` (`#[retry]`: `expand::parse_fn` → `args::parse` → `valid::check` →
-//! `expand::expand` or `expand::with_errors`; `#[derive(Classify)]`: `derive_args` →
-//! `derive_valid` → `derive_expand`), outside a compiler: `proc_macro2` runs on its fallback
-//! implementation in unit tests.
+//! points in `lib.rs` (`#[retry]`: `retry::expand::parse_fn` → `common::args::parse` →
+//! `retry::valid::check` → `retry::expand::expand` or `with_errors`; `#[derive(Classify)]`:
+//! `classify::args` → `classify::valid` → `classify::expand`), outside a compiler:
+//! `proc_macro2` runs on its fallback implementation in unit tests.
+//!
+//! A unit-test module of the crate (it calls the phases, which a proc-macro crate does not
+//! export), declared in `src/lib.rs` with `#[path]`; it lives here, next to the tests, being
+//! test vocabulary rather than part of the macros.
 //!
 //! The property, for any input: no panic, and either errors (each with a message, rendered by
 //! `to_compile_error()` as `compile_error!` invocations, followed by the untouched fn, or the
@@ -19,7 +23,11 @@ use proptest::test_runner::TestCaseError;
 use quote::{ToTokens, quote};
 use syn::ItemFn;
 
-use crate::{args, derive_args, derive_expand, derive_valid, expand, valid};
+use syn::DeriveInput;
+
+use crate::classify::{args as derive_args, expand as derive_expand, valid as derive_valid};
+use crate::common::args;
+use crate::retry::{expand, valid};
 
 // ---------------------------------------------------------------------------------------------
 // Token trees, as plain data so that proptest can print and shrink them.
@@ -652,7 +660,7 @@ fn has_generic_arguments(path: &syn::Path) -> bool {
 /// `#[derive(Classify)] item`, as `lib.rs` runs it, and the property.
 fn derive(item: TokenStream) -> Result<(), TestCaseError> {
     // `parse_macro_input!` reports what is not an item; rustc never derives on anything else.
-    let Ok(input) = syn::parse2::<derive_args::Input>(item.clone()) else {
+    let Ok(input) = syn::parse2::<DeriveInput>(item.clone()) else {
         return Ok(());
     };
     match derive_args::parse(&input).and_then(|parsed| derive_valid::check(&input, parsed)) {
@@ -903,7 +911,7 @@ fn the_generators_reach_expansions_and_errors() {
     let (mut derived, mut refused) = (0, 0);
     for _ in 0..300 {
         let item = derive_input().new_tree(&mut runner).unwrap().current();
-        let Ok(input) = syn::parse2::<derive_args::Input>(item) else {
+        let Ok(input) = syn::parse2::<DeriveInput>(item) else {
             continue;
         };
         match derive_args::parse(&input).and_then(|parsed| derive_valid::check(&input, parsed)) {

@@ -321,7 +321,7 @@ mod tests {
     #[test]
     fn signature_and_attributes_are_kept() {
         let out = expanded(
-            quote!(write, idempotency_key = order.key, system = "sber"),
+            quote!(write, idempotency_key = order.key, system = "gateway"),
             quote!(
                 /// Registers.
                 #[inline]
@@ -338,7 +338,7 @@ mod tests {
         );
         let head = "# [doc = r\" Registers.\"] # [inline] pub (crate) async fn register < 'a , T : Send > (& 'a mut self , order : & 'a Order < T > ,) -> Result < u64 , E > where T : Sync , {";
         assert!(out.starts_with(head), "{out}");
-        assert!(out.contains("site (\"sber\""), "{out}");
+        assert!(out.contains("site (\"gateway\""), "{out}");
         assert!(out.contains("Retrier :: write"), "{out}");
     }
 }

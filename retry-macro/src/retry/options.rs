@@ -305,13 +305,13 @@ impl Options {
         if !self.system.claim(errors, name) {
             return;
         }
-        let Some(lit) = string(errors, "system", value, "\"sber\"") else {
+        let Some(lit) = string(errors, "system", value, "\"gateway\"") else {
             return;
         };
         if lit.value().trim().is_empty() {
             errors.at(
                 lit,
-                "`system` names the external system, like `system = \"sber\"`; it cannot be empty",
+                "`system` names the external system, like `system = \"gateway\"`; it cannot be empty",
             );
         } else {
             self.system.value = Some(lit.clone());

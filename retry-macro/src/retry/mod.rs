@@ -5,6 +5,6 @@
 
 pub mod expand;
 mod fresh_key;
-mod options;
+pub mod options;
 mod signature;
 pub mod valid;

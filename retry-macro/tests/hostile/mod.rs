@@ -27,6 +27,7 @@ use syn::DeriveInput;
 
 use crate::classify::{args as derive_args, expand as derive_expand, valid as derive_valid};
 use crate::common::args;
+use crate::retry::options::OPTIONS;
 use crate::retry::{expand, valid};
 
 // ---------------------------------------------------------------------------------------------
@@ -117,47 +118,41 @@ fn stream(toks: &[Tok]) -> TokenStream {
 // ---------------------------------------------------------------------------------------------
 // Strategies.
 
-/// Every word either macro knows, and words that are close, reserved or odd.
-const WORDS: &[&str] = &[
-    "read",
-    "write",
-    "idempotency_key",
-    "attempts",
-    "delay",
-    "max_delay",
-    "jitter",
-    "backoff",
-    "retry_if",
-    "system",
-    "crate",
-    "timeout",
-    "transient",
-    "permanent",
-    "delegate",
-    "retry_after",
-    "classify",
-    "Read",
-    "atempts",
-    "max_attempts",
-    "key",
-    "self",
-    "Self",
-    "super",
-    "fn",
-    "async",
-    "move",
-    "true",
-    "false",
-    "as",
-    "_",
-    "order",
-    "Uuid",
-    "new_v4",
-    "now",
-    "format",
-    "async_trait",
-    "café",
-];
+/// Every word either macro knows (`#[retry]`'s options from its own list), and words that are
+/// close, reserved or odd.
+fn words() -> Vec<&'static str> {
+    let mut words = vec!["read", "write"];
+    words.extend(OPTIONS);
+    words.extend([
+        "transient",
+        "permanent",
+        "delegate",
+        "retry_after",
+        "classify",
+        "Read",
+        "atempts",
+        "max_attempts",
+        "key",
+        "self",
+        "Self",
+        "super",
+        "fn",
+        "async",
+        "move",
+        "true",
+        "false",
+        "as",
+        "_",
+        "order",
+        "Uuid",
+        "new_v4",
+        "now",
+        "format",
+        "async_trait",
+        "café",
+    ]);
+    words
+}
 
 /// Words that may be raw identifiers.
 const RAW_WORDS: &[&str] = &[
@@ -241,7 +236,7 @@ const STRINGS: &[&str] = &[
 
 fn word() -> impl Strategy<Value = String> {
     prop_oneof![
-        4 => proptest::sample::select(WORDS).prop_map(str::to_owned),
+        4 => proptest::sample::select(words()).prop_map(str::to_owned),
         1 => "[a-zA-Z_][a-zA-Z0-9_]{0,12}".prop_filter("not a keyword", |s| {
             syn::parse_str::<Ident>(s).is_ok() || s == "_"
         }),

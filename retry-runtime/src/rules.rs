@@ -1,10 +1,12 @@
 //! The retry rules as plain arithmetic, defined once for the runtime and the `#[retry]` macro.
 //!
 //! The runtime builds `Policy` on these functions (`schedule.rs`). The macro compiles this very
-//! file: `retry-macro/src/common/rules.rs` is a symlink to it, declared there with `#[path]`
-//! (the way serde shares `serde_derive_internals` between its crates). So an attribute is
-//! refused at compile time exactly when `Policy::new` would refuse the same settings at run
-//! time, and a change here reaches both. Hence std only, no crate paths, `const fn`s.
+//! file as its module `common::rules`: `retry-macro/src/common/rules.rs` is a symlink to it
+//! (serde shares `serde_derive_internals` between its crates the same way), and cargo package
+//! follows the link. So an attribute is refused at compile time exactly when `Policy::new`
+//! would refuse the same settings at run time, and a change here reaches both; tests in
+//! `retry-macro` fail if the two files differ or the two crates disagree. Hence std only, no
+//! crate paths, `const fn`s.
 //!
 //! One unit throughout: nanoseconds as a `u128` ([`Nanos`]), what `Duration::as_nanos`
 //! returns. Every `Duration` fits (at most about 1.8 × 10^28 ns), the sum of four of them

@@ -77,6 +77,18 @@ impl<T> Setting<T> {
     }
 }
 
+impl<T: Copy> Setting<Given<T>> {
+    /// The value, if given and valid.
+    pub fn given(&self) -> Option<T> {
+        self.value.as_ref().map(|g| g.value)
+    }
+
+    /// Where the value is, if given and valid.
+    pub fn span(&self) -> Option<Span> {
+        self.value.as_ref().map(|g| g.span)
+    }
+}
+
 /// The arguments of one `#[retry(...)]`.
 #[derive(Default)]
 pub struct Options {
@@ -117,21 +129,9 @@ impl Options {
         match name.to_string().as_str() {
             "idempotency_key" => self.set_key(errors, &name, value),
             "attempts" => self.set_attempts(errors, &name, &value),
-            "delay" => {
-                if self.delay.claim(errors, &name) {
-                    self.delay.value = check_duration(errors, "delay", &value);
-                }
-            }
-            "max_delay" => {
-                if self.max_delay.claim(errors, &name) {
-                    self.max_delay.value = check_duration(errors, "max_delay", &value);
-                }
-            }
-            "timeout" => {
-                if self.timeout.claim(errors, &name) {
-                    self.timeout.value = check_duration(errors, "timeout", &value);
-                }
-            }
+            "delay" => set_duration(errors, &mut self.delay, &name, &value),
+            "max_delay" => set_duration(errors, &mut self.max_delay, &name, &value),
+            "timeout" => set_duration(errors, &mut self.timeout, &name, &value),
             "jitter" => self.set_jitter(errors, &name, &value),
             "backoff" => self.set_backoff(errors, &name, &value),
             "retry_if" => self.set_retry_if(errors, &name, &value),
@@ -332,23 +332,27 @@ impl Options {
     }
 }
 
-/// A duration option's value in ms.
-fn check_duration(errors: &mut Errors, name: &str, value: &Expr) -> Option<Given<u64>> {
+/// The setter of `delay`, `max_delay` and `timeout`: a duration, in ms.
+fn set_duration(errors: &mut Errors, slot: &mut Setting<Given<u64>>, name: &Ident, value: &Expr) {
+    if !slot.claim(errors, name) {
+        return;
+    }
     let example = if name == "delay" {
         "\"200ms\""
     } else {
         "\"5s\""
     };
-    let lit = string(errors, name, value, example)?;
+    let Some(lit) = string(errors, &name.to_string(), value, example) else {
+        return;
+    };
     match parse_ms(&lit.value()) {
-        Ok(ms) => Some(Given {
-            value: ms,
-            span: lit.span(),
-        }),
-        Err(e) => {
-            errors.at(lit, format!("`{name} = {:?}`: {e}", lit.value()));
-            None
+        Ok(ms) => {
+            slot.value = Some(Given {
+                value: ms,
+                span: lit.span(),
+            });
         }
+        Err(e) => errors.at(lit, format!("`{name} = {:?}`: {e}", lit.value())),
     }
 }
 
@@ -374,24 +378,10 @@ fn twice(name: &Ident) -> String {
     format!("`{name}` is given twice: keep one `{name} = ...`")
 }
 
-pub fn unknown_option(name: &str) -> String {
+fn unknown_option(name: &str) -> String {
     let hint = closest(name, OPTIONS).map_or(String::new(), |o| format!("did you mean `{o}`? "));
     format!(
         "unknown option `{name}`: {hint}the options are {}",
         prose(OPTIONS)
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn suggests_the_closest_option() {
-        assert!(unknown_option("atempts").contains("did you mean `attempts`?"));
-        assert_eq!(
-            unknown_option("max_attempts"),
-            "unknown option `max_attempts`: the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `crate` and `timeout`"
-        );
-    }
 }

@@ -11,7 +11,7 @@ use syn::ext::IdentExt as _;
 use syn::{Expr, ItemFn, LitStr, Path};
 
 use super::fresh_key;
-use super::options::{Given, Jitter, Kind, Options};
+use super::options::{Jitter, Kind, Options};
 use super::signature;
 use crate::common::args::Arg;
 use crate::common::duration::{self, millis, nanos};
@@ -123,36 +123,37 @@ fn check_kind(errors: &mut Errors, options: &Options) {
 
 /// The schedule, defaults filled in, checked by [`rules::check`] (R-RES-RE-X3, R-RES-RE-4).
 fn check_schedule(errors: &mut Errors, options: &Options) -> Schedule {
-    let given = |setting: &Option<Given<u64>>| setting.as_ref().map(|g| g.span);
-    let (delay_at, cap_at) = (given(&options.delay.value), given(&options.max_delay.value));
-    let attempts_at = options.attempts.value.as_ref().map(|g| g.span);
+    let (attempts, delay, cap) = (&options.attempts, &options.delay, &options.max_delay);
     let schedule = Schedule {
-        attempts: (options.attempts.value.as_ref()).map_or(rules::DEFAULT_ATTEMPTS, |g| g.value),
-        delay_ms: (options.delay.value.as_ref()).map_or(millis(rules::DEFAULT_DELAY), |g| g.value),
-        max_delay_ms: (options.max_delay.value.as_ref())
-            .map_or(millis(rules::DEFAULT_MAX_DELAY), |g| g.value),
+        attempts: attempts.given().unwrap_or(rules::DEFAULT_ATTEMPTS),
+        delay_ms: delay.given().unwrap_or(millis(rules::DEFAULT_DELAY)),
+        max_delay_ms: cap.given().unwrap_or(millis(rules::DEFAULT_MAX_DELAY)),
     };
-    let Schedule {
-        attempts,
-        delay_ms: delay,
-        max_delay_ms: cap,
-    } = schedule;
-    let (shown_delay, shown_cap) = (duration::show(delay), duration::show(cap));
-    let violation = match rules::check(attempts, nanos(delay), nanos(cap)) {
-        Ok(_) => return schedule,
-        Err(violation) => violation,
+    let (n, d, c) = (
+        schedule.attempts,
+        nanos(schedule.delay_ms),
+        nanos(schedule.max_delay_ms),
+    );
+    let Err(violation) = rules::check(n, d, c) else {
+        return schedule;
     };
+    let (shown_delay, shown_cap) = (
+        duration::show(schedule.delay_ms),
+        duration::show(schedule.max_delay_ms),
+    );
+    // Blamed on the first of these options that was given, else on the attribute.
+    let cap_or_delay = cap.span().or(delay.span()).unwrap_or_else(Span::call_site);
     match violation {
         // Refused where they were read (`attempts`, a zero duration), the default in their place.
         Violation::Attempts | Violation::ZeroDelay => {}
         Violation::MaxDelayBelowDelay => errors.at_span(
-            cap_at.or(delay_at).unwrap_or_else(Span::call_site),
+            cap_or_delay,
             format!(
                 "`max_delay` ({shown_cap}) is shorter than `delay` ({shown_delay}): the cap must be at least the first pause. Raise `max_delay` or lower `delay`"
             ),
         ),
         Violation::FixedDelay => errors.at_span(
-            cap_at.or(delay_at).unwrap_or_else(Span::call_site),
+            cap_or_delay,
             format!(
                 "`max_delay` equals `delay` ({shown_delay}), so every pause is the same: a fixed delay is forbidden ({}) because it hammers a degrading system in bursts. Let pauses grow: raise `max_delay` ({} by default)",
                 violation.rule(),
@@ -160,13 +161,14 @@ fn check_schedule(errors: &mut Errors, options: &Options) -> Schedule {
             ),
         ),
         Violation::WindowTooLong(total) => {
-            let pauses: Vec<String> = (1..attempts)
-                .map(|k| duration::show(millis(rules::base_pause(nanos(delay), nanos(cap), k))))
+            let pauses: Vec<String> = (1..n)
+                .map(|k| duration::show(millis(rules::base_pause(d, c, k))))
                 .collect();
+            let at = delay.span().or(attempts.span()).or(cap.span());
             errors.at_span(
-                delay_at.or(attempts_at).or(cap_at).unwrap_or_else(Span::call_site),
+                at.unwrap_or_else(Span::call_site),
                 format!(
-                    "these settings may pause {} = {} in one call (attempts = {attempts}, delay = {shown_delay}, max_delay = {shown_cap}), beyond the {} an in-memory retry may take ({}): a caller blocked that long times out upstream. Lower `attempts`, `delay` or `max_delay` (the reference 3 attempts from 200ms pause 200ms + 400ms), or move this work to a durable task queue (R-RES-RE-5)",
+                    "these settings may pause {} = {} in one call (attempts = {n}, delay = {shown_delay}, max_delay = {shown_cap}), beyond the {} an in-memory retry may take ({}): a caller blocked that long times out upstream. Lower `attempts`, `delay` or `max_delay` (the reference 3 attempts from 200ms pause 200ms + 400ms), or move this work to a durable task queue (R-RES-RE-5)",
                     pauses.join(" + "),
                     duration::show(millis(total)),
                     duration::show(millis(rules::MAX_WINDOW)),
@@ -219,6 +221,16 @@ mod tests {
         );
         assert!(messages[2].starts_with("unknown option `nope`"));
         assert_eq!(messages[3], "`nope` is given twice: keep one `nope = ...`");
+    }
+
+    #[test]
+    fn an_unknown_option_lists_the_options_and_suggests_the_closest() {
+        let message = |args| check_args(args).err().unwrap().to_string();
+        assert!(message(quote!(read, atempts = 3)).contains("did you mean `attempts`?"));
+        assert_eq!(
+            message(quote!(read, max_attempts = 3)),
+            "unknown option `max_attempts`: the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `crate` and `timeout`"
+        );
     }
 
     #[test]

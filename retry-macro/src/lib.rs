@@ -2,23 +2,25 @@
 //! [`retry-runtime`](https://docs.rs/retry-runtime).
 //!
 //! Depend on `retry-runtime`, not on this crate: it re-exports both as `retry_runtime::retry`
-//! and `retry_runtime::Classify`, and the code they generate calls into it. Each macro works in
-//! three phases, one file each: `args` parses the attribute's arguments, `valid` applies the
-//! retry rules (each error cites its rule id) and `expand` writes the loop; `derive_args`,
-//! `derive_valid` and `derive_expand` do the same for `#[classify(...)]` and the `Classify` impl.
+//! and `retry_runtime::Classify`, and the code they generate calls into it.
+//!
+//! This file only dispatches. Each macro has a folder and works in three phases: its arguments
+//! are parsed, checked against the retry rules (each error cites its rule id, all of them are
+//! reported at once) and expanded: `retry/` for the attribute (`valid`, `expand`), `classify/`
+//! for the derive (`args`, `valid`, `expand`). `common/` holds what both use: the argument
+//! grammar, the `crate = "…"` parser, the error collector, spans, durations, and the rules
+//! themselves, `retry-runtime`'s own `rules.rs` (a symlink), so that the attribute and the
+//! runtime's `Policy::new` cannot disagree.
 
-mod args;
-mod derive_args;
-mod derive_expand;
-mod derive_valid;
-mod duration;
-mod errors;
-mod expand;
-mod fresh_key;
+mod classify;
+mod common;
+mod retry;
+
+/// Random token streams through both pipelines (proptest); the vocabulary lives next to the
+/// tests.
 #[cfg(test)]
+#[path = "../tests/hostile/mod.rs"]
 mod hostile;
-mod spans;
-mod valid;
 
 use proc_macro::TokenStream;
 
@@ -30,11 +32,12 @@ use proc_macro::TokenStream;
 /// `retry-runtime` documentation.
 #[proc_macro_attribute]
 pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
+    use retry::{expand, valid};
     let func = match expand::parse_fn(item.into()) {
         Ok(func) => func,
         Err(tokens) => return tokens.into(),
     };
-    match args::parse(args.into()).and_then(|args| valid::check(args, &func)) {
+    match common::args::parse(args.into()).and_then(|args| valid::check(args, &func)) {
         Ok(config) => expand::expand(&config, func),
         Err(error) => expand::with_errors(&func, &error),
     }
@@ -98,10 +101,11 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
 /// all of them at once, each naming the fix.
 #[proc_macro_derive(Classify, attributes(classify))]
 pub fn derive_classify(item: TokenStream) -> TokenStream {
-    let input = syn::parse_macro_input!(item as derive_args::Input);
-    match derive_args::parse(&input).and_then(|args| derive_valid::check(&input, args)) {
-        Ok(derive) => derive_expand::expand(&derive),
-        Err(error) => derive_expand::with_errors(&input, &error),
+    use classify::{args, expand, valid};
+    let input = syn::parse_macro_input!(item as syn::DeriveInput);
+    match args::parse(&input).and_then(|parsed| valid::check(&input, parsed)) {
+        Ok(derive) => expand::expand(&derive),
+        Err(error) => expand::with_errors(&input, &error),
     }
     .into()
 }

@@ -64,6 +64,7 @@ mod key;
 mod nesting;
 mod observe;
 mod retrier;
+mod rules;
 mod schedule;
 mod timeout;
 #[cfg(feature = "tower")]

@@ -5,12 +5,25 @@ use std::time::Duration;
 
 use rand::RngExt as _;
 
+use crate::rules::{self, Nanos, Violation};
+
 /// The most attempts one call may make, the first included (R-RES-RE-3).
-pub const MAX_ATTEMPTS: u32 = 5;
+pub const MAX_ATTEMPTS: u32 = rules::MAX_ATTEMPTS;
 
 /// The longest an in-memory retry may pause in total over one call (R-RES-RE-4). Longer
 /// outages belong in a durable task queue.
-pub const MAX_WINDOW: Duration = Duration::from_secs(5);
+pub const MAX_WINDOW: Duration = duration(rules::MAX_WINDOW);
+
+/// `nanos` as a `Duration`, saturating at `Duration::MAX`.
+const fn duration(nanos: Nanos) -> Duration {
+    const PER_SEC: Nanos = 1_000_000_000;
+    let secs = nanos / PER_SEC;
+    if secs > u64::MAX as Nanos {
+        return Duration::MAX;
+    }
+    // Both casts are exact: `secs` fits a u64 (checked above), the remainder is below 10^9.
+    Duration::new(secs as u64, (nanos % PER_SEC) as u32)
+}
 
 /// How a backoff pause is randomised, so that callers that failed together do not retry
 /// together.
@@ -72,16 +85,24 @@ impl fmt::Display for PolicyError {
         match self {
             PolicyError::Attempts(n) => write!(
                 f,
-                "{n} attempts: 1 to {MAX_ATTEMPTS} are allowed (R-RES-RE-3); use a durable task queue beyond that"
+                "{n} attempts: 1 to {MAX_ATTEMPTS} are allowed ({}); use a durable task queue beyond that",
+                Violation::Attempts.rule()
             ),
-            PolicyError::ZeroDelay => f.write_str("the first pause is zero (R-RES-RE-X3)"),
+            PolicyError::ZeroDelay => write!(
+                f,
+                "the first pause is zero ({})",
+                Violation::ZeroDelay.rule()
+            ),
             PolicyError::MaxDelayBelowDelay => f.write_str("max_delay is shorter than delay"),
-            PolicyError::FixedDelay => f.write_str(
-                "max_delay equals delay, so every pause is the same: a fixed delay (R-RES-RE-X3)",
+            PolicyError::FixedDelay => write!(
+                f,
+                "max_delay equals delay, so every pause is the same: a fixed delay ({})",
+                Violation::FixedDelay.rule()
             ),
             PolicyError::WindowTooLong(w) => write!(
                 f,
-                "the pauses may add up to {w:?}, beyond the {MAX_WINDOW:?} in-memory window (R-RES-RE-4)"
+                "the pauses may add up to {w:?}, beyond the {MAX_WINDOW:?} in-memory window ({})",
+                Violation::WindowTooLong(w.as_nanos()).rule()
             ),
         }
     }
@@ -121,9 +142,9 @@ impl Policy {
     /// The reference configuration: 3 attempts, 200 ms first pause, doubling, each pause capped
     /// at 5 s, equal jitter.
     pub const DEFAULT: Policy = Policy {
-        attempts: 3,
-        delay: Duration::from_millis(200),
-        max_delay: MAX_WINDOW,
+        attempts: rules::DEFAULT_ATTEMPTS,
+        delay: duration(rules::DEFAULT_DELAY),
+        max_delay: duration(rules::DEFAULT_MAX_DELAY),
         jitter: Jitter::Equal,
     };
 
@@ -134,29 +155,21 @@ impl Policy {
         max_delay: Duration,
         jitter: Jitter,
     ) -> Result<Policy, PolicyError> {
-        if attempts == 0 || attempts > MAX_ATTEMPTS {
-            return Err(PolicyError::Attempts(attempts));
+        match rules::check(attempts, delay.as_nanos(), max_delay.as_nanos()) {
+            Ok(_) => Ok(Policy {
+                attempts,
+                delay,
+                max_delay,
+                jitter,
+            }),
+            Err(Violation::Attempts) => Err(PolicyError::Attempts(attempts)),
+            Err(Violation::ZeroDelay) => Err(PolicyError::ZeroDelay),
+            Err(Violation::MaxDelayBelowDelay) => Err(PolicyError::MaxDelayBelowDelay),
+            Err(Violation::FixedDelay) => Err(PolicyError::FixedDelay),
+            Err(Violation::WindowTooLong(window)) => {
+                Err(PolicyError::WindowTooLong(duration(window)))
+            }
         }
-        if delay.is_zero() {
-            return Err(PolicyError::ZeroDelay);
-        }
-        if max_delay.as_nanos() < delay.as_nanos() {
-            return Err(PolicyError::MaxDelayBelowDelay);
-        }
-        if attempts >= 3 && max_delay.as_nanos() == delay.as_nanos() {
-            return Err(PolicyError::FixedDelay);
-        }
-        let policy = Policy {
-            attempts,
-            delay,
-            max_delay,
-            jitter,
-        };
-        let window = policy.worst_case_window();
-        if window.as_nanos() > MAX_WINDOW.as_nanos() {
-            return Err(PolicyError::WindowTooLong(window));
-        }
-        Ok(policy)
     }
 
     /// Total attempts, the first included.
@@ -182,32 +195,21 @@ impl Policy {
     /// The nominal pause after failed attempt `k` (1-based), before jitter:
     /// `min(delay · 2^(k−1), max_delay)`. Zero for `k = 0`.
     pub const fn base_pause(&self, k: u32) -> Duration {
-        if k == 0 {
-            return Duration::ZERO;
-        }
-        let mut pause = self.delay;
-        let mut i = 1;
-        while i < k && pause.as_nanos() < self.max_delay.as_nanos() {
-            pause = pause.saturating_mul(2);
-            i += 1;
-        }
-        if pause.as_nanos() > self.max_delay.as_nanos() {
-            self.max_delay
-        } else {
-            pause
-        }
+        duration(rules::base_pause(
+            self.delay.as_nanos(),
+            self.max_delay.as_nanos(),
+            k,
+        ))
     }
 
     /// The longest a call may spend pausing: the sum of the un-jittered pauses. Jitter only
     /// shortens pauses, and a Retry-After hint is never allowed past [`MAX_WINDOW`].
     pub const fn worst_case_window(&self) -> Duration {
-        let mut total = Duration::ZERO;
-        let mut k = 1;
-        while k < self.attempts {
-            total = total.saturating_add(self.base_pause(k));
-            k += 1;
-        }
-        total
+        duration(rules::worst_case_window(
+            self.attempts,
+            self.delay.as_nanos(),
+            self.max_delay.as_nanos(),
+        ))
     }
 
     /// The pause after failed attempt `k` (1-based), jittered with `rng`.
@@ -282,6 +284,26 @@ mod tests {
             MS * 5000
         );
         assert!(policy(1, 1, 1).is_ok());
+    }
+
+    #[test]
+    fn errors_name_the_rule() {
+        assert_eq!(
+            PolicyError::Attempts(6).to_string(),
+            "6 attempts: 1 to 5 are allowed (R-RES-RE-3); use a durable task queue beyond that"
+        );
+        assert_eq!(
+            PolicyError::ZeroDelay.to_string(),
+            "the first pause is zero (R-RES-RE-X3)"
+        );
+        assert_eq!(
+            PolicyError::FixedDelay.to_string(),
+            "max_delay equals delay, so every pause is the same: a fixed delay (R-RES-RE-X3)"
+        );
+        assert_eq!(
+            PolicyError::WindowTooLong(MS * 6000).to_string(),
+            "the pauses may add up to 6s, beyond the 5s in-memory window (R-RES-RE-4)"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! - `StatusError::new(status, Some(header))`: never a panic; transient exactly when
 //!   `is_transient_status` says so; the hint is what `parse_retry_after` reads.
 //!
-//! The attribute's own parser is fuzzed inside `retry-macro` (`src/hostile.rs`).
+//! The attribute's own parser is fuzzed inside `retry-macro` (`tests/hostile/`).
 
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -19,10 +19,10 @@ trait Gateway {
     async fn status(&self, order: &Order) -> Result<u64, GatewayError>;
 }
 
-struct Sber;
+struct GatewayClient;
 
 #[async_trait::async_trait]
-impl Gateway for Sber {
+impl Gateway for GatewayClient {
     #[retry(read)]
     async fn status(&self, order: &Order) -> Result<u64, GatewayError> {
         Ok(order.id)

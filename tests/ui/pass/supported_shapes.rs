@@ -75,7 +75,7 @@ impl Client {
     }
 
     /// `return` inside the body ends one attempt.
-    #[retry(read, backoff = "exponential", system = "sber")]
+    #[retry(read, backoff = "exponential", system = "gateway")]
     pub async fn early(&self, id: u64) -> Result<u64, GatewayError> {
         if id == 0 {
             return Err(GatewayError);

@@ -21,10 +21,10 @@ trait Gateway {
     }
 }
 
-struct Sber;
+struct GatewayClient;
 
-impl Gateway for Sber {
-    #[retry(read, system = "sber")]
+impl Gateway for GatewayClient {
+    #[retry(read, system = "gateway")]
     async fn status(&self, id: u64) -> Result<u64, GatewayError> {
         Ok(id)
     }
@@ -45,7 +45,7 @@ impl Store<String> for Memory {
 
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    assert_eq!(rt.block_on(Sber.status_twice(21)).unwrap(), 42);
+    assert_eq!(rt.block_on(GatewayClient.status_twice(21)).unwrap(), 42);
     let mut memory = Memory(vec!["a".into()]);
     assert_eq!(memory.load(0).unwrap(), "a");
     assert!(memory.load(1).is_err());

@@ -1,6 +1,9 @@
-//! Durations written as strings: `"200ms"`, `"2s"`.
+//! Durations written as strings: `"200ms"`, `"2s"`, held in whole milliseconds; and their
+//! conversion to the nanoseconds of [`rules`].
 
 use std::fmt;
+
+use crate::common::rules::{self, Nanos};
 
 /// Why a duration string was refused.
 #[derive(Debug, PartialEq, Eq)]
@@ -74,6 +77,16 @@ pub fn show(ms: u64) -> String {
     } else {
         format!("{ms}ms")
     }
+}
+
+/// Milliseconds in the rules' unit.
+pub fn nanos(ms: u64) -> Nanos {
+    Nanos::from(ms) * rules::NANOS_PER_MS
+}
+
+/// The rules' nanoseconds in whole milliseconds, saturating at `u64::MAX`.
+pub fn millis(nanos: Nanos) -> u64 {
+    u64::try_from(nanos / rules::NANOS_PER_MS).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Phase 3: code generation.
+//! Phase 3: code generation, in the pieces of the loop: the call site's `static`, the
+//! retrier (with the key), the decision on each result, the attempt and the loop around them.
 //!
 //! The user's signature, attributes and visibility are re-emitted as written; only the body
 //! changes. It becomes a loop that runs the original body (in its own `async { }` block or
@@ -10,10 +11,11 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
-use syn::{Ident, ItemFn, ReturnType, TraitItemFn};
+use syn::{Block, Ident, ItemFn, ReturnType, TraitItemFn};
 
-use crate::spans::located_at;
-use crate::valid::{Classifier, Config, Jitter};
+use super::options::Jitter;
+use super::valid::{Classifier, Config};
+use crate::common::spans::located_at;
 
 /// The fn this attribute is on, or the error to report instead (with the input re-emitted).
 pub fn parse_fn(item: TokenStream) -> Result<ItemFn, TokenStream> {
@@ -36,6 +38,42 @@ pub fn with_errors(func: &ItemFn, error: &syn::Error) -> TokenStream {
     quote!(#error #func)
 }
 
+/// The generated locals: `Span::mixed_site()`, so the body can neither see nor shadow them.
+struct Locals {
+    site: Ident,
+    retrier: Ident,
+    key: Ident,
+    out: Ident,
+    err: Ident,
+    pause: Ident,
+    fake: Ident,
+    value: Ident,
+    inner: Ident,
+}
+
+impl Locals {
+    fn new() -> Self {
+        let local = |name: &str| Ident::new(name, Span::mixed_site());
+        Locals {
+            site: local("__RETRY_SITE"),
+            retrier: local("__retry"),
+            key: local("__retry_key"),
+            out: local("__retry_out"),
+            err: local("__retry_err"),
+            pause: local("__retry_pause"),
+            fake: local("__retry_fake_return"),
+            value: local("__retry_value"),
+            inner: local("__retry_inner_gave_up"),
+        }
+    }
+}
+
+/// The fn's return type, and where to blame a type error about it.
+struct Ret {
+    ty: TokenStream,
+    span: Span,
+}
+
 /// The fn with its body turned into the retry loop.
 pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
     let ItemFn {
@@ -44,26 +82,47 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         sig,
         block,
     } = func;
-    let krate = &config.krate;
-    let local = |name: &str| Ident::new(name, Span::mixed_site());
-    let (site, retrier, key, out, err, pause, fake, value, inner) = (
-        local("__RETRY_SITE"),
-        local("__retry"),
-        local("__retry_key"),
-        local("__retry_out"),
-        local("__retry_err"),
-        local("__retry_pause"),
-        local("__retry_fake_return"),
-        local("__retry_value"),
-        local("__retry_inner_gave_up"),
-    );
-
-    let (ret, ret_span) = match &sig.output {
-        ReturnType::Type(_, ty) => (ty.to_token_stream(), ty.span()),
-        ReturnType::Default => (quote!(()), sig.ident.span()),
+    let locals = Locals::new();
+    let ret = match &sig.output {
+        ReturnType::Type(_, ty) => Ret {
+            ty: ty.to_token_stream(),
+            span: ty.span(),
+        },
+        ReturnType::Default => Ret {
+            ty: quote!(()),
+            span: sig.ident.span(),
+        },
     };
+    let site = site(config, &locals);
+    let init = retrier(config, &locals);
+    let decide = decide(config, &locals, &ret);
+    let (attempt, sleep) = attempt(config, &locals, &ret, sig.asyncness.is_some(), &block);
+    let Locals {
+        pause, out, inner, ..
+    } = &locals;
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #site
+            #init
+            // `loop` is spanned at the attribute: a borrow error about a by-value argument
+            // moved "in the previous iteration of the loop" points at `#[retry]` as the loop.
+            loop {
+                let #pause = {
+                    // Each attempt runs in a scope that a `#[retry]` loop inside it marks when it
+                    // gives up: then this loop does not retry the same failure again.
+                    let (#out, #inner) = #attempt;
+                    #decide
+                };
+                #sleep
+            }
+        }
+    }
+}
 
-    let system = &config.system;
+/// The call site's `static`: its label and policy, checked by the runtime in a const context.
+fn site(config: &Config, locals: &Locals) -> TokenStream {
+    let (krate, site, system) = (&config.krate, &locals.site, &config.system);
     let (attempts, delay_ms, max_delay_ms) =
         (config.attempts, config.delay_ms, config.max_delay_ms);
     let jitter = match config.jitter {
@@ -71,8 +130,20 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         Jitter::Full => quote!(Full),
         Jitter::None => quote!(None),
     };
+    quote! {
+        static #site: #krate::__private::Site = #krate::__private::site(
+            #system, #attempts, #delay_ms, #max_delay_ms, #krate::Jitter::#jitter,
+        );
+    }
+}
 
-    let init = match &config.key {
+/// The retrier of this call: a read's, or a write's with its key evaluated once.
+fn retrier(config: &Config, locals: &Locals) -> TokenStream {
+    let Locals {
+        site, retrier, key, ..
+    } = locals;
+    let krate = &config.krate;
+    match &config.key {
         Some(expr) => {
             let krate = located_at(krate, expr.span());
             let value = Ident::new(
@@ -89,8 +160,21 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         None => quote! {
             let mut #retrier = #krate::__private::Retrier::read(&#site);
         },
-    };
+    }
+}
 
+/// What to do with one attempt's result: return it, or the pause before the next attempt.
+fn decide(config: &Config, locals: &Locals, ret: &Ret) -> TokenStream {
+    let Locals {
+        retrier,
+        out,
+        err,
+        pause,
+        inner,
+        ..
+    } = locals;
+    let krate = &config.krate;
+    let ret_span = ret.span;
     let krate_at_ret = located_at(krate, ret_span);
     // The same hygiene, located at the return type, for the tokens a type error would blame.
     let (out_at_ret, err_at_ret) = (
@@ -116,7 +200,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
     };
     // The whole decision is spanned at the return type: if it is not a `Result`, or its error
     // type is not `Classify`, that is where the compiler points.
-    let decide = quote_spanned! {ret_span=>
+    quote_spanned! {ret_span=>
         match #krate_at_ret::__private::RetryResult::failure(&#out_at_ret) {
             ::core::option::Option::None => {
                 #retrier.succeeded();
@@ -127,70 +211,63 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
                 ::core::option::Option::None => return #out,
             },
         }
-    };
-    let (attempt, sleep) = if sig.asyncness.is_some() {
-        let body = quote! {
-            async {
-                #[allow(
-                    unknown_lints,
-                    unreachable_code,
-                    clippy::diverging_sub_expression,
-                    clippy::empty_loop,
-                    clippy::let_unit_value,
-                    clippy::let_with_type_underscore,
-                    clippy::needless_return,
-                    clippy::unreachable
-                )]
-                if false {
-                    let #fake: #ret = loop {};
-                    return #fake;
-                }
-                // Bound, not left as the tail: a one-line body as the tail of this block would
-                // trip `unused_braces` in the user's crate.
-                let #value: #ret = #block;
-                #value
-            }
-        };
-        let body = match config.timeout {
-            Some((ms, span)) => {
-                let krate = located_at(krate, span);
-                quote_spanned! {span=>
-                    #krate::__private::timed(::core::time::Duration::from_millis(#ms), #body)
-                }
-            }
-            None => body,
-        };
-        (
-            quote!(#krate::__private::attempt(#body).await),
-            quote!(#krate::__private::sleep(#pause).await;),
-        )
-    } else {
-        (
+    }
+}
+
+/// One attempt (the body in its own `async` block or closure, so that `return` and `?` end the
+/// attempt, not the fn), and the pause after a failed one.
+fn attempt(
+    config: &Config,
+    locals: &Locals,
+    ret: &Ret,
+    is_async: bool,
+    block: &Block,
+) -> (TokenStream, TokenStream) {
+    let Locals {
+        pause, fake, value, ..
+    } = locals;
+    let (krate, ret) = (&config.krate, &ret.ty);
+    if !is_async {
+        return (
             quote!(#krate::__private::attempt_blocking(|| -> #ret #block)),
             quote!(#krate::__private::sleep_blocking(#pause);),
-        )
+        );
+    }
+    let body = quote! {
+        async {
+            #[allow(
+                unknown_lints,
+                unreachable_code,
+                clippy::diverging_sub_expression,
+                clippy::empty_loop,
+                clippy::let_unit_value,
+                clippy::let_with_type_underscore,
+                clippy::needless_return,
+                clippy::unreachable
+            )]
+            if false {
+                let #fake: #ret = loop {};
+                return #fake;
+            }
+            // Bound, not left as the tail: a one-line body as the tail of this block would
+            // trip `unused_braces` in the user's crate.
+            let #value: #ret = #block;
+            #value
+        }
     };
-
-    quote! {
-        #(#attrs)*
-        #vis #sig {
-            static #site: #krate::__private::Site = #krate::__private::site(
-                #system, #attempts, #delay_ms, #max_delay_ms, #krate::Jitter::#jitter,
-            );
-            #init
-            // `loop` is spanned at the attribute: a borrow error about a by-value argument
-            // moved "in the previous iteration of the loop" points at `#[retry]` as the loop.
-            loop {
-                let #pause = {
-                    // Each attempt runs in a scope that a `#[retry]` loop inside it marks when it
-                    // gives up: then this loop does not retry the same failure again.
-                    let (#out, #inner) = #attempt;
-                    #decide
-                };
-                #sleep
+    let body = match config.timeout {
+        Some((ms, span)) => {
+            let krate = located_at(krate, span);
+            quote_spanned! {span=>
+                #krate::__private::timed(::core::time::Duration::from_millis(#ms), #body)
             }
         }
-    }
+        None => body,
+    };
+    (
+        quote!(#krate::__private::attempt(#body).await),
+        quote!(#krate::__private::sleep(#pause).await;),
+    )
 }
 
 #[cfg(test)]
@@ -199,8 +276,8 @@ mod tests {
 
     fn expanded(args: TokenStream, item: TokenStream) -> String {
         let func: ItemFn = syn::parse2(item).unwrap();
-        let args = crate::args::parse(args).unwrap();
-        let config = crate::valid::check(args, &func).unwrap_or_else(|e| panic!("{e}"));
+        let args = crate::common::args::parse(args).unwrap();
+        let config = crate::retry::valid::check(args, &func).unwrap_or_else(|e| panic!("{e}"));
         expand(&config, func).to_string()
     }
 
@@ -244,7 +321,7 @@ mod tests {
     #[test]
     fn signature_and_attributes_are_kept() {
         let out = expanded(
-            quote!(write, idempotency_key = order.key, system = "sber"),
+            quote!(write, idempotency_key = order.key, system = "gateway"),
             quote!(
                 /// Registers.
                 #[inline]
@@ -261,7 +338,7 @@ mod tests {
         );
         let head = "# [doc = r\" Registers.\"] # [inline] pub (crate) async fn register < 'a , T : Send > (& 'a mut self , order : & 'a Order < T > ,) -> Result < u64 , E > where T : Sync , {";
         assert!(out.starts_with(head), "{out}");
-        assert!(out.contains("site (\"sber\""), "{out}");
+        assert!(out.contains("site (\"gateway\""), "{out}");
         assert!(out.contains("Retrier :: write"), "{out}");
     }
 }

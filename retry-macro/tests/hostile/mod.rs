@@ -1,8 +1,12 @@
 //! Hostile input for both macros: random token streams through the same pipeline as the entry
-//! points in `lib.rs` (`#[retry]`: `expand::parse_fn` → `args::parse` → `valid::check` →
-//! `expand::expand` or `expand::with_errors`; `#[derive(Classify)]`: `derive_args` →
-//! `derive_valid` → `derive_expand`), outside a compiler: `proc_macro2` runs on its fallback
-//! implementation in unit tests.
+//! points in `lib.rs` (`#[retry]`: `retry::expand::parse_fn` → `common::args::parse` →
+//! `retry::valid::check` → `retry::expand::expand` or `with_errors`; `#[derive(Classify)]`:
+//! `classify::args` → `classify::valid` → `classify::expand`), outside a compiler:
+//! `proc_macro2` runs on its fallback implementation in unit tests.
+//!
+//! A unit-test module of the crate (it calls the phases, which a proc-macro crate does not
+//! export), declared in `src/lib.rs` with `#[path]`; it lives here, next to the tests, being
+//! test vocabulary rather than part of the macros.
 //!
 //! The property, for any input: no panic, and either errors (each with a message, rendered by
 //! `to_compile_error()` as `compile_error!` invocations, followed by the untouched fn, or the
@@ -19,7 +23,12 @@ use proptest::test_runner::TestCaseError;
 use quote::{ToTokens, quote};
 use syn::ItemFn;
 
-use crate::{args, derive_args, derive_expand, derive_valid, expand, valid};
+use syn::DeriveInput;
+
+use crate::classify::{args as derive_args, expand as derive_expand, valid as derive_valid};
+use crate::common::args;
+use crate::retry::options::OPTIONS;
+use crate::retry::{expand, valid};
 
 // ---------------------------------------------------------------------------------------------
 // Token trees, as plain data so that proptest can print and shrink them.
@@ -109,47 +118,41 @@ fn stream(toks: &[Tok]) -> TokenStream {
 // ---------------------------------------------------------------------------------------------
 // Strategies.
 
-/// Every word either macro knows, and words that are close, reserved or odd.
-const WORDS: &[&str] = &[
-    "read",
-    "write",
-    "idempotency_key",
-    "attempts",
-    "delay",
-    "max_delay",
-    "jitter",
-    "backoff",
-    "retry_if",
-    "system",
-    "crate",
-    "timeout",
-    "transient",
-    "permanent",
-    "delegate",
-    "retry_after",
-    "classify",
-    "Read",
-    "atempts",
-    "max_attempts",
-    "key",
-    "self",
-    "Self",
-    "super",
-    "fn",
-    "async",
-    "move",
-    "true",
-    "false",
-    "as",
-    "_",
-    "order",
-    "Uuid",
-    "new_v4",
-    "now",
-    "format",
-    "async_trait",
-    "café",
-];
+/// Every word either macro knows (`#[retry]`'s options from its own list), and words that are
+/// close, reserved or odd.
+fn words() -> Vec<&'static str> {
+    let mut words = vec!["read", "write"];
+    words.extend(OPTIONS);
+    words.extend([
+        "transient",
+        "permanent",
+        "delegate",
+        "retry_after",
+        "classify",
+        "Read",
+        "atempts",
+        "max_attempts",
+        "key",
+        "self",
+        "Self",
+        "super",
+        "fn",
+        "async",
+        "move",
+        "true",
+        "false",
+        "as",
+        "_",
+        "order",
+        "Uuid",
+        "new_v4",
+        "now",
+        "format",
+        "async_trait",
+        "café",
+    ]);
+    words
+}
 
 /// Words that may be raw identifiers.
 const RAW_WORDS: &[&str] = &[
@@ -199,7 +202,7 @@ const STRINGS: &[&str] = &[
     "fixed",
     "linear",
     "exponential",
-    "sber",
+    "gateway",
     "\u{0}",
     "\n",
     "\u{1f4a5}",
@@ -233,7 +236,7 @@ const STRINGS: &[&str] = &[
 
 fn word() -> impl Strategy<Value = String> {
     prop_oneof![
-        4 => proptest::sample::select(WORDS).prop_map(str::to_owned),
+        4 => proptest::sample::select(words()).prop_map(str::to_owned),
         1 => "[a-zA-Z_][a-zA-Z0-9_]{0,12}".prop_filter("not a keyword", |s| {
             syn::parse_str::<Ident>(s).is_ok() || s == "_"
         }),
@@ -417,7 +420,7 @@ const VALID_PAIRS: &[&str] = &[
     "jitter = \"full\"",
     "jitter = \"none\"",
     "backoff = \"exponential\"",
-    "system = \"sber\"",
+    "system = \"gateway\"",
     "system = \"\\u{1f4a5}\"",
     "retry_if = is_retryable",
     "retry_if = crate::errors::is_retryable",
@@ -652,7 +655,7 @@ fn has_generic_arguments(path: &syn::Path) -> bool {
 /// `#[derive(Classify)] item`, as `lib.rs` runs it, and the property.
 fn derive(item: TokenStream) -> Result<(), TestCaseError> {
     // `parse_macro_input!` reports what is not an item; rustc never derives on anything else.
-    let Ok(input) = syn::parse2::<derive_args::Input>(item.clone()) else {
+    let Ok(input) = syn::parse2::<DeriveInput>(item.clone()) else {
         return Ok(());
     };
     match derive_args::parse(&input).and_then(|parsed| derive_valid::check(&input, parsed)) {
@@ -903,7 +906,7 @@ fn the_generators_reach_expansions_and_errors() {
     let (mut derived, mut refused) = (0, 0);
     for _ in 0..300 {
         let item = derive_input().new_tree(&mut runner).unwrap().current();
-        let Ok(input) = syn::parse2::<derive_args::Input>(item) else {
+        let Ok(input) = syn::parse2::<DeriveInput>(item) else {
             continue;
         };
         match derive_args::parse(&input).and_then(|parsed| derive_valid::check(&input, parsed)) {

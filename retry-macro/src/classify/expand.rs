@@ -14,18 +14,17 @@ use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 use syn::visit::Visit;
-use syn::{Ident, Path, Type, WherePredicate};
+use syn::{DeriveInput, Ident, Path, Type, WherePredicate};
 
-use crate::derive_args::Input;
-use crate::derive_valid::{self, Derive, Shape, Target, Verdict};
-use crate::spans::located_at;
+use super::valid::{self, Derive, Shape, Target, Verdict};
+use crate::common::spans::located_at;
 
 /// The errors, and an impl that calls every value permanent, so that the type's users (a
 /// `#[retry]` fn returning it) compile and only the derive's own errors are shown. No such impl
 /// when `crate = "..."` is unusable: it would only add an error.
-pub fn with_errors(input: &Input, error: &syn::Error) -> TokenStream {
+pub fn with_errors(input: &DeriveInput, error: &syn::Error) -> TokenStream {
     let error = error.to_compile_error();
-    let Some(krate) = derive_valid::fallback_crate(input) else {
+    let Some(krate) = valid::fallback_crate(input) else {
         return error;
     };
     let ident = &input.ident;
@@ -296,9 +295,9 @@ mod tests {
     use super::*;
 
     fn expanded(item: TokenStream) -> String {
-        let input: Input = syn::parse2(item).unwrap();
-        let parsed = crate::derive_args::parse(&input).unwrap();
-        let derive = derive_valid::check(&input, parsed).unwrap_or_else(|e| panic!("{e}"));
+        let input: DeriveInput = syn::parse2(item).unwrap();
+        let parsed = crate::classify::args::parse(&input).unwrap();
+        let derive = valid::check(&input, parsed).unwrap_or_else(|e| panic!("{e}"));
         expand(&derive).to_string()
     }
 
@@ -376,7 +375,7 @@ mod tests {
 
     #[test]
     fn errors_come_with_an_impl_that_calls_every_value_permanent() {
-        let input: Input = syn::parse2(quote!(
+        let input: DeriveInput = syn::parse2(quote!(
             enum E<T> {
                 A(T),
             }

@@ -4,74 +4,13 @@
 //! `permanent`, `delegate`) and `name = value` pairs (`retry_after = field`, `crate = "path"`),
 //! on the type, its variants and (refused later) its fields. Several `#[classify]` attributes on
 //! one item read as one list. Only syntax is checked here, for every attribute of the type at
-//! once; what the words mean, and where they may go, is [`crate::derive_valid`]'s business.
+//! once; what the words mean, and where they may go, is [`super::valid`]'s business.
 
-use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{Attribute, Field, Fields, FieldsNamed, Generics, Ident, Item, Token, Variant};
+use syn::{Attribute, Data, DeriveInput, Field, Token};
 
-pub use crate::args::Arg;
-use crate::errors::Errors;
-
-/// The type the derive is on: what `syn::DeriveInput` holds, read as a `syn::Item` (the crate
-/// builds syn with its `full` feature, which has no `DeriveInput`).
-pub struct Input {
-    /// Its attributes: doc comments, other derives' and ours.
-    pub attrs: Vec<Attribute>,
-    /// Its name.
-    pub ident: Ident,
-    /// Its generics and where-clause.
-    pub generics: Generics,
-    /// Its variants or fields.
-    pub data: Data,
-}
-
-/// An enum's variants, a struct's fields, or a union.
-pub enum Data {
-    /// The variants, in order.
-    Enum(Vec<Variant>),
-    /// The fields.
-    Struct(Fields),
-    /// The `union` keyword, to blame, and the fields.
-    Union(Token![union], FieldsNamed),
-}
-
-impl Parse for Input {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
-        let (attrs, ident, generics, data) = match input.parse()? {
-            Item::Enum(item) => (
-                item.attrs,
-                item.ident,
-                item.generics,
-                Data::Enum(item.variants.into_iter().collect()),
-            ),
-            Item::Struct(item) => (
-                item.attrs,
-                item.ident,
-                item.generics,
-                Data::Struct(item.fields),
-            ),
-            Item::Union(item) => (
-                item.attrs,
-                item.ident,
-                item.generics,
-                Data::Union(item.union_token, item.fields),
-            ),
-            other => {
-                return Err(syn::Error::new_spanned(
-                    other,
-                    "`#[derive(Classify)]` goes on an enum or a struct",
-                ));
-            }
-        };
-        Ok(Input {
-            attrs,
-            ident,
-            generics,
-            data,
-        })
-    }
-}
+use crate::common::args::Arg;
+use crate::common::errors::Errors;
 
 /// The `#[classify]` arguments of the whole type.
 pub struct Parsed {
@@ -84,19 +23,19 @@ pub struct Parsed {
 }
 
 /// Parses every `#[classify]` attribute of the type; all syntax errors at once.
-pub fn parse(input: &Input) -> syn::Result<Parsed> {
+pub fn parse(input: &DeriveInput) -> syn::Result<Parsed> {
     let mut errors = Errors::default();
     let container = args(&mut errors, &input.attrs);
     let (variants, fields): (Vec<Vec<Arg>>, Vec<&Field>) = match &input.data {
-        Data::Enum(variants) => (
-            variants
+        Data::Enum(data) => (
+            data.variants
                 .iter()
                 .map(|variant| args(&mut errors, &variant.attrs))
                 .collect(),
-            variants.iter().flat_map(|v| &v.fields).collect(),
+            data.variants.iter().flat_map(|v| &v.fields).collect(),
         ),
-        Data::Struct(fields) => (Vec::new(), fields.iter().collect()),
-        Data::Union(_, fields) => (Vec::new(), fields.named.iter().collect()),
+        Data::Struct(data) => (Vec::new(), data.fields.iter().collect()),
+        Data::Union(data) => (Vec::new(), data.fields.named.iter().collect()),
     };
     let on_fields = fields
         .into_iter()
@@ -110,7 +49,7 @@ pub fn parse(input: &Input) -> syn::Result<Parsed> {
     })
 }
 
-fn is_classify(attr: &Attribute) -> bool {
+pub fn is_classify(attr: &Attribute) -> bool {
     attr.path().is_ident("classify")
 }
 
@@ -141,11 +80,12 @@ pub fn args_of(attr: &Attribute) -> syn::Result<Vec<Arg>> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use quote::quote;
 
+    use super::*;
+
     fn parsed(item: proc_macro2::TokenStream) -> syn::Result<Parsed> {
-        parse(&syn::parse2::<Input>(item).unwrap())
+        parse(&syn::parse2::<DeriveInput>(item).unwrap())
     }
 
     #[test]

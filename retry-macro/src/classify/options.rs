@@ -1,0 +1,139 @@
+//! `#[derive(Classify)]`, phase 2a: the `#[classify(...)]` arguments of one item (the type or a
+//! variant) read into [`Options`], each on its own: a second value of an option is refused, and
+//! so is an option in a place it cannot go. What they mean given the item's fields is
+//! [`super::valid`]'s business.
+
+use syn::{Expr, Ident, Path};
+
+use crate::common::args::Arg;
+use crate::common::errors::Errors;
+use crate::common::krate;
+
+/// Read from `#[classify(...)]` on one item, before looking at its fields.
+#[derive(Default)]
+pub struct Options {
+    /// `transient`, `permanent` or `delegate`, with the word to blame.
+    pub kind: Option<(Kind, Ident)>,
+    /// `retry_after = field`, with the name to blame.
+    pub retry_after: Option<(Ident, Expr)>,
+    /// `crate = "path"`.
+    pub krate: Option<Path>,
+}
+
+/// How an item is classified.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Transient,
+    Permanent,
+    Delegate,
+}
+
+/// Where an attribute is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// On an enum: only `crate` goes there.
+    Enum,
+    /// On a struct: everything goes there.
+    Struct,
+    /// On a variant.
+    Variant,
+}
+
+const OPTIONS: &str = "the options are `transient`, `permanent` (the default), `delegate`, `retry_after = field` and, on the type, `crate = \"path\"`";
+
+/// The meaning of each argument on one item, ignoring its fields.
+pub fn read(errors: &mut Errors, args: Vec<Arg>, place: Place) -> Options {
+    let mut options = Options::default();
+    let mut seen: Vec<Ident> = Vec::new();
+    for arg in args {
+        let (name, value) = match arg {
+            Arg::Word(name) => (name, None),
+            Arg::Pair { name, value } => (name, Some(value)),
+        };
+        let label = name.to_string();
+        if seen.contains(&name) {
+            let value = if value.is_some() { " = ..." } else { "" };
+            errors.at(
+                &name,
+                format!("`{label}` is given twice: keep one `{label}{value}`"),
+            );
+            continue;
+        }
+        seen.push(name.clone());
+        let kind = match label.as_str() {
+            "transient" => Kind::Transient,
+            "permanent" => Kind::Permanent,
+            "delegate" => Kind::Delegate,
+            "retry_after" => {
+                match value {
+                    None => errors.at(
+                        &name,
+                        "`retry_after` names the field that holds the Retry-After hint: `retry_after = field`, or `retry_after = 0` in a tuple variant",
+                    ),
+                    Some(_) if place == Place::Enum => errors.at(
+                        &name,
+                        "`retry_after` goes on the variant that carries the hint, not on the enum: `#[classify(transient, retry_after = field)]`",
+                    ),
+                    Some(value) => options.retry_after = Some((name, value)),
+                }
+                continue;
+            }
+            "crate" => {
+                match value {
+                    None => errors.at(&name, krate::USAGE),
+                    Some(_) if place == Place::Variant => errors.at(
+                        &name,
+                        "`crate` goes on the type, not on a variant: `#[classify(crate = \"my_retry\")]` above the enum",
+                    ),
+                    Some(value) => match krate::parse(&value) {
+                        Ok(path) => options.krate = Some(path),
+                        Err(_) => errors.at(&value, krate::USAGE),
+                    },
+                }
+                continue;
+            }
+            _ => {
+                errors.at(
+                    &name,
+                    format!("unknown option `{label}` in `#[classify]`: {OPTIONS}"),
+                );
+                continue;
+            }
+        };
+        if value.is_some() {
+            errors.at(
+                &name,
+                format!("`{label}` takes no value: write `#[classify({label})]`"),
+            );
+            continue;
+        }
+        if place == Place::Enum {
+            errors.at(
+                &name,
+                format!(
+                    "`{label}` goes on the variants, not on the enum: mark each variant that is worth another attempt `#[classify(transient)]`; the others are permanent (if in doubt: no retry, R-RES-RE-1)"
+                ),
+            );
+            continue;
+        }
+        match &options.kind {
+            None => options.kind = Some((kind, name)),
+            Some((_, first)) if kind == Kind::Delegate || first == "delegate" => {
+                let other = if kind == Kind::Delegate { first } else { &name };
+                errors.at(
+                    &name,
+                    format!(
+                        "`delegate` takes the verdict and the hint from the field, so it cannot go with `{other}`: keep one"
+                    ),
+                );
+            }
+            Some((_, first)) => errors.at(
+                &name,
+                format!(
+                    "`{first}` and `{name}` together: an error is either worth another attempt or not; keep one"
+                ),
+            ),
+        }
+    }
+    options
+}

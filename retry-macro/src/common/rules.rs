@@ -1,0 +1,1 @@
+../../../retry-runtime/src/rules.rs

@@ -1,0 +1,10 @@
+//! `#[retry]`: the attribute's rules ([`valid`], reading the options gathered by [`options`],
+//! the fn's shape checked by [`signature`], fresh keys spotted by [`fresh_key`]) and its
+//! expansion into a loop ([`expand`]). The grammar of its arguments is shared with
+//! `#[classify]` (`common::args`).
+
+pub mod expand;
+mod fresh_key;
+pub mod options;
+mod signature;
+pub mod valid;

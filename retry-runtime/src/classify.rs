@@ -76,6 +76,30 @@ pub trait Classify {
     }
 }
 
+/// What [`Classify`] says of one error, as a value: transient or not, the other side's
+/// Retry-After hint, and whether the call was rejected before it was made. The retry loop
+/// decides on it after each failed attempt; the durable queue and the tower layer read it too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// [`Classify::is_transient`].
+    pub transient: bool,
+    /// [`Classify::retry_after`].
+    pub retry_after: Option<Duration>,
+    /// [`Classify::is_rejection`].
+    pub rejection: bool,
+}
+
+impl Verdict {
+    /// The verdict of `error`.
+    pub fn of<E: Classify + ?Sized>(error: &E) -> Self {
+        Verdict {
+            transient: error.is_transient(),
+            retry_after: error.retry_after(),
+            rejection: error.is_rejection(),
+        }
+    }
+}
+
 /// Timeouts, resets, refused or aborted connections, broken pipes, interrupted calls and
 /// unexpected ends of stream are transient; every other kind is permanent.
 impl Classify for io::Error {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::budget::{self, Budget};
+use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::key::IdempotencyKey;
 use crate::schedule::{Jitter, MAX_WINDOW, Policy};
@@ -146,19 +147,17 @@ impl<'k> Retrier<'k> {
     /// transient error, so this loop does not retry it again (layered retries don't multiply).
     pub fn after_failure(
         &mut self,
-        transient: bool,
-        hint: Option<Duration>,
+        verdict: Verdict,
         inner_gave_up: bool,
         error: ErrorText<'_>,
     ) -> Option<Duration> {
-        self.after_failure_with(transient, hint, inner_gave_up, error, &mut rand::rng())
+        self.after_failure_with(verdict, inner_gave_up, error, &mut rand::rng())
     }
 
     /// [`after_failure`](Retrier::after_failure) with the caller's random numbers.
     pub fn after_failure_with<R: rand::Rng + ?Sized>(
         &mut self,
-        transient: bool,
-        hint: Option<Duration>,
+        verdict: Verdict,
         inner_gave_up: bool,
         error: ErrorText<'_>,
         rng: &mut R,
@@ -169,11 +168,11 @@ impl<'k> Retrier<'k> {
             key: self.key,
             error,
         };
-        if !transient {
+        if !verdict.transient {
             observe::permanent(&failure);
             return None;
         }
-        match self.next_pause(hint, inner_gave_up, rng) {
+        match self.next_pause(verdict.retry_after, inner_gave_up, rng) {
             Ok(pause) => {
                 observe::retrying(&failure, pause);
                 self.paused += pause;
@@ -299,6 +298,14 @@ mod tests {
     static NONE: Site = site("test", 3, 200, 5000, Jitter::None);
     static FIVE: Site = site("test", 5, 100, 2000, Jitter::None);
 
+    fn verdict(transient: bool, retry_after: Option<Duration>) -> Verdict {
+        Verdict {
+            transient,
+            retry_after,
+            rejection: false,
+        }
+    }
+
     fn rng() -> rand::rngs::SmallRng {
         rand::rngs::SmallRng::seed_from_u64(1)
     }
@@ -307,17 +314,17 @@ mod tests {
     fn transient_failures_follow_the_schedule_then_give_up() {
         let mut r = Retrier::read(&NONE);
         assert_eq!(
-            r.after_failure_with(true, None, false, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(verdict(true, None), false, ErrorText::Opaque, &mut rng()),
             Some(MS * 200)
         );
         assert_eq!(r.attempt(), 2);
         assert_eq!(
-            r.after_failure_with(true, None, false, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(verdict(true, None), false, ErrorText::Opaque, &mut rng()),
             Some(MS * 400)
         );
         assert_eq!(r.attempt(), 3);
         assert_eq!(
-            r.after_failure_with(true, None, false, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(verdict(true, None), false, ErrorText::Opaque, &mut rng()),
             None
         );
     }
@@ -326,7 +333,7 @@ mod tests {
     fn permanent_failures_give_up_at_once() {
         let mut r = Retrier::read(&NONE);
         assert_eq!(
-            r.after_failure_with(false, None, false, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(verdict(false, None), false, ErrorText::Opaque, &mut rng()),
             None
         );
         assert_eq!(r.attempt(), 1);
@@ -335,15 +342,23 @@ mod tests {
     #[test]
     fn blank_key_allows_one_attempt() {
         assert_eq!(
-            Retrier::write(&NONE, &"").after_failure(true, None, false, ErrorText::Opaque),
+            Retrier::write(&NONE, &"").after_failure(verdict(true, None), false, ErrorText::Opaque),
             None
         );
         assert_eq!(
-            Retrier::write(&NONE, &" ").after_failure(true, None, false, ErrorText::Opaque),
+            Retrier::write(&NONE, &" ").after_failure(
+                verdict(true, None),
+                false,
+                ErrorText::Opaque
+            ),
             None
         );
         assert_eq!(
-            Retrier::write(&NONE, &"k").after_failure(true, None, false, ErrorText::Opaque),
+            Retrier::write(&NONE, &"k").after_failure(
+                verdict(true, None),
+                false,
+                ErrorText::Opaque
+            ),
             Some(MS * 200)
         );
     }
@@ -353,22 +368,42 @@ mod tests {
         let mut r = Retrier::read(&FIVE);
         // A hint longer than the backoff pause wins.
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 1500), false, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(
+                verdict(true, Some(MS * 1500)),
+                false,
+                ErrorText::Opaque,
+                &mut rng()
+            ),
             Some(MS * 1500)
         );
         // A shorter hint does not shorten the backoff pause.
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 10), false, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(
+                verdict(true, Some(MS * 10)),
+                false,
+                ErrorText::Opaque,
+                &mut rng()
+            ),
             Some(MS * 200)
         );
         // 1.5 + 0.2 + 2 s = 3.7 s so far is fine ...
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 2000), false, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(
+                verdict(true, Some(MS * 2000)),
+                false,
+                ErrorText::Opaque,
+                &mut rng()
+            ),
             Some(MS * 2000)
         );
         // ... but another 2 s would pass the 5 s window: give up.
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 2000), false, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(
+                verdict(true, Some(MS * 2000)),
+                false,
+                ErrorText::Opaque,
+                &mut rng()
+            ),
             None
         );
     }
@@ -377,14 +412,18 @@ mod tests {
     fn hint_above_max_delay_gives_up() {
         let mut r = Retrier::read(&FIVE);
         assert_eq!(
-            r.after_failure_with(true, Some(MS * 2001), false, ErrorText::Opaque, &mut rng()),
+            r.after_failure_with(
+                verdict(true, Some(MS * 2001)),
+                false,
+                ErrorText::Opaque,
+                &mut rng()
+            ),
             None
         );
         let mut r = Retrier::read(&FIVE);
         assert_eq!(
             r.after_failure_with(
-                true,
-                Some(Duration::MAX),
+                verdict(true, Some(Duration::MAX)),
                 false,
                 ErrorText::Opaque,
                 &mut rng()

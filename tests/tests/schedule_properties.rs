@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use rand::SeedableRng as _;
-use retry_runtime::__private::{ErrorText, Retrier, Site, site};
+use retry_runtime::__private::{ErrorText, Retrier, Site, Verdict, site};
 use retry_runtime::{Jitter, MAX_WINDOW, Policy};
 
 fn jitter() -> impl Strategy<Value = Jitter> {
@@ -75,7 +75,12 @@ proptest! {
         let mut attempts = 1;
         for hint in &hints {
             let hint = hint.map(Duration::from_millis);
-            match retrier.after_failure_with(true, hint, false, ErrorText::Opaque, &mut rng) {
+            let verdict = Verdict {
+                transient: true,
+                retry_after: hint,
+                rejection: false,
+            };
+            match retrier.after_failure_with(verdict, false, ErrorText::Opaque, &mut rng) {
                 Some(pause) => {
                     prop_assert!(pause <= policy.max_delay());
                     if let Some(hint) = hint {

@@ -183,11 +183,18 @@ fn decide(config: &Config, locals: &Locals, ret: &Ret) -> TokenStream {
     );
     let verdict = match &config.classifier {
         Classifier::Classify => quote_spanned! {ret_span=>
-            #krate_at_ret::Classify::is_transient(#err_at_ret),
-            #krate_at_ret::Classify::retry_after(#err_at_ret)
+            #krate_at_ret::__private::Verdict {
+                transient: #krate_at_ret::Classify::is_transient(#err_at_ret),
+                retry_after: #krate_at_ret::Classify::retry_after(#err_at_ret),
+                rejection: #krate_at_ret::Classify::is_rejection(#err_at_ret),
+            }
         },
         Classifier::RetryIf(path) => quote_spanned! {path.span()=>
-            (#path)(#err), ::core::option::Option::None
+            #krate::__private::Verdict {
+                transient: (#path)(#err),
+                retry_after: ::core::option::Option::None,
+                rejection: false,
+            }
         },
     };
     // The error's text for the logs: `Display`, else `Debug`, else none, picked by auto-ref

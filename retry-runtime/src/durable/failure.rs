@@ -71,7 +71,7 @@ impl Failure {
             // (An `anyhow::Error` becomes the error it wraps, with its sources.)
             return Failure::erased(error.into());
         }
-        let verdict = erased::Verdict::of(&error);
+        let verdict = crate::classify::Verdict::of(&error);
         let error: BoxError = error.into();
         let judgement = match judge_chain(&*error) {
             special @ (Judgement::SkipRetry | Judgement::BadTask) => special,

@@ -10,30 +10,12 @@ use std::io;
 use std::time::Duration;
 
 use crate::Classify;
+use crate::classify::Verdict;
 use crate::http::StatusError;
 
 /// How many errors of a source chain are looked at, at most: a chain is a few links long, and a
 /// buggy `source()` that returns its own error must not hang the caller.
 pub(crate) const MAX_CHAIN: usize = 32;
-
-/// What a known error says: transient or not, its Retry-After hint, and whether the call was
-/// rejected before it was made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Verdict {
-    pub(crate) transient: bool,
-    pub(crate) retry_after: Option<Duration>,
-    pub(crate) rejection: bool,
-}
-
-impl Verdict {
-    pub(crate) fn of<E: Classify + ?Sized>(error: &E) -> Self {
-        Verdict {
-            transient: error.is_transient(),
-            retry_after: error.retry_after(),
-            rejection: error.is_rejection(),
-        }
-    }
-}
 
 /// The verdict of the first error in `error`'s source chain, `error` itself first, whose type
 /// we know; `None` when there is none (the caller's error is then permanent: deny by default).

@@ -9,7 +9,7 @@ use http::{HeaderMap, Method, Request, Response};
 use tower_service::Service;
 
 use super::transient_response;
-use crate::Classify;
+use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::http::StatusError;
 use crate::retrier::{Retrier, Site};
@@ -113,23 +113,17 @@ where
                                 status: response.status().as_u16(),
                                 retry_after: hint,
                             };
-                            match retrier.after_failure(
-                                true,
-                                hint,
-                                false,
-                                ErrorText::Display(&status),
-                            ) {
+                            let verdict = Verdict::of(&status);
+                            match retrier.after_failure(verdict, false, ErrorText::Display(&status))
+                            {
                                 Some(pause) => pause,
                                 None => return Ok(response),
                             }
                         }
                     },
                     Err(error) => {
-                        let transient = error.is_transient();
-                        let hint = error.retry_after();
                         match retrier.after_failure(
-                            transient,
-                            hint,
+                            Verdict::of(&error),
                             false,
                             ErrorText::Display(&error),
                         ) {

@@ -197,12 +197,13 @@ fn decide(config: &Config, locals: &Locals, ret: &Ret) -> TokenStream {
             }
         },
     };
-    // The error's text for the logs: `Display`, else `Debug`, else none, picked by auto-ref
-    // specialisation. The traits are imported in this block only, never in the user's body.
+    // The error's text for the logs: an `Error` with its sources, else `Display`, else `Debug`,
+    // else none, picked by auto-ref specialisation. The traits are imported in this block only,
+    // never in the user's body.
     let text = quote! {
         {
-            use #krate::__private::{ViaDebug as _, ViaDisplay as _, ViaNothing as _};
-            (&&&#krate::__private::Describe(#err)).describe()
+            use #krate::__private::{ViaDebug as _, ViaDisplay as _, ViaError as _, ViaNothing as _};
+            (&&&&#krate::__private::Describe(#err)).describe()
         }
     };
     // The whole decision is spanned at the return type: if it is not a `Result`, or its error

@@ -82,7 +82,7 @@ fn main() {
     let mut group = criterion.benchmark_group(GROUP);
     for threads in [1, 2] {
         each_contender!(|contender, call| {
-            group.bench_function(format!("{}/{threads}", contender.id), |b| {
+            group.bench_function(format!("{}_{threads}", contender.id), |b| {
                 b.iter_custom(|iters| {
                     parallel(threads, iters, |server| {
                         let _ = black_box(poll_once(|| call(server)));
@@ -90,14 +90,14 @@ fn main() {
                 });
             });
         });
-        group.bench_function(format!("{}/{threads}", BLOCKING[0].0), |b| {
+        group.bench_function(format!("{}_{threads}", BLOCKING[0].0), |b| {
             b.iter_custom(|iters| {
                 parallel(threads, iters, |server| {
                     let _ = black_box(blocking_operation(server));
                 })
             });
         });
-        group.bench_function(format!("{}/{threads}", BLOCKING[1].0), |b| {
+        group.bench_function(format!("{}_{threads}", BLOCKING[1].0), |b| {
             b.iter_custom(|iters| {
                 parallel(threads, iters, |server| {
                     let _ = black_box(blocking_retry(server));
@@ -120,7 +120,7 @@ fn report(before: Option<String>, after: Option<String>) {
     println!("| contender | 1 thread | 2 threads | 2 threads / 1 thread |");
     println!("| --- | ---: | ---: | ---: |");
     for (id, name) in rows {
-        let median = |threads| estimates(GROUP, &format!("{id}/{threads}")).map(|e| e.median);
+        let median = |threads| estimates(GROUP, &format!("{id}_{threads}")).map(|e| e.median);
         let (Some(one), Some(two)) = (median(1), median(2)) else {
             continue;
         };

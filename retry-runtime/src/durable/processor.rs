@@ -136,7 +136,7 @@ impl Shared {
                 let (at, now) = (to_ms(*at), to_ms(now));
                 queue
                     .store
-                    .retry(&queue.name, fence, *retried, at, last_err, now)
+                    .retry(&queue.name, fence, i64::from(*retried), at, last_err, now)
                     .await?
             }
             Decision::Archive { last_err, .. } => {

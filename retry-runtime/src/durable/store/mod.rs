@@ -256,7 +256,7 @@ forward! {
     fn claim(&self, queue: &str, now: i64, limit: i64, token: i64, lease_until: i64, kinds: Option<&str>) -> Vec<Row>;
     fn extend(&self, queue: &str, fence: Fence<'_>, lease_until: i64) -> bool;
     fn complete(&self, queue: &str, fence: Fence<'_>, now: i64) -> bool;
-    fn retry(&self, queue: &str, fence: Fence<'_>, retried: u32, next_process: i64, last_err: &str, failed_at: i64) -> bool;
+    fn retry(&self, queue: &str, fence: Fence<'_>, retried: i64, next_process: i64, last_err: &str, failed_at: i64) -> bool;
     fn archive(&self, queue: &str, fence: Fence<'_>, last_err: &str, now: i64) -> bool;
     fn requeue(&self, queue: &str, fence: Fence<'_>, now: i64) -> bool;
     fn expired(&self, queue: &str, now: i64, limit: i64) -> Vec<Row>;

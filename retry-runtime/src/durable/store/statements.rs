@@ -102,6 +102,29 @@ macro_rules! claimable {
     };
 }
 
+/// `name(pool, queue, fence, args…) -> Ok(changed)`: runs `statement`, an `UPDATE` fenced by
+/// `$1`–`$4` (queue, id, lease token, lease expired before), with `args` bound as `$5`, `$6`, ….
+macro_rules! fenced_update {
+    ($pool:ty, $name:ident, $statement:ident $(, $arg:ident: $ty:ty)* $(,)?) => {
+        pub(super) async fn $name(
+            pool: &$pool,
+            queue: &str,
+            fence: Fence<'_>,
+            $($arg: $ty),*
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query($statement)
+                .bind(queue)
+                .bind(fence.id)
+                .bind(fence.token)
+                .bind(fence.expired_before)
+                $(.bind($arg))*
+                .execute(pool)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+    };
+}
+
 /// The statements both backends share, as functions over the backend's pool type.
 macro_rules! shared_statements {
     ($pool:ty, $row:ty) => {
@@ -330,98 +353,14 @@ macro_rules! shared_statements {
             rows.iter().map(Row::decode::<$row>).collect()
         }
 
-        pub(super) async fn extend(
-            pool: &$pool,
-            queue: &str,
-            fence: Fence<'_>,
-            lease_until: i64,
-        ) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(EXTEND)
-                .bind(queue)
-                .bind(fence.id)
-                .bind(fence.token)
-                .bind(fence.expired_before)
-                .bind(lease_until)
-                .execute(pool)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        pub(super) async fn complete(
-            pool: &$pool,
-            queue: &str,
-            fence: Fence<'_>,
-            now: i64,
-        ) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(COMPLETE)
-                .bind(queue)
-                .bind(fence.id)
-                .bind(fence.token)
-                .bind(fence.expired_before)
-                .bind(now)
-                .execute(pool)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        pub(super) async fn retry(
-            pool: &$pool,
-            queue: &str,
-            fence: Fence<'_>,
-            retried: u32,
-            next_process: i64,
-            last_err: &str,
-            failed_at: i64,
-        ) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(RETRY)
-                .bind(queue)
-                .bind(fence.id)
-                .bind(fence.token)
-                .bind(fence.expired_before)
-                .bind(i64::from(retried))
-                .bind(next_process)
-                .bind(last_err)
-                .bind(failed_at)
-                .execute(pool)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        pub(super) async fn archive(
-            pool: &$pool,
-            queue: &str,
-            fence: Fence<'_>,
-            last_err: &str,
-            now: i64,
-        ) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(ARCHIVE)
-                .bind(queue)
-                .bind(fence.id)
-                .bind(fence.token)
-                .bind(fence.expired_before)
-                .bind(last_err)
-                .bind(now)
-                .execute(pool)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        pub(super) async fn requeue(
-            pool: &$pool,
-            queue: &str,
-            fence: Fence<'_>,
-            now: i64,
-        ) -> Result<bool, sqlx::Error> {
-            let done = sqlx::query(REQUEUE)
-                .bind(queue)
-                .bind(fence.id)
-                .bind(fence.token)
-                .bind(fence.expired_before)
-                .bind(now)
-                .execute(pool)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        }
+        fenced_update!($pool, extend, EXTEND, lease_until: i64);
+        fenced_update!($pool, complete, COMPLETE, now: i64);
+        fenced_update!(
+            $pool, retry, RETRY,
+            retried: i64, next_process: i64, last_err: &str, failed_at: i64
+        );
+        fenced_update!($pool, archive, ARCHIVE, last_err: &str, now: i64);
+        fenced_update!($pool, requeue, REQUEUE, now: i64);
 
         pub(super) async fn expired(
             pool: &$pool,

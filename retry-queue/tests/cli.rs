@@ -1,8 +1,10 @@
 //! The `retry-queue` binary, run as an operator runs it: every subcommand against a queue
 //! seeded through `retry_runtime::durable`, on SQLite (a temporary file, the queue `default`)
-//! and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`, a queue name per test; skipped loudly when it
-//! is not set). Tables, lines, JSON and exit codes are asserted exactly.
+//! and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`, or a throwaway server on a machine with
+//! PostgreSQL; a queue name per test; skipped loudly without either). Tables, lines, JSON and
+//! exit codes are asserted exactly.
 
+use retry_tests::durable_env::{Backend, postgres_url};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -14,12 +16,6 @@ const T0: u64 = 1_700_000_000;
 
 fn at(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(T0 + secs)
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Backend {
-    Sqlite,
-    Postgres,
 }
 
 /// A database with one seeded queue, and the clock the seeding read.
@@ -43,14 +39,14 @@ impl Fixture {
                 (url, q, Some(dir))
             }
             Backend::Postgres => {
-                let Ok(url) = std::env::var("RETRY_TEST_POSTGRES_URL") else {
+                let Some(url) = postgres_url() else {
                     // Straight to stderr: the harness hides the output of a passing test.
                     let _ = std::io::Write::write_all(
                         &mut std::io::stderr(),
                         format!(
                             "*** SKIPPED: PostgreSQL CLI test `{test}` did NOT run: \
-                             RETRY_TEST_POSTGRES_URL is not set \
-                             (`eval \"$(bash scripts/postgres.sh start)\"` starts a throwaway server)\n"
+                             RETRY_TEST_POSTGRES_URL is not set and this machine has no \
+                             PostgreSQL server binaries\n"
                         )
                         .as_bytes(),
                     );
@@ -58,7 +54,7 @@ impl Fixture {
                 };
                 let q = Queue::connect(&url)
                     .await
-                    .expect("RETRY_TEST_POSTGRES_URL answers");
+                    .expect("the test PostgreSQL answers");
                 let name = format!("cli-{test}-{}-{:08x}", std::process::id(), rand_suffix());
                 (url, q.named(name), None)
             }
@@ -236,28 +232,7 @@ async fn seed(fx: &Fixture) {
     .unwrap();
 }
 
-macro_rules! both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name(super::Backend::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name(super::Backend::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
-both_backends!(
+retry_tests::both_backends!(
     task_ls_prints_one_page_in_state_order,
     task_show_prints_every_field_and_refuses_unknown_ids,
     task_run_delete_archive_act_on_one_task_or_say_why_not,

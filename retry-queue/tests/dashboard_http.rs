@@ -1,9 +1,10 @@
 //! The dashboard's HTTP side, over a real socket on 127.0.0.1: every API route with its status
 //! and exact JSON, the token, read-only mode, the refusal of cross-origin POSTs and foreign
 //! `Host` names, paging limits, bad input (4xx with a JSON error, never 500), a failed
-//! database (503), and escaping. On SQLite, and on PostgreSQL when `RETRY_TEST_POSTGRES_URL`
-//! is set (skipped loudly otherwise).
+//! database (503), and escaping. On SQLite, and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`, or a
+//! throwaway server on a machine with PostgreSQL; skipped loudly without either).
 
+use retry_tests::durable_env::{Backend, postgres_url};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,28 +17,7 @@ use serde_json::{Value, json};
 const T0_SECS: u64 = 1_700_000_000;
 const HOSTILE: &str = "<script>alert(1)</script>";
 
-macro_rules! both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name(super::Backend::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name(super::Backend::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
-both_backends!(
+retry_tests::both_backends!(
     overview_lists_every_queue_with_counts_and_daily_figures,
     tasks_of_a_state_come_as_exact_json,
     errors_are_grouped_by_last_err,
@@ -50,12 +30,6 @@ both_backends!(
     cross_origin_posts_and_foreign_hosts_are_refused,
     a_hostile_last_err_is_never_served_as_html,
 );
-
-#[derive(Clone, Copy, Debug)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
 
 /// A seeded queue (and a second, paused one) served by the dashboard on 127.0.0.1.
 struct Dash {
@@ -85,14 +59,14 @@ async fn database(
             Some((q.named("default"), "emails".to_owned(), Some(dir)))
         }
         Backend::Postgres => {
-            let Ok(url) = std::env::var("RETRY_TEST_POSTGRES_URL") else {
+            let Some(url) = postgres_url() else {
                 // Straight to stderr: the harness hides the output of a passing test.
                 let _ = std::io::Write::write_all(
                     &mut std::io::stderr(),
                     format!(
                         "*** SKIPPED: PostgreSQL test `dashboard_http::{test}` did NOT run: \
-                         RETRY_TEST_POSTGRES_URL is not set \
-                         (`eval \"$(bash scripts/postgres.sh start)\"` starts a throwaway server)\n"
+                         RETRY_TEST_POSTGRES_URL is not set and this machine has no \
+                         PostgreSQL server binaries\n"
                     )
                     .as_bytes(),
                 );
@@ -100,7 +74,7 @@ async fn database(
             };
             let q = Queue::connect(&url)
                 .await
-                .expect("RETRY_TEST_POSTGRES_URL answers");
+                .expect("the test PostgreSQL answers");
             let unique = format!("{}-{:016x}", std::process::id(), rand_u64());
             let name = format!("dash-{test}-{unique}");
             Some((q.named(name), format!("dash-other-{unique}"), None))

@@ -63,6 +63,8 @@ mod integrations;
 mod key;
 mod nesting;
 mod observe;
+#[cfg(feature = "reqwest-middleware")]
+pub mod reqwest_middleware;
 mod retrier;
 mod rules;
 mod schedule;

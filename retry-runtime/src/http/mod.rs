@@ -66,5 +66,27 @@ pub fn parse_retry_after_at(value: &str, now: SystemTime) -> Option<Duration> {
 }
 
 pub use status_error::StatusError;
+
+/// Methods that change nothing: retried without a key (RFC 9110 "safe"). The one definition the
+/// tower layer and the reqwest middleware share (R-RES-RE-1).
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) fn is_safe(method: &::http::Method) -> bool {
+    matches!(
+        *method,
+        ::http::Method::GET
+            | ::http::Method::HEAD
+            | ::http::Method::OPTIONS
+            | ::http::Method::TRACE
+    )
+}
+
+/// The request's `Idempotency-Key`, if it has a usable one (visible ASCII, not blank): what lets
+/// the tower layer and the reqwest middleware retry a write (R-RES-RE-X1).
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) fn idempotency_key(headers: &::http::HeaderMap) -> Option<String> {
+    let value = headers.get("idempotency-key")?.to_str().ok()?;
+    (!value.trim().is_empty()).then(|| value.to_owned())
+}
+
 #[cfg(feature = "reqwest")]
 pub use status_error::error_for_status;

@@ -29,8 +29,9 @@ pub struct Site {
 }
 
 impl Site {
-    /// A site for `policy` at run time (the tower layer's): leaked, one per layer built.
-    #[cfg(feature = "tower")]
+    /// A site for `policy` at run time (the tower layer's, the reqwest middleware's): leaked,
+    /// one per layer or middleware built.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn leaked(system: &'static str, policy: Policy) -> &'static Site {
         Box::leak(Box::new(Site {
             system,

@@ -5,13 +5,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use http::{HeaderMap, Method, Request, Response};
+use http::{Request, Response};
 use tower_service::Service;
 
 use super::transient_response;
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::http::StatusError;
+use crate::http::{idempotency_key, is_safe};
 use crate::retrier::{Retrier, Site};
 
 /// The error a [`RetryService`] returns: its inner service's error, boxed.
@@ -45,20 +46,6 @@ impl<S> RetryService<S> {
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
-}
-
-/// Methods that change nothing: retried without a key (RFC 9110 "safe").
-fn is_safe(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    )
-}
-
-/// The request's `Idempotency-Key`, if it has a usable one (visible ASCII, not blank).
-fn idempotency_key(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get("idempotency-key")?.to_str().ok()?;
-    (!value.trim().is_empty()).then(|| value.to_owned())
 }
 
 impl<S, B, ResB> Service<Request<B>> for RetryService<S>

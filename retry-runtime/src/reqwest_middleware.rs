@@ -1,0 +1,117 @@
+//! [`RetryMiddleware`] (feature `reqwest-middleware`): the rules of the tower layer for a
+//! `reqwest_middleware::ClientWithMiddleware`.
+
+use ::http::Extensions;
+use ::reqwest::{Request, Response};
+use ::reqwest_middleware::{Error, Middleware, Next};
+
+use crate::classify::Verdict;
+use crate::describe::ErrorText;
+use crate::http::{StatusError, idempotency_key, is_safe, is_transient_status};
+use crate::integrations::erased;
+use crate::retrier::{Retrier, Site};
+use crate::schedule::Policy;
+
+/// A `reqwest_middleware::Middleware` that retries requests under the retry rules, like
+/// [`tower::RetryLayer`](crate::tower::RetryLayer) (feature `tower`) does for http services:
+///
+/// - only a safe method (`GET`, `HEAD`, `OPTIONS`, `TRACE`) or a request with a non-blank
+///   `Idempotency-Key` header is retried (R-RES-RE-1, R-RES-RE-X1); any other is sent once;
+/// - on a response whose status `http::is_transient_status` calls transient, no sooner than its
+///   `Retry-After`; on an error that [`Classify`](crate::Classify) calls transient (a
+///   `reqwest::Error`, or a middleware's error by its source chain); never on a 4xx
+///   (R-RES-RE-X2); the last response or error comes back as it came;
+/// - on a [`Policy`] schedule (the reference one by default), with the retry budget, counters
+///   and events of `system`, shared with `#[retry(system = "…")]`.
+///
+/// A request whose body cannot be cloned (a stream) is sent once: reqwest only tells at run
+/// time. Each `new` and `policy` keeps one small object for the life of the process: build the
+/// client at start-up.
+///
+/// ```
+/// use retry_runtime::reqwest_middleware::RetryMiddleware;
+///
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(RetryMiddleware::new("partner-api"))
+///     .build();
+/// # let _ = client;
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct RetryMiddleware {
+    site: &'static Site,
+}
+
+impl RetryMiddleware {
+    /// Retries under [`Policy::DEFAULT`], with the retry budget and counters of `system`.
+    pub fn new(system: &'static str) -> Self {
+        RetryMiddleware {
+            site: Site::leaked(system, Policy::DEFAULT),
+        }
+    }
+
+    /// Replaces the schedule.
+    pub fn policy(self, policy: Policy) -> Self {
+        RetryMiddleware {
+            site: Site::leaked(self.site.system, policy),
+        }
+    }
+}
+
+/// What an error of the chain says, through `Classify`.
+fn verdict(error: &Error) -> Verdict {
+    match error {
+        Error::Reqwest(error) => Verdict::of(error),
+        Error::Middleware(error) => erased::first_known(&**error).unwrap_or(Verdict {
+            transient: false,
+            retry_after: None,
+            rejection: false,
+        }),
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for RetryMiddleware {
+    async fn handle(
+        &self,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> Result<Response, Error> {
+        let key = idempotency_key(request.headers());
+        let retryable = key.is_some() || is_safe(request.method());
+        if !retryable || request.try_clone().is_none() {
+            return next.run(request, extensions).await;
+        }
+        let mut retrier = match &key {
+            Some(key) => Retrier::write(self.site, key),
+            None => Retrier::read(self.site),
+        };
+        loop {
+            let Some(attempt) = request.try_clone() else {
+                return next.run(request, extensions).await;
+            };
+            let pause = match next.clone().run(attempt, extensions).await {
+                Ok(response) if !is_transient_status(response.status().as_u16()) => {
+                    retrier.succeeded();
+                    return Ok(response);
+                }
+                Ok(response) => {
+                    let status = StatusError::from_parts(response.status(), response.headers());
+                    let text = ErrorText::Display(&status);
+                    match retrier.after_failure(Verdict::of(&status), false, text) {
+                        Some(pause) => pause,
+                        None => return Ok(response),
+                    }
+                }
+                Err(error) => {
+                    let text = ErrorText::Error(&error);
+                    match retrier.after_failure(verdict(&error), false, text) {
+                        Some(pause) => pause,
+                        None => return Err(error),
+                    }
+                }
+            };
+            tokio::time::sleep(pause).await;
+        }
+    }
+}

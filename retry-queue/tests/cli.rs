@@ -4,7 +4,7 @@
 //! PostgreSQL; a queue name per test; skipped loudly without either). Tables, lines, JSON and
 //! exit codes are asserted exactly.
 
-use retry_tests::durable_env::{Backend, postgres_url};
+use retry_tests::durable_env::{Backend, postgres_url_or_skip};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -39,19 +39,7 @@ impl Fixture {
                 (url, q, Some(dir))
             }
             Backend::Postgres => {
-                let Some(url) = postgres_url() else {
-                    // Straight to stderr: the harness hides the output of a passing test.
-                    let _ = std::io::Write::write_all(
-                        &mut std::io::stderr(),
-                        format!(
-                            "*** SKIPPED: PostgreSQL CLI test `{test}` did NOT run: \
-                             RETRY_TEST_POSTGRES_URL is not set and this machine has no \
-                             PostgreSQL server binaries\n"
-                        )
-                        .as_bytes(),
-                    );
-                    return None;
-                };
+                let url = postgres_url_or_skip(&format!("cli::{test}"))?;
                 let q = Queue::connect(&url)
                     .await
                     .expect("the test PostgreSQL answers");

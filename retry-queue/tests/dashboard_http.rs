@@ -4,7 +4,7 @@
 //! database (503), and escaping. On SQLite, and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`, or a
 //! throwaway server on a machine with PostgreSQL; skipped loudly without either).
 
-use retry_tests::durable_env::{Backend, postgres_url};
+use retry_tests::durable_env::{Backend, postgres_url_or_skip};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -59,19 +59,7 @@ async fn database(
             Some((q.named("default"), "emails".to_owned(), Some(dir)))
         }
         Backend::Postgres => {
-            let Some(url) = postgres_url() else {
-                // Straight to stderr: the harness hides the output of a passing test.
-                let _ = std::io::Write::write_all(
-                    &mut std::io::stderr(),
-                    format!(
-                        "*** SKIPPED: PostgreSQL test `dashboard_http::{test}` did NOT run: \
-                         RETRY_TEST_POSTGRES_URL is not set and this machine has no \
-                         PostgreSQL server binaries\n"
-                    )
-                    .as_bytes(),
-                );
-                return None;
-            };
+            let url = postgres_url_or_skip(&format!("dashboard_http::{test}"))?;
             let q = Queue::connect(&url)
                 .await
                 .expect("the test PostgreSQL answers");

@@ -55,20 +55,7 @@ impl Env {
                 (url, test.to_owned(), Some(dir))
             }
             Backend::Postgres => {
-                let Some(url) = postgres_url() else {
-                    // Straight to stderr: the test harness would hide an `eprintln!` of a
-                    // passing test, and a skip must be seen.
-                    let _ = std::io::Write::write_all(
-                        &mut std::io::stderr(),
-                        format!(
-                            "*** SKIPPED: PostgreSQL test `{test}` did NOT run: \
-                             RETRY_TEST_POSTGRES_URL is not set and this machine has no \
-                             PostgreSQL server binaries (apt-get install postgresql)\n"
-                        )
-                        .as_bytes(),
-                    );
-                    return None;
-                };
+                let url = postgres_url_or_skip(test)?;
                 let unique = format!(
                     "{test}-{}-{:016x}",
                     std::process::id(),
@@ -214,4 +201,23 @@ pub fn postgres_url() -> Option<String> {
         Some(url.to_owned())
     })
     .clone()
+}
+
+/// [`postgres_url`], or `None` after saying on stderr, loudly, that the PostgreSQL test `test`
+/// did not run (straight to stderr: the test harness hides what a passing test prints, and a
+/// skip must be seen).
+pub fn postgres_url_or_skip(test: &str) -> Option<String> {
+    let url = postgres_url();
+    if url.is_none() {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!(
+                "*** SKIPPED: PostgreSQL test `{test}` did NOT run: RETRY_TEST_POSTGRES_URL is \
+                 not set and this machine has no PostgreSQL server binaries \
+                 (apt-get install postgresql)\n"
+            )
+            .as_bytes(),
+        );
+    }
+    url
 }

@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -48,19 +47,10 @@ impl Backend {
         }
     }
 
-    /// A fresh database on the server of `RETRY_TEST_POSTGRES_URL`, or `None` (and a loud
-    /// message) when the variable is not set.
+    /// A fresh database on the test PostgreSQL, or `None` (and a loud message) without one.
     async fn postgres(test: &str) -> Option<Backend> {
-        let Some(server) = retry_tests::durable_env::postgres_url() else {
-            // Straight to stderr: libtest captures `eprintln!` of passing tests, and a skip
-            // must be seen.
-            let _ = writeln!(
-                std::io::stderr(),
-                "*** SKIPPED: PostgreSQL crash test `{test}` did NOT run: {POSTGRES_URL_VAR} is \
-                 not set and this machine has no PostgreSQL server binaries"
-            );
-            return None;
-        };
+        let server =
+            retry_tests::durable_env::postgres_url_or_skip(&format!("durable_crash::{test}"))?;
         let name = format!(
             "crash_{}_{}_{}",
             test.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),

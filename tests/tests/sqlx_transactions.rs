@@ -7,23 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use retry_runtime::{Classify, retry};
-use retry_tests::durable_env::postgres_url;
+use retry_tests::durable_env::{postgres_url, postgres_url_or_skip};
 use sqlx::{Connection, Executor, PgConnection, PgPool, Row};
 use tokio::sync::oneshot;
 
 /// A pool on the test server and a fresh table name, or `None` (said loudly) without PostgreSQL.
 async fn database(test: &str) -> Option<(PgPool, String)> {
-    let Some(url) = postgres_url() else {
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            format!(
-                "*** SKIPPED: PostgreSQL test `{test}` did NOT run: RETRY_TEST_POSTGRES_URL is \
-                 not set and this machine has no PostgreSQL server binaries\n"
-            )
-            .as_bytes(),
-        );
-        return None;
-    };
+    let url = postgres_url_or_skip(test)?;
     let pool = PgPool::connect(&url)
         .await
         .expect("the test server answers");

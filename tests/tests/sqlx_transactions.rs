@@ -33,6 +33,22 @@ async fn exec(executor: impl Executor<'_, Database = sqlx::Postgres>, sql: Strin
         .expect("setup statement");
 }
 
+/// Records `key` in the transaction's key table: `false` when an earlier attempt already applied
+/// it (a COMMIT whose reply was lost is not applied twice).
+async fn first_time(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    table: &str,
+    key: &str,
+) -> Result<bool, sqlx::Error> {
+    let fresh = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {table}_keys (idempotency_key) VALUES ($1) ON CONFLICT (idempotency_key) DO NOTHING"
+    )))
+    .bind(key)
+    .execute(&mut **tx)
+    .await?;
+    Ok(fresh.rows_affected() == 1)
+}
+
 /// Credits account 1 by 10, once per idempotency key, in one SERIALIZABLE transaction. On its
 /// first attempt a concurrent transaction commits a credit of 1 to the same row between our read
 /// and our write: PostgreSQL refuses our write with 40001, and the whole transaction runs again.
@@ -48,14 +64,7 @@ async fn credit(
     let mut tx = pool.begin().await?;
     tx.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
         .await?;
-    // Idempotent by key: a COMMIT whose reply was lost is not applied twice.
-    let fresh = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {table}_keys (idempotency_key) VALUES ($1) ON CONFLICT (idempotency_key) DO NOTHING"
-    )))
-    .bind(key)
-    .execute(&mut *tx)
-    .await?;
-    if fresh.rows_affected() == 0 {
+    if !first_time(&mut tx, table, key).await? {
         return Ok(());
     }
     let balance: i64 = sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -135,13 +144,7 @@ async fn transfer(
     attempts.fetch_add(1, Ordering::SeqCst);
     let mut tx = pool.begin().await?;
     tx.execute("SET LOCAL deadlock_timeout = '100ms'").await?;
-    let fresh = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {table}_keys (idempotency_key) VALUES ($1) ON CONFLICT (idempotency_key) DO NOTHING"
-    )))
-    .bind(key)
-    .execute(&mut *tx)
-    .await?;
-    if fresh.rows_affected() == 0 {
+    if !first_time(&mut tx, table, key).await? {
         return Ok(());
     }
     sqlx::query(sqlx::AssertSqlSafe(format!(

@@ -69,6 +69,6 @@ fn main() {
     println!(
         "\nparts: tokio::time::Sleep = {} bytes; #[retry]'s loop state (__private::Retrier) = {} bytes",
         size_of::<tokio::time::Sleep>(),
-        size_of::<retry_runtime::__private::Retrier<'static>>(),
+        size_of::<retry_runtime::__private::Retrier>(),
     );
 }

@@ -16,33 +16,58 @@
 //! thread-local reads per poll.
 
 use std::cell::Cell;
-use std::future::{Future, poll_fn};
-use std::pin::pin;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
 
 thread_local! {
     /// How many loops gave up on a transient error on this thread.
     static GIVE_UPS: Cell<u64> = const { Cell::new(0) };
 }
 
+#[inline]
 fn give_ups() -> u64 {
     GIVE_UPS.with(Cell::get)
 }
 
 /// Runs one async attempt; also returns whether a loop inside it gave up.
-pub async fn attempt<F: Future>(fut: F) -> (F::Output, bool) {
-    let mut fut = pin!(fut);
-    let mut inner_gave_up = false;
-    let output = poll_fn(|cx| {
+#[inline]
+pub fn attempt<F: Future>(fut: F) -> Attempt<F> {
+    Attempt {
+        fut,
+        inner_gave_up: false,
+    }
+}
+
+pin_project! {
+    /// One async attempt of a `#[retry]` loop: the body's future, and whether a loop inside it
+    /// gave up. A plain struct rather than an `async fn`: no state of its own to resume, so
+    /// the happy path is the body's poll between two thread-local reads.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Attempt<F> {
+        #[pin]
+        fut: F,
+        inner_gave_up: bool,
+    }
+}
+
+impl<F: Future> Future for Attempt<F> {
+    type Output = (F::Output, bool);
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
         let before = give_ups();
-        let poll = fut.as_mut().poll(cx);
-        inner_gave_up |= give_ups() != before;
-        poll
-    })
-    .await;
-    (output, inner_gave_up)
+        let poll = this.fut.poll(cx);
+        *this.inner_gave_up |= give_ups() != before;
+        poll.map(|output| (output, *this.inner_gave_up))
+    }
 }
 
 /// Runs one blocking attempt; also returns whether a loop inside it gave up.
+#[inline]
 pub fn attempt_blocking<R>(f: impl FnOnce() -> R) -> (R, bool) {
     let before = give_ups();
     let output = f();

@@ -82,10 +82,7 @@ impl Middleware for RetryMiddleware {
         if !retryable || request.try_clone().is_none() {
             return next.run(request, extensions).await;
         }
-        let mut retrier = match &key {
-            Some(key) => Retrier::write(self.site, key),
-            None => Retrier::read(self.site),
-        };
+        let mut retrier = Retrier::read_or_write(self.site, key.as_ref().map(|key| key as _));
         loop {
             let Some(attempt) = request.try_clone() else {
                 return next.run(request, extensions).await;

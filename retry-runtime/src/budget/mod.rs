@@ -20,9 +20,10 @@
 //! - Deposits and withdrawals live apart. Deposits go to **stripes**: one cache-padded copy of
 //!   the ten slots per stripe (twice the CPUs, a power of two from 4 to 64), and each thread
 //!   deposits into its own stripe (threads are numbered in turn on their first deposit). A
-//!   deposit is a `fetch_add` on the current slot of its stripe (after a few relaxed loads), so
-//!   calls of one system on different cores write different cache lines: no call writes a line
-//!   another thread writes, until there are more threads than stripes.
+//!   deposit is a relaxed load and a relaxed store on the current slot of its stripe (after a
+//!   few relaxed loads): no `fetch_add`, since the stripe has one writer, and calls of one
+//!   system on different cores write different cache lines: no call writes a line another
+//!   thread writes, until there are more threads than stripes.
 //! - Withdrawals are debits of the window's own ten slots. A withdrawal adds up the deposits of
 //!   every stripe and the other nine withdrawal slots, then compare-and-swaps the current
 //!   withdrawal slot: the check "reserve + deposits − withdrawals ≥ 1 retry" and the debit are
@@ -44,6 +45,11 @@
 //!   slot while the slots are cleared (below) or a whole window passes may have its one deposit
 //!   or retry forgotten, or filed in a newer epoch. None of this accumulates: each error is one
 //!   operation per racing thread, and expires with the window.
+//! - A deposit is a load and a store, not one atomic step: a thread that shares its stripe (a
+//!   process that has numbered more threads than stripes) may overwrite the other's deposit
+//!   made in the same nanoseconds, and a deposit racing the reset or the clearing of its slot
+//!   writes the slot's old epoch back, which then counts as stale: the deposits are lost, never
+//!   invented (short of the 2¹⁹-epoch wrap of the tags, below).
 //! - After a whole window without activity, one thread clears every slot (ten stores per stripe
 //!   and ten for the withdrawals); during
 //!   those nanoseconds other threads' deposits are dropped and their retries refused
@@ -210,11 +216,17 @@ impl Budget {
 
     /// Records a call: adds `ratio` of a retry to the budget for the next `window`.
     ///
-    /// `#[retry]` calls it once per call. It takes no lock, allocates nothing and writes no
-    /// cache line another thread writes: two thread-local reads, two loads and one `fetch_add`
-    /// on this thread's stripe; one deposit in 16 of each thread also reads the clock (and, the
-    /// first of a new slot, resets that slot in every stripe and publishes the epoch). One load
-    /// for an unlimited budget or a ratio of 0.
+    /// `#[retry]` calls it once per call. It takes no lock, allocates nothing, and performs no
+    /// atomic read-modify-write: two thread-local reads, three relaxed loads and one relaxed
+    /// store into this thread's stripe (plain `mov`s on x86-64 and AArch64). One deposit in 16
+    /// of each thread also reads the clock (and, the first of a new slot, resets that slot in
+    /// every stripe and publishes the epoch). One load for an unlimited budget or a ratio of 0.
+    ///
+    /// A stripe has one writer until a process has numbered more threads than there are
+    /// stripes (twice the CPUs, 4 to 64); two threads that share a stripe and deposit in the
+    /// same few nanoseconds may lose one of the two deposits, and a deposit racing a reset of
+    /// its slot is dropped with the slot's old epoch. Both err on the side of fewer retries.
+    #[inline(always)]
     pub fn deposit(&self) {
         let units = self.deposit.load(Relaxed);
         if units == 0 {
@@ -229,29 +241,54 @@ impl Budget {
             count.set(n);
             n % CLOCK_EVERY == 1
         });
-        let epoch = if read_clock {
-            self.epoch()
-        } else {
-            Some(self.latest.load(Acquire)).filter(|latest| *latest != RESETTING)
-        };
-        let Some(epoch) = epoch else {
-            return; // Dropped while another thread clears the slots (conservative).
-        };
+        let latest = self.latest.load(Acquire);
+        if read_clock || latest == RESETTING {
+            return self.deposit_reading_clock(units);
+        }
+        let slot = self.own_slot(latest);
+        let word = slot.load(Relaxed);
+        // A stale slot (a reset this thread has not seen) or a full one (whose balance must
+        // not carry into the tag) takes the slow path.
+        if is_stale(word, latest) || net(word) >= SLOT_CAP {
+            return self.deposit_slow(units, latest);
+        }
+        // Not a `fetch_add`: this thread is the stripe's only writer (see above), and a plain
+        // store costs no bus lock. `units` ≤ 1 000 000 and the cap leaves 2⁴² of headroom.
+        slot.store(word + units, Relaxed);
+    }
+
+    /// This thread's slot of `epoch` in its stripe.
+    #[inline]
+    fn own_slot(&self, epoch: u64) -> &AtomicU64 {
         let stripe = &self.stripes[stripes::this_thread() & (self.stripes.len() - 1)];
-        let slot = &stripe.slots[(epoch % SLOTS) as usize];
+        &stripe.slots[(epoch % SLOTS) as usize]
+    }
+
+    /// A deposit that reads the clock first (one in [`CLOCK_EVERY`]).
+    #[cold]
+    #[inline(never)]
+    fn deposit_reading_clock(&self, units: u64) {
+        if let Some(epoch) = self.epoch() {
+            self.deposit_slow(units, epoch);
+        } // else: dropped while another thread clears the slots (conservative).
+    }
+
+    /// A deposit by compare-and-swap: it also resets a stale slot (one a thread that stalled
+    /// did not reset before publishing its epoch) and drops the deposit into a full one.
+    #[cold]
+    #[inline(never)]
+    fn deposit_slow(&self, units: u64, epoch: u64) {
+        let slot = self.own_slot(epoch);
         let mut word = slot.load(Relaxed);
         loop {
-            if !is_stale(word, epoch) {
-                // A full slot drops the deposit (conservative); the check leaves room for
-                // millions of racing deposits before the balance could reach the tag.
-                if net(word) < SLOT_CAP {
-                    slot.fetch_add(units, Relaxed);
-                }
-                return;
-            }
-            // Only if the slot was not reset when the epoch was published (a race with a
-            // thread that stalled): reset it with this deposit, atomically.
-            match slot.compare_exchange_weak(word, pack(epoch, units as i64), Relaxed, Relaxed) {
+            let next = if is_stale(word, epoch) {
+                pack(epoch, units as i64)
+            } else if net(word) < SLOT_CAP {
+                word + units
+            } else {
+                return; // A full slot drops the deposit (conservative).
+            };
+            match slot.compare_exchange_weak(word, next, Relaxed, Relaxed) {
                 Ok(_) => return,
                 Err(actual) => word = actual,
             }

@@ -39,17 +39,26 @@ pub(super) fn count() -> usize {
 
 /// The number of the running thread, given on its first deposit (threads in turn): a
 /// thread-local read afterwards. A budget uses it modulo its stripe count.
+#[inline]
 pub(super) fn this_thread() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static NUMBER: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    NUMBER.with(|number| {
-        let mut n = number.get();
-        if n == usize::MAX {
-            n = NEXT.fetch_add(1, Relaxed);
-            number.set(n);
-        }
+    let n = NUMBER.with(Cell::get);
+    if n == usize::MAX {
+        number_this_thread()
+    } else {
         n
-    })
+    }
+}
+
+thread_local! {
+    static NUMBER: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// A thread's first deposit: numbers it.
+#[cold]
+#[inline(never)]
+fn number_this_thread() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Relaxed);
+    NUMBER.with(|number| number.set(n));
+    n
 }

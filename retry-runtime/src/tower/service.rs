@@ -76,10 +76,7 @@ where
         }
         let (parts, body) = request.into_parts();
         Box::pin(async move {
-            let mut retrier = match &key {
-                Some(key) => Retrier::write(site, key),
-                None => Retrier::read(site),
-            };
+            let mut retrier = Retrier::read_or_write(site, key.as_ref().map(|key| key as _));
             let mut first = true;
             loop {
                 if !first {

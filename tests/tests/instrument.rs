@@ -53,9 +53,12 @@ async fn retry_first_gives_one_span_per_call_instrument_first_one_per_attempt() 
     assert_eq!(counts.get("per_attempt"), Some(&3));
 }
 
-/// Each event's message, with the name of the span it was emitted in (`None`: no span).
+/// An event's message, with the name of the span it was emitted in (`None`: no span).
+type EventSpan = (String, Option<&'static str>);
+
+/// Every event's [`EventSpan`], in order.
 #[derive(Clone, Default)]
-struct EventSpans(Arc<Mutex<Vec<(String, Option<&'static str>)>>>);
+struct EventSpans(Arc<Mutex<Vec<EventSpan>>>);
 
 impl<S> Layer<S> for EventSpans
 where

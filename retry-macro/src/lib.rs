@@ -24,12 +24,12 @@ mod hostile;
 
 use proc_macro::TokenStream;
 
-/// Turns an async or blocking fn that returns `Result<T, E>` into a bounded, jittered,
-/// exponential-backoff retry loop, refusing at compile time what the retry rules forbid.
-///
-/// `#[retry(read)]` or `#[retry(write, idempotency_key = EXPR)]`, then any of `attempts`,
-/// `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `crate`. See the
-/// `retry-runtime` documentation.
+// The docs of both macros live in `retry-runtime/docs/` (symlinked into `docs/` here), where
+// `retry-runtime`'s doctests run their examples: this crate cannot (it cannot depend on the
+// runtime with the attribute enabled), and docs.rs shows these texts on the re-exports.
+#[doc = include_str!("../docs/retry.md")]
+#[doc = ""]
+#[doc = include_str!("../docs/options.md")]
 #[proc_macro_attribute]
 pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
     use retry::{expand, valid};
@@ -44,61 +44,7 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
     .into()
 }
 
-/// Implements `retry_runtime::Classify` for an error enum (or struct) from `#[classify(...)]` on
-/// its variants: which errors are worth another attempt, and where the other side's Retry-After
-/// hint is.
-///
-/// ```rust
-/// use std::io;
-/// use std::time::Duration;
-/// use retry_runtime::Classify;
-///
-/// #[derive(Debug, thiserror::Error, Classify)]
-/// enum GatewayError {
-///     /// Worth another attempt.
-///     #[error("timed out")]
-///     #[classify(transient)]
-///     Timeout,
-///     /// Worth another attempt, no sooner than the gateway asked.
-///     #[error("unavailable")]
-///     #[classify(transient, retry_after = retry_after)]
-///     Unavailable { retry_after: Option<Duration> },
-///     /// As transient as the inner error: its verdict and its hint.
-///     #[error("i/o")]
-///     #[classify(delegate)]
-///     Io(#[from] io::Error),
-///     /// Not marked: permanent.
-///     #[error("bad request: {0}")]
-///     BadRequest(String),
-///     /// Explicitly permanent (R-RES-RE-X4).
-///     #[error("circuit breaker open")]
-///     #[classify(permanent)]
-///     BreakerOpen,
-/// }
-///
-/// let hint = Some(Duration::from_secs(1));
-/// assert!(GatewayError::Timeout.is_transient());
-/// assert!(GatewayError::Unavailable { retry_after: hint }.is_transient());
-/// assert_eq!(GatewayError::Unavailable { retry_after: hint }.retry_after(), hint);
-/// assert!(GatewayError::Io(io::ErrorKind::TimedOut.into()).is_transient());
-/// assert!(!GatewayError::BadRequest("no such order".into()).is_transient());
-/// assert!(!GatewayError::BreakerOpen.is_transient());
-/// ```
-///
-/// On a variant (or on a struct, for the whole type), one kind at most:
-///
-/// - nothing, or `permanent`: never retried. Deny by default: an error you have not marked is
-///   permanent ("if in doubt: no retry", R-RES-RE-1).
-/// - `transient`: retried. Add `retry_after = field` (a field name, or an index in a tuple
-///   variant: `retry_after = 0`) to read the hint from a `Duration` or `Option<Duration>` field.
-/// - `delegate`: on a variant with exactly one field (`Io(io::Error)` or `Io { source }`), that
-///   field's own `is_transient` and `retry_after`. When the field's type mentions a type
-///   parameter, the impl gets a `Field: Classify` bound.
-///
-/// On the type: `#[classify(crate = "path")]` when `retry-runtime` is renamed. Other attributes
-/// (thiserror's `#[error(...)]`, `#[source]`, `#[from]`) are left alone, so both derives go on
-/// the same enum. Unions are refused. Every misuse is a compile error at the offending tokens,
-/// all of them at once, each naming the fix.
+#[doc = include_str!("../docs/classify_derive.md")]
 #[proc_macro_derive(Classify, attributes(classify))]
 pub fn derive_classify(item: TokenStream) -> TokenStream {
     use classify::{args, expand, valid};

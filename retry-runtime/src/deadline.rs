@@ -24,19 +24,35 @@ tokio::task_local! {
 /// a paused test clock works.
 ///
 /// ```
-/// use retry_runtime::with_deadline;
+/// use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 /// use std::time::Duration;
+/// use retry_runtime::{retry, with_deadline, Classify};
 /// use tokio::time::Instant;
 ///
-/// # #[tokio::main(flavor = "current_thread")]
+/// #[derive(Debug)]
+/// struct Unavailable;
+/// impl Classify for Unavailable {
+///     fn is_transient(&self) -> bool { true }
+/// }
+///
+/// static CALLS: AtomicU32 = AtomicU32::new(0);
+///
+/// // Pauses of exactly 200 ms, then 400 ms, when there is time for them.
+/// #[retry(read, jitter = "none")]
+/// async fn status() -> Result<(), Unavailable> {
+///     CALLS.fetch_add(1, SeqCst);
+///     Err(Unavailable)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let deadline = Instant::now() + Duration::from_millis(300);
-/// let answer = with_deadline(deadline, async {
-///     // #[retry] calls in here stop retrying before the deadline.
-///     42
-/// })
-/// .await;
-/// assert_eq!(answer, 42);
+/// // The upstream gives this request 300 ms: the first pause (200 ms) fits, the second
+/// // (400 ms) would end past the deadline, so the loop returns the error at once.
+/// let start = Instant::now();
+/// let result = with_deadline(start + Duration::from_millis(300), status()).await;
+/// assert!(result.is_err());
+/// assert_eq!(CALLS.load(SeqCst), 2);
+/// assert_eq!(start.elapsed(), Duration::from_millis(200));
 /// # }
 /// ```
 pub async fn with_deadline<F: Future>(deadline: Instant, fut: F) -> F::Output {

@@ -15,9 +15,53 @@ use std::sync::Arc;
 /// operation) or generated once per user action and saved — never minted afresh per call.
 /// The macro rejects key expressions that visibly mint one (`Uuid::new_v4()`, `rand::random()`…).
 ///
-/// Implemented for `str`, `String`, `Cow<str>`, `Box<str>`, `Arc<str>` and references to any
-/// implementor. A key is `Sync`: the loop keeps a reference to it across its pauses, and the
-/// call's future must stay `Send`.
+/// Implemented for `str`, `String`, `Cow<str>`, `Box<str>`, `Arc<str>` (and `uuid::Uuid` with
+/// the `uuid` feature, the nil UUID being blank) and references to any implementor. A key is
+/// `Sync`: the loop keeps a reference to it across its pauses, and the call's future must stay
+/// `Send` (so `Rc<str>` is not a key). Implement it for a key type of your own:
+///
+/// ```
+/// use std::fmt;
+/// use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+/// use retry_runtime::{retry, Classify, IdempotencyKey};
+///
+/// /// The key saved with an order when the user confirmed it.
+/// struct OrderKey(String);
+///
+/// impl fmt::Display for OrderKey {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         f.write_str(&self.0) // what the events show as `idempotency_key`
+///     }
+/// }
+///
+/// impl IdempotencyKey for OrderKey {
+///     fn is_blank(&self) -> bool {
+///         self.0.trim().is_empty()
+///     }
+/// }
+///
+/// #[derive(Debug)]
+/// struct Unavailable;
+/// impl Classify for Unavailable {
+///     fn is_transient(&self) -> bool { true }
+/// }
+///
+/// static CALLS: AtomicU32 = AtomicU32::new(0);
+///
+/// #[retry(write, idempotency_key = key)]
+/// async fn charge(key: &OrderKey, cents: u64) -> Result<(), Unavailable> {
+///     CALLS.fetch_add(1, SeqCst); // the real adapter sends `key` with the request
+///     Err(Unavailable)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// assert!(charge(&OrderKey("order-7:charge".into()), 1250).await.is_err());
+/// assert_eq!(CALLS.swap(0, SeqCst), 3); // retried: the gateway deduplicates on the key
+/// assert!(charge(&OrderKey(String::new()), 1250).await.is_err());
+/// assert_eq!(CALLS.swap(0, SeqCst), 1); // blank: sent once, never retried
+/// # }
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be used as an idempotency key",
     label = "this is not a text key",

@@ -1,56 +1,9 @@
-//! Retries that are safe by construction.
-//!
-//! Put `#[retry(read)]` on an adapter method that reads from an external system, or
-//! `#[retry(write, idempotency_key = ...)]` on one that writes with a key the system
-//! deduplicates on, and the method becomes a bounded, jittered, exponential-backoff loop that
-//! retries only transient failures. The build fails on what the retry rules forbid: a write
-//! without a key, more than 5 attempts, a fixed delay, more than 5 s of pauses.
-//!
-//! ```
-//! use retry_runtime::{retry, Classify};
-//!
-//! #[derive(Debug)]
-//! enum GatewayError { Unavailable, NotFound }
-//!
-//! impl Classify for GatewayError {
-//!     fn is_transient(&self) -> bool {
-//!         matches!(self, GatewayError::Unavailable)
-//!     }
-//! }
-//!
-//! struct Order { id: u64, idempotency_key: String }
-//! struct Gateway;
-//!
-//! impl Gateway {
-//!     #[retry(read)]
-//!     async fn status(&self, id: u64) -> Result<&'static str, GatewayError> {
-//!         if id == 0 { Err(GatewayError::NotFound) } else { Ok("paid") }
-//!     }
-//!
-//!     #[retry(write, idempotency_key = order.idempotency_key)]
-//!     async fn register(&self, order: &Order) -> Result<u64, GatewayError> {
-//!         Ok(order.id)
-//!     }
-//! }
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! let gateway = Gateway;
-//! let order = Order { id: 7, idempotency_key: "order-7:register".into() };
-//! assert_eq!(gateway.register(&order).await.unwrap(), 7);
-//! assert!(gateway.status(0).await.is_err());
-//! # }
-//! ```
-//!
-//! The rules, with the ids that compile errors cite, are in the README. What is here:
-//! - [`Classify`] (which errors are transient; `#[derive(Classify)]` for error enums) and
-//!   [`IdempotencyKey`];
-//! - [`Policy`], the schedule as a value;
-//! - storm control: per-system retry budgets ([`Budget`], [`set_budget`]), the caller's deadline
-//!   ([`with_deadline`]), the per-attempt `timeout` option ([`AttemptTimedOut`]); layered
-//!   `#[retry]` loops don't multiply;
-//! - [`http`]: transient statuses, `Retry-After`, [`http::StatusError`];
-//! - optional integrations (cargo features): `tracing` (default) events, `metrics`
-//!   (`retry_attempts_total{system, outcome}`), `http`, `reqwest`, `failsafe`, `uuid`, `anyhow`.
+#![doc = include_str!("../docs/overview.md")]
+#![doc = include_str!("../docs/rules.md")]
+#![doc = ""]
+#![doc = include_str!("../docs/options.md")]
+#![doc = ""]
+#![doc = include_str!("../docs/observability.md")]
 
 mod budget;
 mod classify;
@@ -85,13 +38,48 @@ pub use key::IdempotencyKey;
 pub use schedule::{Jitter, MAX_ATTEMPTS, MAX_WINDOW, Policy, PolicyError};
 pub use timeout::AttemptTimedOut;
 
-/// Turns an async or blocking fn that returns `Result<T, E>` into a bounded retry loop.
-///
-/// See the [crate docs](crate) and the README for every option and compile error.
+// The attribute's and the derive's docs are in `docs/retry.md`, `docs/options.md` and
+// `docs/classify_derive.md`, shown on these re-exports through the macro crate (which
+// includes the same files) and doctested here (`doctests` below).
 #[cfg(feature = "macros")]
 pub use retry_macro::retry;
 
-/// The derive of [`Classify`](trait@Classify) (the trait and its derive share the name, like
-/// serde's `Serialize`).
+// The trait and its derive share the name, like serde's `Serialize`.
 #[cfg(feature = "macros")]
 pub use retry_macro::Classify;
+
+/// A complete adapter, end to end: reqwest, `#[derive(Classify)]`, a hand-over to the SQLite
+/// queue, tracing and a Prometheus exporter.
+#[cfg_attr(
+    all(
+        feature = "macros",
+        feature = "tracing",
+        feature = "metrics",
+        feature = "reqwest",
+        feature = "sqlite"
+    ),
+    doc = include_str!("../docs/guide.md")
+)]
+#[cfg_attr(
+    not(all(
+        feature = "macros",
+        feature = "tracing",
+        feature = "metrics",
+        feature = "reqwest",
+        feature = "sqlite"
+    )),
+    doc = "\n\nThe guide needs the features `macros`, `tracing`, `metrics`, `reqwest` and `sqlite`: \
+           build the docs with `cargo doc -p retry-runtime --all-features`."
+)]
+pub mod guide {}
+
+/// The examples of the pages that the macro crate shows, run as doctests here, where the
+/// attribute and the derive can be used (the proc-macro crate cannot run them).
+#[cfg(all(doctest, feature = "macros"))]
+mod doctests {
+    #[doc = include_str!("../docs/retry.md")]
+    struct Retry;
+
+    #[doc = include_str!("../docs/classify_derive.md")]
+    struct ClassifyDerive;
+}

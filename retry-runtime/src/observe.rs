@@ -1,5 +1,7 @@
 //! What the retry loop tells the world: `tracing` events and the counter
-//! `retry_attempts_total{system, outcome}`, each behind its cargo feature.
+//! `retry_attempts_total{system, operation, outcome}`, each behind its cargo feature. The
+//! user-facing description (fields, labels, cardinality) is `docs/observability.md`, part of
+//! the crate docs.
 //!
 //! | what happened | event (feature `tracing`) | `outcome` (feature `metrics`) |
 //! | --- | --- | --- |
@@ -66,19 +68,21 @@ impl Outcome {
 }
 
 #[inline]
-pub(crate) fn succeeded(site: &'static Site, attempt: u32) {
+pub(crate) fn succeeded(site: &'static Site, attempt: u32, key: Option<&dyn IdempotencyKey>) {
     count(site, Outcome::Success);
     #[cfg(feature = "tracing")]
     if attempt > 1 {
         tracing::info!(
             system = site.system,
+            operation = site.operation,
             attempt,
             attempts = site.policy.attempts(),
+            idempotency_key = key.map(tracing::field::display),
             "succeeded after retries"
         );
     }
     #[cfg(not(feature = "tracing"))]
-    let _ = attempt;
+    let _ = (attempt, key);
 }
 
 pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
@@ -86,6 +90,7 @@ pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
     #[cfg(feature = "tracing")]
     tracing::warn!(
         system = failure.site.system,
+        operation = failure.site.operation,
         attempt = failure.attempt,
         attempts = failure.site.policy.attempts(),
         delay_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
@@ -109,6 +114,7 @@ pub(crate) fn gave_up(failure: &Failure<'_>, reason: GiveUp) {
     #[cfg(feature = "tracing")]
     tracing::error!(
         system = failure.site.system,
+        operation = failure.site.operation,
         attempt = failure.attempt,
         attempts = failure.site.policy.attempts(),
         reason = reason.as_str(),
@@ -136,13 +142,19 @@ fn count(_: &'static Site, _: Outcome) {}
 
 /// The counters of one site, registered with the global recorder on the site's first call and
 /// kept: later calls count with an atomic add, no lookup, no allocation. Install the recorder
-/// before the first call (as every `metrics` exporter asks).
+/// before the first call (as every `metrics` exporter asks). Every label value is a
+/// `&'static str` written in the source (a `system`, a fn's name or its `name = "…"`, an
+/// outcome), so the number of series is bounded by the code, never by the traffic.
 #[cfg(feature = "metrics")]
-pub(crate) fn register(system: &'static str) -> [metrics::Counter; OUTCOMES] {
+pub(crate) fn register(
+    system: &'static str,
+    operation: &'static str,
+) -> [metrics::Counter; OUTCOMES] {
     Outcome::ALL.map(|outcome| {
         metrics::counter!(
             "retry_attempts_total",
             "system" => system,
+            "operation" => operation,
             "outcome" => outcome.label()
         )
     })

@@ -21,18 +21,19 @@ use crate::schedule::Policy;
 ///   `Retry-After`; on an error that [`Classify`](crate::Classify) calls transient (a
 ///   `reqwest::Error`, or a middleware's error by its source chain); never on a 4xx
 ///   (R-RES-RE-X2); the last response or error comes back as it came;
-/// - on a [`Policy`] schedule (the reference one by default), with the retry budget, counters
-///   and events of `system`, shared with `#[retry(system = "…")]`.
+/// - on a [`Policy`] schedule (the reference one by default), with the retry budget of
+///   `system`, shared with `#[retry(system = "…")]`; events and counters are labelled `system`
+///   and `operation` (the system's name, or [`name`](RetryMiddleware::name)).
 ///
 /// A request whose body cannot be cloned (a stream) is sent once: reqwest only tells at run
-/// time. Each `new` and `policy` keeps one small object for the life of the process: build the
+/// time. Each `new`, `name` and `policy` keeps one small object for the life of the process: build the
 /// client at start-up.
 ///
 /// ```
 /// use retry_runtime::reqwest_middleware::RetryMiddleware;
 ///
 /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-///     .with(RetryMiddleware::new("partner-api"))
+///     .with(RetryMiddleware::new("partner-api").name("get_quote"))
 ///     .build();
 /// # let _ = client;
 /// ```
@@ -42,17 +43,27 @@ pub struct RetryMiddleware {
 }
 
 impl RetryMiddleware {
-    /// Retries under [`Policy::DEFAULT`], with the retry budget and counters of `system`.
+    /// Retries under [`Policy::DEFAULT`], with the retry budget of `system`; events and
+    /// counters are labelled `system` and, until [`name`](RetryMiddleware::name) says
+    /// otherwise, `operation = system`.
     pub fn new(system: &'static str) -> Self {
         RetryMiddleware {
-            site: Site::leaked(system, Policy::DEFAULT),
+            site: Site::leaked(system, system, Policy::DEFAULT),
+        }
+    }
+
+    /// Labels the events and counters of this middleware's requests with `operation`: a name
+    /// written in the code, not one taken from requests, so the number of series stays bounded.
+    pub fn name(self, operation: &'static str) -> Self {
+        RetryMiddleware {
+            site: Site::leaked(self.site.system, operation, self.site.policy),
         }
     }
 
     /// Replaces the schedule.
     pub fn policy(self, policy: Policy) -> Self {
         RetryMiddleware {
-            site: Site::leaked(self.site.system, policy),
+            site: Site::leaked(self.site.system, self.site.operation, policy),
         }
     }
 }

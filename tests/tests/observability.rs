@@ -1,5 +1,5 @@
 //! What the retry loop tells the world: `tracing` events (captured by a test layer) and the
-//! counter `retry_attempts_total{system, outcome}` (read from a debugging recorder).
+//! counter `retry_attempts_total{system, operation, outcome}` (read from a debugging recorder).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -96,6 +96,7 @@ async fn each_retry_warns_and_a_late_success_informs() {
         fields(&[
             ("message", "transient failure, retrying"),
             ("system", "gateway"),
+            ("operation", "status"),
             ("attempt", "1"),
             ("attempts", "3"),
             ("delay_ms", "200"),
@@ -110,6 +111,7 @@ async fn each_retry_warns_and_a_late_success_informs() {
         fields(&[
             ("message", "succeeded after retries"),
             ("system", "gateway"),
+            ("operation", "status"),
             ("attempt", "3"),
             ("attempts", "3"),
         ])
@@ -144,12 +146,94 @@ async fn exhaustion_is_an_error_event_and_writes_carry_their_key() {
         fields(&[
             ("message", "transient failure, giving up"),
             ("system", "gateway"),
+            ("operation", "register"),
             ("attempt", "3"),
             ("attempts", "3"),
             ("reason", "attempts exhausted"),
             ("error", "503 from call 3"),
             ("idempotency_key", "order-7:register"),
         ])
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_that_succeeds_after_retries_informs_with_its_key() {
+    let seen = events(async {
+        assert_eq!(
+            register(&Flaky::failing([UNAVAILABLE]), "order-8:register")
+                .await
+                .unwrap(),
+            2
+        );
+    })
+    .await;
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0].fields["idempotency_key"], "order-8:register");
+    assert_eq!(seen[1].level, tracing::Level::INFO);
+    assert_eq!(
+        seen[1].fields,
+        fields(&[
+            ("message", "succeeded after retries"),
+            ("system", "gateway"),
+            ("operation", "register"),
+            ("attempt", "2"),
+            ("attempts", "3"),
+            ("idempotency_key", "order-8:register"),
+        ])
+    );
+}
+
+/// Two operations of one system: `name = "…"` labels them apart.
+#[retry(read, jitter = "none", system = "payments-api", name = "get_payment")]
+async fn fetch(flaky: &Flaky) -> Result<u32, GatewayError> {
+    flaky.call()
+}
+
+#[retry(write, idempotency_key = key, jitter = "none", system = "payments-api", name = "create_payment")]
+async fn create(flaky: &Flaky, key: &str) -> Result<u32, GatewayError> {
+    flaky.call()
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_tell_the_operations_of_one_system_apart() {
+    let seen = events(async {
+        fetch(&Flaky::failing([UNAVAILABLE])).await.unwrap();
+        create(&Flaky::always(UNAVAILABLE), "order-9:create")
+            .await
+            .unwrap_err();
+    })
+    .await;
+    let labels: Vec<(&str, &str, &str)> = seen
+        .iter()
+        .map(|e| {
+            (
+                e.fields["message"].as_str(),
+                e.fields["system"].as_str(),
+                e.fields["operation"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            ("transient failure, retrying", "payments-api", "get_payment"),
+            ("succeeded after retries", "payments-api", "get_payment"),
+            (
+                "transient failure, retrying",
+                "payments-api",
+                "create_payment"
+            ),
+            (
+                "transient failure, retrying",
+                "payments-api",
+                "create_payment"
+            ),
+            (
+                "transient failure, giving up",
+                "payments-api",
+                "create_payment"
+            ),
+        ]
     );
 }
 
@@ -215,27 +299,51 @@ async fn metered_broke(flaky: &Flaky) -> Result<u32, GatewayError> {
     flaky.call()
 }
 
-fn counts(snapshotter: &Snapshotter, system: &str) -> BTreeMap<String, u64> {
-    snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter(|(key, ..)| key.key().name() == "retry_attempts_total")
-        .filter_map(|(key, _, _, value)| {
-            let labels: BTreeMap<_, _> = key
-                .key()
-                .labels()
-                .map(|l| (l.key().to_owned(), l.value().to_owned()))
-                .collect();
-            if labels["system"] != system {
-                return None;
-            }
-            match value {
-                DebugValue::Counter(n) => Some((labels["outcome"].clone(), n)),
-                _ => None,
-            }
-        })
-        .collect()
+// The counter test's own fns: a site registers its counters on its first call, so no other
+// test of this binary may call them before the recorder is installed.
+#[retry(read, jitter = "none", system = "metered-api", name = "get_payment")]
+async fn metered_get(flaky: &Flaky) -> Result<u32, GatewayError> {
+    flaky.call()
+}
+
+#[retry(write, idempotency_key = key, jitter = "none", system = "metered-api", name = "create_payment")]
+async fn metered_create(flaky: &Flaky, key: &str) -> Result<u32, GatewayError> {
+    flaky.call()
+}
+
+/// The counter's values since the last snapshot (a snapshot resets them), by system and
+/// operation, then outcome. Every series has exactly the labels `system`, `operation`, `outcome`.
+type Series = BTreeMap<(String, String), BTreeMap<String, u64>>;
+
+fn series(snapshotter: &Snapshotter) -> Series {
+    let mut series = Series::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        if key.key().name() != "retry_attempts_total" {
+            continue;
+        }
+        let labels: BTreeMap<_, _> = key
+            .key()
+            .labels()
+            .map(|l| (l.key().to_owned(), l.value().to_owned()))
+            .collect();
+        let names: Vec<&str> = labels.keys().map(String::as_str).collect();
+        assert_eq!(names, ["operation", "outcome", "system"]);
+        let DebugValue::Counter(n) = value else {
+            panic!("retry_attempts_total is a counter");
+        };
+        series
+            .entry((labels["system"].clone(), labels["operation"].clone()))
+            .or_default()
+            .insert(labels["outcome"].clone(), n);
+    }
+    series
+}
+
+/// The counter's values of one system and operation, by outcome.
+fn counts(snapshotter: &Snapshotter, system: &str, operation: &str) -> BTreeMap<String, u64> {
+    series(snapshotter)
+        .remove(&(system.to_owned(), operation.to_owned()))
+        .unwrap_or_default()
 }
 
 #[test]
@@ -274,7 +382,7 @@ fn the_counter_counts_each_attempt_by_outcome() {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
-    assert_eq!(counts(&snapshotter, "metered"), expected);
+    assert_eq!(counts(&snapshotter, "metered", "metered"), expected);
 
     // A system whose budget allows no retry at all.
     retry_runtime::set_budget(
@@ -286,7 +394,25 @@ fn the_counter_counts_each_attempt_by_outcome() {
             .await
             .unwrap_err();
     });
-    let broke = counts(&snapshotter, "metered-broke");
+    let broke = counts(&snapshotter, "metered-broke", "metered_broke");
     assert_eq!(broke["budget_exhausted"], 1);
     assert_eq!(broke["retry"], 0);
+
+    // Two operations of one system: their series are apart, six outcomes each.
+    rt.block_on(async {
+        metered_get(&Flaky::failing([UNAVAILABLE])).await.unwrap();
+        metered_create(&Flaky::failing([Failure::BadRequest]), "order-10:create")
+            .await
+            .unwrap_err();
+    });
+    let mut series = series(&snapshotter);
+    let key = |operation: &str| ("metered-api".to_owned(), operation.to_owned());
+    let get_payment = series.remove(&key("get_payment")).unwrap_or_default();
+    let create_payment = series.remove(&key("create_payment")).unwrap_or_default();
+    assert_eq!(get_payment.len(), 6);
+    assert_eq!(create_payment.len(), 6);
+    assert_eq!((get_payment["retry"], get_payment["success"]), (1, 1));
+    assert_eq!(get_payment["permanent"], 0);
+    assert_eq!(create_payment["permanent"], 1);
+    assert_eq!(create_payment.values().sum::<u64>(), 1);
 }

@@ -64,6 +64,7 @@ proptest! {
         retry_runtime::set_budget("prop", retry_runtime::Budget::unlimited());
         let site: &'static Site = Box::leak(Box::new(site(
             "prop",
+            "prop",
             policy.attempts(),
             ms(policy.delay()),
             ms(policy.max_delay()),

@@ -229,3 +229,84 @@ async fn retry_after_is_honoured_and_one_too_long_gives_up() {
     assert_eq!(gateway.requests("order-7").len(), 1);
     gateway.shutdown().await;
 }
+
+/// The layer's events carry its system and operation: the system's name by default, or the
+/// layer's `name`, so two operations of one system are told apart in the logs.
+#[tokio::test]
+async fn events_carry_the_system_and_the_layers_operation() {
+    let gateway = Gateway::start(6, FaultPlan::none()).await.unwrap();
+    let mut unnamed = service("tower-labels");
+    let mut named = {
+        let client = Client::builder(TokioExecutor::new()).build_http();
+        let policy = Policy::new(
+            3,
+            Duration::from_millis(20),
+            Duration::from_secs(2),
+            Jitter::None,
+        )
+        .expect("a valid policy");
+        RetryLayer::new("tower-labels")
+            .name("create_payment")
+            .policy(policy)
+            .layer(client)
+    };
+    let seen = retry_tests::capture::events(async {
+        gateway.force("order-6", [Some(Fault::ServerError), None]);
+        let response = send(
+            &mut unnamed,
+            charge(&gateway, "order-6", 100, Some("key-6")),
+        )
+        .await
+        .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        gateway.force("order-7", [Some(Fault::ServerError), None]);
+        let response = send(&mut named, charge(&gateway, "order-7", 100, Some("key-7")))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+    })
+    .await;
+    // Only the loop's own events (the client and the fixture may log too).
+    let labels: Vec<(&str, &str, &str, &str)> = seen
+        .iter()
+        .filter(|e| e.fields.contains_key("system"))
+        .map(|e| {
+            (
+                e.fields["message"].as_str(),
+                e.fields["system"].as_str(),
+                e.fields["operation"].as_str(),
+                e.fields["idempotency_key"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            (
+                "transient failure, retrying",
+                "tower-labels",
+                "tower-labels",
+                "key-6"
+            ),
+            (
+                "succeeded after retries",
+                "tower-labels",
+                "tower-labels",
+                "key-6"
+            ),
+            (
+                "transient failure, retrying",
+                "tower-labels",
+                "create_payment",
+                "key-7"
+            ),
+            (
+                "succeeded after retries",
+                "tower-labels",
+                "create_payment",
+                "key-7"
+            ),
+        ]
+    );
+    gateway.shutdown().await;
+}

@@ -122,7 +122,8 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
 
 /// The call site's `static`: its label and policy, checked by the runtime in a const context.
 fn site(config: &Config, locals: &Locals) -> TokenStream {
-    let (krate, site, system) = (&config.krate, &locals.site, &config.system);
+    let (krate, site) = (&config.krate, &locals.site);
+    let (system, operation) = (&config.system, &config.operation);
     let (attempts, delay_ms, max_delay_ms) =
         (config.attempts, config.delay_ms, config.max_delay_ms);
     let jitter = match config.jitter {
@@ -132,7 +133,7 @@ fn site(config: &Config, locals: &Locals) -> TokenStream {
     };
     quote! {
         static #site: #krate::__private::Site = #krate::__private::site(
-            #system, #attempts, #delay_ms, #max_delay_ms, #krate::Jitter::#jitter,
+            #system, #operation, #attempts, #delay_ms, #max_delay_ms, #krate::Jitter::#jitter,
         );
     }
 }
@@ -319,7 +320,7 @@ mod tests {
         );
         assert!(
             out.contains(
-                ":: retry_runtime :: __private :: site (\"status\" , 3u32 , 200u64 , 5000u64 , :: retry_runtime :: Jitter :: Equal ,)"
+                ":: retry_runtime :: __private :: site (\"status\" , \"status\" , 3u32 , 200u64 , 5000u64 , :: retry_runtime :: Jitter :: Equal ,)"
             ),
             "{out}"
         );

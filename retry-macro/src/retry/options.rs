@@ -23,6 +23,7 @@ pub const OPTIONS: &[&str] = &[
     "backoff",
     "retry_if",
     "system",
+    "name",
     "crate",
     "timeout",
 ];
@@ -106,6 +107,8 @@ pub struct Options {
     pub backoff: Setting<()>,
     pub retry_if: Setting<Path>,
     pub system: Setting<LitStr>,
+    /// The operation's label in events and metrics; the fn's name by default.
+    pub name: Setting<LitStr>,
     pub krate: Setting<Path>,
     /// Unknown options seen so far, refused once each.
     unknown: Vec<Ident>,
@@ -136,6 +139,7 @@ impl Options {
             "backoff" => self.set_backoff(errors, &name, &value),
             "retry_if" => self.set_retry_if(errors, &name, &value),
             "system" => self.set_system(errors, &name, &value),
+            "name" => self.set_name(errors, &name, &value),
             "crate" => self.set_crate(errors, &name, &value),
             label => {
                 if self.unknown.contains(&name) {
@@ -315,6 +319,23 @@ impl Options {
             );
         } else {
             self.system.value = Some(lit.clone());
+        }
+    }
+
+    fn set_name(&mut self, errors: &mut Errors, name: &Ident, value: &Expr) {
+        if !self.name.claim(errors, name) {
+            return;
+        }
+        let Some(lit) = string(errors, "name", value, "\"get_payment\"") else {
+            return;
+        };
+        if lit.value().trim().is_empty() {
+            errors.at(
+                lit,
+                "`name` labels the operation in events and metrics, like `name = \"get_payment\"`; it cannot be blank (remove it to use the fn's name)",
+            );
+        } else {
+            self.name.value = Some(lit.clone());
         }
     }
 

@@ -45,6 +45,8 @@ pub struct Config {
     pub classifier: Classifier,
     /// The external system's label.
     pub system: LitStr,
+    /// The operation's label (`name = "…"`, or the fn's name).
+    pub operation: LitStr,
     /// Path of the runtime crate.
     pub krate: Path,
 }
@@ -81,11 +83,15 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
             .retry_if
             .value
             .map_or(Classifier::Classify, Classifier::RetryIf),
-        system: options.system.value.unwrap_or_else(|| {
-            LitStr::new(&func.sig.ident.unraw().to_string(), func.sig.ident.span())
-        }),
+        system: options.system.value.unwrap_or_else(|| fn_name(func)),
+        operation: options.name.value.unwrap_or_else(|| fn_name(func)),
         krate: options.krate.value.unwrap_or_else(krate::default),
     })
+}
+
+/// The fn's name, as a label (`r#type` is `type`).
+fn fn_name(func: &ItemFn) -> LitStr {
+    LitStr::new(&func.sig.ident.unraw().to_string(), func.sig.ident.span())
 }
 
 /// A kind, and a key exactly on writes, and not one minted per call (R-RES-RE-1).
@@ -229,7 +235,46 @@ mod tests {
         assert!(message(quote!(read, atempts = 3)).contains("did you mean `attempts`?"));
         assert_eq!(
             message(quote!(read, max_attempts = 3)),
-            "unknown option `max_attempts`: the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `crate` and `timeout`"
+            "unknown option `max_attempts`: the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `name`, `crate` and `timeout`"
+        );
+    }
+
+    #[test]
+    fn the_operation_is_the_fns_name_unless_named() {
+        let labels = |args| {
+            let config = check_args(args).unwrap();
+            (config.system.value(), config.operation.value())
+        };
+        assert_eq!(labels(quote!(read)), ("f".to_owned(), "f".to_owned()));
+        assert_eq!(
+            labels(quote!(read, system = "gateway")),
+            ("gateway".to_owned(), "f".to_owned())
+        );
+        assert_eq!(
+            labels(quote!(read, system = "gateway", name = "get_payment")),
+            ("gateway".to_owned(), "get_payment".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_blank_or_second_name_is_refused() {
+        let messages = |args| -> Vec<String> {
+            let error = check_args(args).err().unwrap();
+            error.into_iter().map(|e| e.to_string()).collect()
+        };
+        assert_eq!(
+            messages(quote!(read, name = " ")),
+            [
+                "`name` labels the operation in events and metrics, like `name = \"get_payment\"`; it cannot be blank (remove it to use the fn's name)"
+            ]
+        );
+        assert_eq!(
+            messages(quote!(read, name = "a", name = "b")),
+            ["`name` is given twice: keep one `name = ...`"]
+        );
+        assert_eq!(
+            messages(quote!(read, name = get_payment)),
+            ["`name` takes a string literal, like `name = \"get_payment\"`"]
         );
     }
 

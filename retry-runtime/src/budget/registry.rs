@@ -25,10 +25,34 @@ fn registry() -> MutexGuard<'static, BTreeMap<&'static str, &'static Budget>> {
 /// instant (each setting valid on its own).
 ///
 /// ```
-/// use retry_runtime::{set_budget, Budget};
+/// use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 /// use std::time::Duration;
+/// use retry_runtime::{retry, set_budget, Budget, Classify};
 ///
-/// set_budget("gateway", Budget::new(0.1, 1, Duration::from_secs(30)));
+/// #[derive(Debug)]
+/// struct Unavailable;
+/// impl Classify for Unavailable {
+///     fn is_transient(&self) -> bool { true }
+/// }
+///
+/// static CALLS: AtomicU32 = AtomicU32::new(0);
+///
+/// #[retry(read, system = "gateway")]
+/// async fn status() -> Result<(), Unavailable> {
+///     CALLS.fetch_add(1, SeqCst);
+///     Err(Unavailable)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// // At start-up: retries may add 10 % of the gateway's calls, no floor.
+/// set_budget("gateway", Budget::new(0.1, 0, Duration::from_secs(30)));
+/// // 10 calls while the gateway is down: 10 first attempts and 1 retry (10 % of 10), not 30.
+/// for _ in 0..10 {
+///     assert!(status().await.is_err());
+/// }
+/// assert_eq!(CALLS.load(SeqCst), 11);
+/// # }
 /// ```
 pub fn set_budget(system: &str, budget: Budget) {
     let config = budget.config();

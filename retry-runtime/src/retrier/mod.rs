@@ -18,8 +18,12 @@ use crate::{deadline, nesting, observe};
 /// Everything one annotated fn knows at compile time; one `static` per fn, built by [`site`].
 #[derive(Debug)]
 pub struct Site {
-    /// The external system's label (`system = "..."`, or the fn's name).
+    /// The external system's label (`system = "..."`, or the fn's name): the key of the retry
+    /// budget, and a label of the events and the counter.
     pub system: &'static str,
+    /// The operation's label (`name = "..."`, or the fn's name): read only when an event is
+    /// emitted or the counters are registered, never on the happy path.
+    pub operation: &'static str,
     /// The schedule.
     pub policy: Policy,
     /// The system's retry budget, looked up on the site's first call and kept.
@@ -32,9 +36,14 @@ impl Site {
     /// A site for `policy` at run time (the tower layer's, the reqwest middleware's): leaked,
     /// one per layer or middleware built.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    pub(crate) fn leaked(system: &'static str, policy: Policy) -> &'static Site {
+    pub(crate) fn leaked(
+        system: &'static str,
+        operation: &'static str,
+        policy: Policy,
+    ) -> &'static Site {
         Box::leak(Box::new(Site {
             system,
+            operation,
             policy,
             budget: OnceLock::new(),
             #[cfg(feature = "metrics")]
@@ -50,7 +59,8 @@ impl Site {
 
     #[cfg(feature = "metrics")]
     pub(crate) fn counters(&'static self) -> &'static [metrics::Counter; observe::OUTCOMES] {
-        self.counters.get_or_init(|| observe::register(self.system))
+        self.counters
+            .get_or_init(|| observe::register(self.system, self.operation))
     }
 }
 
@@ -58,6 +68,7 @@ impl Site {
 /// fails the build here, in const evaluation.
 pub const fn site(
     system: &'static str,
+    operation: &'static str,
     attempts: u32,
     delay_ms: u64,
     max_delay_ms: u64,
@@ -71,6 +82,7 @@ pub const fn site(
     ) {
         Ok(policy) => Site {
             system,
+            operation,
             policy,
             budget: OnceLock::new(),
             #[cfg(feature = "metrics")]
@@ -182,7 +194,7 @@ impl<K: KeySlot> Retrier<K> {
     /// The attempt that runs now succeeded.
     #[inline]
     pub fn succeeded(&self) {
-        observe::succeeded(self.site, self.attempt);
+        observe::succeeded(self.site, self.attempt, self.key.key());
     }
 
     /// The attempt that runs now failed: `Some(pause)` to wait and try again, `None` to give up

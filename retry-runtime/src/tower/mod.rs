@@ -11,8 +11,10 @@
 //!   retried (R-RES-RE-X2); the last response or error is returned as it came.
 //! - **How often**: the schedule is a [`Policy`], which cannot be built with more than 5
 //!   attempts or more than 5 s of pauses (R-RES-RE-3, R-RES-RE-4); the reference configuration by
-//!   default. `system` shares the attribute's retry budget and `retry_attempts_total` counters
-//!   with every `#[retry(system = "…")]` of that name, and the same events and give-up reasons.
+//!   default. `system` shares the attribute's retry budget with every `#[retry(system = "…")]`
+//!   of that name, and the same events and give-up reasons; the events and
+//!   `retry_attempts_total` carry `operation` = the system's name, or the layer's
+//!   [`name`](RetryLayer::name) (one layer per operation, to tell them apart).
 //! - **Bodies must be replayable**: the request body type must be `Clone` (e.g. `Full<Bytes>`,
 //!   `String`, `Vec<u8>`, `()`); a streaming body (hyper's `Incoming`) is refused at compile time
 //!   ([`ReplayableBody`]): buffer it first.
@@ -24,6 +26,7 @@
 //!
 //! let layer = RetryLayer::new("partner-api");
 //! let faster = RetryLayer::new("partner-api")
+//!     .name("get_quote")
 //!     .policy(Policy::new(3, Duration::from_millis(100), Duration::from_secs(1), Jitter::Full)?);
 //! # Ok::<(), retry_runtime::PolicyError>(())
 //! ```
@@ -42,7 +45,7 @@ use crate::schedule::Policy;
 /// A [`tower_layer::Layer`] that retries requests under the retry rules; see the
 /// [module docs](self).
 ///
-/// Each `new` and `policy` keeps one small object for the life of the process (the budget and
+/// Each `new`, `name` and `policy` keeps one small object for the life of the process (the budget and
 /// counters' handle that the `#[retry]` expansions keep in a `static`): build layers at
 /// start-up, not per request.
 #[derive(Clone, Copy, Debug)]
@@ -52,17 +55,27 @@ pub struct RetryLayer {
 
 impl RetryLayer {
     /// Retries under [`Policy::DEFAULT`] (3 attempts, 200 ms doubling, equal jitter), with the
-    /// retry budget and counters of `system`.
+    /// retry budget of `system`; events and counters are labelled `system` and, until
+    /// [`name`](RetryLayer::name) says otherwise, `operation = system`.
     pub fn new(system: &'static str) -> Self {
         RetryLayer {
-            site: Site::leaked(system, Policy::DEFAULT),
+            site: Site::leaked(system, system, Policy::DEFAULT),
+        }
+    }
+
+    /// Labels the events and counters of this layer's requests with `operation`: a name written
+    /// in the code (like `#[retry(name = "…")]`), not one taken from requests, so the number of
+    /// series stays bounded.
+    pub fn name(self, operation: &'static str) -> Self {
+        RetryLayer {
+            site: Site::leaked(self.site.system, operation, self.site.policy),
         }
     }
 
     /// Replaces the schedule.
     pub fn policy(self, policy: Policy) -> Self {
         RetryLayer {
-            site: Site::leaked(self.site.system, policy),
+            site: Site::leaked(self.site.system, self.site.operation, policy),
         }
     }
 }

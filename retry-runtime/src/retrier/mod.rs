@@ -163,6 +163,7 @@ impl<'k> Retrier<&'k dyn IdempotencyKey> {
     }
 }
 
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 impl<'k> Retrier<Option<&'k dyn IdempotencyKey>> {
     /// A read (`None`) or a keyed write (`Some`), decided at run time.
     pub(crate) fn read_or_write(site: &'static Site, key: Option<&'k dyn IdempotencyKey>) -> Self {

@@ -3,7 +3,7 @@
 //! can make the threads contend). `#[retry]` with the default budget deposits into that
 //! system's budget on every call; with one shared counter, calls on different cores fought over
 //! one cache line (6–11× the 1-thread cost). Also a blocking `#[retry]` fn, the shape where the
-//! fight showed most.
+//! fight showed most, beside the blocking loop one would write by hand.
 //!
 //! Each sample runs `iters` calls on every thread at once (started together by a barrier) and
 //! takes the slowest thread's time: per-call cost = time / iters. With no contention, the
@@ -16,14 +16,17 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use retry_benches::{CONTENDERS, Flaky, Unavailable, each_contender, estimates, poll_once};
-use retry_runtime::retry;
+use retry_benches::{
+    ATTEMPTS, CONTENDERS, FIRST_PAUSE, Flaky, Unavailable, each_contender, estimates, poll_once,
+};
+use retry_runtime::{Classify as _, retry};
 
 const GROUP: &str = "happy_path_threads";
 
 /// The blocking rows: `(id, name)`.
-const BLOCKING: [(&str, &str); 2] = [
+const BLOCKING: [(&str, &str); 3] = [
     ("blocking_undecorated", "blocking fn, undecorated"),
+    ("blocking_hand_loop", "blocking hand-written loop"),
     ("blocking_retry", "blocking `#[retry]` fn (default budget)"),
 ];
 
@@ -31,6 +34,23 @@ const BLOCKING: [(&str, &str); 2] = [
 #[inline(never)]
 fn blocking_operation(server: &Flaky) -> Result<u32, Unavailable> {
     server.call_blocking()
+}
+
+/// The blocking anchor: the loop one would write by hand, with `std::thread::sleep`.
+fn blocking_hand_loop(server: &Flaky) -> Result<u32, Unavailable> {
+    let mut attempt = 1;
+    let mut pause = FIRST_PAUSE;
+    loop {
+        match blocking_operation(server) {
+            Ok(value) => return Ok(value),
+            Err(error) if attempt < ATTEMPTS && error.is_transient() => {
+                std::thread::sleep(pause);
+                pause *= 2;
+                attempt += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 /// A blocking `#[retry]` fn on the shared system's default budget.
@@ -98,6 +118,13 @@ fn main() {
             });
         });
         group.bench_function(format!("{}_{threads}", BLOCKING[1].0), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, iters, |server| {
+                    let _ = black_box(blocking_hand_loop(server));
+                })
+            });
+        });
+        group.bench_function(format!("{}_{threads}", BLOCKING[2].0), |b| {
             b.iter_custom(|iters| {
                 parallel(threads, iters, |server| {
                     let _ = black_box(blocking_retry(server));

@@ -37,9 +37,24 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
         Ok(func) => func,
         Err(tokens) => return tokens.into(),
     };
-    match common::args::parse(args.into()).and_then(|args| valid::check(args, &func)) {
+    let args = match common::args::parse(args.into()) {
+        Ok(args) => args,
+        Err(error) => return expand::with_errors(&func, &error, &[]).into(),
+    };
+    // The values the options name, for the fn re-emitted with an error: a key's path (say
+    // `Uuid`) must stay used there, or its import gets a spurious warning.
+    let values: Vec<syn::Expr> = args
+        .iter()
+        .filter_map(|arg| match arg {
+            common::args::Arg::Pair { name, value } if name == "idempotency_key" => {
+                Some(value.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    match valid::check(args, &func) {
         Ok(config) => expand::expand(&config, func),
-        Err(error) => expand::with_errors(&func, &error),
+        Err(error) => expand::with_errors(&func, &error, &values),
     }
     .into()
 }

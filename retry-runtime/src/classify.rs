@@ -47,8 +47,8 @@ use std::time::Duration;
 #[diagnostic::on_unimplemented(
     message = "`#[retry]` cannot tell which `{Self}` errors are transient",
     label = "`{Self}` does not implement `retry_runtime::Classify`",
-    note = "implement `retry_runtime::Classify` for `{Self}` (timeouts and 5xx transient; 4xx and breaker rejections permanent: R-RES-RE-X2, R-RES-RE-X4)",
-    note = "or pass `retry_if = path::to::fn` with a `fn(&{Self}) -> bool` that says which errors to retry"
+    note = "derive it on the error type: `#[derive(retry_runtime::Classify)]`, with `#[classify(transient)]` on the variants worth retrying (timeouts, 5xx; never 4xx or breaker rejections: R-RES-RE-X2, R-RES-RE-X4)",
+    note = "or implement `retry_runtime::Classify` for `{Self}` by hand, or pass `retry_if = path::to::fn` with a `fn(&{Self}) -> bool` that says which errors to retry"
 )]
 pub trait Classify {
     /// true when repeating the same call may succeed: timeouts, 5xx, connection resets.

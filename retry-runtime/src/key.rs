@@ -66,7 +66,8 @@ use std::sync::Arc;
     message = "`{Self}` cannot be used as an idempotency key",
     label = "this is not a text key",
     note = "`idempotency_key = ...` takes text the external system deduplicates on: `str`, `String`, `Cow<str>` or a reference to one (R-RES-RE-1)",
-    note = "implement `retry_runtime::IdempotencyKey` for `{Self}` if it is such a key"
+    note = "a write is retried only with a key every call has: an `Option` is not a key (take the key out before the call, and refuse the call without one; `.as_deref()` and a blank check is not a key either), and a number or an id becomes one as text (`order.id.to_string()`, or a UUID v5 of order id + operation)",
+    note = "a key type defined in your own crate can implement `retry_runtime::IdempotencyKey`"
 )]
 pub trait IdempotencyKey: fmt::Display + Sync {
     /// true when there is no usable key: the text is empty or only white space.

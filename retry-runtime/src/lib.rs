@@ -38,6 +38,13 @@ pub use key::IdempotencyKey;
 pub use schedule::{Jitter, MAX_ATTEMPTS, MAX_WINDOW, Policy, PolicyError};
 pub use timeout::AttemptTimedOut;
 
+/// The `metrics` facade (0.24) this crate records through, re-exported so that an exporter can
+/// be matched to it: install a recorder built on this major version (e.g.
+/// `metrics-exporter-prometheus` 0.18). One built on another major version installs a recorder
+/// of its own facade, compiles, and records nothing of ours.
+#[cfg(feature = "metrics")]
+pub use metrics;
+
 // The attribute's and the derive's docs are in `docs/retry.md`, `docs/options.md` and
 // `docs/classify_derive.md`, shown on these re-exports through the macro crate (which
 // includes the same files) and doctested here (`doctests` below).

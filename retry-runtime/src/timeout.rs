@@ -86,15 +86,25 @@ impl<E: From<AttemptTimedOut>> FromTimeout for E {
 }
 
 /// Runs one attempt under `timeout`: an attempt still running then is dropped and fails with
-/// `E::from(AttemptTimedOut)`.
-pub async fn timed<R, F>(timeout: Duration, attempt: F) -> R
+/// `on_timeout(AttemptTimedOut)`. The conversion comes in as an argument ([`from_timeout`],
+/// spanned at the `timeout` option) so that an error type without it is reported once, there,
+/// and not again wherever this future is built or awaited.
+pub async fn timed<R, F>(
+    timeout: Duration,
+    on_timeout: fn(AttemptTimedOut) -> R::Error,
+    attempt: F,
+) -> R
 where
     F: Future<Output = R>,
     R: RetryResult,
-    R::Error: FromTimeout,
 {
     match tokio::time::timeout(timeout, attempt).await {
         Ok(output) => output,
-        Err(_) => R::failed(R::Error::from_timeout(AttemptTimedOut::new(timeout))),
+        Err(_) => R::failed(on_timeout(AttemptTimedOut::new(timeout))),
     }
+}
+
+/// `E::from(timed_out)`, as the `fn` pointer [`timed`] takes.
+pub fn from_timeout<E: FromTimeout>(timed_out: AttemptTimedOut) -> E {
+    E::from_timeout(timed_out)
 }

@@ -32,10 +32,32 @@ pub fn parse_fn(item: TokenStream) -> Result<ItemFn, TokenStream> {
     })
 }
 
-/// The errors, and the original fn untouched, so that its callers still compile.
-pub fn with_errors(func: &ItemFn, error: &syn::Error) -> TokenStream {
+/// The errors, and the original fn, so that its callers still compile. `keys`: the key
+/// expressions the attribute named, kept in the body in a branch that never runs, so that the
+/// names they use (an import of `Uuid`, a parameter) stay used and draw no second warning.
+pub fn with_errors(func: &ItemFn, error: &syn::Error, keys: &[syn::Expr]) -> TokenStream {
     let error = error.to_compile_error();
-    quote!(#error #func)
+    if keys.is_empty() {
+        return quote!(#error #func);
+    }
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+    } = func;
+    let stmts = &block.stmts;
+    quote! {
+        #error
+        #(#attrs)*
+        #vis #sig {
+            #[allow(unreachable_code, clippy::all)]
+            if false {
+                let _ = &(#(#keys),*);
+            }
+            #(#stmts)*
+        }
+    }
 }
 
 /// The generated locals: `Span::mixed_site()`, so the body can neither see nor shadow them.
@@ -268,7 +290,11 @@ fn attempt(
         Some((ms, span)) => {
             let krate = located_at(krate, span);
             quote_spanned! {span=>
-                #krate::__private::timed(::core::time::Duration::from_millis(#ms), #body)
+                #krate::__private::timed(
+                    ::core::time::Duration::from_millis(#ms),
+                    #krate::__private::from_timeout,
+                    #body,
+                )
             }
         }
         None => body,

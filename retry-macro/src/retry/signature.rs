@@ -1,5 +1,6 @@
 //! Phase 2c: what `#[retry]` cannot go on: a const fn, a method taking `self` by value, a fn
-//! returning `impl Trait` or a future it was handed (`#[async_trait]` included).
+//! returning `impl Trait` or a future it was handed (`#[async_trait]` included), a fn returning
+//! an `Option`.
 
 use syn::{FnArg, ItemFn, ReturnType, Type};
 
@@ -26,6 +27,14 @@ pub fn check(errors: &mut Errors, func: &ItemFn) {
         errors.at(
             impl_trait,
             "`#[retry]` cannot return `impl Trait`: the loop names the return type to check each attempt's result. Name the type (or box it)",
+        );
+    }
+    if let Some(option) = returns_option(&sig.output) {
+        // Said here, once and at the return type: the type error the expansion would give
+        // instead is reported twice and points into the runtime.
+        errors.at(
+            option,
+            "`#[retry]` needs a fn that returns `Result<T, E>`, not an `Option`: `None` says nothing about whether trying again may help. Return `Result<Option<T>, E>` (`Ok(None)` for \"not found\", `Err(e)` for a failure the error type classifies)",
         );
     }
     if sig.asyncness.is_none() {
@@ -59,6 +68,22 @@ fn borrows(ty: &Type) -> bool {
         Type::Paren(inner) => borrows(&inner.elem),
         _ => false,
     }
+}
+
+/// The return type, if it is written as an `Option<…>` (by any path: `Option`,
+/// `std::option::Option`); an alias of one is left to the type checker.
+fn returns_option(output: &ReturnType) -> Option<&Type> {
+    let ReturnType::Type(_, ty) = output else {
+        return None;
+    };
+    let Type::Path(path) = &**ty else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    (path.qself.is_none()
+        && last.ident == "Option"
+        && matches!(last.arguments, syn::PathArguments::AngleBracketed(_)))
+    .then_some(&**ty)
 }
 
 fn returns_future(output: &ReturnType) -> bool {

@@ -1,4 +1,6 @@
 use retry_runtime::{retry, Classify};
+// Used only by the rejected key: the fn re-emitted with the error keeps it used (no warning).
+use uuid::Uuid;
 
 #[derive(Debug)]
 struct GatewayError;

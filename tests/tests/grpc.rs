@@ -207,7 +207,9 @@ impl UnaryService<ChargeRequest> for Charge {
             let order = &request.get_ref().order_id;
             let fault = payments.receive("Charge", order, key.clone());
             let Some(key) = key else {
-                return Err(Status::invalid_argument("a charge needs an idempotency-key"));
+                return Err(Status::invalid_argument(
+                    "a charge needs an idempotency-key",
+                ));
             };
             match fault {
                 Some(Fault::AppliedThenUnavailable) => {
@@ -378,9 +380,7 @@ async fn a_pushback_is_the_pause() {
     let client = PaymentsClient::to(server.addr);
 
     // The trailer survives the wire: the status the client gets carries the hint.
-    server
-        .payments
-        .script("order-3a", [Fault::Pushback("100")]);
+    server.payments.script("order-3a", [Fault::Pushback("100")]);
     let pushed_back = client.status_once("order-3a").await.unwrap_err();
     assert_eq!(pushed_back.code(), Code::Unavailable);
     assert!(pushed_back.is_transient());
@@ -429,7 +429,11 @@ async fn a_keyed_write_whose_response_was_lost_is_applied_once() {
     assert_eq!(calls.len(), 3);
     for call in &calls {
         assert_eq!(call.method, "Charge");
-        assert_eq!(call.key.as_deref(), Some("key-5"), "the same key every attempt");
+        assert_eq!(
+            call.key.as_deref(),
+            Some("key-5"),
+            "the same key every attempt"
+        );
     }
 
     // A blank key cannot be deduplicated: the Unavailable is not retried (R-RES-RE-1).

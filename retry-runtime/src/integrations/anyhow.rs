@@ -8,8 +8,8 @@ use crate::Classify;
 /// Walks the source chain, starting at the error `anyhow` wraps (contexts added with
 /// `.context(...)` are looked through), and the first error whose type is known decides, with its
 /// hint: `StatusError`, `std::io::Error` (an `io::Error::other` is looked through),
-/// `tokio::time::error::Elapsed`, and with their features `reqwest::Error` and the inner error
-/// of a `failsafe::Error` (a rejection is permanent). Nothing known — an `anyhow!("...")`
+/// `tokio::time::error::Elapsed`, and with their features `reqwest::Error`, `tonic::Status` and
+/// the inner error of a `failsafe::Error` (a rejection is permanent). Nothing known — an `anyhow!("...")`
 /// message, say: permanent.
 impl Classify for ::anyhow::Error {
     fn is_transient(&self) -> bool {

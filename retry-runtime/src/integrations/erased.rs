@@ -2,8 +2,8 @@
 //! decides.
 //!
 //! One walk, [`first_known`], serves `Box<dyn Error + Send + Sync>`, `Box<dyn Error>`,
-//! `anyhow::Error` (feature `anyhow`) and the request errors of `reqwest::Error` (feature
-//! `reqwest`).
+//! `anyhow::Error` (feature `anyhow`), the request errors of `reqwest::Error` (feature
+//! `reqwest`) and `tonic::transport::Error` (feature `tonic`).
 
 use std::error::Error;
 use std::io;
@@ -28,7 +28,11 @@ pub(crate) const MAX_CHAIN: usize = 32;
 /// - `tokio::time::error::Elapsed`, and [`AttemptTimedOut`](crate::AttemptTimedOut) (so a
 ///   `timeout = "…"` fn whose error type is `anyhow::Error` or a `Box<dyn Error>` retries its own
 ///   timed-out attempts);
-/// - `reqwest::Error` (feature `reqwest`).
+/// - `reqwest::Error` (feature `reqwest`);
+/// - `tonic::Status` (feature `tonic`): a status often travels boxed (a service's
+///   `Box<dyn Error>`, an `anyhow::Error` of a gRPC adapter), and its code and pushback decide.
+///   `tonic::transport::Error` is not known itself: its source chain is walked on, to the
+///   `io::Error` of a failed connection.
 ///
 /// `failsafe::Error<E>` (feature `failsafe`): its `source()` is the inner error of `Inner(e)`, so
 /// the walk goes on with `e`; `Rejected` has no source, so the walk ends on it — permanent, for
@@ -69,6 +73,10 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     #[cfg(feature = "reqwest")]
     if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {
         return Some(Verdict::of(reqwest));
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(status) = error.downcast_ref::<::tonic::Status>() {
+        return Some(Verdict::of(status));
     }
     None
 }
@@ -116,8 +124,8 @@ macro_rules! boxed {
         /// The first error of the source chain (the boxed error first) whose type is known
         /// decides, with its hint: `StatusError`, `std::io::Error` (an `io::Error::other` is
         /// looked through), `tokio::time::error::Elapsed`, and with their features
-        /// `reqwest::Error` and the inner error of a `failsafe::Error` (a rejection is
-        /// permanent). Nothing known: permanent.
+        /// `reqwest::Error`, `tonic::Status` and the inner error of a `failsafe::Error` (a
+        /// rejection is permanent). Nothing known: permanent.
         impl Classify for $ty {
             fn is_transient(&self) -> bool {
                 is_transient(&**self)

@@ -6,6 +6,8 @@
 //! - `reqwest`: `Classify` for `reqwest::Error`;
 //! - `failsafe`: `Classify` for `failsafe::Error<E>`;
 //! - `sqlx`: `Classify` for `sqlx::Error` (the database's "try again" codes);
+//! - `tonic`: `Classify` for `tonic::Status` (its code and the server's pushback) and
+//!   `tonic::transport::Error`;
 //! - `uuid`: `IdempotencyKey` for `uuid::Uuid` and deterministic v5 keys.
 //!
 //! The `http` feature lives in [`crate::http`].
@@ -20,5 +22,7 @@ mod failsafe;
 mod reqwest;
 #[cfg(feature = "sqlx")]
 mod sqlx;
+#[cfg(feature = "tonic")]
+mod tonic;
 #[cfg(feature = "uuid")]
 pub(crate) mod uuid;

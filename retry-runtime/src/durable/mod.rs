@@ -274,6 +274,7 @@ macro_rules! event {
     }};
 }
 
+mod completer;
 mod error;
 mod failure;
 mod inspector;

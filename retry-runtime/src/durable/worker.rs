@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
+use super::completer::Completer;
 use super::error::{BoxError, Error};
 use super::failure::{Failure, Rules};
 use super::metrics::Metrics;
@@ -405,6 +406,7 @@ impl Worker {
         self.check_handlers()?;
         self.shared.base.ping().await?;
         let (stop, stopped) = watch::channel(false);
+        let (completer, writer) = Completer::start(self.shared.clone(), self.concurrency);
         let mut running: JoinSet<()> = JoinSet::new();
         let eager_batch = (self.concurrency / 2).max(1);
         let mut eager = false;
@@ -424,7 +426,8 @@ impl Worker {
                         eager = claimed.len() == free;
                         for (queue, task) in claimed {
                             let shared = self.shared.clone();
-                            running.spawn(attempt(shared, queue, task, stopped.clone()));
+                            let completer = completer.clone();
+                            running.spawn(attempt(shared, queue, task, stopped.clone(), completer));
                         }
                     }
                     Err(e) => {
@@ -466,6 +469,11 @@ impl Worker {
                 log_join(joined);
             }
         }
+        // Every attempt has ended: the completions they queued are written before returning.
+        drop(completer);
+        if let Err(e) = writer.await {
+            log_join(Err(e));
+        }
         Ok(())
     }
 
@@ -478,12 +486,24 @@ impl Worker {
         let claimed = self.shared.claim(self.concurrency).await?;
         let count = claimed.len();
         let (_stop, stopped) = watch::channel(false);
+        let (completer, writer) = Completer::start(self.shared.clone(), self.concurrency);
         let mut running = JoinSet::new();
         for (queue, task) in claimed {
-            running.spawn(attempt(self.shared.clone(), queue, task, stopped.clone()));
+            let completer = completer.clone();
+            running.spawn(attempt(
+                self.shared.clone(),
+                queue,
+                task,
+                stopped.clone(),
+                completer,
+            ));
         }
         while let Some(joined) = running.join_next().await {
             log_join(joined);
+        }
+        drop(completer);
+        if let Err(e) = writer.await {
+            log_join(Err(e));
         }
         Ok(count)
     }

@@ -6,8 +6,8 @@
 //! [`MAX_BATCH`]), writes them in one statement (one commit, one WAL flush), and meanwhile the
 //! next ones queue up. A lone completion is written at once, so nothing waits for a batch to
 //! fill; under load, a batch holds what finished during the previous write. The queue between
-//! attempts and writer holds at most the worker's concurrency: an attempt whose completion
-//! cannot be queued keeps its slot, so a slow database slows the claims down.
+//! attempts and writer holds at most [`MAX_BATCH`] completions: an attempt whose completion
+//! cannot be queued keeps its slot, so a database that falls behind slows the claims down.
 //!
 //! Until its completion is written a task stays `active` under its lease: a worker that dies
 //! before the write leaves the lease to expire, and the task runs again (at least once, as
@@ -55,8 +55,9 @@ pub(crate) struct Completer {
 impl Completer {
     /// Starts the writer on its own tokio task. It ends once every `Completer` is dropped and
     /// the completions queued before are written: await the handle to know they are.
-    pub(crate) fn start(shared: Arc<Shared>, capacity: usize) -> (Completer, JoinHandle<()>) {
-        let (tx, rx) = mpsc::channel(capacity.max(1));
+    pub(crate) fn start(shared: Arc<Shared>) -> (Completer, JoinHandle<()>) {
+        // One batch's worth: while the writer writes one batch, the next one fills up.
+        let (tx, rx) = mpsc::channel(MAX_BATCH);
         let writer = tokio::spawn(write_all(shared, rx));
         (Completer { tx }, writer)
     }

@@ -406,7 +406,7 @@ impl Worker {
         self.check_handlers()?;
         self.shared.base.ping().await?;
         let (stop, stopped) = watch::channel(false);
-        let (completer, writer) = Completer::start(self.shared.clone(), self.concurrency);
+        let (completer, writer) = Completer::start(self.shared.clone());
         let mut running: JoinSet<()> = JoinSet::new();
         let eager_batch = (self.concurrency / 2).max(1);
         let mut eager = false;
@@ -486,7 +486,7 @@ impl Worker {
         let claimed = self.shared.claim(self.concurrency).await?;
         let count = claimed.len();
         let (_stop, stopped) = watch::channel(false);
-        let (completer, writer) = Completer::start(self.shared.clone(), self.concurrency);
+        let (completer, writer) = Completer::start(self.shared.clone());
         let mut running = JoinSet::new();
         for (queue, task) in claimed {
             let completer = completer.clone();

@@ -200,7 +200,7 @@ const PERSIST_PAUSES: [Duration; 3] = [
 
 /// Writes an outcome, trying again after each of [`PERSIST_PAUSES`] on a database error; true
 /// once written, false when fenced off or given up.
-async fn persist<F, Fut>(task: &ActiveTask, mut write: F) -> bool
+pub(crate) async fn persist<F, Fut>(task: &ActiveTask, mut write: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<bool, Error>>,
@@ -251,6 +251,43 @@ pub(crate) async fn attempt(
         shared.record_failure(&queue, &task, failure).await;
         return;
     };
+    let beat = shared.heartbeat();
+    // A prefetched task may have waited since its claim: with less than two thirds of its lease
+    // left (when the first renewal is due), it is renewed before it starts.
+    let left = task
+        .lease_expires_at()
+        .duration_since(queue.clock.now())
+        .unwrap_or(Duration::ZERO);
+    if left < shared.lease.saturating_sub(beat) {
+        match queue.extend_lease(&mut task, shared.lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                event!(
+                    warn,
+                    "durable worker: lease lost before the attempt started (recovered elsewhere), attempt dropped",
+                    task = task.id()
+                );
+                return;
+            }
+            Err(e) if left.is_zero() => {
+                event!(
+                    warn,
+                    "durable worker: renewing an expired lease failed, attempt dropped",
+                    task = task.id(),
+                    error = e
+                );
+                return;
+            }
+            Err(e) => {
+                event!(
+                    warn,
+                    "durable worker: renewing a lease failed",
+                    task = task.id(),
+                    error = e
+                );
+            }
+        }
+    }
     let now = queue.clock.now();
     let bound = attempt_bound(&task, now);
     if bound == Some(Bound::Deadline(Duration::ZERO)) {
@@ -266,7 +303,6 @@ pub(crate) async fn attempt(
         }
     };
     tokio::pin!(timer);
-    let beat = shared.heartbeat();
     let mut renew = tokio::time::interval_at(Instant::now() + beat, beat);
     renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let stop_requested = async move {

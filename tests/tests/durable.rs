@@ -70,6 +70,7 @@ retry_tests::both_backends!(
     timeout_drops_the_handler_and_counts_a_failure,
     graceful_shutdown_returns_running_tasks_to_pending,
     graceful_shutdown_writes_every_completion_before_returning,
+    prefetched_tasks_keep_their_leases_and_go_back_on_shutdown,
     run_due_writes_its_completions_before_returning,
     run_until_runs_and_retries_tasks,
     concurrent_workers_never_share_a_task,
@@ -1198,6 +1199,96 @@ async fn graceful_shutdown_writes_every_completion_before_returning(backend: Bac
     assert_eq!(ran.load(Ordering::SeqCst), TASKS);
     assert_eq!(env.ids(TaskState::Completed).await.len(), TASKS as usize);
     assert_eq!(env.ids(TaskState::Active).await, Vec::<String>::new());
+}
+
+/// When the lease of task `id` expires, in ms since the epoch, read from the table
+/// (`retry_tasks`, documented in `retry_runtime::durable`): the queue's API does not show leases.
+/// `None` while the task holds no lease.
+async fn lease_expires_ms(env: &Env, id: &str) -> Option<i64> {
+    use sqlx::{Connection as _, Row as _};
+    const LEASE: &str = "SELECT lease_expires_ms FROM retry_tasks WHERE queue = $1 AND id = $2";
+    if env.url.starts_with("sqlite:") {
+        let mut conn = sqlx::SqliteConnection::connect(&env.url)
+            .await
+            .expect("open");
+        let row = sqlx::query(LEASE)
+            .bind(&env.name)
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await;
+        row.expect("the task's row").get(0)
+    } else {
+        let mut conn = sqlx::PgConnection::connect(&env.url)
+            .await
+            .expect("connect");
+        let row = sqlx::query(LEASE)
+            .bind(&env.name)
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await;
+        row.expect("the task's row").get(0)
+    }
+}
+
+async fn prefetched_tasks_keep_their_leases_and_go_back_on_shutdown(backend: Backend) {
+    let Some(env) = Env::new(backend, "prefetch-leases").await else {
+        return;
+    };
+    let lease = Duration::from_millis(300);
+    let w = worker(&env)
+        .concurrency(1)
+        .prefetch(4)
+        .lease(lease)
+        .poll_interval(Duration::from_millis(10))
+        .shutdown_timeout(Duration::from_millis(50))
+        .handle("hang", |_| async {
+            std::future::pending::<()>().await;
+            Ok::<(), BoxError>(())
+        });
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(env.q.enqueue(Task::new("hang", &n)).await.unwrap().id);
+    }
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = tokio::spawn(w.run_until(async move {
+        stopped.await.ok();
+    }));
+    // One slot: the first task runs, and one claim took the two others along, prefetched.
+    for id in &ids {
+        env.wait_for(id, TaskState::Active).await;
+    }
+    let claimed_until = 1_700_000_000_300;
+    assert_eq!(lease_expires_ms(&env, &ids[1]).await, Some(claimed_until));
+    // Far past the claim's lease: the prefetched tasks are renewed while they wait, by the
+    // queue's clock, as the running one is.
+    env.clock.advance(secs(10));
+    let renewed_until = 1_700_000_010_300;
+    for id in &ids {
+        for _ in 0..2_000 {
+            if lease_expires_ms(&env, id).await == Some(renewed_until) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            lease_expires_ms(&env, id).await,
+            Some(renewed_until),
+            "{id}"
+        );
+    }
+    assert_eq!(worker(&env).recover_expired().await.unwrap(), 0);
+
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+    // Prefetched or running, each goes back to the head of the queue without a retry counted.
+    for id in &ids {
+        let info = env.info(id).await;
+        assert_eq!(
+            (info.state, info.retried, info.next_process_at),
+            (TaskState::Pending, 0, Some(t0())),
+            "{id}"
+        );
+    }
 }
 
 async fn run_due_writes_its_completions_before_returning(backend: Backend) {

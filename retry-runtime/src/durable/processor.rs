@@ -94,7 +94,7 @@ impl Shared {
         order
     }
 
-    fn heartbeat(&self) -> Duration {
+    pub(crate) fn heartbeat(&self) -> Duration {
         (self.lease / 3).max(Duration::from_millis(1))
     }
 

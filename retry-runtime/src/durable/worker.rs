@@ -433,7 +433,9 @@ impl Worker {
         let (completer, writer) = Completer::start(self.shared.clone());
         // Each attempt returns how long it took: the pace that bounds the prefetch.
         let mut running: JoinSet<Duration> = JoinSet::new();
-        let mut ready: VecDeque<(Queue, ActiveTask)> = VecDeque::new();
+        // Prefetched tasks, with when their lease was last taken or renewed.
+        let mut ready: VecDeque<(Queue, ActiveTask, Instant)> = VecDeque::new();
+        let beat = self.shared.heartbeat();
         let mut pace = Pace::default();
         let mut eager = false;
         let mut next_claim = Instant::now();
@@ -441,7 +443,7 @@ impl Worker {
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             while running.len() < self.concurrency {
-                let Some((queue, task)) = ready.pop_front() else {
+                let Some((queue, task, _)) = ready.pop_front() else {
                     break;
                 };
                 let run = attempt(
@@ -458,6 +460,9 @@ impl Worker {
                 self.maintain().await;
                 next_maintenance = Instant::now() + self.recover_interval;
             }
+            // Slots held longer than the pace promised (attempts that suddenly take longer):
+            // prefetched tasks are renewed every heartbeat, like running ones.
+            self.renew_ready(&mut ready, beat).await;
             let capacity = self.concurrency + self.prefetch_limit(pace.average());
             let room = capacity.saturating_sub(running.len() + ready.len());
             let eager_batch = (capacity / 2).max(1);
@@ -465,7 +470,8 @@ impl Worker {
                 match self.shared.claim(room).await {
                     Ok(claimed) => {
                         eager = claimed.len() == room;
-                        ready.extend(claimed);
+                        let claimed_at = Instant::now();
+                        ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));
                     }
                     Err(e) => {
                         eager = false;
@@ -481,11 +487,14 @@ impl Worker {
                     continue;
                 }
             }
-            let wake = if running.len() + ready.len() < capacity {
+            let mut wake = if running.len() + ready.len() < capacity {
                 next_claim.min(next_maintenance)
             } else {
                 next_maintenance
             };
+            if let Some(renewed) = ready.iter().map(|(_, _, at)| *at).min() {
+                wake = wake.min(renewed + beat);
+            }
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
@@ -498,7 +507,7 @@ impl Worker {
             }
         }
         // Prefetched tasks go back first, for other workers to take while these drain.
-        for (queue, task) in ready.drain(..) {
+        for (queue, task, _) in ready.drain(..) {
             persist(&task, || queue.requeue(&task)).await;
         }
         let drain = async {
@@ -520,6 +529,45 @@ impl Worker {
         drop(completer);
         log_join(writer.await);
         Ok(())
+    }
+
+    /// Renews the leases of the prefetched tasks that waited a heartbeat since their claim or
+    /// last renewal; drops those whose lease was lost (recovered elsewhere).
+    async fn renew_ready(
+        &self,
+        ready: &mut VecDeque<(Queue, ActiveTask, Instant)>,
+        beat: Duration,
+    ) {
+        let now = Instant::now();
+        if ready.iter().all(|(_, _, at)| now < *at + beat) {
+            return;
+        }
+        let mut kept = VecDeque::with_capacity(ready.len());
+        for (queue, mut task, at) in ready.drain(..) {
+            if now < at + beat {
+                kept.push_back((queue, task, at));
+                continue;
+            }
+            match queue.extend_lease(&mut task, self.shared.lease).await {
+                Ok(true) => kept.push_back((queue, task, Instant::now())),
+                Ok(false) => event!(
+                    warn,
+                    "durable worker: lease of a prefetched task lost (recovered elsewhere)",
+                    task = task.id()
+                ),
+                Err(e) => {
+                    event!(
+                        warn,
+                        "durable worker: renewing a prefetched task's lease failed",
+                        task = task.id(),
+                        error = e
+                    );
+                    // Tried again at the next heartbeat; the attempt renews it before starting.
+                    kept.push_back((queue, task, now));
+                }
+            }
+        }
+        *ready = kept;
     }
 
     /// How many tasks to hold beyond the slots: [`prefetch`](Worker::prefetch), and no more

@@ -57,7 +57,8 @@ pub(crate) type ErrorFn = Arc<dyn Fn(&TaskInfo, &BoxError) + Send + Sync>;
 ///   rejection) or `archived`; the recoverer's expired leases and [`fail`](Worker::fail) count
 ///   like any failure, a write fenced off counts nothing;
 /// - `retry_queue_pickup_delay_seconds{queue}` (histogram): per claimed task, the claim time
-///   minus its due time (`next_process_at`), both by the queue's clock;
+///   minus its due time (`next_process_at`), both by the queue's clock (a
+///   [prefetched](Worker::prefetch) task starts a little after its claim);
 /// - `retry_queue_tasks{queue, state}` (gauge): the tasks per state of each served queue, read on
 ///   every maintenance tick of [`run_until`](Worker::run_until) (every
 ///   [`recover_interval`](Worker::recover_interval)).
@@ -260,7 +261,7 @@ impl Worker {
 
     /// How often due tasks are looked for while the queue is quiet (default
     /// [`DEFAULT_POLL_INTERVAL`]). While claims come back full, the worker claims again as soon as
-    /// half its slots are free.
+    /// half its room (its slots plus [`prefetch`](Worker::prefetch)) is free.
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll_interval = every;
         self

@@ -66,8 +66,12 @@ retry_tests::both_backends!(
     expired_lease_is_recovered_as_a_failed_attempt,
     lease_is_renewed_while_the_handler_runs,
     stale_worker_writes_are_fenced_off,
+    a_batch_of_completions_is_fenced_per_task,
     timeout_drops_the_handler_and_counts_a_failure,
     graceful_shutdown_returns_running_tasks_to_pending,
+    graceful_shutdown_writes_every_completion_before_returning,
+    prefetched_tasks_keep_their_leases_and_go_back_on_shutdown,
+    run_due_writes_its_completions_before_returning,
     run_until_runs_and_retries_tasks,
     concurrent_workers_never_share_a_task,
     unreachable_database_is_a_clear_error,
@@ -1026,6 +1030,52 @@ async fn stale_worker_writes_are_fenced_off(backend: Backend) {
     assert!(!env.q.complete(&fresh).await.unwrap(), "only once");
 }
 
+async fn a_batch_of_completions_is_fenced_per_task(backend: Backend) {
+    let Some(env) = Env::new(backend, "batch-fencing").await else {
+        return;
+    };
+    let w = worker(&env);
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(env.q.enqueue(Task::new("charge", &n)).await.unwrap().id);
+    }
+    let mut long = env.q.claim(2, secs(30)).await.unwrap();
+    let stale = env.q.claim(1, secs(10)).await.unwrap().remove(0);
+    assert_eq!(stale.id(), ids[2]);
+    // The third task's worker stalls past its lease: recovered, then claimed again elsewhere.
+    env.clock.set(env.at(secs(11)));
+    assert_eq!(w.recover_expired().await.unwrap(), 1);
+    env.clock
+        .set(env.info(&ids[2]).await.next_process_at.unwrap());
+    let fresh = env.q.claim(1, secs(30)).await.unwrap().remove(0);
+    assert_eq!(fresh.id(), ids[2]);
+    let (second, first) = (long.pop().unwrap(), long.pop().unwrap());
+    let finished_at = env.q.now();
+
+    // One batch: the stale completion is refused, the three others land.
+    let batch = [first.clone(), stale.clone(), second.clone(), fresh.clone()];
+    assert_eq!(
+        env.q.complete_all(&batch).await.unwrap(),
+        vec![true, false, true, true]
+    );
+    for id in &ids {
+        let info = env.info(id).await;
+        assert_eq!(info.state, TaskState::Completed, "{id}");
+        assert_eq!(info.completed_at, Some(finished_at), "{id}");
+    }
+    assert_eq!(
+        env.info(&ids[2]).await.retried,
+        1,
+        "the recovered attempt counted"
+    );
+    // Only once: every token is spent now.
+    assert_eq!(
+        env.q.complete_all(&batch).await.unwrap(),
+        vec![false, false, false, false]
+    );
+    assert_eq!(env.q.complete_all(&[]).await.unwrap(), Vec::<bool>::new());
+}
+
 async fn timeout_drops_the_handler_and_counts_a_failure(backend: Backend) {
     let Some(env) = Env::new(backend, "timeout").await else {
         return;
@@ -1115,6 +1165,150 @@ async fn graceful_shutdown_returns_running_tasks_to_pending(backend: Backend) {
         dropped.load(Ordering::SeqCst),
         "the unfinished handler was dropped"
     );
+}
+
+async fn graceful_shutdown_writes_every_completion_before_returning(backend: Backend) {
+    let Some(env) = Env::new(backend, "shutdown-flush").await else {
+        return;
+    };
+    const TASKS: u32 = 40;
+    let ran = Arc::new(AtomicU32::new(0));
+    let all_ran = Arc::new(Notify::new());
+    let w = {
+        let (ran, all_ran) = (ran.clone(), all_ran.clone());
+        worker(&env)
+            .poll_interval(Duration::from_millis(10))
+            .handle("quick", move |_| {
+                let (ran, all_ran) = (ran.clone(), all_ran.clone());
+                async move {
+                    if ran.fetch_add(1, Ordering::SeqCst) + 1 == TASKS {
+                        all_ran.notify_one();
+                    }
+                    Ok(())
+                }
+            })
+    };
+    for n in 0..TASKS {
+        env.q.enqueue(Task::new("quick", &n)).await.unwrap();
+    }
+    // Shut down the moment the last handler returns: its completion (and maybe others) is still
+    // queued for the completer then.
+    w.run_until(async move { all_ran.notified().await })
+        .await
+        .unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), TASKS);
+    assert_eq!(env.ids(TaskState::Completed).await.len(), TASKS as usize);
+    assert_eq!(env.ids(TaskState::Active).await, Vec::<String>::new());
+}
+
+/// When the lease of task `id` expires, in ms since the epoch, read from the table
+/// (`retry_tasks`, documented in `retry_runtime::durable`): the queue's API does not show leases.
+/// `None` while the task holds no lease.
+async fn lease_expires_ms(env: &Env, id: &str) -> Option<i64> {
+    use sqlx::{Connection as _, Row as _};
+    const LEASE: &str = "SELECT lease_expires_ms FROM retry_tasks WHERE queue = $1 AND id = $2";
+    if env.url.starts_with("sqlite:") {
+        let mut conn = sqlx::SqliteConnection::connect(&env.url)
+            .await
+            .expect("open");
+        let row = sqlx::query(LEASE)
+            .bind(&env.name)
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await;
+        row.expect("the task's row").get(0)
+    } else {
+        let mut conn = sqlx::PgConnection::connect(&env.url)
+            .await
+            .expect("connect");
+        let row = sqlx::query(LEASE)
+            .bind(&env.name)
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await;
+        row.expect("the task's row").get(0)
+    }
+}
+
+async fn prefetched_tasks_keep_their_leases_and_go_back_on_shutdown(backend: Backend) {
+    let Some(env) = Env::new(backend, "prefetch-leases").await else {
+        return;
+    };
+    let lease = Duration::from_millis(300);
+    let w = worker(&env)
+        .concurrency(1)
+        .prefetch(4)
+        .lease(lease)
+        .poll_interval(Duration::from_millis(10))
+        .shutdown_timeout(Duration::from_millis(50))
+        .handle("hang", |_| async {
+            std::future::pending::<()>().await;
+            Ok::<(), BoxError>(())
+        });
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(env.q.enqueue(Task::new("hang", &n)).await.unwrap().id);
+    }
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = tokio::spawn(w.run_until(async move {
+        stopped.await.ok();
+    }));
+    // One slot: the first task runs, and one claim took the two others along, prefetched.
+    for id in &ids {
+        env.wait_for(id, TaskState::Active).await;
+    }
+    let claimed_until = 1_700_000_000_300;
+    assert_eq!(lease_expires_ms(&env, &ids[1]).await, Some(claimed_until));
+    // Far past the claim's lease: the prefetched tasks are renewed while they wait, by the
+    // queue's clock, as the running one is.
+    env.clock.advance(secs(10));
+    let renewed_until = 1_700_000_010_300;
+    for id in &ids {
+        for _ in 0..2_000 {
+            if lease_expires_ms(&env, id).await == Some(renewed_until) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            lease_expires_ms(&env, id).await,
+            Some(renewed_until),
+            "{id}"
+        );
+    }
+    assert_eq!(worker(&env).recover_expired().await.unwrap(), 0);
+
+    stop.send(()).unwrap();
+    run.await.unwrap().unwrap();
+    // Prefetched or running, each goes back to the head of the queue without a retry counted.
+    for id in &ids {
+        let info = env.info(id).await;
+        assert_eq!(
+            (info.state, info.retried, info.next_process_at),
+            (TaskState::Pending, 0, Some(t0())),
+            "{id}"
+        );
+    }
+}
+
+async fn run_due_writes_its_completions_before_returning(backend: Backend) {
+    let Some(env) = Env::new(backend, "run-due-flush").await else {
+        return;
+    };
+    let w = worker(&env).handle("quick", |_| async { Ok::<(), BoxError>(()) });
+    let mut ids = Vec::new();
+    for n in 0..6 {
+        ids.push(env.q.enqueue(Task::new("quick", &n)).await.unwrap().id);
+    }
+    ids.sort();
+    // Concurrency 4: four completions in flight at once, then the two left.
+    assert_eq!(w.run_due().await.unwrap(), 4);
+    assert_eq!(env.ids(TaskState::Completed).await.len(), 4);
+    assert_eq!(w.run_due().await.unwrap(), 2);
+    assert_eq!(env.ids(TaskState::Completed).await, ids);
+    for id in &ids {
+        assert_eq!(env.info(id).await.completed_at, Some(t0()));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

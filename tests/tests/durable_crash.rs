@@ -524,6 +524,155 @@ async fn postgres_sigkill_mid_task_runs_the_task_again_exactly_once_after_the_le
 }
 
 // ---------------------------------------------------------------------------------------------
+// SIGKILL between a completion and its write: the worker acknowledges a succeeded attempt at
+// once and writes the completion in a batch afterwards; a crash in between runs the task again.
+
+/// Holds the write the worker's completion needs: on SQLite the database's write lock
+/// (`BEGIN IMMEDIATE` on a connection of its own), on PostgreSQL the task's row
+/// (`SELECT … FOR UPDATE` in an open transaction). Released by [`WriteBlock::release`].
+enum WriteBlock {
+    Sqlite(sqlx::SqliteConnection),
+    Postgres(sqlx::PgConnection),
+}
+
+impl WriteBlock {
+    async fn take(url: &str, id: &str) -> WriteBlock {
+        if url.starts_with("sqlite:") {
+            let mut conn = sqlx::SqliteConnection::connect(url).await.expect("open");
+            sqlx::raw_sql("BEGIN IMMEDIATE")
+                .execute(&mut conn)
+                .await
+                .expect("the write lock");
+            WriteBlock::Sqlite(conn)
+        } else {
+            let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+            sqlx::raw_sql("BEGIN")
+                .execute(&mut conn)
+                .await
+                .expect("BEGIN");
+            sqlx::query("SELECT 1 FROM retry_tasks WHERE id = $1 FOR UPDATE")
+                .bind(id)
+                .execute(&mut conn)
+                .await
+                .expect("the task's row lock");
+            WriteBlock::Postgres(conn)
+        }
+    }
+
+    async fn release(self) {
+        match self {
+            WriteBlock::Sqlite(mut conn) => {
+                sqlx::raw_sql("ROLLBACK")
+                    .execute(&mut conn)
+                    .await
+                    .expect("ROLLBACK");
+                conn.close().await.ok();
+            }
+            WriteBlock::Postgres(mut conn) => {
+                sqlx::raw_sql("ROLLBACK")
+                    .execute(&mut conn)
+                    .await
+                    .expect("ROLLBACK");
+                conn.close().await.ok();
+            }
+        }
+    }
+}
+
+async fn killed_before_the_completion_is_written_runs_again(backend: Backend) {
+    let q = backend.queue().await;
+    let id = "killed-before-flush";
+    q.enqueue(Task::new("job", &1u32).task_id(id))
+        .await
+        .expect("enqueue");
+    let mut workers = Workers::new(&backend);
+    if backend.postgres.is_some() {
+        // A killed client's statement that waits on a lock would otherwise go on, server side,
+        // once the lock is released (and its completion land): the server checks every 20 ms
+        // that A is still there, as it would notice a crashed host through TCP keepalives.
+        let separator = if workers.url.contains('?') { '&' } else { '?' };
+        workers.url = format!(
+            "{}{separator}options=-c%20client_connection_check_interval%3D20",
+            workers.url
+        );
+    }
+    // A's handler sleeps 800 ms, then succeeds; its first renewal is due after 1 s.
+    let lease_ms = 3000;
+    workers.spawn(Spawn {
+        name: "a",
+        mode: "sleep-ok",
+        lease_ms,
+        stall_ms: 800,
+        ..Spawn::default()
+    });
+    wait_start(&workers, id, "a").await;
+    let block = WriteBlock::take(&backend.url, id).await;
+    let blocked_at = now_us();
+    let a_end = wait_end(&workers, id, "a").await;
+    assert!(
+        blocked_at < a_end.at_us,
+        "the write was blocked before the handler succeeded (the test needs that order)"
+    );
+    assert_eq!(a_end.outcome.as_deref(), Some("ok"));
+    // The success is acknowledged; its completion waits for the write behind the block.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    workers.sigkill("a");
+    // (PostgreSQL: time for the server to notice A is gone.)
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    block.release().await;
+    let lease_expires_us = lease_expires_ms(&backend.url, id).await * 1000;
+    assert_eq!(
+        info(&q, id).await.state,
+        TaskState::Active,
+        "the completion died with A: the task is still active under A's lease"
+    );
+
+    // B's recoverer finds the expired lease: the task runs again (at least once).
+    workers.url = backend.url.clone();
+    workers.spawn(Spawn {
+        name: "b",
+        mode: "ok",
+        lease_ms,
+        ..Spawn::default()
+    });
+    let done = wait_state(&q, id, TaskState::Completed, Duration::from_secs(30)).await;
+    workers.stop_all(Duration::from_secs(20));
+    let events = workers.events();
+    let s = starts(&events, id);
+    let e = ends(&events, id);
+    assert_eq!(
+        s.iter()
+            .map(|e| (e.worker.as_str(), e.retried))
+            .collect::<Vec<_>>(),
+        [("a", 0), ("b", 1)],
+        "run on A, then once more on B, the lost completion counted as a failed attempt: {s:?}"
+    );
+    assert!(
+        s[1].at_us >= lease_expires_us,
+        "B ran it only after A's lease expired"
+    );
+    assert_eq!(
+        e.iter().map(|e| e.outcome.as_deref()).collect::<Vec<_>>(),
+        [Some("ok"), Some("ok")]
+    );
+    assert_eq!(done.retried, 1);
+    drop(workers);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_between_completion_and_its_write_runs_the_task_again() {
+    killed_before_the_completion_is_written_runs_again(Backend::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_between_completion_and_its_write_runs_the_task_again() {
+    if let Some(backend) = Backend::postgres("unflushed").await {
+        killed_before_the_completion_is_written_runs_again(backend).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // SIGSTOP past the lease, then SIGCONT: the stalled worker's late outcome changes nothing.
 
 /// A stalls (SIGSTOP) past its lease; B's recoverer puts the task back to `Retry`, with B's

@@ -217,8 +217,10 @@ async fn task_gauges_follow_the_table_on_each_maintenance_tick(backend: Backend)
         return;
     };
     let (release, released) = tokio::sync::watch::channel(false);
+    // No prefetch: the one slot is the only task active (a prefetched task is active too).
     let w = Worker::new(env.q.clone())
         .concurrency(1)
+        .prefetch(0)
         .poll_interval(Duration::from_millis(10))
         .recover_interval(Duration::from_millis(20))
         .handle("slow", move |_task| {

@@ -119,6 +119,32 @@
 //! - **Bad input.** A payload that does not decode ([`ActiveTask::payload`] returning
 //!   [`Error::Decode`]) is archived at once, with a `last_err` that says so. A payload above
 //!   [`MAX_PAYLOAD_BYTES`] (1 MiB of JSON) is refused at enqueue.
+//! - **Completions, written in batches.** A succeeded attempt frees its slot at once; its
+//!   completion is queued to the worker's writer, which writes every completion waiting in one
+//!   statement (PostgreSQL: `UPDATE … FROM unnest(…)`) or one transaction (SQLite): one commit
+//!   for the batch, each task still fenced by its own token ([`Queue::complete_all`]). Nothing
+//!   waits for a batch to fill: a lone completion is written at once, and under load a batch is
+//!   what finished during the previous write. Until then the task stays `active` under its
+//!   lease: a worker that dies before the write leaves the lease to expire, and the task runs
+//!   again — at least once, like any crash mid-attempt. A database error is retried (after
+//!   100 ms, 500 ms, 2 s), renewing the batch's leases before each pause.
+//!   [`Worker::run_until`] and [`Worker::run_due`] write every queued completion before they
+//!   return.
+//! - **Prefetch.** While there is a backlog, [`Worker::run_until`] claims up to
+//!   [`Worker::prefetch`] tasks (default [`DEFAULT_PREFETCH`], 16) beyond its free slots, one
+//!   claim for many tasks, and starts them as slots free up. It holds no more than its slots
+//!   start within a third of the lease at the pace of recent attempts; prefetched tasks are
+//!   leased from their claim and renewed every third of the lease while they wait; on shutdown
+//!   they go back to pending at once, at the head of their queue, without counting a retry. A
+//!   pause, or a higher-priority task enqueued, does not hold back tasks already prefetched.
+//! - **Claims on PostgreSQL** commit with `synchronous_commit = off`, for the claim's
+//!   transaction only: a claim does not wait for its WAL flush. A server crash can undo the
+//!   claims of its last moments (at most about three `wal_writer_delay`s, 600 ms by default);
+//!   such a task is due again as before its claim, runs again (at least once), and the late
+//!   writes of the worker that held it are fenced off. Completions, retries and archives wait
+//!   for their flush (`synchronous_commit` as configured), and a completion that is durable
+//!   makes every claim before it durable (the WAL is written in order). SQLite runs every write
+//!   with `synchronous = NORMAL`.
 //! - **Database down.** Enqueue and the inspector fail with [`Error::Unreachable`]; nothing is
 //!   half-written. A worker keeps trying; an outcome it cannot write leaves the lease to expire,
 //!   and the task runs again: at least once, never lost. Handlers must therefore be idempotent,
@@ -252,7 +278,8 @@
 //!   processes) never claim the same task.
 //! - **PostgreSQL** (feature `postgres`): many worker processes on one database; a claim locks
 //!   due rows with `FOR UPDATE SKIP LOCKED`, so concurrent claims take disjoint rows without
-//!   waiting. All workers of a queue should share the time within a fraction of the lease (NTP).
+//!   waiting, and commits without waiting for its WAL flush ([semantics](#semantics)). All
+//!   workers of a queue should share the time within a fraction of the lease (NTP).
 //!
 //! # Testing
 //!
@@ -274,6 +301,7 @@ macro_rules! event {
     }};
 }
 
+mod completer;
 mod error;
 mod failure;
 mod inspector;
@@ -302,6 +330,6 @@ pub use task::{
     ActiveTask, DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState,
 };
 pub use worker::{
-    DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_RECOVER_INTERVAL, DEFAULT_SHUTDOWN_TIMEOUT,
-    Worker,
+    DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_RECOVER_INTERVAL,
+    DEFAULT_SHUTDOWN_TIMEOUT, Worker,
 };

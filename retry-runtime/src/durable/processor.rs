@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::{Instant, MissedTickBehavior};
 
+use super::completer::Completer;
 use super::error::Error;
 use super::failure::{Decision, Failure};
 use super::metrics::Outcome;
@@ -93,27 +94,20 @@ impl Shared {
         order
     }
 
-    fn heartbeat(&self) -> Duration {
+    pub(crate) fn heartbeat(&self) -> Duration {
         (self.lease / 3).max(Duration::from_millis(1))
     }
 
-    /// Records the outcome of an attempt, retrying the write on database errors; when it cannot
-    /// be written, the lease expires and the recoverer counts the attempt as failed.
-    async fn finish(&self, queue: &Queue, task: &ActiveTask, result: Result<(), Failure>) {
-        match result {
-            Ok(()) => {
-                if persist(task, || queue.complete(task)).await {
-                    self.count_outcome(queue, task.kind(), Outcome::Completed);
-                }
-            }
-            Err(failure) => {
-                self.report(task, &failure.error);
-                let now = queue.clock.now();
-                let decision = self.rules.decide(task, &failure, now);
-                let write = || self.apply(queue, task, Fence::of(task), decision.clone(), now);
-                persist(task, write).await;
-            }
-        }
+    /// Records a failed attempt: reports it, decides, and writes the decision, retrying the
+    /// write on database errors; when it cannot be written, the lease expires and the recoverer
+    /// counts the attempt as failed. (A succeeded attempt goes to the
+    /// [completer](super::completer).)
+    async fn record_failure(&self, queue: &Queue, task: &ActiveTask, failure: Failure) {
+        self.report(task, &failure.error);
+        let now = queue.clock.now();
+        let decision = self.rules.decide(task, &failure, now);
+        let write = || self.apply(queue, task, Fence::of(task), decision.clone(), now);
+        persist(task, write).await;
     }
 
     /// Writes a decision, fenced; logs it (WARN for a retry, ERROR for an archive) once
@@ -206,7 +200,7 @@ const PERSIST_PAUSES: [Duration; 3] = [
 
 /// Writes an outcome, trying again after each of [`PERSIST_PAUSES`] on a database error; true
 /// once written, false when fenced off or given up.
-async fn persist<F, Fut>(task: &ActiveTask, mut write: F) -> bool
+pub(crate) async fn persist<F, Fut>(task: &ActiveTask, mut write: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<bool, Error>>,
@@ -240,26 +234,65 @@ where
 }
 
 /// One attempt: runs the handler in its own tokio task under the timeout and deadline, renews
-/// the lease, and records the outcome. A stop signal (shutdown) drops the handler and gives the
-/// task back.
+/// the lease, and records the outcome: a completion through `completer` (written in a batch
+/// after the attempt has freed its slot), a failure here. A stop signal (shutdown) drops the
+/// handler and gives the task back.
 pub(crate) async fn attempt(
     shared: Arc<Shared>,
     queue: Queue,
     mut task: ActiveTask,
     mut stop: watch::Receiver<bool>,
+    completer: Completer,
 ) {
     let Some(handler) = shared.handlers.get(task.kind()).cloned() else {
         // Only a task claimed outside the worker (Queue::claim) can get here: a worker claims
         // the kinds it has handlers for.
         let failure = Failure::erased(Box::new(Error::UnknownKind(task.kind().to_owned())));
-        shared.finish(&queue, &task, Err(failure)).await;
+        shared.record_failure(&queue, &task, failure).await;
         return;
     };
+    let beat = shared.heartbeat();
+    // A prefetched task may have waited since its claim: with less than two thirds of its lease
+    // left (when the first renewal is due), it is renewed before it starts.
+    let left = task
+        .lease_expires_at()
+        .duration_since(queue.clock.now())
+        .unwrap_or(Duration::ZERO);
+    if left < shared.lease.saturating_sub(beat) {
+        match queue.extend_lease(&mut task, shared.lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                event!(
+                    warn,
+                    "durable worker: lease lost before the attempt started (recovered elsewhere), attempt dropped",
+                    task = task.id()
+                );
+                return;
+            }
+            Err(e) if left.is_zero() => {
+                event!(
+                    warn,
+                    "durable worker: renewing an expired lease failed, attempt dropped",
+                    task = task.id(),
+                    error = e
+                );
+                return;
+            }
+            Err(e) => {
+                event!(
+                    warn,
+                    "durable worker: renewing a lease failed",
+                    task = task.id(),
+                    error = e
+                );
+            }
+        }
+    }
     let now = queue.clock.now();
     let bound = attempt_bound(&task, now);
     if bound == Some(Bound::Deadline(Duration::ZERO)) {
         let failure = Failure::erased(Box::new(Error::DeadlineExceeded));
-        shared.finish(&queue, &task, Err(failure)).await;
+        shared.record_failure(&queue, &task, failure).await;
         return;
     }
     let mut run = Running(tokio::spawn(handler(task.clone())));
@@ -270,7 +303,6 @@ pub(crate) async fn attempt(
         }
     };
     tokio::pin!(timer);
-    let beat = shared.heartbeat();
     let mut renew = tokio::time::interval_at(Instant::now() + beat, beat);
     renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let stop_requested = async move {
@@ -322,7 +354,10 @@ pub(crate) async fn attempt(
             },
         }
     };
-    shared.finish(&queue, &task, result).await;
+    match result {
+        Ok(()) => completer.complete(&shared, queue, task).await,
+        Err(failure) => shared.record_failure(&queue, &task, failure).await,
+    }
 }
 
 /// What ends an attempt that runs too long.

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::error::Error;
 use super::schedule::{Clock, SystemClock, duration_ms, from_ms, to_ms};
-use super::store::{Fence, NewTask, Store};
+use super::store::{Done, Fence, NewTask, Store};
 use super::task::{ActiveTask, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState, When};
 use crate::IdempotencyKey;
 
@@ -368,6 +368,28 @@ impl Queue {
     pub async fn complete(&self, task: &ActiveTask) -> Result<bool, Error> {
         let now = to_ms(self.clock.now());
         self.store.complete(&self.name, Fence::of(task), now).await
+    }
+
+    /// Marks every task of `tasks` [`TaskState::Completed`] in one round trip and one commit
+    /// (PostgreSQL: one `UPDATE … FROM unnest(…)`; SQLite: one transaction), each fenced by its
+    /// own lease token as [`complete`](Queue::complete) is. Returns, per task in the order
+    /// given, whether it was completed: `false` for a task fenced off (nothing changed for it;
+    /// the others are completed all the same). What [`Worker`](super::Worker) uses to record
+    /// the completions of its attempts.
+    pub async fn complete_all(&self, tasks: &[ActiveTask]) -> Result<Vec<bool>, Error> {
+        if tasks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = to_ms(self.clock.now());
+        let done: Vec<Done<'_>> = tasks
+            .iter()
+            .map(|task| Done {
+                queue: &self.name,
+                fence: Fence::of(task),
+                finished: now,
+            })
+            .collect();
+        self.store.complete_batch(&done).await
     }
 
     /// Gives `task` back: [`TaskState::Pending`], due now, `retried` unchanged (what a graceful

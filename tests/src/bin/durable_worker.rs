@@ -17,7 +17,9 @@
 //! Modes: `ok` succeeds at once; `hang` never returns (the test kills the process); `stall-ok` /
 //! `stall-err`, on a task's first attempt, block the process's only thread for `--stall-ms` (no
 //! lease renewal can run; the test also stops the process meanwhile), then succeed / fail (later
-//! attempts succeed at once); `random` sleeps 0–20 ms (one attempt in 25: 1.5
+//! attempts succeed at once); `sleep-ok`, on a task's first attempt, sleeps `--stall-ms` (an
+//! async sleep: leases are renewed meanwhile), then succeeds (later attempts succeed at once);
+//! `random` sleeps 0–20 ms (one attempt in 25: 1.5
 //! leases, so the lease must be renewed) and fails about `--fail-percent` % of its attempts (an
 //! error, or now and then a panic), decided by a hash of the task id and `retried`, and never
 //! once `retried` ≥ 4.
@@ -43,6 +45,7 @@ enum Mode {
     Hang,
     StallOk,
     StallErr,
+    SleepOk,
     Random,
     RawStallOk,
 }
@@ -94,6 +97,7 @@ fn parse_args() -> Result<Args, String> {
                     "hang" => Mode::Hang,
                     "stall-ok" => Mode::StallOk,
                     "stall-err" => Mode::StallErr,
+                    "sleep-ok" => Mode::SleepOk,
                     "random" => Mode::Random,
                     "raw-stall-ok" => Mode::RawStallOk,
                     other => return Err(format!("unknown mode {other}")),
@@ -226,12 +230,17 @@ async fn main() -> ExitCode {
                         end("ok");
                         Ok(())
                     }
-                    Mode::StallOk | Mode::StallErr if retried > 0 => {
+                    Mode::StallOk | Mode::StallErr | Mode::SleepOk if retried > 0 => {
                         end("ok");
                         Ok(())
                     }
                     Mode::StallOk => {
                         std::thread::sleep(stall);
+                        end("ok");
+                        Ok(())
+                    }
+                    Mode::SleepOk => {
+                        tokio::time::sleep(stall).await;
                         end("ok");
                         Ok(())
                     }

@@ -18,6 +18,14 @@
 //!   token) matches no row, and its late write changes nothing.
 //! - The recoverer's change of an expired task is fenced the same way, plus
 //!   `lease_expires_ms <= now`, so a renewal that lands first wins.
+//! - A worker writes its completions in batches (`complete_batch`): one statement (PostgreSQL:
+//!   `UPDATE … FROM unnest(…)`) or one transaction (SQLite), one commit for the batch, and still
+//!   each task fenced by its own token: the batch reports which tasks it completed.
+//! - PostgreSQL commits a claim with `synchronous_commit = off` (for the claim's transaction
+//!   only): the claim does not wait for its WAL flush. A server crash can undo the claims of the
+//!   last moments; such a task is due again, and the claimer's late writes are fenced off. Every
+//!   other write waits for its flush, and since the WAL is written in order, a completion that
+//!   is durable makes the claim before it durable too.
 
 use std::time::Duration;
 
@@ -208,6 +216,14 @@ pub(crate) struct Fence<'a> {
     pub(crate) expired_before: i64,
 }
 
+/// A completion to write in a batch: the task's queue, its fence, and when it completed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Done<'a> {
+    pub(crate) queue: &'a str,
+    pub(crate) fence: Fence<'a>,
+    pub(crate) finished: i64,
+}
+
 impl<'a> Fence<'a> {
     pub(crate) fn of(task: &'a ActiveTask) -> Self {
         Fence {
@@ -256,6 +272,7 @@ forward! {
     fn claim(&self, queue: &str, now: i64, limit: i64, token: i64, lease_until: i64, kinds: Option<&str>) -> Vec<Row>;
     fn extend(&self, queue: &str, fence: Fence<'_>, lease_until: i64) -> bool;
     fn complete(&self, queue: &str, fence: Fence<'_>, now: i64) -> bool;
+    fn complete_batch(&self, done: &[Done<'_>]) -> Vec<bool>;
     fn retry(&self, queue: &str, fence: Fence<'_>, retried: i64, next_process: i64, last_err: &str, failed_at: i64) -> bool;
     fn archive(&self, queue: &str, fence: Fence<'_>, last_err: &str, now: i64) -> bool;
     fn requeue(&self, queue: &str, fence: Fence<'_>, now: i64) -> bool;

@@ -1,6 +1,9 @@
 //! PostgreSQL: many worker processes on one database. A claim locks due rows with
 //! `FOR UPDATE SKIP LOCKED`, so concurrent claims take disjoint rows without waiting on each
-//! other; every later change is fenced by the lease token.
+//! other, and commits without waiting for its WAL flush (`synchronous_commit = off` for its
+//! transaction only: losing a claim to a server crash only makes the task due again); every
+//! later change is fenced by the lease token, and completions are written in batches
+//! (`UPDATE … FROM unnest(…)`).
 
 use std::str::FromStr as _;
 use std::time::Duration;
@@ -34,10 +37,23 @@ const CLAIM: &str = concat!(
     " ORDER BY next_process_ms, seq LIMIT $3 \
          FOR UPDATE SKIP LOCKED) \
      UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
-     FROM due WHERE seq = due.due_seq \
+     FROM due, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
+     WHERE seq = due.due_seq \
      RETURNING ",
     columns!()
 );
+
+/// The completions of a batch, each fenced by its own token, in one statement: the arrays are
+/// the tasks' queues, ids, tokens, lease bounds (`expired_before`) and completion times. It
+/// returns the tasks it completed: a task fenced off is missing.
+const COMPLETE_BATCH: &str = "UPDATE retry_tasks AS t SET state = 'completed', \
+     finished_ms = c.finished, next_process_ms = NULL, lease_token = NULL, \
+     lease_expires_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
+     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) \
+         AS c(queue, id, token, expired_before, finished) \
+     WHERE t.queue = c.queue AND t.id = c.id AND t.state = 'active' \
+     AND t.lease_token = c.token AND t.lease_expires_ms <= c.expired_before \
+     RETURNING c.queue, c.id, c.token";
 
 /// One direct connection first, so that a server that is down is reported at once (the pool
 /// would retry until its acquire timeout); then the pool.
@@ -61,3 +77,38 @@ pub(super) async fn migrate(pool: &PgPool) -> Result<(), sqlx::Error> {
 }
 
 shared_statements!(PgPool, PgRow);
+
+/// Completes every task of `done`, each fenced by its own token, in one statement (one round
+/// trip, one commit). Returns, per task, whether it was completed.
+pub(super) async fn complete_batch(
+    pool: &PgPool,
+    done: &[super::Done<'_>],
+) -> Result<Vec<bool>, sqlx::Error> {
+    // One order, (queue, id), in every batch: two batches that both reach two rows (only
+    // possible with a stale token in one of them, a row being active under one token) then
+    // tend to lock them in the same order. A deadlock, should one happen anyway, is an error
+    // PostgreSQL reports, and the batch is written again.
+    let mut order: Vec<&super::Done<'_>> = done.iter().collect();
+    order.sort_unstable_by_key(|task| (task.queue, task.fence.id));
+    let queues: Vec<&str> = order.iter().map(|task| task.queue).collect();
+    let ids: Vec<&str> = order.iter().map(|task| task.fence.id).collect();
+    let tokens: Vec<i64> = order.iter().map(|task| task.fence.token).collect();
+    let bounds: Vec<i64> = order.iter().map(|task| task.fence.expired_before).collect();
+    let finished: Vec<i64> = order.iter().map(|task| task.finished).collect();
+    let completed: Vec<(String, String, i64)> = sqlx::query_as(COMPLETE_BATCH)
+        .bind(queues)
+        .bind(ids)
+        .bind(tokens)
+        .bind(bounds)
+        .bind(finished)
+        .fetch_all(pool)
+        .await?;
+    Ok(done
+        .iter()
+        .map(|task| {
+            completed.iter().any(|(queue, id, token)| {
+                queue == task.queue && id == task.fence.id && *token == task.fence.token
+            })
+        })
+        .collect())
+}

@@ -60,3 +60,26 @@ pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::Error> {
 }
 
 shared_statements!(SqlitePool, SqliteRow);
+
+/// Completes every task of `done`, each fenced by its own token, in one transaction: one commit
+/// (one WAL write) for the batch. Returns, per task, whether it was completed.
+pub(super) async fn complete_batch(
+    pool: &SqlitePool,
+    done: &[super::Done<'_>],
+) -> Result<Vec<bool>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let mut written = Vec::with_capacity(done.len());
+    for task in done {
+        let changed = sqlx::query(COMPLETE)
+            .bind(task.queue)
+            .bind(task.fence.id)
+            .bind(task.fence.token)
+            .bind(task.fence.expired_before)
+            .bind(task.finished)
+            .execute(&mut *tx)
+            .await?;
+        written.push(changed.rows_affected() == 1);
+    }
+    tx.commit().await?;
+    Ok(written)
+}

@@ -41,20 +41,22 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
         Ok(args) => args,
         Err(error) => return expand::with_errors(&func, &error, &[]).into(),
     };
-    // The values the options name, for the fn re-emitted with an error: a key's path (say
-    // `Uuid`) must stay used there, or its import gets a spurious warning.
-    let values: Vec<syn::Expr> = args
+    // The names a key expression starts its paths with (say `Uuid` in `Uuid::new_v4()`), for
+    // the fn re-emitted with an error: their imports must stay used, or they get a spurious
+    // warning on top of the error.
+    let key_roots: Vec<proc_macro2::Ident> = args
         .iter()
         .filter_map(|arg| match arg {
             common::args::Arg::Pair { name, value } if name == "idempotency_key" => {
-                Some(value.clone())
+                Some(retry::fresh_key::path_roots(value))
             }
             _ => None,
         })
+        .flatten()
         .collect();
     match valid::check(args, &func) {
         Ok(config) => expand::expand(&config, func),
-        Err(error) => expand::with_errors(&func, &error, &values),
+        Err(error) => expand::with_errors(&func, &error, &key_roots),
     }
     .into()
 }

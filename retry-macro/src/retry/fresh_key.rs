@@ -174,3 +174,66 @@ mod tests {
         }
     }
 }
+
+/// The names the paths in `expr` start with, once each (`Uuid` of `Uuid::new_v4()`, `rand` of
+/// `rand::random()`, also inside macro arguments), for the fn re-emitted with an error. Paths
+/// from `self`, `Self`, `super` or `crate`, and a method's turbofish, are left out.
+pub fn path_roots(expr: &Expr) -> Vec<Ident> {
+    fn walk(tokens: TokenStream, roots: &mut Vec<Ident>) {
+        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+        for (i, token) in tokens.iter().enumerate() {
+            match token {
+                TokenTree::Group(group) => walk(group.stream(), roots),
+                TokenTree::Ident(ident) => {
+                    let is_path_sep = |at: usize| {
+                        matches!((tokens.get(at), tokens.get(at + 1)),
+                            (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+                                if a.as_char() == ':' && b.as_char() == ':')
+                    };
+                    let after_dot_or_sep = i
+                        .checked_sub(1)
+                        .and_then(|j| tokens.get(j))
+                        .is_some_and(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == '.' || p.as_char() == ':'));
+                    let keyword = ["self", "Self", "super", "crate"]
+                        .iter()
+                        .any(|k| ident == k);
+                    if is_path_sep(i + 1)
+                        && !after_dot_or_sep
+                        && !keyword
+                        && !roots.iter().any(|root| root == ident)
+                    {
+                        roots.push(ident.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut roots = Vec::new();
+    walk(quote::ToTokens::to_token_stream(expr), &mut roots);
+    roots
+}
+
+#[cfg(test)]
+mod path_roots_tests {
+    use super::path_roots;
+
+    fn roots(expr: &str) -> Vec<String> {
+        let expr = syn::parse_str(expr).unwrap();
+        path_roots(&expr).iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn first_segments_of_paths_once_each() {
+        assert_eq!(roots("Uuid::new_v4().to_string()"), ["Uuid"]);
+        assert_eq!(
+            roots(r#"format!("{}-{}", order.id, uuid::Uuid::now_v7())"#),
+            ["uuid"]
+        );
+        assert_eq!(roots("rand::rng().random::<u64>()"), ["rand"]);
+        assert_eq!(roots("Key::new(&a) + Key::other()"), ["Key"]);
+        assert!(roots("self.key").is_empty());
+        assert!(roots("Self::KEY").is_empty());
+        assert!(roots("order.idempotency_key").is_empty());
+    }
+}

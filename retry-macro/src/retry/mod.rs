@@ -4,7 +4,7 @@
 //! `#[classify]` (`common::args`).
 
 pub mod expand;
-mod fresh_key;
+pub mod fresh_key;
 pub mod options;
 mod signature;
 pub mod valid;

@@ -633,7 +633,7 @@ fn retry(args: TokenStream, item: TokenStream) -> Result<(), TestCaseError> {
         }
         Err(error) => {
             let messages = messages(&error)?;
-            let out = expand::with_errors(&func, &error);
+            let out = expand::with_errors(&func, &error, &[]);
             prop_assert_eq!(compile_errors(&out), messages.len(), "{}", out);
             let file: syn::File = syn::parse2(out.clone())
                 .map_err(|e| fail(format!("#[retry({args})]: {e}: {out}")))?;

@@ -22,9 +22,8 @@ use tower_service::Service as _;
 
 type Inner = Client<HttpConnector, Full<Bytes>>;
 
-/// The layer under test around a fresh client: 3 attempts, pauses of 20 then 40 ms.
-fn service(system: &'static str) -> RetryService<Inner> {
-    let client = Client::builder(TokioExecutor::new()).build_http();
+/// The layer under test: 3 attempts, pauses of 20 then 40 ms.
+fn retry_layer(system: &'static str) -> RetryLayer {
     let policy = Policy::new(
         3,
         Duration::from_millis(20),
@@ -32,7 +31,12 @@ fn service(system: &'static str) -> RetryService<Inner> {
         Jitter::None,
     )
     .expect("a valid policy");
-    RetryLayer::new(system).policy(policy).layer(client)
+    RetryLayer::new(system).policy(policy)
+}
+
+/// The layer under test around a fresh client.
+fn service(system: &'static str) -> RetryService<Inner> {
+    retry_layer(system).layer(Client::builder(TokioExecutor::new()).build_http())
 }
 
 async fn send(
@@ -236,20 +240,9 @@ async fn retry_after_is_honoured_and_one_too_long_gives_up() {
 async fn events_carry_the_system_and_the_layers_operation() {
     let gateway = Gateway::start(6, FaultPlan::none()).await.unwrap();
     let mut unnamed = service("tower-labels");
-    let mut named = {
-        let client = Client::builder(TokioExecutor::new()).build_http();
-        let policy = Policy::new(
-            3,
-            Duration::from_millis(20),
-            Duration::from_secs(2),
-            Jitter::None,
-        )
-        .expect("a valid policy");
-        RetryLayer::new("tower-labels")
-            .name("create_payment")
-            .policy(policy)
-            .layer(client)
-    };
+    let mut named = retry_layer("tower-labels")
+        .name("create_payment")
+        .layer(Client::builder(TokioExecutor::new()).build_http());
     let seen = retry_tests::capture::events(async {
         gateway.force("order-6", [Some(Fault::ServerError), None]);
         let response = send(

@@ -19,11 +19,12 @@
 //!
 //! - Deposits and withdrawals live apart. Deposits go to **stripes**: one cache-padded copy of
 //!   the ten slots per stripe (twice the CPUs, a power of two from 4 to 64), and each thread
-//!   deposits into its own stripe (threads are numbered in turn on their first deposit). A
-//!   deposit is a relaxed load and a relaxed store on the current slot of its stripe (after a
-//!   few relaxed loads): no `fetch_add`, since the stripe has one writer, and calls of one
-//!   system on different cores write different cache lines: no call writes a line another
-//!   thread writes, until there are more threads than stripes.
+//!   deposits into its own stripe: one of twice the CPUs' number (4 to 64) that it owns while it
+//!   lives, taken on its first deposit and given back when it ends. A deposit is then a relaxed
+//!   load and a relaxed store on the current slot of that stripe (after a few relaxed loads):
+//!   no `fetch_add`, since the stripe has one writer, and calls of one system on different
+//!   cores write different cache lines. Threads beyond that many at once deposit into as many
+//!   shared stripes, with a `fetch_add`.
 //! - Withdrawals are debits of the window's own ten slots. A withdrawal adds up the deposits of
 //!   every stripe and the other nine withdrawal slots, then compare-and-swaps the current
 //!   withdrawal slot: the check "reserve + deposits − withdrawals ≥ 1 retry" and the debit are
@@ -45,10 +46,9 @@
 //!   slot while the slots are cleared (below) or a whole window passes may have its one deposit
 //!   or retry forgotten, or filed in a newer epoch. None of this accumulates: each error is one
 //!   operation per racing thread, and expires with the window.
-//! - A deposit is a load and a store, not one atomic step: a thread that shares its stripe (a
-//!   process that has numbered more threads than stripes) may overwrite the other's deposit
-//!   made in the same nanoseconds, and a deposit racing the reset or the clearing of its slot
-//!   writes the slot's old epoch back, which then counts as stale: the deposits are lost, never
+//! - A deposit into a thread's own stripe is a load and a store, not one atomic step: exact,
+//!   since no other thread deposits there, but one racing the clearing of every slot (below)
+//!   writes the slot's old epoch back, which then counts as stale: that deposit is lost, never
 //!   invented (short of the 2¹⁹-epoch wrap of the tags, below).
 //! - After a whole window without activity, one thread clears every slot (ten stores per stripe
 //!   and ten for the withdrawals); during
@@ -201,7 +201,9 @@ impl Budget {
             anchor: Instant::now(),
             latest: AtomicU64::new(SLOTS),
             slots: std::array::from_fn(|i| AtomicU64::new(pack(slot_epoch(SLOTS, i), 0))),
-            stripes: (0..stripes::count()).map(|_| Stripe::new(SLOTS)).collect(),
+            stripes: (0..2 * stripes::count())
+                .map(|_| Stripe::new(SLOTS))
+                .collect(),
         }
     }
 
@@ -222,10 +224,10 @@ impl Budget {
     /// of each thread also reads the clock (and, the first of a new slot, resets that slot in
     /// every stripe and publishes the epoch). One load for an unlimited budget or a ratio of 0.
     ///
-    /// A stripe has one writer until a process has numbered more threads than there are
-    /// stripes (twice the CPUs, 4 to 64); two threads that share a stripe and deposit in the
-    /// same few nanoseconds may lose one of the two deposits, and a deposit racing a reset of
-    /// its slot is dropped with the slot's old epoch. Both err on the side of fewer retries.
+    /// A thread owns its stripe while it lives (there are twice as many as CPUs, 4 to 64);
+    /// threads beyond that many at once deposit into shared stripes with a `fetch_add`. Either
+    /// way no deposit is lost to another thread's; one racing the clearing of every slot after
+    /// an idle window is dropped (fewer retries, never more).
     #[inline(always)]
     pub fn deposit(&self) {
         let units = self.deposit.load(Relaxed);
@@ -245,23 +247,28 @@ impl Budget {
         if read_clock || latest == RESETTING {
             return self.deposit_reading_clock(units);
         }
-        let slot = self.own_slot(latest);
+        let stripe = stripes::this_thread();
+        let slot = self.slot_of(stripe, latest);
         let word = slot.load(Relaxed);
         // A stale slot (a reset this thread has not seen) or a full one (whose balance must
         // not carry into the tag) takes the slow path.
         if is_stale(word, latest) || net(word) >= SLOT_CAP {
             return self.deposit_slow(units, latest);
         }
-        // Not a `fetch_add`: this thread is the stripe's only writer (see above), and a plain
-        // store costs no bus lock. `units` ≤ 1 000 000 and the cap leaves 2⁴² of headroom.
-        slot.store(word + units, Relaxed);
+        // `units` ≤ 1 000 000 and the cap leaves 2⁴² of headroom: no carry into the tag.
+        if stripe < stripes::count() {
+            // Not a `fetch_add`: this thread owns the stripe (no other thread writes it while
+            // this one lives), and a plain store costs no bus lock.
+            slot.store(word + units, Relaxed);
+        } else {
+            slot.fetch_add(units, Relaxed);
+        }
     }
 
-    /// This thread's slot of `epoch` in its stripe.
+    /// Stripe `stripe`'s slot of `epoch`.
     #[inline]
-    fn own_slot(&self, epoch: u64) -> &AtomicU64 {
-        let stripe = &self.stripes[stripes::this_thread() & (self.stripes.len() - 1)];
-        &stripe.slots[(epoch % SLOTS) as usize]
+    fn slot_of(&self, stripe: usize, epoch: u64) -> &AtomicU64 {
+        &self.stripes[stripe].slots[(epoch % SLOTS) as usize]
     }
 
     /// A deposit that reads the clock first (one in [`CLOCK_EVERY`]).
@@ -278,7 +285,7 @@ impl Budget {
     #[cold]
     #[inline(never)]
     fn deposit_slow(&self, units: u64, epoch: u64) {
-        let slot = self.own_slot(epoch);
+        let slot = self.slot_of(stripes::this_thread(), epoch);
         let mut word = slot.load(Relaxed);
         loop {
             let next = if is_stale(word, epoch) {

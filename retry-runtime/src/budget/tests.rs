@@ -204,7 +204,7 @@ async fn huge_inputs_saturate_instead_of_overflowing() {
 
     // A slot at its cap drops deposits instead of carrying into the tag.
     let index = (budget.epoch().unwrap() % SLOTS) as usize;
-    let stripe = &budget.stripes[stripes::this_thread() & (budget.stripes.len() - 1)];
+    let stripe = &budget.stripes[stripes::this_thread()];
     let deposits = &stripe.slots[index];
     let tag_before = tag(deposits.load(Relaxed));
     deposits.store(pack(budget.epoch().unwrap(), SLOT_CAP - 1), Relaxed);
@@ -375,4 +375,38 @@ fn works_outside_a_runtime() {
     budget.deposit();
     assert!(budget.try_withdraw());
     assert!(!budget.try_withdraw());
+}
+
+/// Three times as many threads at once as there are owned stripes: the threads beyond them
+/// deposit into the shared stripes, and not one deposit is lost (ratio 1: a deposit is a
+/// retry).
+#[test]
+fn more_threads_than_owned_stripes_lose_no_deposit() {
+    const DEPOSITS: u64 = 2_000;
+    let budget = Budget::new(1.0, 0, 3_600 * SEC);
+    let threads = 3 * stripes::count();
+    let start = std::sync::Barrier::new(threads);
+    let stripes_used = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                start.wait();
+                for _ in 0..DEPOSITS {
+                    budget.deposit();
+                }
+                stripes_used.lock().unwrap().push(stripes::this_thread());
+                // Every thread holds its stripe until all have deposited.
+                start.wait();
+            });
+        }
+    });
+    assert_eq!(drain(&budget), threads as u64 * DEPOSITS);
+    let used = stripes_used.into_inner().unwrap();
+    let owned = used.iter().filter(|&&s| s < stripes::count()).count();
+    assert!(
+        owned <= stripes::count(),
+        "{owned} owners of {} stripes",
+        stripes::count()
+    );
+    assert!(used.iter().all(|&s| s < 2 * stripes::count()));
 }

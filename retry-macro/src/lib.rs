@@ -8,9 +8,9 @@
 //! are parsed, checked against the retry rules (each error cites its rule id, all of them are
 //! reported at once) and expanded: `retry/` for the attribute (`valid`, `expand`), `classify/`
 //! for the derive (`args`, `valid`, `expand`). `common/` holds what both use: the argument
-//! grammar, the `crate = "…"` parser, the error collector, spans, durations, and the rules
-//! themselves, `retry-runtime`'s own `rules.rs` (a symlink), so that the attribute and the
-//! runtime's `Policy::new` cannot disagree.
+//! grammar, the `crate = "…"` parser, the error collector, spans and durations. The rules
+//! themselves are the `retry-rules` crate, which the runtime's `Policy::new` applies too, so
+//! that the attribute and the runtime cannot disagree.
 
 mod classify;
 mod common;
@@ -24,12 +24,12 @@ mod hostile;
 
 use proc_macro::TokenStream;
 
-// The docs of both macros live in `retry-runtime/docs/` (symlinked into `docs/` here), where
-// `retry-runtime`'s doctests run their examples: this crate cannot (it cannot depend on the
-// runtime with the attribute enabled), and docs.rs shows these texts on the re-exports.
-#[doc = include_str!("../docs/retry.md")]
-#[doc = ""]
-#[doc = include_str!("../docs/options.md")]
+// The docs of both macros live in `retry-runtime/docs/` and are shown on its re-exports
+// (`retry_runtime::retry`, `retry_runtime::Classify`), where its doctests run their examples:
+// this crate cannot (it cannot depend on the runtime with the attribute enabled). rustdoc
+// shows a re-export's docs followed by the item's own, so the item keeps one line.
+/// Expands into a bounded, jittered, exponential-backoff retry loop that follows the retry
+/// rules; documented, with every option, at `retry_runtime::retry`.
 #[proc_macro_attribute]
 pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
     use retry::{expand, valid};
@@ -61,7 +61,8 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
     .into()
 }
 
-#[doc = include_str!("../docs/classify_derive.md")]
+/// Implements `retry_runtime::Classify` from the variants' `#[classify(…)]` attributes;
+/// documented at `retry_runtime::Classify`.
 #[proc_macro_derive(Classify, attributes(classify))]
 pub fn derive_classify(item: TokenStream) -> TokenStream {
     use classify::{args, expand, valid};

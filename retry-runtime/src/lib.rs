@@ -4,6 +4,9 @@
 #![doc = include_str!("../docs/options.md")]
 #![doc = ""]
 #![doc = include_str!("../docs/observability.md")]
+// docs.rs builds with `--cfg docsrs` on nightly: every feature-gated item gets its badge from
+// its `#[cfg]` (doc_cfg shows cfgs automatically since it absorbed `doc_auto_cfg`).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod budget;
 mod classify;
@@ -19,7 +22,6 @@ mod observe;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
 mod retrier;
-mod rules;
 mod schedule;
 mod timeout;
 #[cfg(feature = "tower")]
@@ -28,6 +30,10 @@ pub mod tower;
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+
+// One definition of the rules for the attribute and `Policy::new` (a crate of its own, since a
+// proc-macro crate and its runtime cannot share a module).
+use retry_rules as rules;
 
 pub use budget::{Budget, set_budget};
 pub use classify::Classify;
@@ -45,14 +51,20 @@ pub use timeout::AttemptTimedOut;
 #[cfg(feature = "metrics")]
 pub use metrics;
 
-// The attribute's and the derive's docs are in `docs/retry.md`, `docs/options.md` and
-// `docs/classify_derive.md`, shown on these re-exports through the macro crate (which
-// includes the same files) and doctested here (`doctests` below).
+// The attribute's and the derive's docs live here, on the re-exports (rustdoc shows them before
+// the macro crate's one-line docs), and doctested here: the proc-macro crate cannot run examples
+// that use itself.
 #[cfg(feature = "macros")]
+#[doc = include_str!("../docs/retry.md")]
+#[doc = ""]
+#[doc = include_str!("../docs/options.md")]
+#[doc = ""]
 pub use retry_macro::retry;
 
 // The trait and its derive share the name, like serde's `Serialize`.
 #[cfg(feature = "macros")]
+#[doc = include_str!("../docs/classify_derive.md")]
+#[doc = ""]
 pub use retry_macro::Classify;
 
 /// A complete adapter, end to end: reqwest, `#[derive(Classify)]`, a hand-over to the SQLite
@@ -79,14 +91,3 @@ pub use retry_macro::Classify;
            build the docs with `cargo doc -p retry-runtime --all-features`."
 )]
 pub mod guide {}
-
-/// The examples of the pages that the macro crate shows, run as doctests here, where the
-/// attribute and the derive can be used (the proc-macro crate cannot run them).
-#[cfg(all(doctest, feature = "macros"))]
-mod doctests {
-    #[doc = include_str!("../docs/retry.md")]
-    struct Retry;
-
-    #[doc = include_str!("../docs/classify_derive.md")]
-    struct ClassifyDerive;
-}

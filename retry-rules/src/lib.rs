@@ -1,16 +1,19 @@
-//! The retry rules as plain arithmetic, defined once for the runtime and the `#[retry]` macro.
+//! The retry rules of `retry-runtime` as plain arithmetic, defined once for the runtime and its
+//! `#[retry]` macro.
 //!
-//! The runtime builds `Policy` on these functions (`schedule.rs`). The macro compiles this very
-//! file as its module `common::rules`: `retry-macro/src/common/rules.rs` is a symlink to it
-//! (serde shares `serde_derive_internals` between its crates the same way), and cargo package
-//! follows the link. So an attribute is refused at compile time exactly when `Policy::new`
-//! would refuse the same settings at run time, and a change here reaches both; tests in
-//! `retry-macro` fail if the two files differ or the two crates disagree. Hence std only, no
-//! crate paths, `const fn`s.
+//! `retry-runtime` builds `Policy` on these functions; `retry-macro` checks the attribute's
+//! settings with them at compile time. So an attribute is refused exactly when `Policy::new`
+//! would refuse the same settings at run time, and a change here reaches both. Hence std only,
+//! `const fn`s, no dependency: a proc-macro crate and the runtime can both depend on it
+//! (serde shares `serde_derive_internals` the same way, through a symlink; a crate of its own
+//! survives `cargo package` and checkouts without symlinks).
 //!
 //! One unit throughout: nanoseconds as a `u128` ([`Nanos`]), what `Duration::as_nanos`
 //! returns. Every `Duration` fits (at most about 1.8 × 10^28 ns), the sum of four of them
 //! too, and the macro's whole milliseconds convert exactly.
+//!
+//! The rule ids (`R-RES-RE-3`, …) are those of the resilience style guide that
+//! `retry-runtime`'s documentation lists.
 
 /// A length of time in nanoseconds.
 pub type Nanos = u128;

@@ -1,1 +1,0 @@
-../../../retry-runtime/src/rules.rs

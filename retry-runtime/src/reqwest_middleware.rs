@@ -9,7 +9,7 @@ use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::http::{StatusError, idempotency_key, is_safe, is_transient_status};
 use crate::integrations::erased;
-use crate::retrier::{Retrier, Site};
+use crate::retrier::{BuiltSite, Retrier};
 use crate::schedule::Policy;
 
 /// A `reqwest_middleware::Middleware` that retries requests under the retry rules, like
@@ -26,8 +26,8 @@ use crate::schedule::Policy;
 ///   and `operation` (the system's name, or [`name`](RetryMiddleware::name)).
 ///
 /// A request whose body cannot be cloned (a stream) is sent once: reqwest only tells at run
-/// time. Each `new`, `name` and `policy` keeps one small object for the life of the process: build the
-/// client at start-up.
+/// time. The first request keeps one small object for the life of the process, once per
+/// middleware value: build the client at start-up.
 ///
 /// ```
 /// use retry_runtime::reqwest_middleware::RetryMiddleware;
@@ -37,9 +37,9 @@ use crate::schedule::Policy;
 ///     .build();
 /// # let _ = client;
 /// ```
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct RetryMiddleware {
-    site: &'static Site,
+    site: BuiltSite,
 }
 
 impl RetryMiddleware {
@@ -48,7 +48,7 @@ impl RetryMiddleware {
     /// otherwise, `operation = system`.
     pub fn new(system: &'static str) -> Self {
         RetryMiddleware {
-            site: Site::leaked(system, system, Policy::DEFAULT),
+            site: BuiltSite::new(system),
         }
     }
 
@@ -56,14 +56,14 @@ impl RetryMiddleware {
     /// written in the code, not one taken from requests, so the number of series stays bounded.
     pub fn name(self, operation: &'static str) -> Self {
         RetryMiddleware {
-            site: Site::leaked(self.site.system, operation, self.site.policy),
+            site: self.site.named(operation),
         }
     }
 
     /// Replaces the schedule.
     pub fn policy(self, policy: Policy) -> Self {
         RetryMiddleware {
-            site: Site::leaked(self.site.system, self.site.operation, policy),
+            site: self.site.with_policy(policy),
         }
     }
 }
@@ -93,7 +93,7 @@ impl Middleware for RetryMiddleware {
         if !retryable || request.try_clone().is_none() {
             return next.run(request, extensions).await;
         }
-        let mut retrier = Retrier::read_or_write(self.site, key.as_ref().map(|key| key as _));
+        let mut retrier = Retrier::read_or_write(self.site.get(), key.as_ref().map(|key| key as _));
         loop {
             let Some(attempt) = request.try_clone() else {
                 return next.run(request, extensions).await;

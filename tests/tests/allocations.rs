@@ -151,3 +151,57 @@ fn no_allocation_per_call_on_several_threads() {
     });
     assert_eq!(counts, [0, 0, 0], "allocations per thread");
 }
+
+/// A tower layer keeps its one small object (its `Site`) when it is first used, not at each
+/// builder call, and only once per layer value: `layer` on the same value again, or on a clone
+/// made after the first use, allocates nothing more.
+#[test]
+fn a_retry_layer_leaks_its_site_once() {
+    use retry_runtime::tower::RetryLayer;
+    use retry_runtime::{Jitter, Policy};
+    use std::time::Duration;
+    use tower_layer::Layer;
+
+    let policy = Policy::new(
+        3,
+        Duration::from_millis(1),
+        Duration::from_millis(4),
+        Jitter::Full,
+    )
+    .expect("a valid policy");
+    let mut built = None;
+    let builder = measure(|| {
+        built = Some(
+            RetryLayer::new("alloc-layer")
+                .name("op")
+                .policy(policy)
+                .name("op2"),
+        );
+    });
+    assert_eq!(
+        builder.count_total, 0,
+        "the builder's setters allocate nothing"
+    );
+    let layer = built.expect("built");
+    let first = measure(|| drop(layer.layer(())));
+    assert_eq!(first.count_total, 1, "the first use leaks one Site");
+    let again = measure(|| {
+        drop(layer.layer(()));
+        let clone = layer.clone();
+        drop(clone.layer(()));
+    });
+    assert_eq!(again.count_total, 0, "later uses and clones share it");
+}
+
+/// The reqwest middleware's builder likewise allocates nothing per setter.
+#[test]
+fn a_retry_middleware_builder_allocates_nothing() {
+    use retry_runtime::reqwest_middleware::RetryMiddleware;
+
+    let mut built = None;
+    let builder = measure(|| {
+        built = Some(RetryMiddleware::new("alloc-mw").name("a").name("b"));
+    });
+    assert_eq!(builder.count_total, 0);
+    drop(built);
+}

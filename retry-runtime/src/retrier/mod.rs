@@ -3,6 +3,9 @@
 //! and retry or to give up, and why it gives up ([`GiveUp`]). The loop itself is in the
 //! expansion, so that its `.await`s live in the user's fn; everything here is synchronous.
 
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+mod built_site;
+
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -14,6 +17,9 @@ use crate::describe::ErrorText;
 use crate::key::IdempotencyKey;
 use crate::schedule::{Jitter, MAX_WINDOW, Policy};
 use crate::{deadline, nesting, observe};
+
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) use built_site::BuiltSite;
 
 /// Everything one annotated fn knows at compile time; one `static` per fn, built by [`site`].
 #[derive(Debug)]
@@ -33,14 +39,9 @@ pub struct Site {
 }
 
 impl Site {
-    /// A site for `policy` at run time (the tower layer's, the reqwest middleware's): leaked,
-    /// one per layer or middleware built.
+    /// A site for `policy` at run time: leaked, once per layer or middleware ([`BuiltSite`]).
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    pub(crate) fn leaked(
-        system: &'static str,
-        operation: &'static str,
-        policy: Policy,
-    ) -> &'static Site {
+    fn leaked(system: &'static str, operation: &'static str, policy: Policy) -> &'static Site {
         Box::leak(Box::new(Site {
             system,
             operation,

@@ -39,18 +39,18 @@ pub use service::{BoxError, ReplayableBody, RetryService};
 
 use crate::Classify;
 use crate::http::is_transient_status;
-use crate::retrier::Site;
+use crate::retrier::BuiltSite;
 use crate::schedule::Policy;
 
 /// A [`tower_layer::Layer`] that retries requests under the retry rules; see the
 /// [module docs](self).
 ///
-/// Each `new`, `name` and `policy` keeps one small object for the life of the process (the budget and
-/// counters' handle that the `#[retry]` expansions keep in a `static`): build layers at
-/// start-up, not per request.
-#[derive(Clone, Copy, Debug)]
+/// The first [`layer`](Layer::layer) call keeps one small object for the life of the process
+/// (the budget and counters' handle that the `#[retry]` expansions keep in a `static`), once
+/// per layer value and its later clones: build layers at start-up, not per request.
+#[derive(Clone, Debug)]
 pub struct RetryLayer {
-    site: &'static Site,
+    site: BuiltSite,
 }
 
 impl RetryLayer {
@@ -59,7 +59,7 @@ impl RetryLayer {
     /// [`name`](RetryLayer::name) says otherwise, `operation = system`.
     pub fn new(system: &'static str) -> Self {
         RetryLayer {
-            site: Site::leaked(system, system, Policy::DEFAULT),
+            site: BuiltSite::new(system),
         }
     }
 
@@ -68,14 +68,14 @@ impl RetryLayer {
     /// series stays bounded.
     pub fn name(self, operation: &'static str) -> Self {
         RetryLayer {
-            site: Site::leaked(self.site.system, operation, self.site.policy),
+            site: self.site.named(operation),
         }
     }
 
     /// Replaces the schedule.
     pub fn policy(self, policy: Policy) -> Self {
         RetryLayer {
-            site: Site::leaked(self.site.system, self.site.operation, policy),
+            site: self.site.with_policy(policy),
         }
     }
 }
@@ -84,7 +84,7 @@ impl<S> Layer<S> for RetryLayer {
     type Service = RetryService<S>;
 
     fn layer(&self, inner: S) -> RetryService<S> {
-        RetryService::new(inner, self.site)
+        RetryService::new(inner, self.site.get())
     }
 }
 

@@ -91,3 +91,17 @@ pub use retry_macro::Classify;
            build the docs with `cargo doc -p retry-runtime --all-features`."
 )]
 pub mod guide {}
+
+/// The manual's chapters beyond the crate root: what a call does attempt by attempt, what
+/// keeps retries storm-safe, and what each integration classifies. The texts live in
+/// `docs/*.md`, one definition each.
+pub mod manual {
+    #[doc = include_str!("../docs/behaviour.md")]
+    pub mod behaviour {}
+
+    #[doc = include_str!("../docs/storms.md")]
+    pub mod storms {}
+
+    #[doc = include_str!("../docs/integrations.md")]
+    pub mod integrations {}
+}

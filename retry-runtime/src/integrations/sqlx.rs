@@ -28,7 +28,7 @@ use crate::Classify;
 /// deadlock rolls the transaction back. And a `COMMIT` whose reply is lost is the "arrived,
 /// response lost" case: put `#[retry(write, idempotency_key = …)]` on the fn that runs the whole
 /// transaction, and make the transaction idempotent by that key (an `INSERT … ON CONFLICT
-/// (idempotency_key) DO NOTHING` that the transaction checks first), see the README.
+/// (idempotency_key) DO NOTHING` that the transaction checks first), see [`manual::integrations`](crate::manual::integrations).
 impl Classify for Error {
     fn is_transient(&self) -> bool {
         match self {

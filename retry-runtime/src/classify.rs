@@ -74,6 +74,18 @@ pub trait Classify {
     fn is_rejection(&self) -> bool {
         false
     }
+
+    /// true when the error is a client error, a 4xx: a contract error on our side that no
+    /// repeat can fix (R-RES-RE-X2).
+    ///
+    /// Only the durable queue reads it, to cite the rule that applied when it archives the
+    /// task: `(permanent: a 4xx is never retried, R-RES-RE-X2)` instead of `(permanent: not
+    /// transient)`. Default: `false`; [`StatusError`](crate::http::StatusError) says it for a
+    /// 4xx, `#[derive(Classify)]` forwards it from a `delegate` field, and the boxed and
+    /// `anyhow` impls ask the first known error of the source chain.
+    fn is_client_error(&self) -> bool {
+        false
+    }
 }
 
 /// What [`Classify`] says of one error, as a value: transient or not, the other side's

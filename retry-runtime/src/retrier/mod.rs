@@ -15,6 +15,8 @@ use crate::key::IdempotencyKey;
 use crate::schedule::{Jitter, MAX_WINDOW, Policy};
 use crate::{deadline, nesting, observe};
 
+pub(crate) mod hand_over;
+
 /// Everything one annotated fn knows at compile time; one `static` per fn, built by [`site`].
 #[derive(Debug)]
 pub struct Site {

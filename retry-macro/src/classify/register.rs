@@ -25,7 +25,7 @@ pub fn register(derive: &Derive) -> Option<TokenStream> {
             fn __retry_classify_downcast<'e>(
                 error: &'e (dyn ::std::error::Error + 'static),
             ) -> ::core::option::Option<&'e dyn #krate::Classify> {
-                (&#krate::__private::Downcast::<#ident>::new()).downcast(error)
+                (&&#krate::__private::Downcast::<#ident>::new()).downcast(error)
             }
             #krate::__private::inventory::submit! {
                 #krate::__private::Registered::new(__retry_classify_downcast)

@@ -120,7 +120,7 @@ fn verdict(error: &(dyn Error + 'static)) -> Option<Verdict> {
 }
 
 /// The payload of an `io::Error::other(inner)`: a tunnel whose kind says nothing.
-fn tunnel(io: &io::Error) -> Option<&(dyn Error + 'static)> {
+pub(crate) fn tunnel(io: &io::Error) -> Option<&(dyn Error + 'static)> {
     match io.get_ref() {
         Some(inner) if io.kind() == io::ErrorKind::Other => Some(inner),
         _ => None,

@@ -36,7 +36,8 @@ pub(crate) fn find<'e>(error: &'e (dyn Error + 'static)) -> Option<&'e dyn Class
         .find_map(|entry| (entry.downcast)(error))
 }
 
-/// The derive's probe of its type: a downcast when the type is an `Error` (autoref
+/// The derive's probe of its type, called as `(&&Downcast::<T>::new()).downcast(error)`: a downcast
+/// when the type is an `Error` (autoref
 /// specialisation picks [`DowncastError`]), none otherwise ([`DowncastNothing`]: a type that is
 /// only ever returned typed needs no entry).
 #[doc(hidden)]

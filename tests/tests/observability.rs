@@ -378,6 +378,7 @@ fn the_counter_counts_each_attempt_by_outcome() {
         ("permanent", 1),
         ("deadline", 1),
         ("budget_exhausted", 0),
+        ("handed_over", 0),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

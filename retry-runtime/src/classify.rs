@@ -46,6 +46,8 @@ use crate::integrations::erased;
 /// assert!(GatewayError::Timeout.is_transient());
 /// assert!(!GatewayError::Status { code: 404, retry_after: None }.is_transient());
 /// ```
+///
+#[doc = include_str!("../docs/verdicts.md")]
 #[diagnostic::on_unimplemented(
     message = "`#[retry]` cannot tell which `{Self}` errors are transient",
     label = "`{Self}` does not implement `retry_runtime::Classify`",

@@ -285,3 +285,54 @@ async fn an_unclassified_transparent_enum_is_retried_and_reported_once(backend: 
     assert_eq!(reports[0].fields["kind"], kind);
     assert!(reports[0].fields["message"].contains("#[derive(Classify)]"));
 }
+
+/// `hand_over`: a keyed write whose attempts run out on a 503 goes to the queue under its key,
+/// logged at WARN with the task id and no ERROR; when the hand-over fails, the give-up is an
+/// ERROR that says why.
+#[tokio::test]
+async fn a_handed_over_write_warns_with_its_task_id_and_a_failed_hand_over_is_an_error() {
+    use retry_runtime::durable::Queue;
+
+    #[retry(write, idempotency_key = key, delay = "1ms", hand_over = q.hand_over("charge", &7, key))]
+    async fn charge(q: &Queue, key: &str) -> Result<(), StatusError> {
+        Err(StatusError::new(503, None))
+    }
+
+    #[retry(write, idempotency_key = key, delay = "1ms", hand_over = async { Err::<(), _>("queue down") })]
+    async fn charge_nowhere(key: &str) -> Result<(), StatusError> {
+        Err(StatusError::new(503, None))
+    }
+
+    let env = Env::new(Backend::Sqlite, "verdicts-hand-over")
+        .await
+        .unwrap();
+    let logged = events(async {
+        charge(&env.q, "order-7:charge").await.unwrap_err();
+    })
+    .await;
+    assert_eq!(env.info("order-7:charge").await.state, TaskState::Pending);
+    let levels: Vec<_> = logged.iter().map(|e| e.level).collect();
+    assert_eq!(
+        levels,
+        [
+            tracing::Level::WARN,
+            tracing::Level::WARN,
+            tracing::Level::WARN
+        ],
+        "{logged:#?}"
+    );
+    let handed = &logged[2];
+    assert_eq!(
+        handed.fields["message"],
+        "transient failure, handed over to the queue"
+    );
+    assert_eq!(handed.fields["task_id"], "order-7:charge");
+
+    let logged = events(async {
+        charge_nowhere("order-8:charge").await.unwrap_err();
+    })
+    .await;
+    let last = logged.last().expect("events");
+    assert_eq!(last.level, tracing::Level::ERROR, "{logged:#?}");
+    assert_eq!(last.fields["hand_over_error"], "queue down");
+}

@@ -62,7 +62,7 @@ pub enum Next {
     HandOver(GiveUp),
 }
 
-impl<'k> Retrier<&'k dyn IdempotencyKey> {
+impl Retrier<&dyn IdempotencyKey> {
     /// [`after_failure`](Retrier::after_failure) for a write with `hand_over`: a transient
     /// failure that is not retried is not recorded yet but returned as [`Next::HandOver`].
     pub fn after_failure_or_hand_over(

@@ -80,3 +80,68 @@ impl<T> DowncastNothing for Downcast<T> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fmt;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::integrations::erased;
+
+    /// An adapter error as `#[derive(Classify)]` would register it.
+    #[derive(Debug)]
+    struct Overloaded;
+
+    impl fmt::Display for Overloaded {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("overloaded")
+        }
+    }
+
+    impl Error for Overloaded {}
+
+    impl Classify for Overloaded {
+        fn is_transient(&self) -> bool {
+            true
+        }
+        fn retry_after(&self) -> Option<Duration> {
+            Some(Duration::from_secs(3))
+        }
+    }
+
+    /// A `Classify` type that is no `Error`: its probe never matches.
+    struct NotAnError;
+
+    impl Classify for NotAnError {
+        fn is_transient(&self) -> bool {
+            true
+        }
+    }
+
+    fn overloaded<'e>(error: &'e (dyn Error + 'static)) -> Option<&'e dyn Classify> {
+        #[allow(unused_imports)]
+        use super::{DowncastError as _, DowncastNothing as _};
+        (&&Downcast::<Overloaded>::new()).downcast(error)
+    }
+
+    inventory::submit! { Registered::new(overloaded) }
+
+    #[test]
+    fn a_registered_type_is_known_once_boxed() {
+        let boxed: Box<dyn Error + Send + Sync> = Box::new(Overloaded);
+        let verdict = erased::first_known(&*boxed).expect("registered");
+        assert!(verdict.transient);
+        assert_eq!(verdict.retry_after, Some(Duration::from_secs(3)));
+        assert!(find(&std::io::Error::other("x")).is_none());
+    }
+
+    #[test]
+    fn a_type_that_is_no_error_registers_a_probe_that_never_matches() {
+        #[allow(unused_imports)]
+        use super::{DowncastError as _, DowncastNothing as _};
+        let probe = &&Downcast::<NotAnError>::new();
+        assert!(probe.downcast(&Overloaded).is_none());
+        assert!(NotAnError.is_transient());
+    }
+}

@@ -336,3 +336,34 @@ async fn a_handed_over_write_warns_with_its_task_id_and_a_failed_hand_over_is_an
     assert_eq!(last.level, tracing::Level::ERROR, "{logged:#?}");
     assert_eq!(last.fields["hand_over_error"], "queue down");
 }
+
+/// A blocking fn evaluates its `hand_over` expression as is (no `.await`).
+#[test]
+fn a_blocking_write_hands_over_without_awaiting() {
+    use std::sync::Mutex;
+
+    static QUEUED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    fn enqueue(key: &str) -> Result<(), String> {
+        QUEUED.lock().unwrap().push(key.to_owned());
+        Ok(())
+    }
+
+    #[retry(write, idempotency_key = key, delay = "1ms", hand_over = enqueue(key))]
+    fn charge(key: &str, calls: &AtomicU32) -> Result<(), StatusError> {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Err(StatusError::new(503, None))
+    }
+
+    let calls = AtomicU32::new(0);
+    charge("order-9:charge", &calls).unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(*QUEUED.lock().unwrap(), ["order-9:charge"]);
+    // A permanent error is returned at once and never handed over.
+    #[retry(write, idempotency_key = key, hand_over = enqueue(key))]
+    fn refuse(key: &str) -> Result<(), StatusError> {
+        Err(StatusError::new(422, None))
+    }
+    refuse("order-10:charge").unwrap_err();
+    assert_eq!(QUEUED.lock().unwrap().len(), 1);
+}

@@ -43,7 +43,7 @@ pub(super) fn decide(
     let run = if is_async {
         quote_spanned!(expr.span()=> (#expr).await)
     } else {
-        quote_spanned!(expr.span()=> (#expr))
+        quote_spanned!(expr.span()=> #expr)
     };
     let record = quote_spanned! {expr.span()=>
         #retrier.handed_over::<_>(#reason, &#handed, #text)

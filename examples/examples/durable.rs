@@ -1,9 +1,11 @@
 //! The durable task queue, end to end: `cargo run --example durable` (about 15 s).
 //!
 //! 1. The retry schedule: asynq's default delays (Sidekiq's formula).
-//! 2. The hand-over: a keyed `#[retry(write, idempotency_key = …)]` charge whose in-memory
-//!    attempts run out on a provider outage that lasts longer than 5 s (R-RES-RE-4) is handed to
-//!    the queue under the same key; the queue's later attempts complete it, charged once.
+//! 2. The hand-over: a keyed `#[retry(write, idempotency_key = …, hand_over = …)]` charge whose
+//!    in-memory attempts run out on a provider outage that lasts longer than 5 s (R-RES-RE-4) is
+//!    handed to the queue under the same key, counted `outcome="handed_over"` and logged at WARN
+//!    (not `exhausted` at ERROR: nobody is paged); the queue's later attempts complete it,
+//!    charged once. The demo prints the counts of `retry_attempts_total` at the end.
 //! 3. One rulebook: a partner API answering 404 has its task archived after one run
 //!    (R-RES-RE-X2), beside a 503 that is retried until the partner recovers.
 //! 4. The archive: a task that exhausts `max_retry`, and one that fails with `SkipRetry`, kept
@@ -23,6 +25,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use retry_runtime::durable::{
     BoxError, DelayRng, Error, Queue, SkipRetry, Task, TaskInfo, TaskState, Worker,
     default_retry_delay,
@@ -137,15 +140,19 @@ impl Provider {
     }
 }
 
-/// The adapter: the in-memory tier. Three attempts, 200 ms then 400 ms: at most 600 ms of pauses.
+/// The adapter: the in-memory tier. Three attempts, 200 ms then 400 ms: at most 600 ms of pauses,
+/// then the charge goes to the queue under its key.
 struct PaymentsClient<'a> {
     provider: &'a Provider,
+    queue: Queue,
 }
 
 impl PaymentsClient<'_> {
-    #[retry(write, idempotency_key = key)]
-    async fn charge(&self, key: &str, cents: u64) -> Result<u32, ProviderError> {
-        self.provider.post_charge(key, cents)
+    // Inside a queue attempt the hand-over finds the task already there (`TaskIdConflict`): the
+    // work is safe in the queue, so that too counts `handed_over`, and the worker retries it.
+    #[retry(write, idempotency_key = key, hand_over = self.queue.hand_over("charge", charge, key))]
+    async fn charge(&self, key: &str, charge: &Charge) -> Result<u32, ProviderError> {
+        self.provider.post_charge(key, charge.cents)
     }
 }
 
@@ -188,8 +195,57 @@ async fn wait_for(q: &Queue, id: &str, state: TaskState) -> TaskInfo {
     }
 }
 
+/// The counts of `retry_attempts_total` for `system`, by outcome.
+fn outcomes(snapshotter: &Snapshotter, system: &str) -> Vec<(String, u64)> {
+    let mut counts: Vec<(String, u64)> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| {
+            let key = key.key();
+            let label = |name: &str| {
+                key.labels()
+                    .find(|l| l.key() == name)
+                    .map(|l| l.value().to_owned())
+            };
+            match value {
+                DebugValue::Counter(n)
+                    if key.name() == "retry_attempts_total"
+                        && label("system").as_deref() == Some(system) =>
+                {
+                    Some((label("outcome")?, n))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    counts.sort();
+    counts
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The counter `retry_attempts_total{system, operation, outcome}`, read back at the end, and
+    // the in-memory tier's events at WARN and above (the hand-over's WARN line; an ERROR would
+    // mean a charge was lost).
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install()?;
+    {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        let in_memory_tier = tracing_subscriber::filter::Targets::new()
+            .with_target("retry_runtime::observe", tracing::Level::WARN);
+        tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .without_time()
+                    .with_target(false),
+            )
+            .with(in_memory_tier)
+            .init();
+    }
+
     // --- 1. The schedule. -------------------------------------------------------------------
     println!("== 1. the default retry schedule: n^4 + 15 + rand(0..30)·(n + 1) seconds");
     for n in [0, 1, 4, 10, 24] {
@@ -219,7 +275,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let partner_calls: &'static Mutex<HashMap<String, u32>> = Box::leak(Box::default());
 
     let provider: &'static Provider = Box::leak(Box::new(Provider::new()));
-    let client: &'static PaymentsClient<'static> = Box::leak(Box::new(PaymentsClient { provider }));
+    let client: &'static PaymentsClient<'static> = Box::leak(Box::new(PaymentsClient {
+        provider,
+        queue: q.clone(),
+    }));
     let fixed = &*Box::leak(Box::new(AtomicBool::new(false)));
 
     // One worker for the whole demo, with short doubling delays: 1 s, 2 s, 4 s, ...
@@ -238,7 +297,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
             // The same adapter, the same key: each durable attempt is itself a short
             // in-memory retry loop, and every request carries the task's id as its key.
-            client.charge(task.id(), charge.cents).await?;
+            client.charge(task.id(), &charge).await?;
             Ok(())
         })
         .handle("receipt", |_task| async move {
@@ -285,17 +344,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let key = "order-1001:charge";
     let err = client
-        .charge(key, order.cents)
+        .charge(key, &order)
         .await
         .expect_err("the provider is down");
+    let info = q.get(key).await?.expect("handed over by `hand_over = …`");
     println!(
-        "  {} #[retry] gave up after 3 attempts: {err} (transient: {})",
-        provider.t(),
-        err.is_transient()
-    );
-    let info = q.hand_over("charge", &order, key).await?;
-    println!(
-        "  {} handed over to the queue: task {} ({})",
+        "  {} #[retry] gave up after 3 attempts ({err}) and handed the charge over: task {} ({})",
         provider.t(),
         info.id,
         info.state
@@ -438,6 +492,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!("  see them: cargo run -p retry-queue -- --db sqlite://{DEMO_DB} dash");
+    // --- 7. The counts. -------------------------------------------------------------------------
+    println!(
+        "\n== 7. retry_attempts_total{{system=\"charge\"}} by outcome (alert on exhausted, not on handed_over)"
+    );
+    let counts = outcomes(&snapshotter, "charge");
+    for (outcome, n) in &counts {
+        println!("  {outcome:<12} {n}");
+    }
+    let handed_over = counts
+        .iter()
+        .find(|(outcome, _)| outcome == "handed_over")
+        .map_or(0, |(_, n)| *n);
+    println!("  handed_over: {handed_over}");
+    assert!(handed_over >= 1, "the outage's charge was handed over");
+    assert!(
+        counts
+            .iter()
+            .all(|(outcome, n)| outcome != "exhausted" || *n == 0),
+        "no charge was lost: {counts:?}"
+    );
     println!(
         "\ndone in {:.1} s",
         provider.started.elapsed().as_secs_f64()

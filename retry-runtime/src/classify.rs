@@ -3,6 +3,8 @@
 use std::io;
 use std::time::Duration;
 
+use crate::integrations::erased;
+
 /// Tells the retry loop whether a failure is transient, and how long the other side asked us
 /// to wait.
 ///
@@ -44,6 +46,8 @@ use std::time::Duration;
 /// assert!(GatewayError::Timeout.is_transient());
 /// assert!(!GatewayError::Status { code: 404, retry_after: None }.is_transient());
 /// ```
+///
+#[doc = include_str!("../docs/verdicts.md")]
 #[diagnostic::on_unimplemented(
     message = "`#[retry]` cannot tell which `{Self}` errors are transient",
     label = "`{Self}` does not implement `retry_runtime::Classify`",
@@ -74,6 +78,18 @@ pub trait Classify {
     fn is_rejection(&self) -> bool {
         false
     }
+
+    /// true when the error is a client error, a 4xx: a contract error on our side that no
+    /// repeat can fix (R-RES-RE-X2).
+    ///
+    /// Only the durable queue reads it, to cite the rule that applied when it archives the
+    /// task: `(permanent: a 4xx is never retried, R-RES-RE-X2)` instead of `(permanent: not
+    /// transient)`. Default: `false`; [`StatusError`](crate::http::StatusError) says it for a
+    /// 4xx, `#[derive(Classify)]` forwards it from a `delegate` field, and the boxed and
+    /// `anyhow` impls ask the first known error of the source chain.
+    fn is_client_error(&self) -> bool {
+        false
+    }
 }
 
 /// What [`Classify`] says of one error, as a value: transient or not, the other side's
@@ -101,19 +117,36 @@ impl Verdict {
 }
 
 /// Timeouts, resets, refused or aborted connections, broken pipes, interrupted calls and
-/// unexpected ends of stream are transient; every other kind is permanent.
+/// unexpected ends of stream are transient; every other kind is permanent. An
+/// `io::Error::other(inner)` is a tunnel whose kind says nothing: `inner`'s source chain decides,
+/// as it does when the `io::Error` is boxed.
 impl Classify for io::Error {
     fn is_transient(&self) -> bool {
-        matches!(
-            self.kind(),
-            io::ErrorKind::TimedOut
-                | io::ErrorKind::ConnectionReset
-                | io::ErrorKind::ConnectionAborted
-                | io::ErrorKind::ConnectionRefused
-                | io::ErrorKind::BrokenPipe
-                | io::ErrorKind::Interrupted
-                | io::ErrorKind::UnexpectedEof
-        )
+        match erased::tunnel(self) {
+            Some(inner) => erased::is_transient(inner),
+            None => matches!(
+                self.kind(),
+                io::ErrorKind::TimedOut
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::ConnectionRefused
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::Interrupted
+                    | io::ErrorKind::UnexpectedEof
+            ),
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        erased::tunnel(self).and_then(erased::retry_after)
+    }
+
+    fn is_rejection(&self) -> bool {
+        erased::tunnel(self).is_some_and(erased::is_rejection)
+    }
+
+    fn is_client_error(&self) -> bool {
+        erased::tunnel(self).is_some_and(erased::is_client_error)
     }
 }
 

@@ -41,6 +41,7 @@ pub use deadline::with_deadline;
 #[cfg(feature = "uuid")]
 pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};
 pub use key::IdempotencyKey;
+pub use retrier::hand_over::HandOver;
 pub use schedule::{Jitter, MAX_ATTEMPTS, MAX_WINDOW, Policy, PolicyError};
 pub use timeout::AttemptTimedOut;
 

@@ -11,6 +11,8 @@
 //! | transient failure, giving up | ERROR | `exhausted` |
 //! | transient failure, retry budget spent | ERROR | `budget_exhausted` |
 //! | transient failure, next pause past the deadline | ERROR | `deadline` |
+//! | transient failure of a `hand_over` write, safe in the queue | WARN (with the task id) | `handed_over` |
+//! | transient failure of a `hand_over` write, the hand-over failed | ERROR | `exhausted` / `budget_exhausted` / `deadline` |
 //! | permanent failure | none (the caller gets the error) | `permanent` |
 //!
 //! Each attempt is counted once, so the outcomes add up to the attempts made.
@@ -30,7 +32,7 @@ pub(crate) struct Failure<'a> {
 }
 
 /// How many values the `outcome` label has: one counter per outcome and site.
-pub(crate) const OUTCOMES: usize = 6;
+pub(crate) const OUTCOMES: usize = 7;
 
 /// The values of the `outcome` label.
 #[derive(Clone, Copy)]
@@ -42,6 +44,7 @@ pub(crate) enum Outcome {
     Permanent = 3,
     BudgetExhausted = 4,
     Deadline = 5,
+    HandedOver = 6,
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
@@ -53,6 +56,7 @@ impl Outcome {
         Outcome::Permanent,
         Outcome::BudgetExhausted,
         Outcome::Deadline,
+        Outcome::HandedOver,
     ];
 
     pub const fn label(self) -> &'static str {
@@ -63,6 +67,7 @@ impl Outcome {
             Outcome::Permanent => "permanent",
             Outcome::BudgetExhausted => "budget_exhausted",
             Outcome::Deadline => "deadline",
+            Outcome::HandedOver => "handed_over",
         }
     }
 }
@@ -102,15 +107,17 @@ pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
     let _ = pause;
 }
 
+/// The outcome of a give-up.
+fn given_up(reason: GiveUp) -> Outcome {
+    match reason {
+        GiveUp::Budget => Outcome::BudgetExhausted,
+        GiveUp::Deadline => Outcome::Deadline,
+        _ => Outcome::Exhausted,
+    }
+}
+
 pub(crate) fn gave_up(failure: &Failure<'_>, reason: GiveUp) {
-    count(
-        failure.site,
-        match reason {
-            GiveUp::Budget => Outcome::BudgetExhausted,
-            GiveUp::Deadline => Outcome::Deadline,
-            _ => Outcome::Exhausted,
-        },
-    );
+    count(failure.site, given_up(reason));
     #[cfg(feature = "tracing")]
     tracing::error!(
         system = failure.site.system,
@@ -124,6 +131,61 @@ pub(crate) fn gave_up(failure: &Failure<'_>, reason: GiveUp) {
     );
     #[cfg(not(feature = "tracing"))]
     let _ = reason;
+}
+
+/// A `hand_over` write gave up and its work is safe in the queue: nothing to page anyone about.
+/// `task_id`: `None` when it is the write's key.
+pub(crate) fn handed_over(failure: &Failure<'_>, reason: GiveUp, task_id: Option<&str>) {
+    count(failure.site, Outcome::HandedOver);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        system = failure.site.system,
+        operation = failure.site.operation,
+        attempt = failure.attempt,
+        attempts = failure.site.policy.attempts(),
+        reason = reason.as_str(),
+        error = failure.error.shown().map(tracing::field::display),
+        idempotency_key = failure.key.map(tracing::field::display),
+        task_id = %TaskId(task_id, failure.key),
+        "transient failure, handed over to the queue"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (reason, task_id);
+}
+
+/// The task's id: the one the queue gave, else the write's key.
+#[cfg(feature = "tracing")]
+struct TaskId<'a>(Option<&'a str>, Option<&'a dyn IdempotencyKey>);
+
+#[cfg(feature = "tracing")]
+impl std::fmt::Display for TaskId<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.0, self.1) {
+            (Some(id), _) => f.write_str(id),
+            (None, Some(key)) => write!(f, "{key}"),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+/// A `hand_over` write gave up and the hand-over failed too: the work is lost unless the
+/// caller acts, counted as the give-up it is.
+pub(crate) fn hand_over_failed(failure: &Failure<'_>, reason: GiveUp, why: &dyn std::fmt::Display) {
+    count(failure.site, given_up(reason));
+    #[cfg(feature = "tracing")]
+    tracing::error!(
+        system = failure.site.system,
+        operation = failure.site.operation,
+        attempt = failure.attempt,
+        attempts = failure.site.policy.attempts(),
+        reason = reason.as_str(),
+        error = failure.error.shown().map(tracing::field::display),
+        idempotency_key = failure.key.map(tracing::field::display),
+        hand_over_error = %why,
+        "transient failure, giving up: the hand-over to the queue failed"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (reason, why);
 }
 
 pub(crate) fn permanent(failure: &Failure<'_>) {

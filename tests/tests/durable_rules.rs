@@ -197,7 +197,7 @@ async fn a_typed_error_is_judged_by_its_classify_impl(backend: Backend) {
     assert_eq!((info.state, info.retried), (TaskState::Archived, 0));
     assert_eq!(
         info.last_err.as_deref(),
-        Some("declined (permanent: not retried, R-RES-RE-1)")
+        Some("declined (permanent: not transient)")
     );
     let info = env.info(&rejected).await;
     assert_eq!((info.state, info.retried), (TaskState::Retry, 0));

@@ -311,6 +311,17 @@ async fn metered_create(flaky: &Flaky, key: &str) -> Result<u32, GatewayError> {
     flaky.call()
 }
 
+#[retry(
+    write,
+    idempotency_key = key,
+    jitter = "none",
+    system = "metered-handover",
+    hand_over = async { if queue_up { Ok(()) } else { Err("queue down") } }
+)]
+async fn metered_hand_over(flaky: &Flaky, key: &str, queue_up: bool) -> Result<u32, GatewayError> {
+    flaky.call()
+}
+
 /// The counter's values since the last snapshot (a snapshot resets them), by system and
 /// operation, then outcome. Every series has exactly the labels `system`, `operation`, `outcome`.
 type Series = BTreeMap<(String, String), BTreeMap<String, u64>>;
@@ -378,6 +389,7 @@ fn the_counter_counts_each_attempt_by_outcome() {
         ("permanent", 1),
         ("deadline", 1),
         ("budget_exhausted", 0),
+        ("handed_over", 0),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -398,7 +410,23 @@ fn the_counter_counts_each_attempt_by_outcome() {
     assert_eq!(broke["budget_exhausted"], 1);
     assert_eq!(broke["retry"], 0);
 
-    // Two operations of one system: their series are apart, six outcomes each.
+    // A write with `hand_over`: `handed_over` when the queue took it, `exhausted` when not.
+    rt.block_on(async {
+        for (key, queue_up) in [("order-11:charge", true), ("order-12:charge", false)] {
+            metered_hand_over(&Flaky::always(UNAVAILABLE), key, queue_up)
+                .await
+                .unwrap_err();
+        }
+    });
+    let handed = counts(&snapshotter, "metered-handover", "metered_hand_over");
+    assert_eq!(
+        (handed["retry"], handed["handed_over"], handed["exhausted"]),
+        (4, 1, 1),
+        "{handed:?}"
+    );
+    assert_eq!(handed.values().sum::<u64>(), 6, "one count per attempt");
+
+    // Two operations of one system: their series are apart, seven outcomes each.
     rt.block_on(async {
         metered_get(&Flaky::failing([UNAVAILABLE])).await.unwrap();
         metered_create(&Flaky::failing([Failure::BadRequest]), "order-10:create")
@@ -409,8 +437,8 @@ fn the_counter_counts_each_attempt_by_outcome() {
     let key = |operation: &str| ("metered-api".to_owned(), operation.to_owned());
     let get_payment = series.remove(&key("get_payment")).unwrap_or_default();
     let create_payment = series.remove(&key("create_payment")).unwrap_or_default();
-    assert_eq!(get_payment.len(), 6);
-    assert_eq!(create_payment.len(), 6);
+    assert_eq!(get_payment.len(), 7);
+    assert_eq!(create_payment.len(), 7);
     assert_eq!((get_payment["retry"], get_payment["success"]), (1, 1));
     assert_eq!(get_payment["permanent"], 0);
     assert_eq!(create_payment["permanent"], 1);

@@ -62,13 +62,9 @@ pub fn expand(derive: &Derive) -> TokenStream {
             }
         }
     });
-    let is_rejection = rejection(krate, &derive.shape).map(|body| {
-        quote! {
-            fn is_rejection(&self) -> bool {
-                #body
-            }
-        }
-    });
+    let is_rejection = forwarded(krate, &derive.shape, "is_rejection");
+    let is_client_error = forwarded(krate, &derive.shape, "is_client_error");
+    let register = super::register::register(derive);
     quote! {
         #[automatically_derived]
         impl #impl_generics #krate::Classify for #ident #ty_generics #where_clause {
@@ -77,29 +73,31 @@ pub fn expand(derive: &Derive) -> TokenStream {
             }
             #retry_after
             #is_rejection
+            #is_client_error
         }
+        #register
     }
 }
 
-/// The body of `is_rejection` when a delegated field may say so; `None` keeps the trait's
-/// default (`false`): only a wrapped error (a circuit breaker's, say) can be a rejection.
-fn rejection(krate: &Path, shape: &Shape) -> Option<TokenStream> {
-    match shape {
+/// `method` (`is_rejection`, `is_client_error`) when a delegated field may say so; `None` keeps
+/// the trait's default (`false`): only a wrapped error (a circuit breaker's, a `StatusError`) can
+/// say it.
+fn forwarded(krate: &Path, shape: &Shape, method: &str) -> Option<TokenStream> {
+    let body = match shape {
         Shape::Struct(Verdict::Delegate(inner)) => {
-            let (fields, call) = (fields(inner), delegate(krate, inner, "is_rejection"));
-            Some(quote! {
+            let (fields, call) = (fields(inner), delegate(krate, inner, method));
+            quote! {
                 let Self #fields = self;
                 #call
-            })
+            }
         }
-        Shape::Struct(_) => None,
+        Shape::Struct(_) => return None,
         Shape::Enum(variants) => {
             let arms: Vec<TokenStream> = variants
                 .iter()
                 .filter_map(|(variant, verdict)| match verdict {
                     Verdict::Delegate(inner) => {
-                        let (fields, call) =
-                            (fields(inner), delegate(krate, inner, "is_rejection"));
+                        let (fields, call) = (fields(inner), delegate(krate, inner, method));
                         Some(quote!(Self::#variant #fields => #call,))
                     }
                     _ => None,
@@ -109,14 +107,20 @@ fn rejection(krate: &Path, shape: &Shape) -> Option<TokenStream> {
                 return None;
             }
             let others = (arms.len() < variants.len()).then(|| quote!(_ => false,));
-            Some(quote! {
+            quote! {
                 match self {
                     #(#arms)*
                     #others
                 }
-            })
+            }
         }
-    }
+    };
+    let method = Ident::new(method, Span::call_site());
+    Some(quote! {
+        fn #method(&self) -> bool {
+            #body
+        }
+    })
 }
 
 /// The bodies of `is_transient` and, if there is a hint, `retry_after` for a struct.

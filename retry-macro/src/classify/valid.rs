@@ -5,7 +5,7 @@
 //! the offending tokens, and is collected with the others of the same derive.
 
 use quote::ToTokens;
-use syn::{Data, DeriveInput, Fields, Ident, Member, Path, Type};
+use syn::{Attribute, Data, DeriveInput, Fields, Ident, Member, Path, Type};
 
 use super::args::{self, Parsed};
 use super::fields::{field, only_field};
@@ -68,6 +68,7 @@ pub fn check(input: &DeriveInput, parsed: Parsed) -> syn::Result<Derive<'_>> {
                         &subject(&variant.ident),
                         &variant.fields,
                         options,
+                        transparent(&variant.attrs),
                     );
                     (&variant.ident, verdict)
                 })
@@ -78,7 +79,14 @@ pub fn check(input: &DeriveInput, parsed: Parsed) -> syn::Result<Derive<'_>> {
             let fields = &data.fields;
             let mut container = options::read(&mut errors, parsed.container, Place::Struct);
             let krate = container.krate.take();
-            let verdict = verdict(&mut errors, &subject(&input.ident), fields, container);
+            let transparent = transparent(&input.attrs);
+            let verdict = verdict(
+                &mut errors,
+                &subject(&input.ident),
+                fields,
+                container,
+                transparent,
+            );
             (krate, Some(Shape::Struct(verdict)))
         }
         Data::Union(data) => {
@@ -119,12 +127,25 @@ pub fn fallback_crate(input: &DeriveInput) -> Option<Path> {
     Some(path.unwrap_or_else(krate::default))
 }
 
-/// The verdict of one variant (or struct) given its fields.
+/// thiserror's `#[error(transparent)]` among `attrs` (a derive sees the other derives' helper
+/// attributes): the item says "I am my field's error".
+fn transparent(attrs: &[Attribute]) -> Option<&Attribute> {
+    attrs.iter().find(|attr| {
+        attr.path().is_ident("error")
+            && attr
+                .parse_args::<Ident>()
+                .is_ok_and(|word| word == "transparent")
+    })
+}
+
+/// The verdict of one variant (or struct) given its fields; `transparent`: its
+/// `#[error(transparent)]`, if it has one.
 fn verdict<'a>(
     errors: &mut Errors,
     subject: &str,
     fields: &'a Fields,
     options: Options,
+    transparent: Option<&Attribute>,
 ) -> Verdict<'a> {
     let Options {
         kind, retry_after, ..
@@ -164,6 +185,14 @@ fn verdict<'a>(
         }
         None => {
             hint(errors);
+            if let Some(attr) = transparent {
+                errors.at(
+                    attr,
+                    format!(
+                        "{subject} is `#[error(transparent)]`: it is its field's error, yet unmarked it is classified permanent, so a 503 it wraps is never retried, and once boxed the field is hidden from the source chain (thiserror's `source()` skips it). Add `#[classify(delegate)]` to take the field's verdict and Retry-After hint (a 4xx stays a 4xx, R-RES-RE-X2), or `#[classify(permanent)]` if it is never worth another attempt"
+                    ),
+                );
+            }
             if let Some((name, value)) = &retry_after {
                 errors.at(
                     name,

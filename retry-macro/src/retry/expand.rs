@@ -61,16 +61,16 @@ pub fn with_errors(func: &ItemFn, error: &syn::Error, key_roots: &[Ident]) -> To
 }
 
 /// The generated locals: `Span::mixed_site()`, so the body can neither see nor shadow them.
-struct Locals {
+pub(super) struct Locals {
     site: Ident,
-    retrier: Ident,
+    pub(super) retrier: Ident,
     key: Ident,
-    out: Ident,
-    err: Ident,
-    pause: Ident,
+    pub(super) out: Ident,
+    pub(super) err: Ident,
+    pub(super) pause: Ident,
     fake: Ident,
     value: Ident,
-    inner: Ident,
+    pub(super) inner: Ident,
 }
 
 impl Locals {
@@ -91,9 +91,9 @@ impl Locals {
 }
 
 /// The fn's return type, and where to blame a type error about it.
-struct Ret {
+pub(super) struct Ret {
     ty: TokenStream,
-    span: Span,
+    pub(super) span: Span,
 }
 
 /// The fn with its body turned into the retry loop.
@@ -117,7 +117,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
     };
     let site = site(config, &locals);
     let init = retrier(config, &locals);
-    let decide = decide(config, &locals, &ret);
+    let decide = decide(config, &locals, &ret, sig.asyncness.is_some());
     let (attempt, sleep) = attempt(config, &locals, &ret, sig.asyncness.is_some(), &block);
     let Locals {
         pause, out, inner, ..
@@ -187,7 +187,7 @@ fn retrier(config: &Config, locals: &Locals) -> TokenStream {
 }
 
 /// What to do with one attempt's result: return it, or the pause before the next attempt.
-fn decide(config: &Config, locals: &Locals, ret: &Ret) -> TokenStream {
+fn decide(config: &Config, locals: &Locals, ret: &Ret, is_async: bool) -> TokenStream {
     let Locals {
         retrier,
         out,
@@ -229,6 +229,9 @@ fn decide(config: &Config, locals: &Locals, ret: &Ret) -> TokenStream {
             (&&&&#krate::__private::Describe(#err)).describe()
         }
     };
+    if let Some(expr) = &config.hand_over {
+        return super::hand_over::decide(config, locals, ret, (verdict, text), expr, is_async);
+    }
     // The whole decision is spanned at the return type: if it is not a `Result`, or its error
     // type is not `Classify`, that is where the compiler points.
     quote_spanned! {ret_span=>

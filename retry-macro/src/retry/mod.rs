@@ -5,6 +5,8 @@
 
 pub mod expand;
 pub mod fresh_key;
+mod hand_over;
 pub mod options;
+mod setting;
 mod signature;
 pub mod valid;

@@ -4,9 +4,9 @@
 //! can tell (an integer, a duration, a known word). What options mean together (the kind and
 //! its key, the schedule) is checked afterwards by [`super::valid`], which reads the struct.
 
-use proc_macro2::Span;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path};
 
+pub use super::setting::{Given, Setting};
 use crate::common::args::{Arg, closest, lit_str, prose, ungroup};
 use crate::common::duration::parse_ms;
 use crate::common::errors::Errors;
@@ -26,6 +26,7 @@ pub const OPTIONS: &[&str] = &[
     "name",
     "crate",
     "timeout",
+    "hand_over",
 ];
 
 /// Read or write.
@@ -43,51 +44,6 @@ pub enum Jitter {
     Equal,
     Full,
     None,
-}
-
-/// A value, with the span of the tokens to blame for it.
-pub struct Given<T> {
-    pub value: T,
-    pub span: Span,
-}
-
-/// One option: not given, or given under `name`, with `value` when it passed its own checks.
-pub struct Setting<T> {
-    pub name: Option<Ident>,
-    pub value: Option<T>,
-}
-
-impl<T> Default for Setting<T> {
-    fn default() -> Self {
-        Setting {
-            name: None,
-            value: None,
-        }
-    }
-}
-
-impl<T> Setting<T> {
-    /// Takes `name` for this option; false, with the error, when it was given before.
-    fn claim(&mut self, errors: &mut Errors, name: &Ident) -> bool {
-        if self.name.is_some() {
-            errors.at(name, twice(name));
-            return false;
-        }
-        self.name = Some(name.clone());
-        true
-    }
-}
-
-impl<T: Copy> Setting<Given<T>> {
-    /// The value, if given and valid.
-    pub fn given(&self) -> Option<T> {
-        self.value.as_ref().map(|g| g.value)
-    }
-
-    /// Where the value is, if given and valid.
-    pub fn span(&self) -> Option<Span> {
-        self.value.as_ref().map(|g| g.span)
-    }
 }
 
 /// The arguments of one `#[retry(...)]`.
@@ -110,6 +66,8 @@ pub struct Options {
     /// The operation's label in events and metrics; the fn's name by default.
     pub name: Setting<LitStr>,
     pub krate: Setting<Path>,
+    /// `hand_over = <expr>`: where a keyed write goes when its in-memory attempts run out.
+    pub hand_over: Setting<Expr>,
     /// Unknown options seen so far, refused once each.
     unknown: Vec<Ident>,
 }
@@ -141,6 +99,11 @@ impl Options {
             "system" => self.set_system(errors, &name, &value),
             "name" => self.set_name(errors, &name, &value),
             "crate" => self.set_crate(errors, &name, &value),
+            "hand_over" => {
+                if self.hand_over.claim(errors, &name) {
+                    self.hand_over.value = Some(value);
+                }
+            }
             label => {
                 if self.unknown.contains(&name) {
                     errors.at(&name, twice(&name));
@@ -395,7 +358,7 @@ fn takes_a_string(name: &str, example: &str) -> String {
     format!("`{name}` takes a string literal, like `{name} = {example}`")
 }
 
-fn twice(name: &Ident) -> String {
+pub(super) fn twice(name: &Ident) -> String {
     format!("`{name}` is given twice: keep one `{name} = ...`")
 }
 

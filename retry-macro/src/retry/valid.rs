@@ -49,6 +49,9 @@ pub struct Config {
     pub operation: LitStr,
     /// Path of the runtime crate.
     pub krate: Path,
+    /// `hand_over = <expr>`, only on a keyed write: run when the in-memory attempts give up on a
+    /// transient error.
+    pub hand_over: Option<Expr>,
 }
 
 /// The schedule the attribute asks for, defaults filled in.
@@ -86,6 +89,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
         system: options.system.value.unwrap_or_else(|| fn_name(func)),
         operation: options.name.value.unwrap_or_else(|| fn_name(func)),
         krate: options.krate.value.unwrap_or_else(krate::default),
+        hand_over: options.hand_over.value,
     })
 }
 
@@ -106,6 +110,7 @@ fn check_kind(errors: &mut Errors, options: &Options) {
         return;
     };
     let key = options.key.name.as_ref().zip(options.key.value.as_ref());
+    check_hand_over(errors, options, *kind, key.is_some());
     match (kind, key) {
         (Kind::Write, None) => errors.at(
             word,
@@ -124,6 +129,25 @@ fn check_kind(errors: &mut Errors, options: &Options) {
             }
         }
         (Kind::Read, None) => {}
+    }
+}
+
+/// `hand_over` only on a write with a key: the queue's task is the same write, and its id the
+/// key (R-RES-RE-X1); a read's caller needs its answer now (R-RES-RE-5 is for durable work).
+fn check_hand_over(errors: &mut Errors, options: &Options, kind: Kind, keyed: bool) {
+    let Some(name) = &options.hand_over.name else {
+        return;
+    };
+    match (kind, keyed) {
+        (Kind::Read, _) => errors.at(
+            name,
+            "`hand_over` is for a keyed write (R-RES-RE-5): the durable queue repeats the write later under its idempotency key, while a read's caller needs its answer now and no queue can hand it back. Remove `hand_over`, or, if this call changes state, make it `#[retry(write, idempotency_key = ..., hand_over = ...)]`",
+        ),
+        (Kind::Write, false) => errors.at(
+            name,
+            "`hand_over` needs the write's idempotency key (R-RES-RE-X1): the queue's task id is the key, and each of its attempts sends it again so that the external system deduplicates them. Add `idempotency_key = <expr>`",
+        ),
+        (Kind::Write, true) => {}
     }
 }
 
@@ -235,7 +259,7 @@ mod tests {
         assert!(message(quote!(read, atempts = 3)).contains("did you mean `attempts`?"));
         assert_eq!(
             message(quote!(read, max_attempts = 3)),
-            "unknown option `max_attempts`: the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `name`, `crate` and `timeout`"
+            "unknown option `max_attempts`: the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `name`, `crate`, `timeout` and `hand_over`"
         );
     }
 

@@ -11,7 +11,8 @@
 //! The property, for any input: no panic, and either errors (each with a message, rendered by
 //! `to_compile_error()` as `compile_error!` invocations, followed by the untouched fn, or the
 //! derive's fallback impl) or an expansion that parses again: a `syn::ItemFn` with the input's
-//! attributes, visibility and signature, or a `syn::ItemImpl` of `Classify` for the input type.
+//! attributes, visibility and signature, or a `syn::ItemImpl` of `Classify` for the input type
+//! (followed, for a type without generics, by its registration in an anonymous `const`).
 //!
 //! Spans are not compared: the fallback implementation has no source positions.
 
@@ -661,8 +662,21 @@ fn derive(item: TokenStream) -> Result<(), TestCaseError> {
     match derive_args::parse(&input).and_then(|parsed| derive_valid::check(&input, parsed)) {
         Ok(derive) => {
             let out = derive_expand::expand(&derive);
-            let imp: syn::ItemImpl =
+            let file: syn::File =
                 syn::parse2(out.clone()).map_err(|e| fail(format!("{e}: {item} => {out}")))?;
+            // The impl, then the type's registration (an anonymous `const`) unless it is generic.
+            let registered = input.generics.params.is_empty();
+            prop_assert_eq!(file.items.len(), 1 + usize::from(registered), "{}", out);
+            let syn::Item::Impl(imp) = &file.items[0] else {
+                return Err(fail(format!("not an impl first: {out}")));
+            };
+            if registered {
+                prop_assert!(
+                    matches!(&file.items[1], syn::Item::Const(c) if c.ident == "_"),
+                    "{}",
+                    out
+                );
+            }
             let (_, path, _) = imp.trait_.as_ref().ok_or_else(|| fail(format!("{out}")))?;
             prop_assert!(
                 path.segments.last().is_some_and(|s| s.ident == "Classify"),

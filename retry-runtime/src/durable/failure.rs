@@ -6,6 +6,7 @@
 //! suffix says which ([`ArchiveReason`]).
 
 use std::any::Any;
+use std::collections::BTreeSet;
 use std::error::Error as StdError;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -30,8 +31,9 @@ pub(crate) enum Judgement {
     /// The task itself is unusable (its payload does not decode, no handler knows its kind):
     /// no attempt can succeed.
     BadTask,
-    /// A known error that repeating cannot fix; `client_error` when a 4xx [`StatusError`] is in
-    /// the chain (R-RES-RE-X2).
+    /// A known error that repeating cannot fix; `client_error` when it is a 4xx (R-RES-RE-X2):
+    /// a 4xx [`StatusError`] anywhere in the chain, or a [`Classify`] verdict that says so
+    /// ([`Classify::is_client_error`]).
     Permanent { client_error: bool },
     /// A circuit breaker refused the call: the external system was not called (R-RES-RE-X4).
     Rejected,
@@ -72,6 +74,7 @@ impl Failure {
             return Failure::erased(error.into());
         }
         let verdict = crate::classify::Verdict::of(&error);
+        let client_error = error.is_client_error();
         let error: BoxError = error.into();
         let judgement = match judge_chain(&*error) {
             special @ (Judgement::SkipRetry | Judgement::BadTask) => special,
@@ -80,7 +83,7 @@ impl Failure {
                 hint: verdict.retry_after,
             },
             _ => Judgement::Permanent {
-                client_error: has_client_error(&*error),
+                client_error: client_error || has_client_error(&*error),
             },
         };
         Failure { error, judgement }
@@ -106,7 +109,7 @@ fn judge_chain(error: &(dyn StdError + 'static)) -> Judgement {
             hint: verdict.retry_after,
         },
         Some(_) => Judgement::Permanent {
-            client_error: has_client_error(error),
+            client_error: has_client_error(error) || erased::is_client_error(error),
         },
     }
 }
@@ -127,8 +130,9 @@ pub(crate) enum ArchiveReason {
     /// `(bad task: no attempt can succeed)`: the payload does not decode, or no handler knows
     /// the kind.
     BadTask,
-    /// `(permanent: not retried, R-RES-RE-X2)` for a 4xx, `(permanent: not retried,
-    /// R-RES-RE-1)` for another known permanent error.
+    /// `(permanent: not retried, R-RES-RE-X2)` for a 4xx, `(permanent: not transient)` for
+    /// another known permanent error (a verdict, not a rule: R-RES-RE-1 is about what may be
+    /// retried at all).
     Permanent { client_error: bool },
     /// `(retries exhausted: N of N)`.
     Exhausted { max_retry: u32 },
@@ -156,7 +160,7 @@ impl ArchiveReason {
             }
             ArchiveReason::Permanent {
                 client_error: false,
-            } => "(permanent: not retried, R-RES-RE-1)".to_owned(),
+            } => "(permanent: not transient)".to_owned(),
             ArchiveReason::Exhausted { max_retry } => {
                 format!("(retries exhausted: {max_retry} of {max_retry})")
             }
@@ -254,6 +258,9 @@ impl Rules {
         if let Some(deadline) = task.deadline().filter(|deadline| at >= *deadline) {
             return archive(ArchiveReason::Deadline { next: at, deadline });
         }
+        if counted && failure.judgement == Judgement::Unknown {
+            report_unknown(task, failure);
+        }
         Decision::Retry {
             retried: if counted { n.saturating_add(1) } else { n },
             counted,
@@ -278,6 +285,35 @@ impl Rules {
     }
 }
 
+/// The task kinds whose unknown errors were reported, once each in the process.
+static UNKNOWN_REPORTED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// An error nothing classifies, retried by asynq's default where `#[retry]` would return it: the
+/// two tiers disagree, so the first one of each task kind is reported at WARN with the fix.
+/// Not the queue's own errors (an expired lease, a panic, the attempt's deadline): there is
+/// nothing to classify there. true when this call reported it.
+pub(crate) fn report_unknown(task: &ActiveTask, failure: &Failure) -> bool {
+    if chain(&*failure.error).any(|e| e.is::<Error>()) {
+        return false;
+    }
+    let mut reported = UNKNOWN_REPORTED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if reported.contains(task.kind()) {
+        return false;
+    }
+    reported.insert(task.kind().to_owned());
+    drop(reported);
+    event!(
+        warn,
+        "durable worker: an error no classifier knows is retried (asynq's default), where `#[retry]` would not retry it; classify it: `#[derive(Classify)]` on the handler's error type (`#[classify(transient)]` on what is worth another attempt) and `Worker::handle_classified`, or return `SkipRetry` for what is not (reported once per task kind)",
+        kind = task.kind(),
+        id = task.id(),
+        error = error_text(&failure.error)
+    );
+    true
+}
+
 /// A time as an HTTP date (UTC, whole seconds), or its milliseconds past year 9999.
 pub(crate) fn fmt_time(t: SystemTime) -> String {
     const YEAR_9999_END: Duration = Duration::from_secs(253_402_300_799);
@@ -288,131 +324,4 @@ pub(crate) fn fmt_time(t: SystemTime) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::fmt;
-    use std::io;
-
-    use super::*;
-
-    #[derive(Debug)]
-    struct Wrapper(BoxError);
-    impl fmt::Display for Wrapper {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("charge failed")
-        }
-    }
-    impl StdError for Wrapper {
-        fn source(&self) -> Option<&(dyn StdError + 'static)> {
-            Some(&*self.0)
-        }
-    }
-
-    fn judged(error: impl Into<BoxError>) -> Judgement {
-        Failure::erased(error.into()).judgement
-    }
-
-    #[test]
-    fn the_chain_is_judged_like_retry_judges_it() {
-        assert_eq!(
-            judged(Wrapper(Box::new(StatusError::new(404, None)))),
-            Judgement::Permanent { client_error: true }
-        );
-        assert_eq!(
-            judged(StatusError::new(503, Some("120"))),
-            Judgement::Transient {
-                hint: Some(Duration::from_secs(120))
-            }
-        );
-        assert_eq!(
-            judged(io::Error::from(io::ErrorKind::PermissionDenied)),
-            Judgement::Permanent {
-                client_error: false
-            }
-        );
-        assert_eq!(judged("gateway said no"), Judgement::Unknown);
-        assert_eq!(
-            judged(Wrapper(SkipRetry::new("no").into())),
-            Judgement::SkipRetry
-        );
-        let undecodable = Error::Decode(serde_json::from_str::<u8>("x").unwrap_err());
-        assert_eq!(judged(undecodable), Judgement::BadTask);
-        assert_eq!(judged(Error::LeaseExpired), Judgement::Unknown);
-    }
-
-    /// An adapter's own error, classified by its own impl.
-    #[derive(Debug)]
-    enum Adapter {
-        Busy,
-        Declined,
-    }
-    impl fmt::Display for Adapter {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            write!(f, "{self:?}")
-        }
-    }
-    impl StdError for Adapter {}
-    impl Classify for Adapter {
-        fn is_transient(&self) -> bool {
-            matches!(self, Adapter::Busy)
-        }
-        fn retry_after(&self) -> Option<Duration> {
-            Some(Duration::from_secs(9))
-        }
-    }
-
-    #[test]
-    fn a_typed_error_is_judged_by_its_own_classify() {
-        assert_eq!(
-            Failure::from_handler(Adapter::Busy).judgement,
-            Judgement::Transient {
-                hint: Some(Duration::from_secs(9))
-            }
-        );
-        assert_eq!(
-            Failure::from_handler(Adapter::Declined).judgement,
-            Judgement::Permanent {
-                client_error: false
-            }
-        );
-        // A boxed error goes through the chain walk, where "nothing known" is retried.
-        let boxed: BoxError = "down".into();
-        assert_eq!(Failure::from_handler(boxed).judgement, Judgement::Unknown);
-    }
-
-    #[test]
-    fn archive_suffixes_are_distinct() {
-        let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let suffixes = [
-            ArchiveReason::SkipRetry,
-            ArchiveReason::BadTask,
-            ArchiveReason::Permanent { client_error: true },
-            ArchiveReason::Permanent {
-                client_error: false,
-            },
-            ArchiveReason::Exhausted { max_retry: 3 },
-            ArchiveReason::KeyExpires {
-                next: t,
-                expires: t,
-            },
-            ArchiveReason::Deadline {
-                next: t,
-                deadline: t,
-            },
-        ]
-        .map(|reason| reason.suffix());
-        let mut unique = suffixes.to_vec();
-        unique.sort();
-        unique.dedup();
-        assert_eq!(unique.len(), suffixes.len(), "{suffixes:?}");
-        assert_eq!(suffixes[4], "(retries exhausted: 3 of 3)");
-    }
-
-    #[test]
-    fn far_times_are_formatted_without_panicking() {
-        assert_eq!(
-            fmt_time(UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
-            "Tue, 14 Nov 2023 22:13:20 GMT"
-        );
-        assert!(fmt_time(from_ms(i64::MAX)).ends_with("ms after the epoch"));
-    }
-}
+mod tests;

@@ -46,12 +46,16 @@
 //! rejection); [`Worker::handle_classified`] judges an adapter's own error type by its
 //! [`Classify`](crate::Classify) impl.
 //!
+#![doc = include_str!("../../docs/verdicts.md")]
+//!
+//! How each outcome is recorded:
+//!
 //! | the attempt's error | outcome | `retried` | `last_err` ends with |
 //! | --- | --- | --- | --- |
 //! | [`SkipRetry`] anywhere in the chain | archived at once | unchanged | `(SkipRetry: not retried)` |
 //! | a payload that does not decode ([`Error::Decode`]) | archived at once | unchanged | `(bad task: no attempt can succeed)` |
-//! | known permanent: a 4xx `StatusError` in the chain (R-RES-RE-X2) | archived at once | unchanged | `(permanent: not retried, R-RES-RE-X2)` |
-//! | known permanent: any other (`Classify` says not transient, e.g. `io::ErrorKind::PermissionDenied`) | archived at once | unchanged | `(permanent: not retried, R-RES-RE-1)` |
+//! | known permanent: a 4xx (a `StatusError` anywhere in the chain, or [`Classify::is_client_error`](crate::Classify::is_client_error)) (R-RES-RE-X2) | archived at once | unchanged | `(permanent: not retried, R-RES-RE-X2)` |
+//! | known permanent: any other (`Classify` says not transient, e.g. `io::ErrorKind::PermissionDenied`) | archived at once | unchanged | `(permanent: not transient)` |
 //! | a circuit-breaker rejection ([`Classify::is_rejection`](crate::Classify::is_rejection): `failsafe::Error::Rejected`) | retried after the normal delay: the system was not called (R-RES-RE-X4) | unchanged | — |
 //! | transient (timeout, 5xx, reset) with a Retry-After hint | retried no sooner than now + the hint (the longer of the delay and the hint; no 5 s cap here) | + 1 | — |
 //! | transient without a hint | retried after the delay | + 1 | — |

@@ -97,6 +97,10 @@ impl Classify for StatusError {
     fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
+
+    fn is_client_error(&self) -> bool {
+        (400..500).contains(&self.status)
+    }
 }
 
 /// `HTTP 503 Service Unavailable, retry after 2s`; the reason phrase only for registered

@@ -23,6 +23,10 @@ impl Classify for ::anyhow::Error {
     fn is_rejection(&self) -> bool {
         erased::is_rejection(&**self)
     }
+
+    fn is_client_error(&self) -> bool {
+        erased::is_client_error(&**self)
+    }
 }
 
 #[cfg(test)]

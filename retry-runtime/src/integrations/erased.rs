@@ -9,6 +9,7 @@ use std::error::Error;
 use std::io;
 use std::time::Duration;
 
+use super::registered;
 use crate::Classify;
 use crate::classify::Verdict;
 use crate::http::StatusError;
@@ -42,17 +43,58 @@ pub(crate) const MAX_CHAIN: usize = 32;
 /// ([`Classify::is_rejection`]); for another `E`, return the typed error (whose `Classify` impl
 /// says it) instead of boxing it.
 ///
+/// Last, a type that derives `Classify` (non-generic ones register themselves at link time,
+/// [`registered`]): its own verdict decides, as it would unboxed.
+///
 /// At most [`MAX_CHAIN`] links are looked at.
 pub(crate) fn first_known(error: &(dyn Error + 'static)) -> Option<Verdict> {
-    links(error).find_map(known)
+    links(error).find_map(known).map(|known| known.verdict)
 }
 
-/// The verdict of one link, if its type is known (an `io::Error::other` tunnel is not: the walk
-/// goes on with its payload).
-fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
-    if let Some(status) = error.downcast_ref::<StatusError>() {
-        return Some(Verdict::of(status));
+/// true when the first known error of the chain is a client error (a 4xx, R-RES-RE-X2).
+pub(crate) fn is_client_error(error: &(dyn Error + 'static)) -> bool {
+    links(error)
+        .find_map(known)
+        .is_some_and(|known| known.client_error)
+}
+
+/// What the walk knows of one link.
+struct Known {
+    verdict: Verdict,
+    client_error: bool,
+}
+
+impl Known {
+    fn of<E: Classify + ?Sized>(error: &E) -> Known {
+        Known {
+            verdict: Verdict::of(error),
+            client_error: error.is_client_error(),
+        }
     }
+}
+
+/// What is known of one link, if its type is (an `io::Error::other` tunnel is not: the walk
+/// goes on with its payload).
+fn known(error: &(dyn Error + 'static)) -> Option<Known> {
+    verdict(error)
+        .map(|verdict| Known {
+            verdict,
+            client_error: false,
+        })
+        .or_else(|| {
+            if let Some(status) = error.downcast_ref::<StatusError>() {
+                return Some(Known::of(status));
+            }
+            #[cfg(feature = "reqwest")]
+            if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {
+                return Some(Known::of(reqwest));
+            }
+            registered::find(error).map(Known::of)
+        })
+}
+
+/// The verdict of a link of a built-in type that is never a client error.
+fn verdict(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if let Some(io) = error.downcast_ref::<io::Error>() {
         return (tunnel(io).is_none()).then(|| Verdict::of(io));
     }
@@ -70,10 +112,6 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
             rejection: true,
         });
     }
-    #[cfg(feature = "reqwest")]
-    if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {
-        return Some(Verdict::of(reqwest));
-    }
     #[cfg(feature = "tonic")]
     if let Some(status) = error.downcast_ref::<::tonic::Status>() {
         return Some(Verdict::of(status));
@@ -82,7 +120,7 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
 }
 
 /// The payload of an `io::Error::other(inner)`: a tunnel whose kind says nothing.
-fn tunnel(io: &io::Error) -> Option<&(dyn Error + 'static)> {
+pub(crate) fn tunnel(io: &io::Error) -> Option<&(dyn Error + 'static)> {
     match io.get_ref() {
         Some(inner) if io.kind() == io::ErrorKind::Other => Some(inner),
         _ => None,
@@ -137,6 +175,10 @@ macro_rules! boxed {
 
             fn is_rejection(&self) -> bool {
                 is_rejection(&**self)
+            }
+
+            fn is_client_error(&self) -> bool {
+                is_client_error(&**self)
             }
         }
     )*};

@@ -13,6 +13,7 @@
 //! The `http` feature lives in [`crate::http`].
 
 pub(crate) mod erased;
+pub(crate) mod registered;
 
 #[cfg(feature = "anyhow")]
 mod anyhow;

@@ -33,6 +33,10 @@ use crate::http::is_transient_status;
 /// through `#[retry(write, idempotency_key = …)]` (R-RES-RE-1): this impl says which failures
 /// are transient, the attribute says which calls may be repeated.
 impl Classify for Error {
+    fn is_client_error(&self) -> bool {
+        self.status().is_some_and(|status| status.is_client_error())
+    }
+
     fn is_transient(&self) -> bool {
         if let Some(status) = self.status() {
             return is_transient_status(status.as_u16());

@@ -18,6 +18,8 @@ use crate::key::IdempotencyKey;
 use crate::schedule::{Jitter, MAX_WINDOW, Policy};
 use crate::{deadline, nesting, observe};
 
+pub(crate) mod hand_over;
+
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) use built_site::BuiltSite;
 

@@ -175,7 +175,12 @@ fn ago(at: Option<SystemTime>) -> String {
 async fn wait_for(q: &Queue, id: &str, state: TaskState) -> TaskInfo {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let info = q.get(id).await.expect("get").expect("the task exists");
+        let info = q
+            .inspector()
+            .get(id)
+            .await
+            .expect("get")
+            .expect("the task exists");
         if info.state == state {
             return info;
         }
@@ -379,7 +384,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         wait_for(&q, id, TaskState::Archived).await;
     }
     println!("  q.list(TaskState::Archived):");
-    for t in q.list(TaskState::Archived).await? {
+    for t in q.inspector().list(TaskState::Archived).await? {
         println!(
             "  - {:<20} kind {:<8} retried {:<5} last failed {:<10}  last_err: {}",
             t.id,
@@ -393,18 +398,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // --- 5. A re-run. -------------------------------------------------------------------------
     println!("\n== 5. a re-run: the report template is back; q.run_task(\"report-2024-06\")");
     fixed.store(true, Ordering::SeqCst);
-    q.run_task(&report.id).await?;
-    let again = q.get(&report.id).await?.expect("report");
+    q.inspector().run_task(&report.id).await?;
+    let again = q.inspector().get(&report.id).await?.expect("report");
     println!(
         "  after run_task: {} (retried {} kept)",
         again.state, again.retried
     );
     let done = wait_for(&q, &report.id, TaskState::Completed).await;
     println!("  then: {} (retried {})", done.state, done.retried);
-    q.delete_task(&refund.id).await?;
+    q.inspector().delete_task(&refund.id).await?;
     println!(
         "  q.delete_task(\"order-1001:refund\"): archive now {} task(s)",
-        q.list(TaskState::Archived).await?.len()
+        q.inspector().list(TaskState::Archived).await?.len()
     );
 
     let _ = stop.send(());
@@ -424,7 +429,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .await?;
     }
     webhooks.run_due().await?;
-    for t in q.list(TaskState::Retry).await? {
+    for t in q.inspector().list(TaskState::Retry).await? {
         println!(
             "  - {:<28} {:<8} retried {}/{}  next attempt in {:<6}  last_err: {}",
             t.id,

@@ -362,7 +362,8 @@ where
 }
 
 async fn info(q: &Queue, id: &str) -> TaskInfo {
-    q.get(id)
+    q.inspector()
+        .get(id)
         .await
         .expect("get")
         .unwrap_or_else(|| panic!("task {id} is gone"))

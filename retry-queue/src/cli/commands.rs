@@ -153,7 +153,11 @@ fn named(base: &Queue, name: &str) -> Result<Queue, Failure> {
 }
 
 async fn stats<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Failure> {
-    let stats = base.stats().await.map_err(|e| failure(e, base, None))?;
+    let stats = base
+        .inspector()
+        .stats()
+        .await
+        .map_err(|e| failure(e, base, None))?;
     let now = base.now();
     output.print(
         || {
@@ -206,6 +210,7 @@ async fn task<W: Write>(
         TaskCommand::Show(TaskId { id, queue }) => {
             let queue = named(base, &queue)?;
             let info = queue
+                .inspector()
                 .get(&id)
                 .await
                 .map_err(|e| failure(e, &queue, Some(&id)))?
@@ -228,8 +233,12 @@ async fn ls<W: Write>(
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let fail = |e| failure(e, queue, None);
-    let tasks = queue.list_page(state, page, size).await.map_err(fail)?;
-    let total = queue.count(state).await.map_err(fail)?;
+    let tasks = queue
+        .inspector()
+        .list_page(state, page, size)
+        .await
+        .map_err(fail)?;
+    let total = queue.inspector().count(state).await.map_err(fail)?;
     let pages = total.div_ceil(u64::from(size)).max(1);
     output.print(
         || {
@@ -310,9 +319,9 @@ async fn action<W: Write>(
 ) -> Result<(), Failure> {
     let queue = named(base, &queue)?;
     let done = match action {
-        Action::Run => queue.run_task(&id).await,
-        Action::Delete => queue.delete_task(&id).await,
-        Action::Archive => queue.archive_task(&id).await,
+        Action::Run => queue.inspector().run_task(&id).await,
+        Action::Delete => queue.inspector().delete_task(&id).await,
+        Action::Archive => queue.inspector().archive_task(&id).await,
     };
     done.map_err(|e| failure(e, &queue, Some(&id)))?;
     let (name, line) = match action {
@@ -342,9 +351,9 @@ async fn bulk<W: Write>(
     let queue = named(base, &queue)?;
     let state = TaskState::from(state);
     let count = if delete {
-        queue.delete_all(state).await
+        queue.inspector().delete_all(state).await
     } else {
-        queue.run_all(state).await
+        queue.inspector().run_all(state).await
     }
     .map_err(|e| failure(e, &queue, None))?;
     let done = if delete {
@@ -372,9 +381,9 @@ async fn pause<W: Write>(
 ) -> Result<(), Failure> {
     let queue = named(base, name)?;
     if paused {
-        queue.pause().await
+        queue.inspector().pause().await
     } else {
-        queue.unpause().await
+        queue.inspector().unpause().await
     }
     .map_err(|e| failure(e, &queue, None))?;
     output.print(
@@ -392,6 +401,7 @@ async fn errors<W: Write>(
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let groups = queue
+        .inspector()
         .error_groups(state)
         .await
         .map_err(|e| failure(e, queue, None))?;

@@ -169,6 +169,7 @@ fn number_of(
 /// `GET /api/queues`: every queue of the database, and the queue clock's time.
 pub(crate) async fn queues(State(base): State<Arc<Queue>>) -> Answer {
     let stats = base
+        .inspector()
         .stats()
         .await
         .map_err(|e| ApiError::from_queue(e, &base, None))?;
@@ -191,8 +192,12 @@ pub(crate) async fn tasks(
     let page = number_of(&params, "page", 1, u32::MAX, false)?;
     let size = number_of(&params, "size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, true)?;
     let fail = |e| ApiError::from_queue(e, &queue, None);
-    let tasks = queue.list_page(state, page, size).await.map_err(fail)?;
-    let total = queue.count(state).await.map_err(fail)?;
+    let tasks = queue
+        .inspector()
+        .list_page(state, page, size)
+        .await
+        .map_err(fail)?;
+    let total = queue.inspector().count(state).await.map_err(fail)?;
     let tasks: Vec<Value> = tasks.iter().map(json::task).collect();
     Ok(Json(json!({ "tasks": tasks, "total": total })))
 }
@@ -208,6 +213,7 @@ pub(crate) async fn errors(
     let queue = queue_of(&base, name)?;
     let state = state_of(&params, Some(TaskState::Retry))?;
     let groups = queue
+        .inspector()
         .error_groups(state)
         .await
         .map_err(|e| ApiError::from_queue(e, &queue, None))?;
@@ -242,9 +248,9 @@ pub(crate) async fn task_action(
     let Path((name, id)) = path?;
     let queue = queue_of(&base, name)?;
     let done = match action {
-        TaskAction::Run => queue.run_task(&id).await,
-        TaskAction::Delete => queue.delete_task(&id).await,
-        TaskAction::Archive => queue.archive_task(&id).await,
+        TaskAction::Run => queue.inspector().run_task(&id).await,
+        TaskAction::Delete => queue.inspector().delete_task(&id).await,
+        TaskAction::Archive => queue.inspector().archive_task(&id).await,
     };
     done.map_err(|e| ApiError::from_queue(e, &queue, Some(&id)))?;
     Ok(Json(
@@ -265,9 +271,9 @@ pub(crate) async fn bulk(
     let queue = queue_of(&base, name)?;
     let state = state_of(&params, None)?;
     let count = if delete {
-        queue.delete_all(state).await
+        queue.inspector().delete_all(state).await
     } else {
-        queue.run_all(state).await
+        queue.inspector().run_all(state).await
     }
     .map_err(|e| ApiError::from_queue(e, &queue, None))?;
     Ok(Json(
@@ -284,9 +290,9 @@ pub(crate) async fn set_paused(
     let Path(name) = path?;
     let queue = queue_of(&base, name)?;
     if paused {
-        queue.pause().await
+        queue.inspector().pause().await
     } else {
-        queue.unpause().await
+        queue.inspector().unpause().await
     }
     .map_err(|e| ApiError::from_queue(e, &queue, None))?;
     Ok(Json(json!({ "queue": queue.name(), "paused": paused })))

@@ -88,10 +88,10 @@ type MakeFn = Box<dyn Fn() -> Task + Send + Sync>;
 /// assert_eq!(scheduler(q.clone()).enqueue_due().await?, 2);
 /// // Another instance finds this period's tasks already there, and adds none.
 /// assert_eq!(scheduler(q.clone()).enqueue_due().await?, 0);
-/// assert_eq!(q.list(TaskState::Pending).await?.len(), 2);
+/// assert_eq!(q.inspector().list(TaskState::Pending).await?.len(), 2);
 /// // The hour that started at 22:00 UTC, and the 5 minutes that started at 22:10.
-/// assert!(q.get("periodic:report:every:3600000ms:1699999200000").await?.is_some());
-/// assert!(q.get("periodic:sync:cron:*/5 * * * *:1699999800000").await?.is_some());
+/// assert!(q.inspector().get("periodic:report:every:3600000ms:1699999200000").await?.is_some());
+/// assert!(q.inspector().get("periodic:sync:cron:*/5 * * * *:1699999800000").await?.is_some());
 ///
 /// // In production: run until shutdown, next to the workers.
 /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -110,8 +110,8 @@ impl fmt::Display for TaskState {
     }
 }
 
-/// A task as stored: what the inspector ([`Queue::get`](super::Queue::get),
-/// [`Queue::list`](super::Queue::list)) and [`Queue::enqueue`](super::Queue::enqueue) return.
+/// A task as stored: what the inspector ([`Inspector::get`](super::Inspector::get),
+/// [`Inspector::list`](super::Inspector::list)) and [`Queue::enqueue`](super::Queue::enqueue) return.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskInfo {
     /// Unique within the queue: the [`task_id`](Task::task_id) given, or a random one.
@@ -410,7 +410,7 @@ impl ActiveTask {
     }
 
     /// When the lease expires unless renewed (as of the claim, or the last renewal through
-    /// [`Queue::extend_lease`](super::Queue::extend_lease) on this value).
+    /// [`protocol::extend_lease`](super::protocol::extend_lease) on this value).
     pub fn lease_expires_at(&self) -> SystemTime {
         self.lease_expires_at
     }

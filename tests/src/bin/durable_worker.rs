@@ -37,7 +37,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use retry_runtime::durable::{BoxError, Queue, Worker};
+use retry_runtime::durable::{BoxError, Queue, Worker, protocol};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -293,7 +293,7 @@ async fn raw_stall_ok(
     shutdown: impl Future<Output = ()>,
 ) -> ExitCode {
     let task = loop {
-        match queue.claim(1, args.lease).await {
+        match protocol::claim(&queue, 1, args.lease).await {
             Ok(mut tasks) if !tasks.is_empty() => break tasks.remove(0),
             Ok(_) => tokio::time::sleep(args.poll).await,
             Err(e) => {
@@ -305,7 +305,7 @@ async fn raw_stall_ok(
     let (id, retried, name) = (task.id(), task.retried(), &args.name);
     log.line(&format!("start {id} {retried} {name} {}", now_micros()));
     std::thread::sleep(args.stall);
-    let outcome = match queue.complete(&task).await {
+    let outcome = match protocol::complete(&queue, &task).await {
         Ok(true) => "ok-applied",
         Ok(false) => "ok-fenced",
         Err(e) => {

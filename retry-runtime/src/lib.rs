@@ -21,6 +21,7 @@ pub mod reqwest_middleware;
 mod retrier;
 mod rules;
 mod schedule;
+pub mod time;
 mod timeout;
 #[cfg(feature = "tower")]
 pub mod tower;
@@ -28,6 +29,14 @@ pub mod tower;
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+
+/// Any error, boxed (`Box<dyn std::error::Error + Send + Sync>`): what a durable task's
+/// handler returns ([`durable::BoxError`](crate::durable) is this type) and what a `tower`
+/// `RetryService` yields.
+///
+/// `?` converts every `std::error::Error + Send + Sync + 'static` into it, and so does
+/// `BoxError::from("text")`.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pub use budget::{Budget, set_budget};
 pub use classify::Classify;

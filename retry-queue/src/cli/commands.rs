@@ -4,6 +4,7 @@ use std::fmt;
 use std::io::Write;
 
 use retry_runtime::durable::{Error, Queue, TaskInfo, TaskState};
+use retry_runtime::time::rfc3339;
 use serde_json::{Value, json};
 
 use super::table::{Align, Table, age, cell, clean};
@@ -162,7 +163,7 @@ async fn stats<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Fail
     output.print(
         || {
             let queues: Vec<Value> = stats.iter().map(json::queue).collect();
-            json!({ "now": json::time(now), "queues": queues })
+            json!({ "now": rfc3339(now), "queues": queues })
         },
         |out| {
             let mut table = Table::new(&[
@@ -254,8 +255,7 @@ async fn ls<W: Write>(
                 ("LAST FAILED AT", Align::Left),
                 ("LAST ERR", Align::Left),
             ]);
-            let time =
-                |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), json::time);
+            let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), rfc3339);
             for t in &tasks {
                 table.row(vec![
                     clean(&t.id),
@@ -281,14 +281,14 @@ async fn ls<W: Write>(
 
 /// `task show`: one `field: value` line per field of the task JSON, values aligned.
 fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
-    let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), json::time);
+    let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), rfc3339);
     let fields = [
         ("id", clean(&t.id)),
         ("queue", clean(&t.queue)),
         ("kind", clean(&t.kind)),
         ("state", t.state.to_string()),
         ("retried", format!("{}/{}", t.retried, t.max_retry)),
-        ("enqueued_at", json::time(t.enqueued_at)),
+        ("enqueued_at", rfc3339(t.enqueued_at)),
         ("next_process_at", time(t.next_process_at)),
         ("last_failed_at", time(t.last_failed_at)),
         ("completed_at", time(t.completed_at)),
@@ -420,8 +420,8 @@ async fn errors<W: Write>(
             for g in &groups {
                 table.row(vec![
                     g.count.to_string(),
-                    json::time(g.oldest),
-                    json::time(g.newest),
+                    rfc3339(g.oldest),
+                    rfc3339(g.newest),
                     clean(&g.last_err),
                 ]);
             }

@@ -22,6 +22,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use retry_runtime::durable::{Error, Queue, TaskState};
+use retry_runtime::time::rfc3339;
 use serde_json::{Value, json};
 
 use crate::json;
@@ -175,7 +176,7 @@ pub(crate) async fn queues(State(base): State<Arc<Queue>>) -> Answer {
         .map_err(|e| ApiError::from_queue(e, &base, None))?;
     let queues: Vec<Value> = stats.iter().map(json::queue).collect();
     Ok(Json(
-        json!({ "now": json::time(base.now()), "queues": queues }),
+        json!({ "now": rfc3339(base.now()), "queues": queues }),
     ))
 }
 

@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::attempt::{DEFAULT_LEASE, Handler, Runner};
 use super::completer::{Completer, Writer};
+use super::error::Error;
 use super::failure::Rules;
 use super::janitor::Janitor;
 use super::metrics::Metrics;
@@ -64,6 +65,17 @@ impl Config {
             recover_interval: DEFAULT_RECOVER_INTERVAL,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
         }
+    }
+
+    /// A worker without handlers would claim nothing: surely a mistake, refused at once.
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        if self.handlers.is_empty() {
+            return Err(Error::Invalid(
+                "this worker has no handlers: register one per task kind with Worker::handle"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     fn served(&self) -> Vec<Queue> {

@@ -111,7 +111,7 @@ impl Outcomes {
                 retried = retried,
                 max_retry = task.max_retry(),
                 counted = counted,
-                next_process_at = super::failure::fmt_time(at),
+                next_process_at = crate::time::http_date(at),
                 last_err = last_err,
             ),
             Decision::Archive { last_err, .. } => {

@@ -321,7 +321,7 @@ impl Worker {
     /// could not be written keeps its lease until it expires, and is then recovered: tasks are
     /// never lost, and run at least once).
     pub async fn run_until<F: Future>(self, shutdown: F) -> Result<(), Error> {
-        self.check_handlers()?;
+        self.config.check()?;
         let config = &self.config;
         config.base.ping().await?;
         let runner = self.runner().clone();
@@ -352,7 +352,7 @@ impl Worker {
     /// and returns how many ran. For tests (with a [`ManualClock`](super::ManualClock), every
     /// step is exact) and for one-shot workers run from cron.
     pub async fn run_due(&self) -> Result<usize, Error> {
-        self.check_handlers()?;
+        self.config.check()?;
         let runner = self.runner().clone();
         let (completer, writer) = self.config.completer(&runner);
         let ran = self.config.processor(runner).run_due(completer).await;
@@ -381,17 +381,6 @@ impl Worker {
         outcomes
             .fail(queue, task, Fence::of(task), failure, now)
             .await
-    }
-
-    /// A worker without handlers would claim nothing: surely a mistake, refused at once.
-    fn check_handlers(&self) -> Result<(), Error> {
-        if self.config.handlers.is_empty() {
-            return Err(Error::Invalid(
-                "this worker has no handlers: register one per task kind with Worker::handle"
-                    .into(),
-            ));
-        }
-        Ok(())
     }
 
     /// The runner of the worker as configured, built at its first use.

@@ -1,5 +1,5 @@
-//! The JSON of the inspector's values, one definition shared by the CLI's `--json` output and
-//! the dashboard's API.
+//! The JSON of the inspector's values and of every answer, one definition shared by the CLI's
+//! `--json` output and the dashboard's API.
 //!
 //! - A task ([`task`]): `TaskInfo`'s field names, `{"id", "queue", "kind", "state", "retried",
 //!   "max_retry", "payload", "enqueued_at", "next_process_at", "last_err", "last_failed_at",
@@ -9,21 +9,30 @@
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
 //!   "oldest_pending_age_secs"}` (whole seconds, `null` without pending tasks).
 //! - An error group ([`error_group`]): `{"last_err", "count", "oldest", "newest"}`.
+//!
+//! The answers: [`overview`] `{"now", "queues": [queue…]}`; [`page`] `{"tasks": [task…],
+//! "total", "actions": {"task": […], "bulk": […]}}` (the actions a task of the page's state
+//! takes, and the bulk actions of the state: what the page shows buttons for); [`errors`]
+//! `{"queue", "state", "groups": [group…]}`; [`acted`] `{"queue", "id", "action"}`;
+//! [`bulk_done`] `{"queue", "state", "count"}`; [`paused`] `{"queue", "paused"}`; and a
+//! failure, [`error`] `{"error"}`.
 
 use std::time::SystemTime;
 
 use retry_runtime::time::rfc3339;
 
 use retry_runtime::durable::{ErrorGroup, QueueStats, TaskInfo, TaskState};
+
+use crate::ops::{Action, Bulk};
 use serde_json::{Map, Value, json};
 
 /// [`rfc3339`] of an optional time: `null` when absent.
-pub fn opt_time(t: Option<SystemTime>) -> Value {
+pub(crate) fn opt_time(t: Option<SystemTime>) -> Value {
     t.map_or(Value::Null, |t| Value::String(rfc3339(t)))
 }
 
 /// A task: see the [module docs](self).
-pub fn task(task: &TaskInfo) -> Value {
+pub(crate) fn task(task: &TaskInfo) -> Value {
     json!({
         "id": task.id,
         "queue": task.queue,
@@ -41,7 +50,7 @@ pub fn task(task: &TaskInfo) -> Value {
 }
 
 /// A queue's stats: see the [module docs](self).
-pub fn queue(stats: &QueueStats) -> Value {
+pub(crate) fn queue(stats: &QueueStats) -> Value {
     let counts: Map<String, Value> = TaskState::ALL
         .into_iter()
         .map(|state| (state.as_str().to_owned(), json!(stats.count(state))))
@@ -57,13 +66,61 @@ pub fn queue(stats: &QueueStats) -> Value {
 }
 
 /// An error group: see the [module docs](self).
-pub fn error_group(group: &ErrorGroup) -> Value {
+pub(crate) fn error_group(group: &ErrorGroup) -> Value {
     json!({
         "last_err": group.last_err,
         "count": group.count,
         "oldest": rfc3339(group.oldest),
         "newest": rfc3339(group.newest),
     })
+}
+
+/// Every queue, and the queue clock's time.
+pub(crate) fn overview(now: SystemTime, stats: &[QueueStats]) -> Value {
+    let queues: Vec<Value> = stats.iter().map(queue).collect();
+    json!({ "now": rfc3339(now), "queues": queues })
+}
+
+/// A page of the tasks in `state`, of `total`, with the actions of the state.
+pub(crate) fn page(tasks: &[TaskInfo], total: u64, state: TaskState) -> Value {
+    let tasks: Vec<Value> = tasks.iter().map(task).collect();
+    let task_actions: Vec<&str> = Action::ALL
+        .into_iter()
+        .filter(|action| action.allowed(state))
+        .map(Action::name)
+        .collect();
+    let bulk: Vec<&str> = Bulk::ALL
+        .into_iter()
+        .filter(|bulk| bulk.allowed(state))
+        .map(Bulk::name)
+        .collect();
+    json!({ "tasks": tasks, "total": total, "actions": { "task": task_actions, "bulk": bulk } })
+}
+
+/// The error groups of `state` in `queue`.
+pub(crate) fn errors(queue: &str, state: TaskState, groups: &[ErrorGroup]) -> Value {
+    let groups: Vec<Value> = groups.iter().map(error_group).collect();
+    json!({ "queue": queue, "state": state.as_str(), "groups": groups })
+}
+
+/// `action` done on the task `id` of `queue`.
+pub(crate) fn acted(queue: &str, id: &str, action: Action) -> Value {
+    json!({ "queue": queue, "id": id, "action": action.name() })
+}
+
+/// A bulk action done on the `count` tasks in `state` of `queue`.
+pub(crate) fn bulk_done(queue: &str, state: TaskState, count: u64) -> Value {
+    json!({ "queue": queue, "state": state.as_str(), "count": count })
+}
+
+/// `queue` paused or unpaused.
+pub(crate) fn paused(queue: &str, paused: bool) -> Value {
+    json!({ "queue": queue, "paused": paused })
+}
+
+/// A failure.
+pub(crate) fn error(message: &str) -> Value {
+    json!({ "error": message })
 }
 
 #[cfg(test)]
@@ -73,5 +130,17 @@ mod tests {
     #[test]
     fn absent_times_are_null() {
         assert_eq!(opt_time(None), Value::Null);
+    }
+
+    #[test]
+    fn a_page_names_the_actions_of_its_state() {
+        assert_eq!(
+            page(&[], 0, TaskState::Archived),
+            json!({"tasks": [], "total": 0, "actions": {"task": ["run", "delete"], "bulk": ["run-all", "delete-all"]}})
+        );
+        assert_eq!(
+            page(&[], 0, TaskState::Active),
+            json!({"tasks": [], "total": 0, "actions": {"task": [], "bulk": []}})
+        );
     }
 }

@@ -314,6 +314,7 @@ page 1 of 1: 1 of 1 active tasks in queue \"{name}\"
                 "completed_at": null,
             }],
             "total": 3,
+            "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
         })
     );
 

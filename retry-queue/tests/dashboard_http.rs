@@ -293,6 +293,7 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
                 },
             ],
             "total": 3,
+            "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
         })
     );
     let (_, page2) = d
@@ -318,7 +319,22 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
     // A queue nobody used is empty, not an error.
     let (status, empty) = d.get("/api/queues/nobody-here/tasks?state=retry").await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(empty, json!({"tasks": [], "total": 0}));
+    assert_eq!(
+        empty,
+        json!({
+            "tasks": [],
+            "total": 0,
+            "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
+        })
+    );
+    // The actions follow the state: none on active tasks, no "run" for pending ones.
+    let (_, active) = d.get("/api/queues/{q}/tasks?state=active").await;
+    assert_eq!(active["actions"], json!({"task": [], "bulk": []}));
+    let (_, pending) = d.get("/api/queues/{q}/tasks?state=pending").await;
+    assert_eq!(
+        pending["actions"],
+        json!({"task": ["delete", "archive"], "bulk": ["delete-all"]})
+    );
 }
 
 async fn errors_are_grouped_by_last_err(backend: Backend) {
@@ -326,6 +342,7 @@ async fn errors_are_grouped_by_last_err(backend: Backend) {
         return;
     };
     let retry = json!({
+        "queue": d.q.name(),
         "state": "retry",
         "groups": [
             {"last_err": "gateway down: 503", "count": 2, "oldest": at(0), "newest": at(0)},
@@ -345,7 +362,7 @@ async fn errors_are_grouped_by_last_err(backend: Backend) {
         d.get("/api/queues/{q}/errors?state=archived").await,
         (
             StatusCode::OK,
-            json!({"state": "archived", "groups": [
+            json!({"queue": d.q.name(), "state": "archived", "groups": [
                 {"last_err": "card expired (retries exhausted: 0 of 0)", "count": 1, "oldest": at(2), "newest": at(2)},
             ]})
         )

@@ -1,61 +1,20 @@
 //! Running each command against the queue's database, and what it prints.
 
-use std::fmt;
 use std::io::Write;
 
 use retry_runtime::durable::{Error, Queue, TaskInfo, TaskState};
 use retry_runtime::time::rfc3339;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::failure::{Failure, failure};
 use super::table::{Align, Table, age, cell, clean};
 use super::{Cli, Command, QueueCommand, StateArgs, TaskCommand, TaskId};
 use crate::dashboard::{self, DashOptions};
 use crate::json;
+use crate::ops::{Action, Bulk};
 
 /// Longest `last_err` shown in a table; `task show` prints it whole.
 const LAST_ERR_WIDTH: usize = 60;
-
-/// Why a command stopped short.
-#[derive(Debug)]
-pub(super) enum Failure {
-    /// The one line printed after `error: `.
-    Message(String),
-    /// The reader of the output went away (`retry-queue … | head`): nothing to report.
-    ClosedOutput,
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Message(message) => f.write_str(message),
-            Failure::ClosedOutput => f.write_str("the output was closed"),
-        }
-    }
-}
-
-impl From<std::io::Error> for Failure {
-    fn from(e: std::io::Error) -> Failure {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            return Failure::ClosedOutput;
-        }
-        Failure::Message(format!("cannot write the output: {e}"))
-    }
-}
-
-/// The failure of an inspector call on `queue` (about the task `id`, if any).
-fn failure(e: Error, queue: &Queue, id: Option<&str>) -> Failure {
-    let q = clean(queue.name());
-    let text = match (e, id) {
-        (Error::TaskNotFound, Some(id)) => format!("no task \"{}\" in queue \"{q}\"", clean(id)),
-        (Error::TaskActive, Some(id)) => format!(
-            "task \"{}\" in queue \"{q}\" is active (a worker holds its lease): wait for the \
-             attempt to end",
-            clean(id)
-        ),
-        (e, _) => clean(&e.to_string()),
-    };
-    Failure::Message(text)
-}
 
 pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
     if let Command::Dash {
@@ -93,7 +52,7 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
         Command::Queue(QueueCommand::Unpause { name }) => pause(&base, &name, false, output).await,
         Command::Errors { state, queue } => {
             let queue = named(&base, &queue)?;
-            errors(&queue, state.into(), output).await
+            errors(&queue, state, output).await
         }
         Command::Dash { .. } => unreachable!("handled above"),
     }
@@ -161,10 +120,7 @@ async fn stats<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Fail
         .map_err(|e| failure(e, base, None))?;
     let now = base.now();
     output.print(
-        || {
-            let queues: Vec<Value> = stats.iter().map(json::queue).collect();
-            json!({ "now": rfc3339(now), "queues": queues })
-        },
+        || json::overview(now, &stats),
         |out| {
             let mut table = Table::new(&[
                 ("QUEUE", Align::Left),
@@ -206,7 +162,7 @@ async fn task<W: Write>(
             size,
         } => {
             let queue = named(base, &queue)?;
-            ls(&queue, state.into(), page, size, output).await
+            ls(&queue, state, page, size, output).await
         }
         TaskCommand::Show(TaskId { id, queue }) => {
             let queue = named(base, &queue)?;
@@ -221,8 +177,8 @@ async fn task<W: Write>(
         TaskCommand::Run(task) => action(base, task, Action::Run, output).await,
         TaskCommand::Delete(task) => action(base, task, Action::Delete, output).await,
         TaskCommand::Archive(task) => action(base, task, Action::Archive, output).await,
-        TaskCommand::RunAll(args) => bulk(base, args, false, output).await,
-        TaskCommand::DeleteAll(args) => bulk(base, args, true, output).await,
+        TaskCommand::RunAll(args) => bulk(base, args, Bulk::RunAll, output).await,
+        TaskCommand::DeleteAll(args) => bulk(base, args, Bulk::DeleteAll, output).await,
     }
 }
 
@@ -234,18 +190,12 @@ async fn ls<W: Write>(
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let fail = |e| failure(e, queue, None);
-    let tasks = queue
-        .inspector()
-        .list_page(state, page, size)
-        .await
-        .map_err(fail)?;
-    let total = queue.inspector().count(state).await.map_err(fail)?;
+    let inspector = queue.inspector();
+    let tasks = inspector.list_page(state, page, size).await.map_err(fail)?;
+    let total = inspector.count(state).await.map_err(fail)?;
     let pages = total.div_ceil(u64::from(size)).max(1);
     output.print(
-        || {
-            let tasks: Vec<Value> = tasks.iter().map(json::task).collect();
-            json!({ "tasks": tasks, "total": total })
-        },
+        || json::page(&tasks, total, state),
         |out| {
             let mut table = Table::new(&[
                 ("ID", Align::Left),
@@ -304,13 +254,6 @@ fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
     Ok(())
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Action {
-    Run,
-    Delete,
-    Archive,
-}
-
 async fn action<W: Write>(
     base: &Queue,
     TaskId { id, queue }: TaskId,
@@ -318,25 +261,19 @@ async fn action<W: Write>(
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let queue = named(base, &queue)?;
-    let done = match action {
-        Action::Run => queue.inspector().run_task(&id).await,
-        Action::Delete => queue.inspector().delete_task(&id).await,
-        Action::Archive => queue.inspector().archive_task(&id).await,
-    };
-    done.map_err(|e| failure(e, &queue, Some(&id)))?;
-    let (name, line) = match action {
-        Action::Run => ("run", "runs as soon as a worker is free"),
-        Action::Delete => ("delete", "deleted"),
-        Action::Archive => ("archive", "archived"),
-    };
+    action
+        .apply(&queue.inspector(), &id)
+        .await
+        .map_err(|e| failure(e, &queue, Some(&id)))?;
     output.print(
-        || json!({ "queue": queue.name(), "id": id, "action": name }),
+        || json::acted(queue.name(), &id, action),
         |out| {
             writeln!(
                 out,
-                "task \"{}\" in queue \"{}\": {line}",
+                "task \"{}\" in queue \"{}\": {}",
                 clean(&id),
-                clean(queue.name())
+                clean(queue.name()),
+                action.done()
             )
         },
     )
@@ -345,24 +282,17 @@ async fn action<W: Write>(
 async fn bulk<W: Write>(
     base: &Queue,
     StateArgs { state, queue }: StateArgs,
-    delete: bool,
+    bulk: Bulk,
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let queue = named(base, &queue)?;
-    let state = TaskState::from(state);
-    let count = if delete {
-        queue.inspector().delete_all(state).await
-    } else {
-        queue.inspector().run_all(state).await
-    }
-    .map_err(|e| failure(e, &queue, None))?;
-    let done = if delete {
-        "deleted"
-    } else {
-        "now pending, to run as soon as a worker is free"
-    };
+    let count = bulk
+        .apply(&queue.inspector(), state)
+        .await
+        .map_err(|e| failure(e, &queue, None))?;
+    let done = bulk.done();
     output.print(
-        || json!({ "queue": queue.name(), "state": state.as_str(), "count": count }),
+        || json::bulk_done(queue.name(), state, count),
         |out| {
             writeln!(
                 out,
@@ -387,7 +317,7 @@ async fn pause<W: Write>(
     }
     .map_err(|e| failure(e, &queue, None))?;
     output.print(
-        || json!({ "queue": queue.name(), "paused": paused }),
+        || json::paused(queue.name(), paused),
         |out| {
             let what = if paused { "paused" } else { "unpaused" };
             writeln!(out, "queue \"{}\" {what}", clean(queue.name()))
@@ -406,10 +336,7 @@ async fn errors<W: Write>(
         .await
         .map_err(|e| failure(e, queue, None))?;
     output.print(
-        || {
-            let groups: Vec<Value> = groups.iter().map(json::error_group).collect();
-            json!({ "queue": queue.name(), "state": state.as_str(), "groups": groups })
-        },
+        || json::errors(queue.name(), state, &groups),
         |out| {
             let mut table = Table::new(&[
                 ("TASKS", Align::Right),
@@ -432,18 +359,7 @@ async fn errors<W: Write>(
 
 #[cfg(test)]
 mod tests {
-    use super::{Failure, sqlite_path};
-
-    #[test]
-    fn a_closed_output_is_no_error_but_other_write_errors_are() {
-        let closed = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
-        assert!(matches!(Failure::from(closed), Failure::ClosedOutput));
-        let full = std::io::Error::other("disk full");
-        assert_eq!(
-            Failure::from(full).to_string(),
-            "cannot write the output: disk full"
-        );
-    }
+    use super::sqlite_path;
 
     #[test]
     fn sqlite_paths_are_read_from_the_url() {

@@ -181,7 +181,7 @@ async fn seed(fx: &Fixture) {
         .await
         .unwrap();
     assert_eq!(
-        protocol::claim(&q, 1, Duration::from_secs(86_400))
+        protocol::claim(q, 1, Duration::from_secs(86_400))
             .await
             .unwrap()
             .len(),

@@ -67,7 +67,7 @@ pub(crate) async fn attempt(
     // left (when the first renewal is due), it is renewed before it starts.
     let left = task
         .lease_expires_at()
-        .duration_since(queue.clock.now())
+        .duration_since(queue.handle.clock.now())
         .unwrap_or(Duration::ZERO);
     if left < runner.lease.saturating_sub(beat) {
         match protocol::extend_lease(&queue, &mut task, runner.lease).await {
@@ -99,7 +99,7 @@ pub(crate) async fn attempt(
             }
         }
     }
-    let now = queue.clock.now();
+    let now = queue.handle.clock.now();
     let bound = attempt_bound(&task, now);
     if bound == Some(Bound::Deadline(Duration::ZERO)) {
         let failure = Failure::erased(Box::new(Error::DeadlineExceeded));
@@ -148,7 +148,7 @@ pub(crate) async fn attempt(
                     event!(warn, "durable worker: renewing a lease failed", task = task.id(), error = e);
                     // Never run past the lease: once it may have expired, the recoverer may hand
                     // the task to another worker. Stop before the next renewal would be too late.
-                    let next_renewal = queue.clock.now().checked_add(beat);
+                    let next_renewal = queue.handle.clock.now().checked_add(beat);
                     if next_renewal.is_none_or(|at| at >= task.lease_expires_at()) {
                         run.stop().await;
                         event!(warn, "durable worker: lease could not be renewed, attempt dropped", task = task.id());

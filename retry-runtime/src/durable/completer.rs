@@ -74,7 +74,7 @@ impl Completer {
 
     /// Queues the completion of `task`, waiting while the queue is full.
     pub(crate) async fn complete(&self, queue: Queue, task: ActiveTask) {
-        let finished = to_ms(queue.clock.now());
+        let finished = to_ms(queue.handle.clock.now());
         let completion = Completion {
             queue,
             task,
@@ -109,7 +109,7 @@ async fn write_batch(writer: &Writer, batch: &mut [Completion]) {
                 finished: c.finished,
             })
             .collect();
-        match tasks::complete_batch(&writer.base.store, &done).await {
+        match tasks::complete_batch(&writer.base.handle.store, &done).await {
             Ok(written) => {
                 for (completion, written) in batch.iter().zip(written) {
                     let (queue, task) = (&completion.queue, &completion.task);

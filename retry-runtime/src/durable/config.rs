@@ -135,7 +135,7 @@ impl Config {
 
     pub(crate) fn janitor(&self) -> Janitor {
         Janitor {
-            queues: self.served(),
+            queues: self.queues.iter().map(|s| s.queue.handle.clone()).collect(),
             interval: self.recover_interval,
         }
     }

@@ -9,8 +9,8 @@ use super::error::Error;
 use super::recurrence::{Recurrence, never_matches};
 use super::task::Task;
 
-/// The longest [`Scheduler::run_until`](super::Scheduler::run_until) sleeps before it looks at the clock again: a clock that
-/// was set, or an enqueue that failed, is dealt with within a second.
+/// The longest [`Scheduler::run_until`](super::Scheduler::run_until) sleeps before it looks at the
+/// clock again: a clock that was set, or an enqueue that failed, is dealt with within a second.
 const MAX_SLEEP: Duration = Duration::from_secs(1);
 
 /// What makes an entry's task, once per period.

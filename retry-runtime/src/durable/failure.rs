@@ -30,8 +30,8 @@ pub(crate) enum Judgement {
     /// The task itself is unusable (its payload does not decode, no handler knows its kind):
     /// no attempt can succeed.
     BadTask,
-    /// A known error that repeating cannot fix; `client_error` when a 4xx [`StatusError`](crate::http::StatusError) is in
-    /// the chain (R-RES-RE-X2).
+    /// A known error that repeating cannot fix; `client_error` when a 4xx
+    /// [`StatusError`](crate::http::StatusError) is in the chain (R-RES-RE-X2).
     Permanent { client_error: bool },
     /// A circuit breaker refused the call: the external system was not called (R-RES-RE-X4).
     Rejected,

@@ -7,8 +7,8 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use super::error::Error;
+use super::handle::Handle;
 use super::janitor;
-use super::queue::Queue;
 use super::schedule::{from_ms, to_ms};
 pub use super::stats::{ErrorGroup, QueueStats};
 use super::store::{operator, tasks};
@@ -41,37 +41,38 @@ const DAY_MS: i64 = 24 * 3600 * 1000;
 /// ```
 #[derive(Clone)]
 pub struct Inspector {
-    queue: Queue,
+    handle: Handle,
 }
 
 impl fmt::Debug for Inspector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Inspector")
-            .field("queue", &self.queue)
+            .field("queue", &self.handle)
             .finish()
     }
 }
 
 impl Inspector {
-    pub(crate) fn new(queue: Queue) -> Inspector {
-        Inspector { queue }
+    pub(crate) fn new(handle: Handle) -> Inspector {
+        Inspector { handle }
     }
 
-    /// The queue this inspector reads and acts on.
-    pub fn queue(&self) -> &Queue {
-        &self.queue
+    /// The name of the queue this inspector reads and acts on.
+    pub fn name(&self) -> &str {
+        &self.handle.name
     }
 
-    /// Deletes archived tasks beyond the queue's [archive limits](Queue::archive_limits), and
-    /// completed tasks past their retention (the task's own [`retention`](super::Task::retention),
-    /// or the queue's); returns how many were deleted. Workers do it on every maintenance tick.
+    /// Deletes archived tasks beyond the queue's [archive limits](super::Queue::archive_limits),
+    /// and completed tasks past their retention (the task's own
+    /// [`retention`](super::Task::retention), or the queue's); returns how many were deleted.
+    /// Workers do it on every maintenance tick.
     pub async fn trim(&self) -> Result<u64, Error> {
-        janitor::trim(&self.queue).await
+        janitor::trim(&self.handle).await
     }
 
     /// The task with this id, in whatever state, or `None` (never enqueued, deleted, or trimmed).
     pub async fn get(&self, id: &str) -> Result<Option<TaskInfo>, Error> {
-        Ok(tasks::get(&self.queue.store, &self.queue.name, id)
+        Ok(tasks::get(&self.handle.store, &self.handle.name, id)
             .await?
             .map(|row| row.into_info()))
     }
@@ -79,7 +80,7 @@ impl Inspector {
     /// When the lease of an active task expires unless its worker renews it; `None` for a task
     /// that is not active (or does not exist).
     pub async fn lease_expires_at(&self, id: &str) -> Result<Option<SystemTime>, Error> {
-        let row = tasks::get(&self.queue.store, &self.queue.name, id).await?;
+        let row = tasks::get(&self.handle.store, &self.handle.name, id).await?;
         Ok(row
             .filter(|row| row.state == TaskState::Active)
             .and_then(|row| row.lease_expires_ms)
@@ -88,9 +89,10 @@ impl Inspector {
 
     /// Every task of the queue in `state`, the soonest due (or the earliest finished) first.
     ///
-    /// The archive holds at most its [limit](Queue::archive_limits); other states may be large.
+    /// The archive holds at most its [limit](super::Queue::archive_limits); other states may be
+    /// large.
     pub async fn list(&self, state: TaskState) -> Result<Vec<TaskInfo>, Error> {
-        let rows = tasks::list(&self.queue.store, &self.queue.name, state).await?;
+        let rows = tasks::list(&self.handle.store, &self.handle.name, state).await?;
         Ok(rows.into_iter().map(|row| row.into_info()).collect())
     }
 
@@ -102,11 +104,11 @@ impl Inspector {
     /// Fails with [`Error::TaskActive`] while a worker holds the task, [`Error::TaskNotFound`]
     /// for an unknown id.
     pub async fn run_task(&self, id: &str) -> Result<(), Error> {
-        let now = to_ms(self.queue.clock.now());
-        if operator::run_task(&self.queue.store, &self.queue.name, id, now).await? {
+        let now = to_ms(self.handle.clock.now());
+        if operator::run_task(&self.handle.store, &self.handle.name, id, now).await? {
             return Ok(());
         }
-        match tasks::get(&self.queue.store, &self.queue.name, id).await? {
+        match tasks::get(&self.handle.store, &self.handle.name, id).await? {
             None => Err(Error::TaskNotFound),
             Some(row) if row.state == TaskState::Active => Err(Error::TaskActive),
             Some(_) => Ok(()), // pending already
@@ -118,10 +120,10 @@ impl Inspector {
     /// Fails with [`Error::TaskActive`] while a worker holds the task (its attempt would
     /// otherwise go on unseen), [`Error::TaskNotFound`] for an unknown id.
     pub async fn delete_task(&self, id: &str) -> Result<(), Error> {
-        if operator::delete(&self.queue.store, &self.queue.name, id).await? {
+        if operator::delete(&self.handle.store, &self.handle.name, id).await? {
             return Ok(());
         }
-        match tasks::get(&self.queue.store, &self.queue.name, id).await? {
+        match tasks::get(&self.handle.store, &self.handle.name, id).await? {
             None => Err(Error::TaskNotFound),
             Some(_) => Err(Error::TaskActive),
         }
@@ -136,8 +138,8 @@ impl Inspector {
     /// - [`Archived`](TaskState::Archived), [`Completed`](TaskState::Completed): newest first
     ///   (by the time the task was archived or completed), then the last enqueued first.
     ///
-    /// A page past the end is empty. Page 0 or size 0 is [`Error::Invalid`]. [`count`](Inspector::count)
-    /// gives the total.
+    /// A page past the end is empty. Page 0 or size 0 is [`Error::Invalid`].
+    /// [`count`](Inspector::count) gives the total.
     pub async fn list_page(
         &self,
         state: TaskState,
@@ -152,8 +154,8 @@ impl Inspector {
         }
         let offset = i64::from(page - 1).saturating_mul(i64::from(size));
         let rows = operator::page(
-            &self.queue.store,
-            &self.queue.name,
+            &self.handle.store,
+            &self.handle.name,
             state,
             i64::from(size),
             offset,
@@ -164,13 +166,13 @@ impl Inspector {
 
     /// The number of tasks of the queue in `state`.
     pub async fn count(&self, state: TaskState) -> Result<u64, Error> {
-        operator::count(&self.queue.store, &self.queue.name, state).await
+        operator::count(&self.handle.store, &self.handle.name, state).await
     }
 
     /// The number of tasks of the queue in each state, in the order of [`TaskState::ALL`], read
     /// in one statement (what the worker's `retry_queue_tasks` gauges show).
     pub async fn count_by_state(&self) -> Result<[(TaskState, u64); 6], Error> {
-        let rows = operator::state_counts(&self.queue.store, &self.queue.name).await?;
+        let rows = operator::state_counts(&self.handle.store, &self.handle.name).await?;
         let mut counts = TaskState::ALL.map(|state| (state, 0));
         for (state, tasks) in rows {
             if let Some(entry) = counts.iter_mut().find(|(s, _)| s.as_str() == state) {
@@ -188,10 +190,11 @@ impl Inspector {
     /// counted from `finished_ms` and `last_failed_ms` of the rows, with no write on a
     /// worker's path.
     pub async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
-        let now = to_ms(self.queue.clock.now());
+        let now = to_ms(self.handle.clock.now());
         let day_start = now - now.rem_euclid(DAY_MS);
-        let rows = operator::queue_counts(&self.queue.store, day_start, day_start + DAY_MS).await?;
-        let paused = operator::paused_queues(&self.queue.store).await?;
+        let rows =
+            operator::queue_counts(&self.handle.store, day_start, day_start + DAY_MS).await?;
+        let paused = operator::paused_queues(&self.handle.store).await?;
         let mut queues = BTreeMap::new();
         for row in rows {
             let [pending, scheduled, active, retry, archived, completed] = row.states;
@@ -225,19 +228,19 @@ impl Inspector {
     /// [scheduled](TaskState::Scheduled) or [retrying](TaskState::Retry) task becomes
     /// [`TaskState::Archived`] now, keeping its `retried`, `last_err` and `last_failed_at`
     /// (it is not run again until [`run_task`](Inspector::run_task)). An archived task stays as it
-    /// is (`Ok`). Archiving trims the archive to its [limits](Queue::archive_limits), as a
+    /// is (`Ok`). Archiving trims the archive to its [limits](super::Queue::archive_limits), as a
     /// worker's archiving does.
     ///
     /// Fails with [`Error::TaskActive`] while a worker holds the task, [`Error::TaskNotFound`]
     /// for an unknown id, and [`Error::Invalid`] for a completed task (it succeeded: there is
     /// nothing to keep for an operator).
     pub async fn archive_task(&self, id: &str) -> Result<(), Error> {
-        let now = to_ms(self.queue.clock.now());
-        if operator::archive_waiting(&self.queue.store, &self.queue.name, id, now).await? {
-            janitor::trim_archive(&self.queue).await?;
+        let now = to_ms(self.handle.clock.now());
+        if operator::archive_waiting(&self.handle.store, &self.handle.name, id, now).await? {
+            janitor::trim_archive(&self.handle).await?;
             return Ok(());
         }
-        match tasks::get(&self.queue.store, &self.queue.name, id).await? {
+        match tasks::get(&self.handle.store, &self.handle.name, id).await? {
             None => Err(Error::TaskNotFound),
             Some(row) => match row.state {
                 TaskState::Active => Err(Error::TaskActive),
@@ -266,8 +269,8 @@ impl Inspector {
                  tasks can be run"
             )));
         }
-        let now = to_ms(self.queue.clock.now());
-        operator::run_all(&self.queue.store, &self.queue.name, state, now).await
+        let now = to_ms(self.handle.clock.now());
+        operator::run_all(&self.handle.store, &self.handle.name, state, now).await
     }
 
     /// Deletes every task of the queue in `state`, in one statement; returns how many.
@@ -281,7 +284,7 @@ impl Inspector {
                 .into(),
             ));
         }
-        operator::delete_all(&self.queue.store, &self.queue.name, state).await
+        operator::delete_all(&self.handle.store, &self.handle.name, state).await
     }
 
     /// Pauses the queue: from the next claim on, no worker claims its tasks (attempts already
@@ -289,17 +292,17 @@ impl Inspector {
     /// Pausing a paused queue is `Ok`. Stored in the database (`retry_queues`), so it holds for
     /// every worker process until [`unpause`](Inspector::unpause).
     pub async fn pause(&self) -> Result<(), Error> {
-        operator::set_paused(&self.queue.store, &self.queue.name, true).await
+        operator::set_paused(&self.handle.store, &self.handle.name, true).await
     }
 
     /// Lets workers claim from the queue again. Unpausing a queue that is not paused is `Ok`.
     pub async fn unpause(&self) -> Result<(), Error> {
-        operator::set_paused(&self.queue.store, &self.queue.name, false).await
+        operator::set_paused(&self.handle.store, &self.handle.name, false).await
     }
 
     /// Whether the queue is [paused](Inspector::pause).
     pub async fn is_paused(&self) -> Result<bool, Error> {
-        operator::is_paused(&self.queue.store, &self.queue.name).await
+        operator::is_paused(&self.handle.store, &self.handle.name).await
     }
 
     /// The tasks of the queue in `state` that have a `last_err`, grouped by it: the most
@@ -307,7 +310,7 @@ impl Inspector {
     /// earliest and latest `last_failed_at` of its tasks. Meant for
     /// [`Retry`](TaskState::Retry) and [`Archived`](TaskState::Archived); any state is read.
     pub async fn error_groups(&self, state: TaskState) -> Result<Vec<ErrorGroup>, Error> {
-        let groups = operator::error_groups(&self.queue.store, &self.queue.name, state).await?;
+        let groups = operator::error_groups(&self.handle.store, &self.handle.name, state).await?;
         Ok(groups
             .into_iter()
             .map(|(last_err, count, oldest, newest)| ErrorGroup {

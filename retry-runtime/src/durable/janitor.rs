@@ -10,14 +10,14 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use super::error::Error;
+use super::handle::Handle;
 use super::periodic;
-use super::queue::Queue;
 use super::schedule::{duration_ms, to_ms};
 use super::store::tasks;
 
 /// A worker's janitor: trims the queues it serves every `interval`.
 pub(crate) struct Janitor {
-    pub(crate) queues: Vec<Queue>,
+    pub(crate) queues: Vec<Handle>,
     pub(crate) interval: Duration,
 }
 
@@ -29,7 +29,7 @@ impl Janitor {
                 event!(
                     warn,
                     "durable worker: trimming finished tasks failed",
-                    queue = queue.name(),
+                    queue = queue.name,
                     error = e
                 );
             }
@@ -44,7 +44,7 @@ impl Janitor {
 
 /// Deletes archived tasks beyond the archive limits, and completed tasks past their retention;
 /// returns how many were deleted.
-pub(crate) async fn trim(queue: &Queue) -> Result<u64, Error> {
+pub(crate) async fn trim(queue: &Handle) -> Result<u64, Error> {
     let archived = trim_archive(queue).await?;
     let now = to_ms(queue.clock.now());
     let retention = duration_ms(queue.completed_retention);
@@ -53,7 +53,7 @@ pub(crate) async fn trim(queue: &Queue) -> Result<u64, Error> {
 }
 
 /// Deletes the archived tasks beyond the queue's archive limits.
-pub(crate) async fn trim_archive(queue: &Queue) -> Result<u64, Error> {
+pub(crate) async fn trim_archive(queue: &Handle) -> Result<u64, Error> {
     let cutoff = queue
         .clock
         .now()

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::inspector::Inspector;
 use super::periodic;
 use super::queue::Queue;
 
@@ -97,7 +96,7 @@ impl Metrics {
             self.queues
                 .iter()
                 .map(|queue| {
-                    let name = queue.name.clone();
+                    let name = queue.handle.name.clone();
                     QueueHandles {
                         tasks: super::TaskState::ALL.map(|state| {
                             metrics::gauge!(
@@ -160,7 +159,7 @@ impl Metrics {
     /// per queue); a queue whose counts cannot be read keeps its last values.
     pub(crate) async fn refresh_task_gauges(&self) {
         for (queue, handles) in self.queues.iter().zip(self.handles()) {
-            match Inspector::new(queue.clone()).count_by_state().await {
+            match queue.inspector().count_by_state().await {
                 Ok(counts) => {
                     for (gauge, (_, tasks)) in handles.tasks.iter().zip(counts) {
                         gauge.set(tasks as f64);
@@ -187,6 +186,6 @@ impl Metrics {
 
     #[inline(always)]
     pub(crate) async fn refresh_task_gauges(&self) {
-        let _ = (&self.queues, Inspector::new);
+        let _ = &self.queues;
     }
 }

@@ -330,6 +330,7 @@ mod config;
 mod entries;
 mod error;
 mod failure;
+mod handle;
 mod inspector;
 mod janitor;
 mod metrics;

@@ -39,7 +39,7 @@ impl Outcomes {
     /// [completer](super::completer).)
     pub(crate) async fn record_failure(&self, queue: &Queue, task: &ActiveTask, failure: Failure) {
         self.report(task, &failure.error);
-        let now = queue.clock.now();
+        let now = queue.handle.clock.now();
         let decision = self.rules.decide(task, &failure, now);
         let write = || self.apply(queue, task, Fence::of(task), decision.clone(), now);
         persist(task, write).await;
@@ -80,10 +80,26 @@ impl Outcomes {
             } => {
                 let (at, now) = (to_ms(*at), to_ms(now));
                 let retried = i64::from(*retried);
-                tasks::retry(&queue.store, &queue.name, fence, retried, at, last_err, now).await?
+                tasks::retry(
+                    &queue.handle.store,
+                    &queue.handle.name,
+                    fence,
+                    retried,
+                    at,
+                    last_err,
+                    now,
+                )
+                .await?
             }
             Decision::Archive { last_err, .. } => {
-                tasks::archive(&queue.store, &queue.name, fence, last_err, to_ms(now)).await?
+                tasks::archive(
+                    &queue.handle.store,
+                    &queue.handle.name,
+                    fence,
+                    last_err,
+                    to_ms(now),
+                )
+                .await?
             }
         };
         if !written {
@@ -125,7 +141,7 @@ impl Outcomes {
                     max_retry = task.max_retry(),
                     last_err = last_err,
                 );
-                if let Err(e) = janitor::trim_archive(queue).await {
+                if let Err(e) = janitor::trim_archive(&queue.handle).await {
                     event!(
                         warn,
                         "durable worker: trimming the archive failed",

@@ -56,13 +56,13 @@ pub(crate) async fn claim_kinds(
     if max == 0 {
         return Ok(Vec::new());
     }
-    let now = to_ms(queue.clock.now());
+    let now = to_ms(queue.handle.clock.now());
     let limit = i64::try_from(max).unwrap_or(i64::MAX);
     let token = new_token();
     let lease_until = now.saturating_add(duration_ms(lease));
     let rows = tasks::claim(
-        &queue.store,
-        &queue.name,
+        &queue.handle.store,
+        &queue.handle.name,
         now,
         limit,
         token,
@@ -92,11 +92,18 @@ pub async fn extend_lease(
     lease: Duration,
 ) -> Result<bool, Error> {
     let until = queue
+        .handle
         .clock
         .now()
         .checked_add(lease)
         .unwrap_or(task.lease_expires_at);
-    let renewed = tasks::extend(&queue.store, &queue.name, Fence::of(task), to_ms(until)).await?;
+    let renewed = tasks::extend(
+        &queue.handle.store,
+        &queue.handle.name,
+        Fence::of(task),
+        to_ms(until),
+    )
+    .await?;
     if renewed {
         task.lease_expires_at = from_ms(to_ms(until));
     }
@@ -106,8 +113,14 @@ pub async fn extend_lease(
 /// Marks `task` [`TaskState::Completed`](super::TaskState::Completed). `Ok(false)`: fenced off, nothing changed (the lease
 /// was recovered, and maybe the task claimed again by another worker).
 pub async fn complete(queue: &Queue, task: &ActiveTask) -> Result<bool, Error> {
-    let now = to_ms(queue.clock.now());
-    tasks::complete(&queue.store, &queue.name, Fence::of(task), now).await
+    let now = to_ms(queue.handle.clock.now());
+    tasks::complete(
+        &queue.handle.store,
+        &queue.handle.name,
+        Fence::of(task),
+        now,
+    )
+    .await
 }
 
 /// Marks every task of `tasks` [`TaskState::Completed`](super::TaskState::Completed) in one round trip and one commit
@@ -119,23 +132,29 @@ pub async fn complete_all(queue: &Queue, tasks: &[ActiveTask]) -> Result<Vec<boo
     if tasks.is_empty() {
         return Ok(Vec::new());
     }
-    let now = to_ms(queue.clock.now());
+    let now = to_ms(queue.handle.clock.now());
     let done: Vec<Done<'_>> = tasks
         .iter()
         .map(|task| Done {
-            queue: &queue.name,
+            queue: &queue.handle.name,
             fence: Fence::of(task),
             finished: now,
         })
         .collect();
-    tasks::complete_batch(&queue.store, &done).await
+    tasks::complete_batch(&queue.handle.store, &done).await
 }
 
 /// Gives `task` back: [`TaskState::Pending`](super::TaskState::Pending), due now, `retried` unchanged (what a graceful
 /// shutdown does with attempts it cannot finish). `Ok(false)`: fenced off.
 pub async fn requeue(queue: &Queue, task: &ActiveTask) -> Result<bool, Error> {
-    let now = to_ms(queue.clock.now());
-    tasks::requeue(&queue.store, &queue.name, Fence::of(task), now).await
+    let now = to_ms(queue.handle.clock.now());
+    tasks::requeue(
+        &queue.handle.store,
+        &queue.handle.name,
+        Fence::of(task),
+        now,
+    )
+    .await
 }
 
 /// A fresh fencing token: random, positive, from the OS-seeded generator (never from a seeded

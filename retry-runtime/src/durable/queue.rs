@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::error::Error;
+use super::handle::Handle;
 use super::inspector::Inspector;
 use super::schedule::{Clock, SystemClock, duration_ms, to_ms};
 use super::store::{NewTask, Store, tasks};
@@ -48,12 +49,7 @@ pub const DEFAULT_COMPLETED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3
 /// ```
 #[derive(Clone)]
 pub struct Queue {
-    pub(crate) store: Store,
-    pub(crate) name: Arc<str>,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) archive_max_tasks: u64,
-    pub(crate) archive_max_age: Duration,
-    pub(crate) completed_retention: Duration,
+    pub(crate) handle: Handle,
 }
 
 impl Queue {
@@ -88,14 +84,15 @@ impl Queue {
     }
 
     fn from_store(store: Store) -> Queue {
-        Queue {
+        let handle = Handle {
             store,
             name: Arc::from(DEFAULT_QUEUE),
             clock: Arc::new(SystemClock),
             archive_max_tasks: DEFAULT_ARCHIVE_MAX_TASKS,
             archive_max_age: DEFAULT_ARCHIVE_MAX_AGE,
             completed_retention: DEFAULT_COMPLETED_RETENTION,
-        }
+        };
+        Queue { handle }
     }
 
     /// The queue `name` of the same database, sharing the connections. Queues are independent:
@@ -137,20 +134,20 @@ impl Queue {
                 name.len()
             )));
         }
-        self.name = Arc::from(name);
+        self.handle.name = Arc::from(name);
         Ok(self)
     }
 
     /// The queue's name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.handle.name
     }
 
     /// Reads time from `clock` instead of the system's: every time the queue stores (due times,
     /// leases, failures, key expiries, archive ages) follows it. Workers made from this handle
     /// share it.
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Arc::new(clock);
+        self.handle.clock = Arc::new(clock);
         self
     }
 
@@ -158,8 +155,8 @@ impl Queue {
     /// [`DEFAULT_ARCHIVE_MAX_AGE`]). The oldest archived tasks beyond either bound are deleted as
     /// tasks are archived.
     pub fn archive_limits(mut self, max_tasks: u64, max_age: Duration) -> Self {
-        self.archive_max_tasks = max_tasks;
-        self.archive_max_age = max_age;
+        self.handle.archive_max_tasks = max_tasks;
+        self.handle.archive_max_age = max_age;
         self
     }
 
@@ -167,13 +164,13 @@ impl Queue {
     /// their ids still conflict, so a late duplicate enqueue is refused. Workers delete older
     /// ones as they go.
     pub fn completed_retention(mut self, retention: Duration) -> Self {
-        self.completed_retention = retention;
+        self.handle.completed_retention = retention;
         self
     }
 
     /// The current time, by the queue's clock.
     pub fn now(&self) -> SystemTime {
-        self.clock.now()
+        self.handle.clock.now()
     }
 
     /// Adds `task` to the queue: [`TaskState::Pending`], or [`TaskState::Scheduled`] when it has
@@ -200,7 +197,7 @@ impl Queue {
             }
             None => random_id(),
         };
-        let now = self.clock.now();
+        let now = self.handle.clock.now();
         let due = match task.process_at {
             None => now,
             Some(When::At(at)) => at,
@@ -229,10 +226,10 @@ impl Queue {
             unique_key: unique_key.as_deref(),
             unique_until_ms: task.unique.map(after),
         };
-        if let Some(row) = tasks::insert(&self.store, &self.name, &new).await? {
+        if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, &new).await? {
             return Ok(row.into_info());
         }
-        if tasks::exists(&self.store, &self.name, &id).await? {
+        if tasks::exists(&self.handle.store, &self.handle.name, &id).await? {
             return Err(Error::TaskIdConflict);
         }
         let Some(unique_key) = new.unique_key else {
@@ -241,10 +238,10 @@ impl Queue {
         };
         // A unique task holds the key. Once its ttl has run out, the key is free: release it
         // (one statement, so of two enqueues racing here only one wins) and insert again.
-        if tasks::release_unique(&self.store, &self.name, unique_key, now_ms).await? {
+        if tasks::release_unique(&self.handle.store, &self.handle.name, unique_key, now_ms).await? {
             return self.insert_again(&new).await;
         }
-        match tasks::unique_holder(&self.store, &self.name, unique_key).await? {
+        match tasks::unique_holder(&self.handle.store, &self.handle.name, unique_key).await? {
             Some((holder, _)) => Err(Error::DuplicateTask { id: holder }),
             None => self.insert_again(&new).await,
         }
@@ -252,14 +249,14 @@ impl Queue {
 
     /// The last try of an insert whose conflict went away: a conflict now is reported as such.
     async fn insert_again(&self, new: &NewTask<'_>) -> Result<TaskInfo, Error> {
-        if let Some(row) = tasks::insert(&self.store, &self.name, new).await? {
+        if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, new).await? {
             return Ok(row.into_info());
         }
-        if tasks::exists(&self.store, &self.name, new.id).await? {
+        if tasks::exists(&self.handle.store, &self.handle.name, new.id).await? {
             return Err(Error::TaskIdConflict);
         }
         let holder = match new.unique_key {
-            Some(key) => tasks::unique_holder(&self.store, &self.name, key).await?,
+            Some(key) => tasks::unique_holder(&self.handle.store, &self.handle.name, key).await?,
             None => None,
         };
         Err(Error::DuplicateTask {
@@ -288,35 +285,23 @@ impl Queue {
     /// The operator's handle on this queue (asynq's `Inspector`): look at tasks and queues,
     /// re-run, archive or delete tasks, pause the queue, group failures by their error.
     pub fn inspector(&self) -> Inspector {
-        Inspector::new(self.clone())
+        Inspector::new(self.handle.clone())
     }
 
     /// Checks that the database answers.
     pub async fn ping(&self) -> Result<(), Error> {
-        tasks::ping(&self.store).await
+        tasks::ping(&self.handle.store).await
     }
 
     /// Closes the connections (after which every call fails with [`Error::Unreachable`]).
     pub async fn close(&self) {
-        self.store.close().await;
+        self.handle.store.close().await;
     }
 }
 
 impl fmt::Debug for Queue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let backend = match &self.store {
-            #[cfg(feature = "sqlite")]
-            Store::Sqlite(_) => "sqlite",
-            #[cfg(feature = "postgres")]
-            Store::Postgres(_) => "postgres",
-        };
-        f.debug_struct("Queue")
-            .field("backend", &backend)
-            .field("name", &self.name)
-            .field("archive_max_tasks", &self.archive_max_tasks)
-            .field("archive_max_age", &self.archive_max_age)
-            .field("completed_retention", &self.completed_retention)
-            .finish_non_exhaustive()
+        self.handle.fmt(f)
     }
 }
 

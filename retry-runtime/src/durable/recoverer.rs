@@ -59,11 +59,17 @@ impl Recoverer {
 
     /// Recovers the expired leases of `queue`; returns how many tasks it put back.
     async fn recover(&self, queue: &Queue) -> Result<usize, Error> {
-        let now = queue.clock.now();
+        let now = queue.handle.clock.now();
         let now_ms = to_ms(now);
         let mut recovered = 0;
         for _ in 0..MAX_BATCHES {
-            let rows = tasks::expired(&queue.store, &queue.name, now_ms, BATCH as i64).await?;
+            let rows = tasks::expired(
+                &queue.handle.store,
+                &queue.handle.name,
+                now_ms,
+                BATCH as i64,
+            )
+            .await?;
             let found = rows.len();
             for row in rows {
                 let task = row.into_active();

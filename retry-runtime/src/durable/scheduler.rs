@@ -171,7 +171,7 @@ impl Scheduler {
     pub async fn run_until<F: Future>(self, shutdown: F) -> Result<(), Error> {
         self.entries.check(to_ms(self.queue.now()))?;
         self.queue.ping().await?;
-        let retention = duration_ms(self.queue.completed_retention);
+        let retention = duration_ms(self.queue.handle.completed_retention);
         self.entries
             .warn_of_long_periods(to_ms(self.queue.now()), retention);
         let mut shutdown = std::pin::pin!(shutdown);

@@ -7,9 +7,9 @@ use super::task::TaskState;
 
 /// One queue of the database at a glance: what [`super::Inspector::stats`] returns per queue.
 ///
-/// "Today" is the UTC day of the queue's clock ([`Queue::now`](super::Queue::now)) when the stats were read.
-/// Both daily figures are read from the tasks the table still holds (no counter is written on
-/// a worker's path): a task deleted, trimmed, or re-run since no longer counts.
+/// "Today" is the UTC day of the queue's clock ([`Queue::now`](super::Queue::now)) when the stats
+/// were read. Both daily figures are read from the tasks the table still holds (no counter is
+/// written on a worker's path): a task deleted, trimmed, or re-run since no longer counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueStats {
     /// The queue's name.

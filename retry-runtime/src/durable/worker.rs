@@ -102,14 +102,14 @@ impl Worker {
     }
 
     /// How many tasks [`run_until`](Worker::run_until) may claim beyond its free slots (default
-    /// [`DEFAULT_PREFETCH`](super::DEFAULT_PREFETCH); 0: none): one claim then takes up to `concurrency + n` tasks, and
-    /// each slot that frees up starts a task at once instead of waiting for a claim's round
-    /// trip. Prefetched tasks are leased (by the claim) while they wait, and the wait is kept
-    /// short: the worker holds no more than it expects to start within a third of the lease, by
-    /// how long its recent attempts took (with attempts of 5 s, a 30 s lease and concurrency 1:
-    /// 2 tasks); a task that waited longer than a third of the lease has its lease renewed
-    /// before it starts. On shutdown, prefetched tasks go back to pending at once, at the head
-    /// of their queue, without counting a retry.
+    /// [`DEFAULT_PREFETCH`](super::DEFAULT_PREFETCH); 0: none): one claim then takes up to
+    /// `concurrency + n` tasks, and each slot that frees up starts a task at once instead of
+    /// waiting for a claim's round trip. Prefetched tasks are leased (by the claim) while they
+    /// wait, and the wait is kept short: the worker holds no more than it expects to start within a
+    /// third of the lease, by how long its recent attempts took (with attempts of 5 s, a 30 s lease
+    /// and concurrency 1: 2 tasks); a task that waited longer than a third of the lease has its
+    /// lease renewed before it starts. On shutdown, prefetched tasks go back to pending at once, at
+    /// the head of their queue, without counting a retry.
     ///
     /// What a prefetched task was claimed under stays true until it starts: a queue paused (or
     /// a higher-priority task enqueued) after the claim does not hold back the tasks already
@@ -157,16 +157,17 @@ impl Worker {
     }
 
     /// How often due tasks are looked for while the queue is quiet (default
-    /// [`DEFAULT_POLL_INTERVAL`](super::DEFAULT_POLL_INTERVAL)). While claims come back full, the worker claims again as soon as
-    /// half its room (its slots plus [`prefetch`](Worker::prefetch)) is free.
+    /// [`DEFAULT_POLL_INTERVAL`](super::DEFAULT_POLL_INTERVAL)). While claims come back full, the
+    /// worker claims again as soon as half its room (its slots plus [`prefetch`](Worker::prefetch))
+    /// is free.
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.config.poll_interval = every;
         self
     }
 
-    /// The lease of each claim (default [`DEFAULT_LEASE`](super::DEFAULT_LEASE)), renewed every third of it while the
-    /// handler runs. A worker that dies leaves the lease to expire; the recoverer then counts the
-    /// attempt as failed ([`Error::LeaseExpired`]).
+    /// The lease of each claim (default [`DEFAULT_LEASE`](super::DEFAULT_LEASE)), renewed every
+    /// third of it while the handler runs. A worker that dies leaves the lease to expire; the
+    /// recoverer then counts the attempt as failed ([`Error::LeaseExpired`]).
     ///
     /// # Panics
     /// If `lease` is shorter than 3 ms.
@@ -187,9 +188,9 @@ impl Worker {
     }
 
     /// How long [`run_until`](Worker::run_until) waits for running attempts once its shutdown
-    /// signal fires (default [`DEFAULT_SHUTDOWN_TIMEOUT`](super::DEFAULT_SHUTDOWN_TIMEOUT)); attempts still running then are
-    /// dropped and their tasks go back to pending, at the head of their queue, without counting
-    /// a retry.
+    /// signal fires (default [`DEFAULT_SHUTDOWN_TIMEOUT`](super::DEFAULT_SHUTDOWN_TIMEOUT));
+    /// attempts still running then are dropped and their tasks go back to pending, at the head of
+    /// their queue, without counting a retry.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.config.shutdown_timeout = timeout;
         self
@@ -369,14 +370,15 @@ impl Worker {
         self.config.recoverer(self.runner()).recover_all().await
     }
 
-    /// Records a failed attempt of `task` (claimed with [`protocol::claim`](super::protocol::claim) on the queue given to
-    /// [`Worker::new`]) with this worker's rules: archived ([`SkipRetry`](super::SkipRetry), a
+    /// Records a failed attempt of `task` (claimed with
+    /// [`protocol::claim`](super::protocol::claim) on the queue given to [`Worker::new`]) with
+    /// this worker's rules: archived ([`SkipRetry`](super::SkipRetry), a
     /// permanent error, retries spent, key or deadline past), or retried after the delay.
     /// `Ok(false)`: fenced off, nothing changed.
     pub async fn fail(&self, task: &ActiveTask, err: BoxError) -> Result<bool, Error> {
         let queue = &self.config.base;
         let outcomes = &self.runner().outcomes;
-        let now = queue.clock.now();
+        let now = queue.handle.clock.now();
         let failure = Failure::erased(err);
         outcomes
             .fail(queue, task, Fence::of(task), failure, now)

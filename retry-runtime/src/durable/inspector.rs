@@ -17,9 +17,9 @@ use super::task::{TaskInfo, TaskState};
 /// Milliseconds in a UTC day (the Unix epoch ignores leap seconds).
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
-/// The operator's handle on one queue: what [`Queue::inspector`] returns. Every method reads or
-/// changes the queue it was made from ([`stats`](Inspector::stats) reads every queue of the
-/// database).
+/// The operator's handle on one queue: what [`Queue::inspector`](super::Queue::inspector) returns.
+/// Every method reads or changes the queue it was made from ([`stats`](Inspector::stats) reads
+/// every queue of the database).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]

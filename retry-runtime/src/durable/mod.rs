@@ -284,7 +284,7 @@
 //! The handles are registered with the recorder at the worker's first recording and kept: on
 //! the hot path an outcome is a lookup by queue and kind (no allocation) and an atomic add. A
 //! task of a kind the worker has no handler for (recovered, or claimed with
-//! [`protocol::claim`](protocol::claim)) registers its counter when counted.
+//! [`protocol::claim`]) registers its counter when counted.
 //!
 //! # Storage
 //!

@@ -20,7 +20,7 @@ use super::error::Error;
 pub enum TaskState {
     /// Ready to run now; waiting for a free worker slot.
     Pending,
-    /// Enqueued to run at a later time ([`Task::process_at`]).
+    /// Enqueued to run at a later time ([`Task::process_at`](super::Task::process_at)).
     Scheduled,
     /// Held by a worker, under a lease.
     Active,

@@ -35,7 +35,8 @@ use sqlx::Database;
 
 use super::error::Error;
 
-/// The columns every `SELECT` and `RETURNING` lists; [`Row`] reads them by name.
+/// The columns every `SELECT` and `RETURNING` lists; [`Row`] reads them by name. A literal, not
+/// a `const`: `concat!` splices it into the statements.
 macro_rules! columns {
     () => {
         "seq, queue, id, kind, payload, state, retried, max_retry, timeout_ms, deadline_ms, \

@@ -209,7 +209,12 @@ async fn ours_throughput(backend: Backend, concurrency: usize, n: usize) -> (f64
     let took = wait_ran(n, start, LIMIT).await;
     let _ = stop.send(());
     worker.await.expect("join").expect("worker");
-    let completed = q.list(TaskState::Completed).await.expect("list").len();
+    let completed = q
+        .inspector()
+        .list(TaskState::Completed)
+        .await
+        .expect("list")
+        .len();
     assert_eq!(completed, n, "every task is recorded completed");
     q.close().await;
     db.drop_db().await;
@@ -272,7 +277,15 @@ async fn ours_crash_recovery(backend: Backend) -> f64 {
     );
     let info = q.enqueue(Task::new("crash", &0)).await.expect("enqueue");
     let start = Instant::now();
-    while q.get(&info.id).await.expect("get").expect("task").state != TaskState::Active {
+    while q
+        .inspector()
+        .get(&info.id)
+        .await
+        .expect("get")
+        .expect("task")
+        .state
+        != TaskState::Active
+    {
         assert!(start.elapsed() < LIMIT);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

@@ -9,8 +9,8 @@
 //! 3. One rulebook: a partner API answering 404 has its task archived after one run
 //!    (R-RES-RE-X2), beside a 503 that is retried until the partner recovers.
 //! 4. The archive: a task that exhausts `max_retry`, and one that fails with `SkipRetry`, kept
-//!    with their history (`q.list(TaskState::Archived)`).
-//! 5. A re-run: `q.run_task` sends an archived task back to pending, and it completes.
+//!    with their history (`q.inspector().list(TaskState::Archived)`).
+//! 5. A re-run: `inspector.run_task` sends an archived task back to pending, and it completes.
 //! 6. Left for the dashboard: webhooks waiting in the Retry tab with one `last_err`.
 //!
 //! The queue is the SQLite file `demo.db` in the working directory (made anew on each run), so
@@ -182,7 +182,12 @@ fn ago(at: Option<SystemTime>) -> String {
 async fn wait_for(q: &Queue, id: &str, state: TaskState) -> TaskInfo {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let info = q.get(id).await.expect("get").expect("the task exists");
+        let info = q
+            .inspector()
+            .get(id)
+            .await
+            .expect("get")
+            .expect("the task exists");
         if info.state == state {
             return info;
         }
@@ -347,7 +352,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .charge(key, &order)
         .await
         .expect_err("the provider is down");
-    let info = q.get(key).await?.expect("handed over by `hand_over = …`");
+    let info = q
+        .inspector()
+        .get(key)
+        .await?
+        .expect("handed over by `hand_over = …`");
     println!(
         "  {} #[retry] gave up after 3 attempts ({err}) and handed the charge over: task {} ({})",
         provider.t(),
@@ -432,8 +441,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for id in [&receipt.id, &refund.id, &report.id] {
         wait_for(&q, id, TaskState::Archived).await;
     }
-    println!("  q.list(TaskState::Archived):");
-    for t in q.list(TaskState::Archived).await? {
+    let inspector = q.inspector();
+    println!("  inspector.list(TaskState::Archived):");
+    for t in inspector.list(TaskState::Archived).await? {
         println!(
             "  - {:<20} kind {:<8} retried {:<5} last failed {:<10}  last_err: {}",
             t.id,
@@ -445,20 +455,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // --- 5. A re-run. -------------------------------------------------------------------------
-    println!("\n== 5. a re-run: the report template is back; q.run_task(\"report-2024-06\")");
+    println!(
+        "\n== 5. a re-run: the report template is back; inspector.run_task(\"report-2024-06\")"
+    );
     fixed.store(true, Ordering::SeqCst);
-    q.run_task(&report.id).await?;
-    let again = q.get(&report.id).await?.expect("report");
+    inspector.run_task(&report.id).await?;
+    let again = inspector.get(&report.id).await?.expect("report");
     println!(
         "  after run_task: {} (retried {} kept)",
         again.state, again.retried
     );
     let done = wait_for(&q, &report.id, TaskState::Completed).await;
     println!("  then: {} (retried {})", done.state, done.retried);
-    q.delete_task(&refund.id).await?;
+    inspector.delete_task(&refund.id).await?;
     println!(
-        "  q.delete_task(\"order-1001:refund\"): archive now {} task(s)",
-        q.list(TaskState::Archived).await?.len()
+        "  inspector.delete_task(\"order-1001:refund\"): archive now {} task(s)",
+        inspector.list(TaskState::Archived).await?.len()
     );
 
     let _ = stop.send(());
@@ -478,7 +490,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .await?;
     }
     webhooks.run_due().await?;
-    for t in q.list(TaskState::Retry).await? {
+    for t in q.inspector().list(TaskState::Retry).await? {
         println!(
             "  - {:<28} {:<8} retried {}/{}  next attempt in {:<6}  last_err: {}",
             t.id,

@@ -1,75 +1,38 @@
-//! The JSON of the inspector's values, one definition shared by the CLI's `--json` output and
-//! the dashboard's API.
+//! The JSON of the inspector's values and of every answer, one definition shared by the CLI's
+//! `--json` output and the dashboard's API.
 //!
 //! - A task ([`task`]): `TaskInfo`'s field names, `{"id", "queue", "kind", "state", "retried",
 //!   "max_retry", "payload", "enqueued_at", "next_process_at", "last_err", "last_failed_at",
 //!   "completed_at"}`; `state` lower case (`"retry"`), `payload` the stored JSON text as a
-//!   string, times RFC 3339 in UTC ([`time`]) or `null` when absent.
+//!   string, times RFC 3339 in UTC ([`rfc3339`]) or `null` when absent.
 //! - A queue ([`queue`]): `{"queue", "counts": {"pending": n, "scheduled": n, "active": n,
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
 //!   "oldest_pending_age_secs"}` (whole seconds, `null` without pending tasks).
 //! - An error group ([`error_group`]): `{"last_err", "count", "oldest", "newest"}`.
+//!
+//! The answers: [`overview`] `{"now", "queues": [queue…]}`; [`page`] `{"tasks": [task…],
+//! "total", "actions": {"task": […], "bulk": […]}}` (the actions a task of the page's state
+//! takes, and the bulk actions of the state: what the page shows buttons for); [`errors`]
+//! `{"queue", "state", "groups": [group…]}`; [`acted`] `{"queue", "id", "action"}`;
+//! [`bulk_done`] `{"queue", "state", "count"}`; [`paused`] `{"queue", "paused"}`; and a
+//! failure, [`error`] `{"error"}`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
+
+use retry_runtime::time::rfc3339;
 
 use retry_runtime::durable::{ErrorGroup, QueueStats, TaskInfo, TaskState};
+
+use crate::ops::{Action, Bulk};
 use serde_json::{Map, Value, json};
 
-/// The latest time RFC 3339 can write (four-digit years): 9999-12-31T23:59:59.999Z, in
-/// milliseconds since the epoch.
-const MAX_MS: u128 = 253_402_300_799_999;
-
-/// `t` in RFC 3339, UTC: `2023-11-14T22:13:20Z`, with `.mmm` milliseconds when they are not
-/// zero (`2023-11-14T22:13:20.250Z`). A time before 1970 is written as the epoch, one after
-/// year 9999 as its last millisecond (neither comes from a queue's clock).
-///
-/// ```
-/// use std::time::{Duration, UNIX_EPOCH};
-/// use retry_queue::json::time;
-///
-/// assert_eq!(time(UNIX_EPOCH + Duration::from_secs(1_700_000_000)), "2023-11-14T22:13:20Z");
-/// assert_eq!(time(UNIX_EPOCH + Duration::from_millis(951_782_400_250)), "2000-02-29T00:00:00.250Z");
-/// ```
-pub fn time(t: SystemTime) -> String {
-    let ms = t
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-        .min(MAX_MS);
-    // Both fit an i64 after the clamp.
-    let ms = ms as i64;
-    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    let (year, month, day) = civil_from_days(days);
-    let secs = ms_of_day / 1000;
-    let (h, m, s, frac) = (secs / 3600, secs / 60 % 60, secs % 60, ms_of_day % 1000);
-    if frac == 0 {
-        format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
-    } else {
-        format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{frac:03}Z")
-    }
-}
-
-/// [`time`] of an optional time: `null` when absent.
-pub fn opt_time(t: Option<SystemTime>) -> Value {
-    t.map_or(Value::Null, |t| Value::String(time(t)))
-}
-
-/// The proleptic Gregorian date of the day `days` after 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+/// [`rfc3339`] of an optional time: `null` when absent.
+pub(crate) fn opt_time(t: Option<SystemTime>) -> Value {
+    t.map_or(Value::Null, |t| Value::String(rfc3339(t)))
 }
 
 /// A task: see the [module docs](self).
-pub fn task(task: &TaskInfo) -> Value {
+pub(crate) fn task(task: &TaskInfo) -> Value {
     json!({
         "id": task.id,
         "queue": task.queue,
@@ -78,7 +41,7 @@ pub fn task(task: &TaskInfo) -> Value {
         "retried": task.retried,
         "max_retry": task.max_retry,
         "payload": task.payload,
-        "enqueued_at": time(task.enqueued_at),
+        "enqueued_at": rfc3339(task.enqueued_at),
         "next_process_at": opt_time(task.next_process_at),
         "last_err": task.last_err,
         "last_failed_at": opt_time(task.last_failed_at),
@@ -87,7 +50,7 @@ pub fn task(task: &TaskInfo) -> Value {
 }
 
 /// A queue's stats: see the [module docs](self).
-pub fn queue(stats: &QueueStats) -> Value {
+pub(crate) fn queue(stats: &QueueStats) -> Value {
     let counts: Map<String, Value> = TaskState::ALL
         .into_iter()
         .map(|state| (state.as_str().to_owned(), json!(stats.count(state))))
@@ -103,48 +66,81 @@ pub fn queue(stats: &QueueStats) -> Value {
 }
 
 /// An error group: see the [module docs](self).
-pub fn error_group(group: &ErrorGroup) -> Value {
+pub(crate) fn error_group(group: &ErrorGroup) -> Value {
     json!({
         "last_err": group.last_err,
         "count": group.count,
-        "oldest": time(group.oldest),
-        "newest": time(group.newest),
+        "oldest": rfc3339(group.oldest),
+        "newest": rfc3339(group.newest),
     })
+}
+
+/// Every queue, and the queue clock's time.
+pub(crate) fn overview(now: SystemTime, stats: &[QueueStats]) -> Value {
+    let queues: Vec<Value> = stats.iter().map(queue).collect();
+    json!({ "now": rfc3339(now), "queues": queues })
+}
+
+/// A page of the tasks in `state`, of `total`, with the actions of the state.
+pub(crate) fn page(tasks: &[TaskInfo], total: u64, state: TaskState) -> Value {
+    let tasks: Vec<Value> = tasks.iter().map(task).collect();
+    let task_actions: Vec<&str> = Action::ALL
+        .into_iter()
+        .filter(|action| action.allowed(state))
+        .map(Action::name)
+        .collect();
+    let bulk: Vec<&str> = Bulk::ALL
+        .into_iter()
+        .filter(|bulk| bulk.allowed(state))
+        .map(Bulk::name)
+        .collect();
+    json!({ "tasks": tasks, "total": total, "actions": { "task": task_actions, "bulk": bulk } })
+}
+
+/// The error groups of `state` in `queue`.
+pub(crate) fn errors(queue: &str, state: TaskState, groups: &[ErrorGroup]) -> Value {
+    let groups: Vec<Value> = groups.iter().map(error_group).collect();
+    json!({ "queue": queue, "state": state.as_str(), "groups": groups })
+}
+
+/// `action` done on the task `id` of `queue`.
+pub(crate) fn acted(queue: &str, id: &str, action: Action) -> Value {
+    json!({ "queue": queue, "id": id, "action": action.name() })
+}
+
+/// A bulk action done on the `count` tasks in `state` of `queue`.
+pub(crate) fn bulk_done(queue: &str, state: TaskState, count: u64) -> Value {
+    json!({ "queue": queue, "state": state.as_str(), "count": count })
+}
+
+/// `queue` paused or unpaused.
+pub(crate) fn paused(queue: &str, paused: bool) -> Value {
+    json!({ "queue": queue, "paused": paused })
+}
+
+/// A failure.
+pub(crate) fn error(message: &str) -> Value {
+    json!({ "error": message })
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
-    fn at_ms(ms: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(ms)
-    }
-
     #[test]
-    fn times_are_rfc3339_utc() {
-        assert_eq!(time(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        assert_eq!(time(at_ms(1_700_000_000_000)), "2023-11-14T22:13:20Z");
-        assert_eq!(time(at_ms(1_700_006_399_999)), "2023-11-14T23:59:59.999Z");
-        assert_eq!(time(at_ms(1_700_006_400_000)), "2023-11-15T00:00:00Z");
-        // Leap days, and the century rules.
-        assert_eq!(time(at_ms(951_782_400_000)), "2000-02-29T00:00:00Z");
-        assert_eq!(time(at_ms(4_107_542_400_000)), "2100-03-01T00:00:00Z");
-        assert_eq!(time(at_ms(1_709_164_800_000)), "2024-02-29T00:00:00Z");
-        assert_eq!(time(at_ms(1_735_689_599_000)), "2024-12-31T23:59:59Z");
-    }
-
-    #[test]
-    fn times_out_of_range_are_clamped_not_a_panic() {
-        assert_eq!(
-            time(UNIX_EPOCH - Duration::from_secs(1)),
-            "1970-01-01T00:00:00Z"
-        );
-        assert_eq!(
-            time(UNIX_EPOCH + Duration::from_millis(i64::MAX as u64)),
-            "9999-12-31T23:59:59.999Z"
-        );
+    fn absent_times_are_null() {
         assert_eq!(opt_time(None), Value::Null);
+    }
+
+    #[test]
+    fn a_page_names_the_actions_of_its_state() {
+        assert_eq!(
+            page(&[], 0, TaskState::Archived),
+            json!({"tasks": [], "total": 0, "actions": {"task": ["run", "delete"], "bulk": ["run-all", "delete-all"]}})
+        );
+        assert_eq!(
+            page(&[], 0, TaskState::Active),
+            json!({"tasks": [], "total": 0, "actions": {"task": [], "bulk": []}})
+        );
     }
 }

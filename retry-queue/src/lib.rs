@@ -1,13 +1,30 @@
-//! The operator's side of [`retry_runtime::durable`]: see and steer a durable task queue.
+//! The operator's side of [`retry_runtime::durable`]: see and steer a durable task queue. What
+//! a host application mounts: the web dashboard ([`dashboard::router`] in its axum server, or
+//! [`dashboard::serve`] on its own) and the command line ([`main`], what the `retry-queue`
+//! binary runs).
 //!
-//! - The binary `retry-queue` (module [`cli`]): `retry-queue --db URL stats`, `task ls`,
-//!   `task show`, `task run|delete|archive`, `task run-all|delete-all`, `queue pause|unpause`,
-//!   `errors`, and `dash`, the web dashboard. Tables for people, `--json` for scripts.
-//! - [`dashboard`]: the web dashboard, to run on its own ([`dashboard::serve`]) or to mount in
-//!   an application's axum server ([`dashboard::router`]).
-//! - [`json`]: the JSON of tasks, queues and error groups, one definition for the CLI's
-//!   `--json` and the dashboard's API.
+//! The command line:
+//!
+//! ```text
+//! retry-queue --db sqlite://tasks.db stats
+//! retry-queue --db sqlite://tasks.db task ls --state retry [--queue q] [--page n] [--size n]
+//! retry-queue --db sqlite://tasks.db task show ID [--queue q]
+//! retry-queue --db sqlite://tasks.db task run|delete|archive ID [--queue q]
+//! retry-queue --db sqlite://tasks.db task run-all|delete-all --state archived [--queue q]
+//! retry-queue --db sqlite://tasks.db queue pause|unpause NAME
+//! retry-queue --db sqlite://tasks.db errors [--state retry] [--queue q]
+//! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token T]
+//! ```
+//!
+//! `RETRY_QUEUE_DB` stands for `--db`. Every command prints a table (or a line) for people, or
+//! with `--json` for scripts the same JSON as the dashboard's API (see [`dashboard`]). Exit
+//! status: 0 on success, 1 when the command failed (an unknown id, a refused action, a
+//! database that cannot be reached: one line `error: …` on stderr), 2 for a command line clap
+//! rejects.
 
-pub mod cli;
+mod cli;
 pub mod dashboard;
-pub mod json;
+mod json;
+mod ops;
+
+pub use cli::main;

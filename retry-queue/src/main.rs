@@ -1,6 +1,6 @@
-//! `retry-queue`: see and steer a durable task queue from the shell. See
-//! [`retry_queue::cli`].
+//! `retry-queue`: see and steer a durable task queue from the shell. See the crate docs of
+//! `retry_queue`.
 
 fn main() -> std::process::ExitCode {
-    retry_queue::cli::main()
+    retry_queue::main()
 }

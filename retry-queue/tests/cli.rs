@@ -8,7 +8,9 @@ use retry_tests::durable_env::{Backend, postgres_url_or_skip};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use retry_runtime::durable::{BoxError, DelayRng, ManualClock, Queue, Task, TaskState, Worker};
+use retry_runtime::durable::{
+    BoxError, DelayRng, ManualClock, Queue, Task, TaskState, Worker, protocol,
+};
 use serde_json::{Value, json};
 
 /// 2023-11-14T22:13:20Z: where the seeding clock of most tests starts.
@@ -179,7 +181,10 @@ async fn seed(fx: &Fixture) {
         .await
         .unwrap();
     assert_eq!(
-        q.claim(1, Duration::from_secs(86_400)).await.unwrap().len(),
+        protocol::claim(q, 1, Duration::from_secs(86_400))
+            .await
+            .unwrap()
+            .len(),
         1
     );
     for (secs, id, msg) in [
@@ -309,6 +314,7 @@ page 1 of 1: 1 of 1 active tasks in queue \"{name}\"
                 "completed_at": null,
             }],
             "total": 3,
+            "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
         })
     );
 
@@ -396,19 +402,19 @@ async fn task_run_delete_archive_act_on_one_task_or_say_why_not(backend: Backend
         fx.run(&["task", "run", "a1"]).ok(),
         format!("task \"a1\" in queue \"{name}\": runs as soon as a worker is free\n")
     );
-    let a1 = fx.q.get("a1").await.unwrap().unwrap();
+    let a1 = fx.q.inspector().get("a1").await.unwrap().unwrap();
     assert_eq!(a1.state, TaskState::Pending);
     assert_eq!(
         fx.run(&["task", "delete", "c1"]).ok(),
         format!("task \"c1\" in queue \"{name}\": deleted\n")
     );
-    assert!(fx.q.get("c1").await.unwrap().is_none());
+    assert!(fx.q.inspector().get("c1").await.unwrap().is_none());
     assert_eq!(
         fx.run(&["task", "archive", "r1", "--json"]).json(),
         json!({"queue": name, "id": "r1", "action": "archive"})
     );
     assert_eq!(
-        fx.q.get("r1").await.unwrap().unwrap().state,
+        fx.q.inspector().get("r1").await.unwrap().unwrap().state,
         TaskState::Archived
     );
     assert_eq!(
@@ -426,7 +432,7 @@ async fn task_run_delete_archive_act_on_one_task_or_say_why_not(backend: Backend
             .fails_with(&format!("error: no task \"nope\" in queue \"{name}\""));
     }
     assert_eq!(
-        fx.q.get("busy").await.unwrap().unwrap().state,
+        fx.q.inspector().get("busy").await.unwrap().unwrap().state,
         TaskState::Active
     );
     // A completed task cannot be archived.
@@ -455,12 +461,12 @@ async fn run_all_and_delete_all_act_on_a_state_and_refuse_active(backend: Backen
             "1 archived tasks of queue \"{name}\" now pending, to run as soon as a worker is free\n"
         )
     );
-    assert_eq!(fx.q.count(TaskState::Pending).await.unwrap(), 2);
+    assert_eq!(fx.q.inspector().count(TaskState::Pending).await.unwrap(), 2);
     assert_eq!(
         fx.run(&["task", "delete-all", "--state", "retry"]).ok(),
         format!("3 retry tasks of queue \"{name}\" deleted\n")
     );
-    assert_eq!(fx.q.count(TaskState::Retry).await.unwrap(), 0);
+    assert_eq!(fx.q.inspector().count(TaskState::Retry).await.unwrap(), 0);
     assert_eq!(
         fx.run(&["task", "run-all", "--state", "scheduled", "--json"])
             .json(),
@@ -487,7 +493,7 @@ async fn run_all_and_delete_all_act_on_a_state_and_refuse_active(backend: Backen
             "error: cannot delete all active tasks: workers hold them; wait for their attempts to \
          end",
         );
-    assert_eq!(fx.q.count(TaskState::Active).await.unwrap(), 1);
+    assert_eq!(fx.q.inspector().count(TaskState::Active).await.unwrap(), 1);
     let bad = fx.run(&["task", "delete-all", "--state", "dead"]);
     assert_eq!((bad.code, bad.stdout.as_str()), (Some(2), ""));
     assert!(
@@ -497,7 +503,7 @@ async fn run_all_and_delete_all_act_on_a_state_and_refuse_active(backend: Backen
         bad.stderr
     );
     assert_eq!(
-        fx.q.count(TaskState::Pending).await.unwrap(),
+        fx.q.inspector().count(TaskState::Pending).await.unwrap(),
         3,
         "untouched"
     );
@@ -512,7 +518,7 @@ async fn queue_pause_and_unpause(backend: Backend) {
         fx.run_exact(&["queue", "pause", name]).ok(),
         format!("queue \"{name}\" paused\n")
     );
-    assert!(fx.q.is_paused().await.unwrap());
+    assert!(fx.q.inspector().is_paused().await.unwrap());
     // Nothing is claimed from a paused queue, and the CLI's stats say so.
     fx.clock.set(at(3600));
     assert_eq!(worker(&fx.q).run_due().await.unwrap(), 0);
@@ -530,7 +536,7 @@ async fn queue_pause_and_unpause(backend: Backend) {
         fx.run_exact(&["queue", "unpause", name, "--json"]).json(),
         json!({"queue": name, "paused": false})
     );
-    assert!(!fx.q.is_paused().await.unwrap());
+    assert!(!fx.q.inspector().is_paused().await.unwrap());
     assert_eq!(
         worker(&fx.q).run_due().await.unwrap(),
         3,
@@ -594,7 +600,7 @@ async fn stats_shows_every_queue(backend: Backend) {
             .unwrap();
         assert_eq!(worker(&fx.q).run_due().await.unwrap(), 1);
     }
-    paused.pause().await.unwrap();
+    paused.inspector().pause().await.unwrap();
 
     let out = fx.run_exact(&["stats"]);
     let text = out.ok();

@@ -211,9 +211,19 @@ async fn seed(url: &str) {
         )
         .await;
     }
-    emails.pause().await.unwrap();
-    assert_eq!(default.count(TaskState::Retry).await.unwrap(), 13);
-    assert_eq!(default.count(TaskState::Archived).await.unwrap(), 3);
+    emails.inspector().pause().await.unwrap();
+    assert_eq!(
+        default.inspector().count(TaskState::Retry).await.unwrap(),
+        13
+    );
+    assert_eq!(
+        default
+            .inspector()
+            .count(TaskState::Archived)
+            .await
+            .unwrap(),
+        3
+    );
     base.close().await;
 }
 
@@ -313,12 +323,12 @@ async fn an_operator_reads_runs_and_deletes_tasks_in_a_real_browser() {
     // What the browser did is in the database.
     let q = Queue::connect(&url).await.unwrap();
     assert_eq!(
-        q.get("ord-1001").await.unwrap().unwrap().state,
+        q.inspector().get("ord-1001").await.unwrap().unwrap().state,
         TaskState::Pending
     );
-    assert!(q.get("dead-1").await.unwrap().is_none());
-    assert_eq!(q.count(TaskState::Retry).await.unwrap(), 12);
-    assert_eq!(q.count(TaskState::Archived).await.unwrap(), 0);
+    assert!(q.inspector().get("dead-1").await.unwrap().is_none());
+    assert_eq!(q.inspector().count(TaskState::Retry).await.unwrap(), 12);
+    assert_eq!(q.inspector().count(TaskState::Archived).await.unwrap(), 0);
 }
 
 /// A failed step: what was expected, in words.

@@ -10,7 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
 use retry_queue::dashboard::{self, DashError, DashOptions};
-use retry_runtime::durable::{BoxError, DelayRng, ManualClock, Queue, Task, TaskState, Worker};
+use retry_runtime::durable::{
+    BoxError, DelayRng, ManualClock, Queue, Task, TaskState, Worker, protocol,
+};
 use serde_json::{Value, json};
 
 /// 2023-11-14 22:13:20 UTC: where every test's clock starts.
@@ -138,7 +140,7 @@ impl Dash {
             .enqueue(Task::new("welcome", &"ada").task_id("e1"))
             .await
             .unwrap();
-        other_q.pause().await.unwrap();
+        other_q.inspector().pause().await.unwrap();
         clock.set(t0() + Duration::from_secs(60));
         Some(Dash::serve(q, other, dir, options).await)
     }
@@ -291,6 +293,7 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
                 },
             ],
             "total": 3,
+            "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
         })
     );
     let (_, page2) = d
@@ -316,7 +319,22 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
     // A queue nobody used is empty, not an error.
     let (status, empty) = d.get("/api/queues/nobody-here/tasks?state=retry").await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(empty, json!({"tasks": [], "total": 0}));
+    assert_eq!(
+        empty,
+        json!({
+            "tasks": [],
+            "total": 0,
+            "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
+        })
+    );
+    // The actions follow the state: none on active tasks, no "run" for pending ones.
+    let (_, active) = d.get("/api/queues/{q}/tasks?state=active").await;
+    assert_eq!(active["actions"], json!({"task": [], "bulk": []}));
+    let (_, pending) = d.get("/api/queues/{q}/tasks?state=pending").await;
+    assert_eq!(
+        pending["actions"],
+        json!({"task": ["delete", "archive"], "bulk": ["delete-all"]})
+    );
 }
 
 async fn errors_are_grouped_by_last_err(backend: Backend) {
@@ -324,6 +342,7 @@ async fn errors_are_grouped_by_last_err(backend: Backend) {
         return;
     };
     let retry = json!({
+        "queue": d.q.name(),
         "state": "retry",
         "groups": [
             {"last_err": "gateway down: 503", "count": 2, "oldest": at(0), "newest": at(0)},
@@ -343,7 +362,7 @@ async fn errors_are_grouped_by_last_err(backend: Backend) {
         d.get("/api/queues/{q}/errors?state=archived").await,
         (
             StatusCode::OK,
-            json!({"state": "archived", "groups": [
+            json!({"queue": d.q.name(), "state": "archived", "groups": [
                 {"last_err": "card expired (retries exhausted: 0 of 0)", "count": 1, "oldest": at(2), "newest": at(2)},
             ]})
         )
@@ -367,7 +386,7 @@ async fn task_actions_run_delete_and_archive(backend: Backend) {
         )
     );
     assert_eq!(
-        d.q.get("r1").await.unwrap().unwrap().state,
+        d.q.inspector().get("r1").await.unwrap().unwrap().state,
         TaskState::Pending
     );
     assert_eq!(
@@ -385,7 +404,7 @@ async fn task_actions_run_delete_and_archive(backend: Backend) {
             json!({"queue": queue, "id": "a1", "action": "delete"})
         )
     );
-    assert!(d.q.get("a1").await.unwrap().is_none());
+    assert!(d.q.inspector().get("a1").await.unwrap().is_none());
     // Unknown ids: 404, for each action.
     for action in ["run", "delete", "archive"] {
         let msg = assert_error(
@@ -405,7 +424,9 @@ async fn task_actions_run_delete_and_archive(backend: Backend) {
         d.post("/api/queues/{q}/tasks/c1/archive").await,
         StatusCode::BAD_REQUEST,
     );
-    let claimed = d.q.claim(10, Duration::from_secs(30)).await.unwrap();
+    let claimed = protocol::claim(&d.q, 10, Duration::from_secs(30))
+        .await
+        .unwrap();
     assert!(!claimed.is_empty());
     let active = claimed[0].id().to_owned();
     for action in ["run", "delete", "archive"] {
@@ -456,7 +477,7 @@ async fn bulk_actions_and_pause(backend: Backend) {
         d.post("/api/queues/{q}/pause").await,
         (StatusCode::OK, json!({"queue": queue, "paused": true}))
     );
-    assert!(d.q.is_paused().await.unwrap());
+    assert!(d.q.inspector().is_paused().await.unwrap());
     let (_, all) = d.get("/api/queues").await;
     let mine = all["queues"]
         .as_array()
@@ -469,7 +490,7 @@ async fn bulk_actions_and_pause(backend: Backend) {
         d.post("/api/queues/{q}/unpause").await,
         (StatusCode::OK, json!({"queue": queue, "paused": false}))
     );
-    assert!(!d.q.is_paused().await.unwrap());
+    assert!(!d.q.inspector().is_paused().await.unwrap());
     let other = d.other.clone();
     assert_eq!(
         d.post(&format!("/api/queues/{other}/unpause")).await,
@@ -622,10 +643,10 @@ async fn a_token_guards_every_api_request(backend: Backend) {
     }
     // Nothing happened.
     assert_eq!(
-        d.q.get("r1").await.unwrap().unwrap().state,
+        d.q.inspector().get("r1").await.unwrap().unwrap().state,
         TaskState::Retry
     );
-    assert!(!d.q.is_paused().await.unwrap());
+    assert!(!d.q.inspector().is_paused().await.unwrap());
 
     let ok = d
         .http
@@ -672,11 +693,11 @@ async fn read_only_refuses_every_post(backend: Backend) {
         assert!(msg.contains("read-only"), "{msg}");
     }
     assert_eq!(
-        d.q.get("r1").await.unwrap().unwrap().state,
+        d.q.inspector().get("r1").await.unwrap().unwrap().state,
         TaskState::Retry
     );
     assert_eq!(d.ids("archived").await, ["a1"]);
-    assert!(!d.q.is_paused().await.unwrap());
+    assert!(!d.q.inspector().is_paused().await.unwrap());
     assert_eq!(d.get("/api/queues").await.0, StatusCode::OK);
     let html = d
         .http
@@ -714,7 +735,7 @@ async fn cross_origin_posts_and_foreign_hosts_are_refused(backend: Backend) {
         let msg = assert_error(post(refused.clone()).await, StatusCode::FORBIDDEN);
         assert!(msg.contains("cross-origin"), "{refused:?}: {msg}");
     }
-    assert!(!d.q.is_paused().await.unwrap());
+    assert!(!d.q.inspector().is_paused().await.unwrap());
     // The page's own requests, and scripts without any of these headers, pass.
     for allowed in [
         vec![("origin", own.clone())],

@@ -30,7 +30,7 @@ pub enum ErrorText<'a> {
 impl fmt::Display for ErrorText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ErrorText::Error(error) => f.write_str(&chain_text(*error)),
+            ErrorText::Error(error) => f.write_str(&chain_text(*error, MAX_CHAIN_TEXT)),
             ErrorText::Display(error) => error.fmt(f),
             ErrorText::Debug(error) => write!(f, "{error:?}"),
             ErrorText::Opaque => f.write_str("(an error with neither Display nor Debug)"),
@@ -54,23 +54,27 @@ impl fmt::Debug for ErrorText<'_> {
     }
 }
 
-/// The text of `error` and of each source that adds something, joined by `": "`, at most
-/// [`MAX_CHAIN_TEXT`] bytes (then `…`).
-fn chain_text(error: &dyn Error) -> String {
+/// The one error chain → text of the crate, for the logs ([`ErrorText`], cut at 1 KiB) and the
+/// durable queue's `last_err` (cut at 4 KiB): the text of `error`, then of each source that adds
+/// something (not empty, not already in the text), joined by `": "`, cut at `max` bytes at a
+/// char boundary (then `…`).
+pub(crate) fn chain_text(error: &dyn Error, max: usize) -> String {
     let mut text = error.to_string();
     for link in error.source().into_iter().flat_map(links) {
         let part = link.to_string();
         if part.is_empty() || text.contains(&part) {
             continue;
         }
-        text.push_str(": ");
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
         text.push_str(&part);
-        if text.len() > MAX_CHAIN_TEXT {
+        if text.len() > max {
             break;
         }
     }
-    if text.len() > MAX_CHAIN_TEXT {
-        let mut end = MAX_CHAIN_TEXT;
+    if text.len() > max {
+        let mut end = max;
         while !text.is_char_boundary(end) {
             end -= 1;
         }

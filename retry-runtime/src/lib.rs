@@ -23,6 +23,7 @@ mod observe;
 pub mod reqwest_middleware;
 mod retrier;
 mod schedule;
+pub mod time;
 mod timeout;
 #[cfg(feature = "tower")]
 pub mod tower;
@@ -34,6 +35,14 @@ pub mod __private;
 // One definition of the rules for the attribute and `Policy::new` (a crate of its own, since a
 // proc-macro crate and its runtime cannot share a module).
 use retry_rules as rules;
+
+/// Any error, boxed (`Box<dyn std::error::Error + Send + Sync>`): what a durable task's
+/// handler returns ([`durable::BoxError`](crate::durable) is this type) and what a `tower`
+/// `RetryService` yields.
+///
+/// `?` converts every `std::error::Error + Send + Sync + 'static` into it, and so does
+/// `BoxError::from("text")`.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pub use budget::{Budget, set_budget};
 pub use classify::Classify;

@@ -95,6 +95,7 @@ impl Env {
     pub async fn ids(&self, state: TaskState) -> Vec<String> {
         let mut ids: Vec<String> = self
             .q
+            .inspector()
             .list(state)
             .await
             .expect("list")
@@ -107,7 +108,12 @@ impl Env {
 
     /// The task, which must exist.
     pub async fn info(&self, id: &str) -> TaskInfo {
-        self.q.get(id).await.expect("get").expect("the task exists")
+        self.q
+            .inspector()
+            .get(id)
+            .await
+            .expect("get")
+            .expect("the task exists")
     }
 
     /// `t0 + offset`.

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use retry_runtime::durable::{
     BoxError, DelayRng, Error, MAX_PAYLOAD_BYTES, Queue, SkipRetry, Task, TaskInfo, TaskState,
-    Worker, default_retry_delay,
+    Worker, default_retry_delay, protocol,
 };
 use retry_tests::durable_env::{Backend, Env, secs, t0, worker};
 use tokio::sync::{Notify, oneshot};
@@ -96,7 +96,7 @@ async fn enqueued_task_runs_pending_active_completed(backend: Backend) {
     assert_eq!((info.last_err, info.last_failed_at), (None, None));
     assert_eq!(info.id.len(), 36, "a random UUID-like id: {}", info.id);
     assert_eq!(
-        env.q.list(TaskState::Pending).await.unwrap(),
+        env.q.inspector().list(TaskState::Pending).await.unwrap(),
         vec![env.info(&info.id).await]
     );
 
@@ -117,10 +117,20 @@ async fn enqueued_task_runs_pending_active_completed(backend: Backend) {
     let run = tokio::spawn(async move { w.run_due().await });
     let active = env.wait_for(&info.id, TaskState::Active).await;
     assert_eq!(active.next_process_at, None);
-    assert_eq!(env.q.list(TaskState::Active).await.unwrap(), vec![active]);
-    assert!(env.q.list(TaskState::Pending).await.unwrap().is_empty());
     assert_eq!(
-        env.q.lease_expires_at(&info.id).await.unwrap(),
+        env.q.inspector().list(TaskState::Active).await.unwrap(),
+        vec![active]
+    );
+    assert!(
+        env.q
+            .inspector()
+            .list(TaskState::Pending)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        env.q.inspector().lease_expires_at(&info.id).await.unwrap(),
         Some(env.at(secs(30)))
     );
     release.notify_one();
@@ -132,7 +142,10 @@ async fn enqueued_task_runs_pending_active_completed(backend: Backend) {
         (done.retried, done.next_process_at, done.last_err),
         (0, None, None)
     );
-    assert_eq!(env.q.lease_expires_at(&info.id).await.unwrap(), None);
+    assert_eq!(
+        env.q.inspector().lease_expires_at(&info.id).await.unwrap(),
+        None
+    );
     assert_eq!(
         *seen.lock().unwrap(),
         Some((Order { id: 1, cents: 500 }, info.id.clone(), 0)),
@@ -344,7 +357,10 @@ async fn skip_retry_archives_at_once(backend: Backend) {
     env.clock.advance(secs(365 * 24 * 3600));
     assert_eq!(w.run_due().await.unwrap(), 0);
     assert_eq!(runs.load(Ordering::SeqCst), 1);
-    assert_eq!(env.q.list(TaskState::Archived).await.unwrap(), vec![info]);
+    assert_eq!(
+        env.q.inspector().list(TaskState::Archived).await.unwrap(),
+        vec![info]
+    );
 }
 
 async fn max_retry_k_means_k_plus_one_runs_then_archived_with_history(backend: Backend) {
@@ -559,7 +575,7 @@ async fn oversized_payload_is_refused_at_enqueue(backend: Backend) {
         }
         other => panic!("expected PayloadTooLarge, got {other:?}"),
     }
-    assert_eq!(env.q.get("big").await.unwrap(), None);
+    assert_eq!(env.q.inspector().get("big").await.unwrap(), None);
     let fits = "x".repeat(MAX_PAYLOAD_BYTES - 2);
     let info = env
         .q
@@ -588,7 +604,15 @@ async fn an_existing_task_id_conflicts(backend: Backend) {
         .enqueue(Task::new("charge", &2).task_id("order-1"))
         .await;
     assert!(matches!(again, Err(Error::TaskIdConflict)), "{again:?}");
-    assert_eq!(env.q.list(TaskState::Pending).await.unwrap().len(), 1);
+    assert_eq!(
+        env.q
+            .inspector()
+            .list(TaskState::Pending)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     w.run_due().await.unwrap();
     // Completed tasks are kept, and still conflict.
     let after = env
@@ -684,7 +708,7 @@ async fn inspector_reruns_and_deletes_archived_tasks(backend: Backend) {
     assert_eq!((archived.state, archived.retried), (TaskState::Archived, 1));
 
     env.clock.set(env.at(secs(100)));
-    env.q.run_task(&id).await.unwrap();
+    env.q.inspector().run_task(&id).await.unwrap();
     let pending = env.info(&id).await;
     assert_eq!(pending.state, TaskState::Pending);
     assert_eq!(pending.retried, 1, "retried is kept");
@@ -695,21 +719,21 @@ async fn inspector_reruns_and_deletes_archived_tasks(backend: Backend) {
         "history is kept"
     );
     assert_eq!(pending.last_failed_at, Some(env.at(secs(22))));
-    env.q.run_task(&id).await.unwrap(); // pending already: nothing changes
+    env.q.inspector().run_task(&id).await.unwrap(); // pending already: nothing changes
     assert_eq!(env.info(&id).await, pending);
 
     fail.store(false, Ordering::SeqCst);
     assert_eq!(w.run_due().await.unwrap(), 1);
     assert_eq!(env.info(&id).await.state, TaskState::Completed);
 
-    env.q.delete_task(&id).await.unwrap();
-    assert_eq!(env.q.get(&id).await.unwrap(), None);
+    env.q.inspector().delete_task(&id).await.unwrap();
+    assert_eq!(env.q.inspector().get(&id).await.unwrap(), None);
     assert!(matches!(
-        env.q.delete_task(&id).await,
+        env.q.inspector().delete_task(&id).await,
         Err(Error::TaskNotFound)
     ));
     assert!(matches!(
-        env.q.run_task("nope").await,
+        env.q.inspector().run_task("nope").await,
         Err(Error::TaskNotFound)
     ));
 
@@ -721,7 +745,7 @@ async fn inspector_reruns_and_deletes_archived_tasks(backend: Backend) {
         env.info(&retrying).await.next_process_at,
         Some(env.at(secs(122)))
     );
-    env.q.run_task(&retrying).await.unwrap();
+    env.q.inspector().run_task(&retrying).await.unwrap();
     let info = env.info(&retrying).await;
     assert_eq!(
         (info.state, info.retried, info.next_process_at),
@@ -734,17 +758,20 @@ async fn inspector_refuses_to_touch_an_active_task(backend: Backend) {
         return;
     };
     let id = env.q.enqueue(Task::new("sync", &())).await.unwrap().id;
-    let claimed = env.q.claim(10, secs(30)).await.unwrap();
+    let claimed = protocol::claim(&env.q, 10, secs(30)).await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert!(matches!(
-        env.q.delete_task(&id).await,
+        env.q.inspector().delete_task(&id).await,
         Err(Error::TaskActive)
     ));
-    assert!(matches!(env.q.run_task(&id).await, Err(Error::TaskActive)));
+    assert!(matches!(
+        env.q.inspector().run_task(&id).await,
+        Err(Error::TaskActive)
+    ));
     assert_eq!(env.info(&id).await.state, TaskState::Active);
-    assert!(env.q.complete(&claimed[0]).await.unwrap());
-    env.q.delete_task(&id).await.unwrap();
-    assert_eq!(env.q.get(&id).await.unwrap(), None);
+    assert!(protocol::complete(&env.q, &claimed[0]).await.unwrap());
+    env.q.inspector().delete_task(&id).await.unwrap();
+    assert_eq!(env.q.inspector().get(&id).await.unwrap(), None);
 }
 
 async fn archive_is_trimmed_as_tasks_are_archived(backend: Backend) {
@@ -762,7 +789,7 @@ async fn archive_is_trimmed_as_tasks_are_archived(backend: Backend) {
     }
     let ids = |list: Vec<TaskInfo>| list.into_iter().map(|t| t.id).collect::<Vec<_>>();
     assert_eq!(
-        ids(q.list(TaskState::Archived).await.unwrap()),
+        ids(q.inspector().list(TaskState::Archived).await.unwrap()),
         ["b", "c"],
         "the newest 2"
     );
@@ -770,8 +797,11 @@ async fn archive_is_trimmed_as_tasks_are_archived(backend: Backend) {
     env.clock.set(env.at(secs(24 * 3600 + 3)));
     q.enqueue(Task::new("x", &()).task_id("d")).await.unwrap();
     w.run_due().await.unwrap();
-    assert_eq!(ids(q.list(TaskState::Archived).await.unwrap()), ["d"]);
-    assert_eq!(q.get("c").await.unwrap(), None);
+    assert_eq!(
+        ids(q.inspector().list(TaskState::Archived).await.unwrap()),
+        ["d"]
+    );
+    assert_eq!(q.inspector().get("c").await.unwrap(), None);
 }
 
 async fn completed_tasks_are_kept_for_the_retention_then_trimmed(backend: Backend) {
@@ -785,14 +815,14 @@ async fn completed_tasks_are_kept_for_the_retention_then_trimmed(backend: Backen
         .unwrap();
     w.run_due().await.unwrap();
     env.clock.set(env.at(secs(3600)));
-    assert_eq!(q.trim().await.unwrap(), 0);
+    assert_eq!(q.inspector().trim().await.unwrap(), 0);
     assert_eq!(
-        q.get("done").await.unwrap().unwrap().state,
+        q.inspector().get("done").await.unwrap().unwrap().state,
         TaskState::Completed
     );
     env.clock.set(env.at(secs(3600) + Duration::from_millis(1)));
-    assert_eq!(q.trim().await.unwrap(), 1);
-    assert_eq!(q.get("done").await.unwrap(), None);
+    assert_eq!(q.inspector().trim().await.unwrap(), 1);
+    assert_eq!(q.inspector().get("done").await.unwrap(), None);
     // The id is free again.
     q.enqueue(Task::new("x", &()).task_id("done"))
         .await
@@ -899,7 +929,7 @@ async fn expired_lease_is_recovered_as_a_failed_attempt(backend: Backend) {
         .unwrap()
         .id;
     // A worker claims it and dies: nothing renews the lease.
-    let claimed = env.q.claim(1, secs(30)).await.unwrap();
+    let claimed = protocol::claim(&env.q, 1, secs(30)).await.unwrap();
     assert_eq!(claimed[0].lease_expires_at(), env.at(secs(30)));
     env.clock.set(env.at(secs(30)) - Duration::from_millis(1));
     assert_eq!(w.recover_expired().await.unwrap(), 0);
@@ -930,7 +960,7 @@ async fn expired_lease_is_recovered_as_a_failed_attempt(backend: Backend) {
         .await
         .unwrap()
         .id;
-    env.q.claim(1, secs(30)).await.unwrap();
+    protocol::claim(&env.q, 1, secs(30)).await.unwrap();
     env.clock.advance(secs(30));
     assert_eq!(w.recover_expired().await.unwrap(), 1);
     let info = env.info(&last).await;
@@ -958,7 +988,7 @@ async fn lease_is_renewed_while_the_handler_runs(backend: Backend) {
     let run = tokio::spawn(async move { w.run_due().await });
     env.wait_for(&id, TaskState::Active).await;
     assert_eq!(
-        env.q.lease_expires_at(&id).await.unwrap(),
+        env.q.inspector().lease_expires_at(&id).await.unwrap(),
         Some(env.at(lease))
     );
     // An hour passes on the queue's clock: only renewals keep the lease.
@@ -966,7 +996,7 @@ async fn lease_is_renewed_while_the_handler_runs(backend: Backend) {
     let renewed_to = env.at(secs(3600) + lease);
     let mut renewed = false;
     for _ in 0..1_000 {
-        if env.q.lease_expires_at(&id).await.unwrap() == Some(renewed_to) {
+        if env.q.inspector().lease_expires_at(&id).await.unwrap() == Some(renewed_to) {
             renewed = true;
             break;
         }
@@ -987,7 +1017,10 @@ async fn stale_worker_writes_are_fenced_off(backend: Backend) {
     };
     let w = worker(&env);
     let id = env.q.enqueue(Task::new("charge", &())).await.unwrap().id;
-    let mut stale = env.q.claim(1, secs(30)).await.unwrap().remove(0);
+    let mut stale = protocol::claim(&env.q, 1, secs(30))
+        .await
+        .unwrap()
+        .remove(0);
     // The worker stalls past its lease; the recoverer takes the task back.
     env.clock.set(env.at(secs(31)));
     assert_eq!(w.recover_expired().await.unwrap(), 1);
@@ -995,9 +1028,13 @@ async fn stale_worker_writes_are_fenced_off(backend: Backend) {
     assert_eq!((recovered.state, recovered.retried), (TaskState::Retry, 1));
 
     // The stalled worker wakes up: none of its writes lands.
-    assert!(!env.q.complete(&stale).await.unwrap());
-    assert!(!env.q.requeue(&stale).await.unwrap());
-    assert!(!env.q.extend_lease(&mut stale, secs(30)).await.unwrap());
+    assert!(!protocol::complete(&env.q, &stale).await.unwrap());
+    assert!(!protocol::requeue(&env.q, &stale).await.unwrap());
+    assert!(
+        !protocol::extend_lease(&env.q, &mut stale, secs(30))
+            .await
+            .unwrap()
+    );
     assert!(
         !w.fail(&stale, BoxError::from("late failure"))
             .await
@@ -1012,22 +1049,32 @@ async fn stale_worker_writes_are_fenced_off(backend: Backend) {
 
     // Another worker claims it again, under a new token: the stale one still changes nothing.
     env.clock.set(recovered.next_process_at.unwrap());
-    let fresh = env.q.claim(1, secs(30)).await.unwrap().remove(0);
+    let fresh = protocol::claim(&env.q, 1, secs(30))
+        .await
+        .unwrap()
+        .remove(0);
     assert_ne!(fresh.lease_token(), stale.lease_token());
-    assert!(!env.q.complete(&stale).await.unwrap());
+    assert!(!protocol::complete(&env.q, &stale).await.unwrap());
     assert!(
         !w.fail(&stale, BoxError::from("late failure"))
             .await
             .unwrap()
     );
-    assert!(!env.q.extend_lease(&mut stale, secs(30)).await.unwrap());
+    assert!(
+        !protocol::extend_lease(&env.q, &mut stale, secs(30))
+            .await
+            .unwrap()
+    );
     let active = env.info(&id).await;
     assert_eq!((active.state, active.retried), (TaskState::Active, 1));
     assert_eq!(active.last_err, recovered.last_err);
     // The owner's writes land.
-    assert!(env.q.complete(&fresh).await.unwrap());
+    assert!(protocol::complete(&env.q, &fresh).await.unwrap());
     assert_eq!(env.info(&id).await.state, TaskState::Completed);
-    assert!(!env.q.complete(&fresh).await.unwrap(), "only once");
+    assert!(
+        !protocol::complete(&env.q, &fresh).await.unwrap(),
+        "only once"
+    );
 }
 
 async fn a_batch_of_completions_is_fenced_per_task(backend: Backend) {
@@ -1039,15 +1086,21 @@ async fn a_batch_of_completions_is_fenced_per_task(backend: Backend) {
     for n in 0..3 {
         ids.push(env.q.enqueue(Task::new("charge", &n)).await.unwrap().id);
     }
-    let mut long = env.q.claim(2, secs(30)).await.unwrap();
-    let stale = env.q.claim(1, secs(10)).await.unwrap().remove(0);
+    let mut long = protocol::claim(&env.q, 2, secs(30)).await.unwrap();
+    let stale = protocol::claim(&env.q, 1, secs(10))
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(stale.id(), ids[2]);
     // The third task's worker stalls past its lease: recovered, then claimed again elsewhere.
     env.clock.set(env.at(secs(11)));
     assert_eq!(w.recover_expired().await.unwrap(), 1);
     env.clock
         .set(env.info(&ids[2]).await.next_process_at.unwrap());
-    let fresh = env.q.claim(1, secs(30)).await.unwrap().remove(0);
+    let fresh = protocol::claim(&env.q, 1, secs(30))
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(fresh.id(), ids[2]);
     let (second, first) = (long.pop().unwrap(), long.pop().unwrap());
     let finished_at = env.q.now();
@@ -1055,7 +1108,7 @@ async fn a_batch_of_completions_is_fenced_per_task(backend: Backend) {
     // One batch: the stale completion is refused, the three others land.
     let batch = [first.clone(), stale.clone(), second.clone(), fresh.clone()];
     assert_eq!(
-        env.q.complete_all(&batch).await.unwrap(),
+        protocol::complete_all(&env.q, &batch).await.unwrap(),
         vec![true, false, true, true]
     );
     for id in &ids {
@@ -1070,10 +1123,13 @@ async fn a_batch_of_completions_is_fenced_per_task(backend: Backend) {
     );
     // Only once: every token is spent now.
     assert_eq!(
-        env.q.complete_all(&batch).await.unwrap(),
+        protocol::complete_all(&env.q, &batch).await.unwrap(),
         vec![false, false, false, false]
     );
-    assert_eq!(env.q.complete_all(&[]).await.unwrap(), Vec::<bool>::new());
+    assert_eq!(
+        protocol::complete_all(&env.q, &[]).await.unwrap(),
+        Vec::<bool>::new()
+    );
 }
 
 async fn timeout_drops_the_handler_and_counts_a_failure(backend: Backend) {
@@ -1418,7 +1474,15 @@ async fn concurrent_workers_never_share_a_task(backend: Backend) {
     let runs = runs.lock().unwrap().clone();
     assert_eq!(runs.len(), 60);
     assert!(runs.values().all(|&n| n == 1), "{runs:?}");
-    assert_eq!(env.q.list(TaskState::Completed).await.unwrap().len(), 60);
+    assert_eq!(
+        env.q
+            .inspector()
+            .list(TaskState::Completed)
+            .await
+            .unwrap()
+            .len(),
+        60
+    );
 }
 
 async fn unreachable_database_is_a_clear_error(backend: Backend) {

@@ -362,7 +362,8 @@ where
 }
 
 async fn info(q: &Queue, id: &str) -> TaskInfo {
-    q.get(id)
+    q.inspector()
+        .get(id)
         .await
         .expect("get")
         .unwrap_or_else(|| panic!("task {id} is gone"))
@@ -680,7 +681,7 @@ async fn postgres_sigkill_between_completion_and_its_write_runs_the_task_again()
 /// late success must not complete it (it belongs to no lease any more). Then B runs it.
 ///
 /// `a_mode`: `stall-ok`, a [`Worker`](retry_runtime::durable::Worker) whose handler blocks its
-/// thread; or `raw-stall-ok`, a bare `Queue::claim` … `Queue::complete`, which also reports that
+/// thread; or `raw-stall-ok`, a bare `protocol::claim` … `protocol::complete`, which also reports that
 /// the completion was refused.
 async fn stalled_worker_late_success_changes_nothing(backend: Backend, a_mode: &str) {
     let q = backend.queue().await;
@@ -716,7 +717,7 @@ async fn stalled_worker_late_success_changes_nothing(backend: Backend, a_mode: &
         assert_eq!(
             late.outcome.as_deref(),
             Some("ok-fenced"),
-            "Queue::complete under an expired, recovered lease must be refused"
+            "protocol::complete under an expired, recovered lease must be refused"
         );
     }
     tokio::time::sleep(Duration::from_millis(1000)).await;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use retry_runtime::durable::{
     BoxError, DelayRng, Error, ErrorGroup, Queue, QueueStats, Task, TaskInfo, TaskState, Worker,
+    protocol,
 };
 use retry_tests::durable_env::{Backend, Env, secs, t0};
 
@@ -89,7 +90,7 @@ async fn pages_are_one_based_and_ordered_per_state(backend: Backend) {
 
     let page = |state, page, size| {
         let q = env.q.clone();
-        async move { q.list_page(state, page, size).await.unwrap() }
+        async move { q.inspector().list_page(state, page, size).await.unwrap() }
     };
     assert_eq!(ids(&page(TaskState::Completed, 1, 2).await), ["c3", "c2"]);
     assert_eq!(ids(&page(TaskState::Completed, 2, 2).await), ["c1"]);
@@ -118,20 +119,31 @@ async fn pages_are_one_based_and_ordered_per_state(backend: Backend) {
     );
 
     for state in [TaskState::Completed, TaskState::Archived, TaskState::Retry] {
-        assert_eq!(env.q.count(state).await.unwrap(), 3, "{state}");
+        assert_eq!(env.q.inspector().count(state).await.unwrap(), 3, "{state}");
     }
-    assert_eq!(env.q.count(TaskState::Scheduled).await.unwrap(), 3);
-    assert_eq!(env.q.count(TaskState::Pending).await.unwrap(), 3);
-    assert_eq!(env.q.count(TaskState::Active).await.unwrap(), 0);
+    assert_eq!(
+        env.q.inspector().count(TaskState::Scheduled).await.unwrap(),
+        3
+    );
+    assert_eq!(
+        env.q.inspector().count(TaskState::Pending).await.unwrap(),
+        3
+    );
+    assert_eq!(env.q.inspector().count(TaskState::Active).await.unwrap(), 0);
 
     // The claim takes the oldest due pending task: the Active tab shows it.
-    let claimed = env.q.claim(1, secs(30)).await.unwrap();
+    let claimed = protocol::claim(&env.q, 1, secs(30)).await.unwrap();
     assert_eq!(claimed[0].id(), "p1");
     assert_eq!(ids(&page(TaskState::Active, 1, 10).await), ["p1"]);
-    assert_eq!(env.q.count(TaskState::Active).await.unwrap(), 1);
+    assert_eq!(env.q.inspector().count(TaskState::Active).await.unwrap(), 1);
 
     for (p, size) in [(0, 10), (1, 0)] {
-        match env.q.list_page(TaskState::Pending, p, size).await {
+        match env
+            .q
+            .inspector()
+            .list_page(TaskState::Pending, p, size)
+            .await
+        {
             Err(Error::Invalid(why)) => assert_eq!(
                 why,
                 format!(
@@ -181,7 +193,7 @@ async fn task_info_carries_queue_payload_and_times(backend: Backend) {
     );
     assert_eq!(dead.last_failed_at, Some(env.at(secs(9))));
     // Re-run, a completed task is no longer completed.
-    env.q.run_task("done").await.unwrap();
+    env.q.inspector().run_task("done").await.unwrap();
     assert_eq!(env.info("done").await.completed_at, None);
 }
 
@@ -194,7 +206,10 @@ async fn archive_task_archives_waiting_tasks_and_refuses_active_ones(backend: Ba
         .enqueue(Task::new("job", &0).task_id("busy"))
         .await
         .unwrap();
-    assert_eq!(env.q.claim(1, secs(30)).await.unwrap()[0].id(), "busy");
+    assert_eq!(
+        protocol::claim(&env.q, 1, secs(30)).await.unwrap()[0].id(),
+        "busy"
+    );
     env.q
         .enqueue(Task::new("job", &0).task_id("waiting"))
         .await
@@ -207,14 +222,14 @@ async fn archive_task_archives_waiting_tasks_and_refuses_active_ones(backend: Ba
     run_once(&env, &w, Task::new("ok", &0).task_id("done")).await;
 
     assert!(matches!(
-        env.q.archive_task("busy").await,
+        env.q.inspector().archive_task("busy").await,
         Err(Error::TaskActive)
     ));
     assert!(matches!(
-        env.q.archive_task("nope").await,
+        env.q.inspector().archive_task("nope").await,
         Err(Error::TaskNotFound)
     ));
-    match env.q.archive_task("done").await {
+    match env.q.inspector().archive_task("done").await {
         Err(Error::Invalid(why)) => assert_eq!(
             why,
             "task \"done\" completed: only a pending, scheduled or retry task can be archived"
@@ -226,7 +241,7 @@ async fn archive_task_archives_waiting_tasks_and_refuses_active_ones(backend: Ba
 
     env.clock.set(env.at(secs(3)));
     for id in ["waiting", "later", "failing"] {
-        env.q.archive_task(id).await.unwrap();
+        env.q.inspector().archive_task(id).await.unwrap();
         let info = env.info(id).await;
         assert_eq!(
             (info.state, info.next_process_at),
@@ -243,12 +258,17 @@ async fn archive_task_archives_waiting_tasks_and_refuses_active_ones(backend: Ba
     assert_eq!(failing.last_failed_at, Some(t0()));
     // Archiving it again changes nothing.
     env.clock.set(env.at(secs(4)));
-    env.q.archive_task("failing").await.unwrap();
+    env.q.inspector().archive_task("failing").await.unwrap();
     assert_eq!(env.info("failing").await, failing);
     // Archived by hand at 3 s, in archive order, all three at the same millisecond: the last
     // enqueued first.
     assert_eq!(
-        ids(&env.q.list_page(TaskState::Archived, 1, 10).await.unwrap()),
+        ids(&env
+            .q
+            .inspector()
+            .list_page(TaskState::Archived, 1, 10)
+            .await
+            .unwrap()),
         ["failing", "later", "waiting"]
     );
     // No worker runs an archived task.
@@ -261,9 +281,14 @@ async fn archive_task_archives_waiting_tasks_and_refuses_active_ones(backend: Ba
         .enqueue(Task::new("job", &0).task_id("fourth"))
         .await
         .unwrap();
-    small.archive_task("fourth").await.unwrap();
+    small.inspector().archive_task("fourth").await.unwrap();
     assert_eq!(
-        ids(&env.q.list_page(TaskState::Archived, 1, 10).await.unwrap()),
+        ids(&env
+            .q
+            .inspector()
+            .list_page(TaskState::Archived, 1, 10)
+            .await
+            .unwrap()),
         ["fourth", "failing"]
     );
 }
@@ -277,7 +302,7 @@ async fn run_all_and_delete_all_act_on_one_state_and_refuse_active(backend: Back
         .enqueue(Task::new("job", &0).task_id("busy"))
         .await
         .unwrap();
-    env.q.claim(1, secs(30)).await.unwrap();
+    protocol::claim(&env.q, 1, secs(30)).await.unwrap();
     run_once(&env, &w, doomed("a1", "gone")).await;
     run_once(&env, &w, doomed("a2", "gone")).await;
     run_once(&env, &w, Task::new("fail", &"down").task_id("r1")).await;
@@ -292,7 +317,7 @@ async fn run_all_and_delete_all_act_on_one_state_and_refuse_active(backend: Back
         .unwrap();
 
     for state in [TaskState::Active, TaskState::Pending] {
-        match env.q.run_all(state).await {
+        match env.q.inspector().run_all(state).await {
             Err(Error::Invalid(why)) => assert_eq!(
                 why,
                 format!(
@@ -303,7 +328,7 @@ async fn run_all_and_delete_all_act_on_one_state_and_refuse_active(backend: Back
             other => panic!("{state}: {other:?}"),
         }
     }
-    match env.q.delete_all(TaskState::Active).await {
+    match env.q.inspector().delete_all(TaskState::Active).await {
         Err(Error::Invalid(why)) => assert_eq!(
             why,
             "cannot delete all active tasks: workers hold them; wait for their attempts to end"
@@ -312,8 +337,18 @@ async fn run_all_and_delete_all_act_on_one_state_and_refuse_active(backend: Back
     }
 
     env.clock.set(env.at(secs(7)));
-    assert_eq!(env.q.run_all(TaskState::Archived).await.unwrap(), 2);
-    assert_eq!(env.q.count(TaskState::Archived).await.unwrap(), 0);
+    assert_eq!(
+        env.q
+            .inspector()
+            .run_all(TaskState::Archived)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        env.q.inspector().count(TaskState::Archived).await.unwrap(),
+        0
+    );
     for id in ["a1", "a2"] {
         let info = env.info(id).await;
         assert_eq!(
@@ -325,24 +360,79 @@ async fn run_all_and_delete_all_act_on_one_state_and_refuse_active(backend: Back
             )
         );
     }
-    assert_eq!(env.q.run_all(TaskState::Archived).await.unwrap(), 0);
-    assert_eq!(env.q.run_all(TaskState::Retry).await.unwrap(), 1);
-    assert_eq!(env.q.run_all(TaskState::Completed).await.unwrap(), 1);
-    assert_eq!(env.q.run_all(TaskState::Scheduled).await.unwrap(), 1);
-    assert_eq!(env.q.count(TaskState::Pending).await.unwrap(), 6);
-
-    assert_eq!(env.q.delete_all(TaskState::Pending).await.unwrap(), 6);
-    assert_eq!(env.q.delete_all(TaskState::Pending).await.unwrap(), 0);
     assert_eq!(
-        env.q.count(TaskState::Active).await.unwrap(),
+        env.q
+            .inspector()
+            .run_all(TaskState::Archived)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        env.q.inspector().run_all(TaskState::Retry).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        env.q
+            .inspector()
+            .run_all(TaskState::Completed)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        env.q
+            .inspector()
+            .run_all(TaskState::Scheduled)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        env.q.inspector().count(TaskState::Pending).await.unwrap(),
+        6
+    );
+
+    assert_eq!(
+        env.q
+            .inspector()
+            .delete_all(TaskState::Pending)
+            .await
+            .unwrap(),
+        6
+    );
+    assert_eq!(
+        env.q
+            .inspector()
+            .delete_all(TaskState::Pending)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        env.q.inspector().count(TaskState::Active).await.unwrap(),
         1,
         "busy kept"
     );
 
     run_once(&env, &w, Task::new("ok", &0).task_id("c2")).await;
-    assert_eq!(env.q.delete_all(TaskState::Retry).await.unwrap(), 0);
-    assert_eq!(env.q.delete_all(TaskState::Completed).await.unwrap(), 1);
-    assert!(env.q.get("c2").await.unwrap().is_none());
+    assert_eq!(
+        env.q
+            .inspector()
+            .delete_all(TaskState::Retry)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        env.q
+            .inspector()
+            .delete_all(TaskState::Completed)
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(env.q.inspector().get("c2").await.unwrap().is_none());
 }
 
 async fn a_paused_queue_is_not_claimed_from_but_takes_enqueues(backend: Backend) {
@@ -358,15 +448,20 @@ async fn a_paused_queue_is_not_claimed_from_but_takes_enqueues(backend: Backend)
         .unwrap();
     other.enqueue(Task::new("ok", &0)).await.unwrap();
 
-    assert!(!env.q.is_paused().await.unwrap());
-    env.q.pause().await.unwrap();
-    env.q.pause().await.unwrap(); // twice is fine
-    assert!(env.q.is_paused().await.unwrap());
-    assert!(!other.is_paused().await.unwrap());
+    assert!(!env.q.inspector().is_paused().await.unwrap());
+    env.q.inspector().pause().await.unwrap();
+    env.q.inspector().pause().await.unwrap(); // twice is fine
+    assert!(env.q.inspector().is_paused().await.unwrap());
+    assert!(!other.inspector().is_paused().await.unwrap());
 
     env.clock.set(env.at(secs(60)));
     assert_eq!(w.run_due().await.unwrap(), 0, "paused: nothing claimed");
-    assert!(env.q.claim(10, secs(30)).await.unwrap().is_empty());
+    assert!(
+        protocol::claim(&env.q, 10, secs(30))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let during = env
         .q
         .enqueue(Task::new("ok", &0).task_id("during"))
@@ -375,9 +470,9 @@ async fn a_paused_queue_is_not_claimed_from_but_takes_enqueues(backend: Backend)
     assert_eq!(during.state, TaskState::Pending);
     assert_eq!(w_other.run_due().await.unwrap(), 1, "other queues run on");
 
-    env.q.unpause().await.unwrap();
-    env.q.unpause().await.unwrap();
-    assert!(!env.q.is_paused().await.unwrap());
+    env.q.inspector().unpause().await.unwrap();
+    env.q.inspector().unpause().await.unwrap();
+    assert!(!env.q.inspector().is_paused().await.unwrap());
     assert_eq!(w.run_due().await.unwrap(), 2);
     for id in ["before", "during"] {
         assert_eq!(env.info(id).await.state, TaskState::Completed);
@@ -406,7 +501,11 @@ async fn error_groups_put_the_most_frequent_error_first(backend: Backend) {
     env.q.enqueue(Task::new("job", &0)).await.unwrap();
 
     assert_eq!(
-        env.q.error_groups(TaskState::Retry).await.unwrap(),
+        env.q
+            .inspector()
+            .error_groups(TaskState::Retry)
+            .await
+            .unwrap(),
         [
             ErrorGroup {
                 last_err: "gateway down".into(),
@@ -429,7 +528,11 @@ async fn error_groups_put_the_most_frequent_error_first(backend: Backend) {
         ]
     );
     assert_eq!(
-        env.q.error_groups(TaskState::Archived).await.unwrap(),
+        env.q
+            .inspector()
+            .error_groups(TaskState::Archived)
+            .await
+            .unwrap(),
         [ErrorGroup {
             last_err: "bad request (retries exhausted: 0 of 0)".into(),
             count: 1,
@@ -439,6 +542,7 @@ async fn error_groups_put_the_most_frequent_error_first(backend: Backend) {
     );
     assert!(
         env.q
+            .inspector()
             .error_groups(TaskState::Pending)
             .await
             .unwrap()
@@ -461,7 +565,7 @@ async fn stats_cover_every_queue_of_the_database_and_the_utc_day(backend: Backen
     run_once(&env, &w, Task::new("ok", &0)).await;
     run_once(&env, &w, doomed("dead", "no")).await;
     run_once(&env, &w, Task::new("fail", &"down")).await;
-    paused.pause().await.unwrap();
+    paused.inspector().pause().await.unwrap();
     later
         .enqueue(Task::new("job", &0).process_in(secs(3600)))
         .await
@@ -515,24 +619,27 @@ async fn stats_cover_every_queue_of_the_database_and_the_utc_day(backend: Backen
         },
     ];
     // Any handle of the database reads all queues.
-    assert_eq!(ours(later.stats().await.unwrap()), expected);
+    assert_eq!(ours(later.inspector().stats().await.unwrap()), expected);
     assert_eq!(expected[0].count(TaskState::Pending), 2);
     assert_eq!(expected[2].count(TaskState::Scheduled), 1);
     assert_eq!(expected[0].count(TaskState::Archived), 1);
 
     // t0 is 22:13:20 UTC: the day ends 6400 s later. 1 ms before, it is still today.
     env.clock.set(env.at(secs(6400)) - Duration::from_millis(1));
-    assert_eq!(ours(env.q.stats().await.unwrap())[0].processed_today, 2);
+    assert_eq!(
+        ours(env.q.inspector().stats().await.unwrap())[0].processed_today,
+        2
+    );
     env.clock.set(env.at(secs(6400)));
     expected[0].processed_today = 0;
     expected[0].failed_today = 0;
     expected[0].oldest_pending_age = Some(secs(6400));
-    assert_eq!(ours(env.q.stats().await.unwrap()), expected);
+    assert_eq!(ours(env.q.inspector().stats().await.unwrap()), expected);
 
     // Unpaused and empty: no longer listed.
-    paused.unpause().await.unwrap();
+    paused.inspector().unpause().await.unwrap();
     expected.remove(1);
-    assert_eq!(ours(env.q.stats().await.unwrap()), expected);
+    assert_eq!(ours(env.q.inspector().stats().await.unwrap()), expected);
 }
 
 async fn try_named_refuses_what_named_would_panic_on(backend: Backend) {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use retry_runtime::durable::{BoxError, Task, TaskState, Worker};
+use retry_runtime::durable::{BoxError, Task, TaskState, Worker, protocol};
 use retry_tests::durable_env::{Backend, Env, secs, worker};
 
 retry_tests::both_backends!(
@@ -151,13 +151,16 @@ async fn outcomes_are_counted_per_queue_kind_and_outcome(backend: Backend) {
         .enqueue(Task::new("report", &0).task_id("r"))
         .await
         .unwrap();
-    let claimed = env.q.claim(1, secs(30)).await.unwrap();
+    let claimed = protocol::claim(&env.q, 1, secs(30)).await.unwrap();
     assert!(w.fail(&claimed[0], BoxError::from("boom")).await.unwrap());
     env.q
         .enqueue(Task::new("report", &0).task_id("lost").max_retry(0))
         .await
         .unwrap();
-    assert_eq!(env.q.claim(1, secs(30)).await.unwrap()[0].id(), "lost");
+    assert_eq!(
+        protocol::claim(&env.q, 1, secs(30)).await.unwrap()[0].id(),
+        "lost"
+    );
     env.clock.advance(secs(31));
     assert_eq!(w.recover_expired().await.unwrap(), 1);
     let counted = counters(name);
@@ -170,7 +173,7 @@ async fn outcomes_are_counted_per_queue_kind_and_outcome(backend: Backend) {
     let fenced = env.q.clone().named(format!("{name}-fenced"));
     let w2 = Worker::new(fenced.clone()).handle("email", |_task| async { Ok::<(), BoxError>(()) });
     fenced.enqueue(Task::new("report", &0)).await.unwrap();
-    let first = fenced.claim(1, secs(30)).await.unwrap();
+    let first = protocol::claim(&fenced, 1, secs(30)).await.unwrap();
     env.clock.advance(secs(31));
     assert_eq!(w2.recover_expired().await.unwrap(), 1);
     assert!(!w2.fail(&first[0], BoxError::from("late")).await.unwrap());
@@ -239,6 +242,7 @@ async fn task_gauges_follow_the_table_on_each_maintenance_tick(backend: Backend)
     env.q.enqueue(Task::new("other", &3)).await.unwrap();
     env.q.enqueue(Task::new("other", &4)).await.unwrap();
     env.q
+        .inspector()
         .archive_task(&env.q.enqueue(Task::new("other", &5)).await.unwrap().id)
         .await
         .unwrap();

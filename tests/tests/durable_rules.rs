@@ -442,19 +442,19 @@ async fn retention_per_task_overrides_the_queue_default(backend: Backend) {
     w.run_due().await.unwrap();
     env.clock.advance(secs(60));
     assert_eq!(
-        env.q.trim().await.unwrap(),
+        env.q.inspector().trim().await.unwrap(),
         0,
         "kept for exactly its retention"
     );
     env.clock.advance(Duration::from_millis(1));
-    assert_eq!(env.q.trim().await.unwrap(), 1);
-    assert_eq!(env.q.get(&short).await.unwrap(), None);
+    assert_eq!(env.q.inspector().trim().await.unwrap(), 1);
+    assert_eq!(env.q.inspector().get(&short).await.unwrap(), None);
     assert_eq!(env.info(&default).await.state, TaskState::Completed);
     // The queue's default: 7 days.
     env.clock
         .set(t0() + secs(7 * 24 * 3600) + Duration::from_millis(1));
-    assert_eq!(env.q.trim().await.unwrap(), 1);
-    assert_eq!(env.q.get(&default).await.unwrap(), None);
+    assert_eq!(env.q.inspector().trim().await.unwrap(), 1);
+    assert_eq!(env.q.inspector().get(&default).await.unwrap(), None);
 }
 
 /// Pauses tokio's clock while it lives (the test runtime is single-threaded).

@@ -135,7 +135,15 @@ async fn two_schedulers_enqueue_each_period_once(backend: Backend) {
     let c = scheduler(env.other_process().await);
     assert_eq!(c.enqueue_due().await.unwrap(), 0);
     assert_eq!(env.ids(TaskState::Pending).await, Vec::<String>::new());
-    assert_eq!(env.q.list(TaskState::Completed).await.unwrap().len(), 5);
+    assert_eq!(
+        env.q
+            .inspector()
+            .list(TaskState::Completed)
+            .await
+            .unwrap()
+            .len(),
+        5
+    );
 }
 
 async fn cron_every_five_minutes_enqueues_at_five_minute_boundaries_only(backend: Backend) {
@@ -216,7 +224,7 @@ async fn the_scheduler_sets_the_task_id(backend: Backend) {
         Task::new("report", &7).task_id("mine").max_retry(3)
     });
     assert_eq!(s.enqueue_due().await.unwrap(), 1);
-    assert_eq!(env.q.get("mine").await.unwrap(), None);
+    assert_eq!(env.q.inspector().get("mine").await.unwrap(), None);
     // The hour of T0 started at 22:00.
     let info = env
         .info("periodic:report:every:3600000ms:1699999200000")

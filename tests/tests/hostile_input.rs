@@ -89,19 +89,12 @@ fn days_in_month(year: u32, month: usize) -> u32 {
     }
 }
 
-/// The fields of `secs` after the epoch (Howard Hinnant's `civil_from_days`).
+/// The fields of `secs` after the epoch (the calendar of `retry_runtime::time`).
 fn fields_of(secs: u64) -> Fields {
     let days = secs / 86_400;
     let rem = secs % 86_400;
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 2 } else { mp - 10 } as usize;
-    let year = (yoe + era * 400 + i64::from(month <= 1)) as u32;
+    let (year, month, day) = retry_runtime::time::civil_from_days(days as i64);
+    let (year, month) = (year as u32, month as usize - 1);
     Fields {
         // 1970-01-01 was a Thursday.
         weekday: ((days + 3) % 7) as usize,

@@ -1,60 +1,20 @@
 //! Running each command against the queue's database, and what it prints.
 
-use std::fmt;
 use std::io::Write;
 
 use retry_runtime::durable::{Error, Queue, TaskInfo, TaskState};
-use serde_json::{Value, json};
+use retry_runtime::time::rfc3339;
+use serde_json::Value;
 
+use super::failure::{Failure, failure};
 use super::table::{Align, Table, age, cell, clean};
 use super::{Cli, Command, QueueCommand, StateArgs, TaskCommand, TaskId};
 use crate::dashboard::{self, DashOptions};
 use crate::json;
+use crate::ops::{Action, Bulk};
 
 /// Longest `last_err` shown in a table; `task show` prints it whole.
 const LAST_ERR_WIDTH: usize = 60;
-
-/// Why a command stopped short.
-#[derive(Debug)]
-pub(super) enum Failure {
-    /// The one line printed after `error: `.
-    Message(String),
-    /// The reader of the output went away (`retry-queue … | head`): nothing to report.
-    ClosedOutput,
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Message(message) => f.write_str(message),
-            Failure::ClosedOutput => f.write_str("the output was closed"),
-        }
-    }
-}
-
-impl From<std::io::Error> for Failure {
-    fn from(e: std::io::Error) -> Failure {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            return Failure::ClosedOutput;
-        }
-        Failure::Message(format!("cannot write the output: {e}"))
-    }
-}
-
-/// The failure of an inspector call on `queue` (about the task `id`, if any).
-fn failure(e: Error, queue: &Queue, id: Option<&str>) -> Failure {
-    let q = clean(queue.name());
-    let text = match (e, id) {
-        (Error::TaskNotFound, Some(id)) => format!("no task \"{}\" in queue \"{q}\"", clean(id)),
-        (Error::TaskActive, Some(id)) => format!(
-            "task \"{}\" in queue \"{q}\" is active (a worker holds its lease): wait for the \
-             attempt to end",
-            clean(id)
-        ),
-        (e, _) => clean(&e.to_string()),
-    };
-    Failure::Message(text)
-}
 
 pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
     if let Command::Dash {
@@ -92,7 +52,7 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
         Command::Queue(QueueCommand::Unpause { name }) => pause(&base, &name, false, output).await,
         Command::Errors { state, queue } => {
             let queue = named(&base, &queue)?;
-            errors(&queue, state.into(), output).await
+            errors(&queue, state, output).await
         }
         Command::Dash { .. } => unreachable!("handled above"),
     }
@@ -153,13 +113,14 @@ fn named(base: &Queue, name: &str) -> Result<Queue, Failure> {
 }
 
 async fn stats<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Failure> {
-    let stats = base.stats().await.map_err(|e| failure(e, base, None))?;
+    let stats = base
+        .inspector()
+        .stats()
+        .await
+        .map_err(|e| failure(e, base, None))?;
     let now = base.now();
     output.print(
-        || {
-            let queues: Vec<Value> = stats.iter().map(json::queue).collect();
-            json!({ "now": json::time(now), "queues": queues })
-        },
+        || json::overview(now, &stats),
         |out| {
             let mut table = Table::new(&[
                 ("QUEUE", Align::Left),
@@ -201,11 +162,12 @@ async fn task<W: Write>(
             size,
         } => {
             let queue = named(base, &queue)?;
-            ls(&queue, state.into(), page, size, output).await
+            ls(&queue, state, page, size, output).await
         }
         TaskCommand::Show(TaskId { id, queue }) => {
             let queue = named(base, &queue)?;
             let info = queue
+                .inspector()
                 .get(&id)
                 .await
                 .map_err(|e| failure(e, &queue, Some(&id)))?
@@ -215,8 +177,8 @@ async fn task<W: Write>(
         TaskCommand::Run(task) => action(base, task, Action::Run, output).await,
         TaskCommand::Delete(task) => action(base, task, Action::Delete, output).await,
         TaskCommand::Archive(task) => action(base, task, Action::Archive, output).await,
-        TaskCommand::RunAll(args) => bulk(base, args, false, output).await,
-        TaskCommand::DeleteAll(args) => bulk(base, args, true, output).await,
+        TaskCommand::RunAll(args) => bulk(base, args, Bulk::RunAll, output).await,
+        TaskCommand::DeleteAll(args) => bulk(base, args, Bulk::DeleteAll, output).await,
     }
 }
 
@@ -228,14 +190,12 @@ async fn ls<W: Write>(
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let fail = |e| failure(e, queue, None);
-    let tasks = queue.list_page(state, page, size).await.map_err(fail)?;
-    let total = queue.count(state).await.map_err(fail)?;
+    let inspector = queue.inspector();
+    let tasks = inspector.list_page(state, page, size).await.map_err(fail)?;
+    let total = inspector.count(state).await.map_err(fail)?;
     let pages = total.div_ceil(u64::from(size)).max(1);
     output.print(
-        || {
-            let tasks: Vec<Value> = tasks.iter().map(json::task).collect();
-            json!({ "tasks": tasks, "total": total })
-        },
+        || json::page(&tasks, total, state),
         |out| {
             let mut table = Table::new(&[
                 ("ID", Align::Left),
@@ -245,8 +205,7 @@ async fn ls<W: Write>(
                 ("LAST FAILED AT", Align::Left),
                 ("LAST ERR", Align::Left),
             ]);
-            let time =
-                |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), json::time);
+            let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), rfc3339);
             for t in &tasks {
                 table.row(vec![
                     clean(&t.id),
@@ -272,14 +231,14 @@ async fn ls<W: Write>(
 
 /// `task show`: one `field: value` line per field of the task JSON, values aligned.
 fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
-    let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), json::time);
+    let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), rfc3339);
     let fields = [
         ("id", clean(&t.id)),
         ("queue", clean(&t.queue)),
         ("kind", clean(&t.kind)),
         ("state", t.state.to_string()),
         ("retried", format!("{}/{}", t.retried, t.max_retry)),
-        ("enqueued_at", json::time(t.enqueued_at)),
+        ("enqueued_at", rfc3339(t.enqueued_at)),
         ("next_process_at", time(t.next_process_at)),
         ("last_failed_at", time(t.last_failed_at)),
         ("completed_at", time(t.completed_at)),
@@ -295,13 +254,6 @@ fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
     Ok(())
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Action {
-    Run,
-    Delete,
-    Archive,
-}
-
 async fn action<W: Write>(
     base: &Queue,
     TaskId { id, queue }: TaskId,
@@ -309,25 +261,19 @@ async fn action<W: Write>(
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let queue = named(base, &queue)?;
-    let done = match action {
-        Action::Run => queue.run_task(&id).await,
-        Action::Delete => queue.delete_task(&id).await,
-        Action::Archive => queue.archive_task(&id).await,
-    };
-    done.map_err(|e| failure(e, &queue, Some(&id)))?;
-    let (name, line) = match action {
-        Action::Run => ("run", "runs as soon as a worker is free"),
-        Action::Delete => ("delete", "deleted"),
-        Action::Archive => ("archive", "archived"),
-    };
+    action
+        .apply(&queue.inspector(), &id)
+        .await
+        .map_err(|e| failure(e, &queue, Some(&id)))?;
     output.print(
-        || json!({ "queue": queue.name(), "id": id, "action": name }),
+        || json::acted(queue.name(), &id, action),
         |out| {
             writeln!(
                 out,
-                "task \"{}\" in queue \"{}\": {line}",
+                "task \"{}\" in queue \"{}\": {}",
                 clean(&id),
-                clean(queue.name())
+                clean(queue.name()),
+                action.done()
             )
         },
     )
@@ -336,24 +282,17 @@ async fn action<W: Write>(
 async fn bulk<W: Write>(
     base: &Queue,
     StateArgs { state, queue }: StateArgs,
-    delete: bool,
+    bulk: Bulk,
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let queue = named(base, &queue)?;
-    let state = TaskState::from(state);
-    let count = if delete {
-        queue.delete_all(state).await
-    } else {
-        queue.run_all(state).await
-    }
-    .map_err(|e| failure(e, &queue, None))?;
-    let done = if delete {
-        "deleted"
-    } else {
-        "now pending, to run as soon as a worker is free"
-    };
+    let count = bulk
+        .apply(&queue.inspector(), state)
+        .await
+        .map_err(|e| failure(e, &queue, None))?;
+    let done = bulk.done();
     output.print(
-        || json!({ "queue": queue.name(), "state": state.as_str(), "count": count }),
+        || json::bulk_done(queue.name(), state, count),
         |out| {
             writeln!(
                 out,
@@ -372,13 +311,13 @@ async fn pause<W: Write>(
 ) -> Result<(), Failure> {
     let queue = named(base, name)?;
     if paused {
-        queue.pause().await
+        queue.inspector().pause().await
     } else {
-        queue.unpause().await
+        queue.inspector().unpause().await
     }
     .map_err(|e| failure(e, &queue, None))?;
     output.print(
-        || json!({ "queue": queue.name(), "paused": paused }),
+        || json::paused(queue.name(), paused),
         |out| {
             let what = if paused { "paused" } else { "unpaused" };
             writeln!(out, "queue \"{}\" {what}", clean(queue.name()))
@@ -392,14 +331,12 @@ async fn errors<W: Write>(
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let groups = queue
+        .inspector()
         .error_groups(state)
         .await
         .map_err(|e| failure(e, queue, None))?;
     output.print(
-        || {
-            let groups: Vec<Value> = groups.iter().map(json::error_group).collect();
-            json!({ "queue": queue.name(), "state": state.as_str(), "groups": groups })
-        },
+        || json::errors(queue.name(), state, &groups),
         |out| {
             let mut table = Table::new(&[
                 ("TASKS", Align::Right),
@@ -410,8 +347,8 @@ async fn errors<W: Write>(
             for g in &groups {
                 table.row(vec![
                     g.count.to_string(),
-                    json::time(g.oldest),
-                    json::time(g.newest),
+                    rfc3339(g.oldest),
+                    rfc3339(g.newest),
                     clean(&g.last_err),
                 ]);
             }
@@ -422,18 +359,7 @@ async fn errors<W: Write>(
 
 #[cfg(test)]
 mod tests {
-    use super::{Failure, sqlite_path};
-
-    #[test]
-    fn a_closed_output_is_no_error_but_other_write_errors_are() {
-        let closed = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
-        assert!(matches!(Failure::from(closed), Failure::ClosedOutput));
-        let full = std::io::Error::other("disk full");
-        assert_eq!(
-            Failure::from(full).to_string(),
-            "cannot write the output: disk full"
-        );
-    }
+    use super::sqlite_path;
 
     #[test]
     fn sqlite_paths_are_read_from_the_url() {

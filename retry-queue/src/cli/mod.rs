@@ -13,17 +13,19 @@
 //! ```
 //!
 //! `RETRY_QUEUE_DB` stands for `--db`. Every command prints a table (or a line) for people, or
-//! with `--json` the JSON of [`crate::json`] for scripts. Exit status: 0 on success, 1 when the
+//! with `--json` the JSON of the crate's JSON module for scripts. Exit status: 0 on success, 1 when the
 //! command failed (an unknown id, a refused action, a database that cannot be reached: one
 //! line `error: …` on stderr), 2 for a command line clap rejects.
 
 mod commands;
+mod failure;
 mod table;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
 use retry_runtime::durable::{DEFAULT_QUEUE, TaskState};
 
 /// The arguments of `retry-queue`.
@@ -61,8 +63,8 @@ pub enum Command {
     /// The tasks of a state grouped by their last error, most frequent first
     Errors {
         /// The state whose tasks are grouped
-        #[arg(long, value_enum, default_value_t = State::Retry)]
-        state: State,
+        #[arg(long, value_parser = state_parser(), default_value = "retry")]
+        state: TaskState,
         /// The queue
         #[arg(long, default_value = DEFAULT_QUEUE)]
         queue: String,
@@ -87,8 +89,8 @@ pub enum TaskCommand {
     /// One page of the tasks in a state
     Ls {
         /// The state to list
-        #[arg(long, value_enum)]
-        state: State,
+        #[arg(long, value_parser = state_parser())]
+        state: TaskState,
         /// The queue
         #[arg(long, default_value = DEFAULT_QUEUE)]
         queue: String,
@@ -127,8 +129,8 @@ pub struct TaskId {
 #[derive(Debug, Args)]
 pub struct StateArgs {
     /// The state
-    #[arg(long, value_enum)]
-    pub state: State,
+    #[arg(long, value_parser = state_parser())]
+    pub state: TaskState,
     /// The queue
     #[arg(long, default_value = DEFAULT_QUEUE)]
     pub queue: String,
@@ -149,34 +151,20 @@ pub enum QueueCommand {
     },
 }
 
-/// A task state on the command line: the names of [`TaskState`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum State {
-    /// Ready to run, waiting for a worker
-    Pending,
-    /// Enqueued to run later
-    Scheduled,
-    /// Held by a worker
-    Active,
-    /// Failed; runs again at its next process time
-    Retry,
-    /// Failed for good
-    Archived,
-    /// Succeeded
-    Completed,
-}
-
-impl From<State> for TaskState {
-    fn from(state: State) -> TaskState {
-        match state {
-            State::Pending => TaskState::Pending,
-            State::Scheduled => TaskState::Scheduled,
-            State::Active => TaskState::Active,
-            State::Retry => TaskState::Retry,
-            State::Archived => TaskState::Archived,
-            State::Completed => TaskState::Completed,
-        }
-    }
+/// The `--state` values: the names of [`TaskState`], each with its help line.
+fn state_parser() -> impl TypedValueParser<Value = TaskState> {
+    let values = TaskState::ALL.map(|state| {
+        let help = match state {
+            TaskState::Pending => "Ready to run, waiting for a worker",
+            TaskState::Scheduled => "Enqueued to run later",
+            TaskState::Active => "Held by a worker",
+            TaskState::Retry => "Failed; runs again at its next process time",
+            TaskState::Archived => "Failed for good",
+            TaskState::Completed => "Succeeded",
+        };
+        PossibleValue::new(state.as_str()).help(help)
+    });
+    PossibleValuesParser::new(values).try_map(|name| name.parse::<TaskState>())
 }
 
 /// Parses the command line, runs the command, prints its output on stdout and a failure as
@@ -194,7 +182,7 @@ pub fn main() -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     match runtime.block_on(commands::run(cli, &mut stdout)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(commands::Failure::ClosedOutput) => ExitCode::SUCCESS,
+        Err(failure::Failure::ClosedOutput) => ExitCode::SUCCESS,
         Err(e) => fail(&e.to_string()),
     }
 }

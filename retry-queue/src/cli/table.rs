@@ -67,20 +67,7 @@ impl Table {
     }
 }
 
-/// `text` safe to print on a terminal: control characters (newlines, escapes) written as Rust
-/// escapes (`\n`, `\u{1b}`), so a hostile `last_err` cannot move the cursor or recolour the
-/// screen, and a table row stays one line.
-pub(super) fn clean(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+pub(super) use crate::ops::clean;
 
 /// [`clean`], cut to `max` characters (the last one then `…`).
 pub(super) fn cell(text: &str, max: usize) -> String {

@@ -1,17 +1,4 @@
-//! The JSON API under `/api`, which the page itself uses (documented in the README):
-//!
-//! | route | answer |
-//! | --- | --- |
-//! | `GET /api/queues` | `{"now", "queues": [queue…]}` |
-//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` | `{"tasks": [task…], "total": n}` |
-//! | `GET /api/queues/{queue}/errors?state=retry` | `{"state", "groups": [group…]}` |
-//! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive` | `{"queue", "id", "action"}` |
-//! | `POST /api/queues/{queue}/run-all?state=archived` | `{"queue", "state", "count"}` |
-//! | `POST /api/queues/{queue}/delete-all?state=archived` | `{"queue", "state", "count"}` |
-//! | `POST /api/queues/{queue}/pause\|unpause` | `{"queue", "paused"}` |
-//!
-//! Every error is `{"error": "…"}`: 400 for a bad state, page, size or queue name, 404 for an
-//! unknown task or route, 409 for an action on an active task, 503 when the database fails.
+//! The handlers of the JSON API under `/api` (routes and answers: the [module docs](super#api)).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,9 +9,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use retry_runtime::durable::{Error, Queue, TaskState};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::json;
+use crate::ops::{Action, Bulk, Kind, Problem};
 
 /// The page size of `GET …/tasks` without `size`.
 pub const DEFAULT_PAGE_SIZE: u32 = 20;
@@ -57,37 +45,24 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
     }
 
-    /// A failure of the inspector, for the task `id` when the call was about one.
+    /// A failure of the inspector, for the task `id` when the call was about one: the
+    /// [`Problem`]'s text, with its kind's status.
     fn from_queue(e: Error, queue: &Queue, id: Option<&str>) -> ApiError {
-        match e {
-            Error::TaskNotFound => ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "no task {:?} in queue {:?}",
-                    id.unwrap_or_default(),
-                    queue.name()
-                ),
-            ),
-            Error::TaskActive => ApiError::new(
-                StatusCode::CONFLICT,
-                format!(
-                    "task {:?} is active (a worker holds it): try again when its attempt ends",
-                    id.unwrap_or_default()
-                ),
-            ),
-            Error::Invalid(why) => ApiError::bad_request(why),
-            Error::Unreachable(_) | Error::Database(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the task database failed: {e}"),
-            ),
-            other => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
-        }
+        let problem = Problem::of(e, queue.name(), id);
+        let status = match problem.kind {
+            Kind::NotFound => StatusCode::NOT_FOUND,
+            Kind::Active => StatusCode::CONFLICT,
+            Kind::Invalid => StatusCode::BAD_REQUEST,
+            Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, problem.message)
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (self.status, Json(json!({ "error": self.message }))).into_response();
+        let mut response = (self.status, Json(json::error(&self.message))).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
@@ -169,13 +144,11 @@ fn number_of(
 /// `GET /api/queues`: every queue of the database, and the queue clock's time.
 pub(crate) async fn queues(State(base): State<Arc<Queue>>) -> Answer {
     let stats = base
+        .inspector()
         .stats()
         .await
         .map_err(|e| ApiError::from_queue(e, &base, None))?;
-    let queues: Vec<Value> = stats.iter().map(json::queue).collect();
-    Ok(Json(
-        json!({ "now": json::time(base.now()), "queues": queues }),
-    ))
+    Ok(Json(json::overview(base.now(), &stats)))
 }
 
 /// `GET /api/queues/{queue}/tasks?state=…&page=1&size=20`.
@@ -191,10 +164,10 @@ pub(crate) async fn tasks(
     let page = number_of(&params, "page", 1, u32::MAX, false)?;
     let size = number_of(&params, "size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, true)?;
     let fail = |e| ApiError::from_queue(e, &queue, None);
-    let tasks = queue.list_page(state, page, size).await.map_err(fail)?;
-    let total = queue.count(state).await.map_err(fail)?;
-    let tasks: Vec<Value> = tasks.iter().map(json::task).collect();
-    Ok(Json(json!({ "tasks": tasks, "total": total })))
+    let inspector = queue.inspector();
+    let tasks = inspector.list_page(state, page, size).await.map_err(fail)?;
+    let total = inspector.count(state).await.map_err(fail)?;
+    Ok(Json(json::page(&tasks, total, state)))
 }
 
 /// `GET /api/queues/{queue}/errors?state=retry` (the default state).
@@ -208,54 +181,32 @@ pub(crate) async fn errors(
     let queue = queue_of(&base, name)?;
     let state = state_of(&params, Some(TaskState::Retry))?;
     let groups = queue
+        .inspector()
         .error_groups(state)
         .await
         .map_err(|e| ApiError::from_queue(e, &queue, None))?;
-    let groups: Vec<Value> = groups.iter().map(json::error_group).collect();
-    Ok(Json(json!({ "state": state.as_str(), "groups": groups })))
-}
-
-/// What `POST …/tasks/{id}/{action}` does.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum TaskAction {
-    Run,
-    Delete,
-    Archive,
-}
-
-impl TaskAction {
-    fn name(self) -> &'static str {
-        match self {
-            TaskAction::Run => "run",
-            TaskAction::Delete => "delete",
-            TaskAction::Archive => "archive",
-        }
-    }
+    Ok(Json(json::errors(queue.name(), state, &groups)))
 }
 
 /// `POST /api/queues/{queue}/tasks/{id}/run|delete|archive`.
 pub(crate) async fn task_action(
-    action: TaskAction,
+    action: Action,
     base: Arc<Queue>,
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Answer {
     let Path((name, id)) = path?;
     let queue = queue_of(&base, name)?;
-    let done = match action {
-        TaskAction::Run => queue.run_task(&id).await,
-        TaskAction::Delete => queue.delete_task(&id).await,
-        TaskAction::Archive => queue.archive_task(&id).await,
-    };
-    done.map_err(|e| ApiError::from_queue(e, &queue, Some(&id)))?;
-    Ok(Json(
-        json!({ "queue": queue.name(), "id": id, "action": action.name() }),
-    ))
+    action
+        .apply(&queue.inspector(), &id)
+        .await
+        .map_err(|e| ApiError::from_queue(e, &queue, Some(&id)))?;
+    Ok(Json(json::acted(queue.name(), &id, action)))
 }
 
-/// `POST /api/queues/{queue}/run-all?state=…` (`delete_all: false`) and
-/// `POST /api/queues/{queue}/delete-all?state=…` (`true`): the state is required.
+/// `POST /api/queues/{queue}/run-all?state=…` and `POST /api/queues/{queue}/delete-all?state=…`:
+/// the state is required.
 pub(crate) async fn bulk(
-    delete: bool,
+    bulk: Bulk,
     base: Arc<Queue>,
     path: Result<Path<String>, PathRejection>,
     params: Params,
@@ -264,15 +215,11 @@ pub(crate) async fn bulk(
     let Query(params) = params?;
     let queue = queue_of(&base, name)?;
     let state = state_of(&params, None)?;
-    let count = if delete {
-        queue.delete_all(state).await
-    } else {
-        queue.run_all(state).await
-    }
-    .map_err(|e| ApiError::from_queue(e, &queue, None))?;
-    Ok(Json(
-        json!({ "queue": queue.name(), "state": state.as_str(), "count": count }),
-    ))
+    let count = bulk
+        .apply(&queue.inspector(), state)
+        .await
+        .map_err(|e| ApiError::from_queue(e, &queue, None))?;
+    Ok(Json(json::bulk_done(queue.name(), state, count)))
 }
 
 /// `POST /api/queues/{queue}/pause` (`true`) and `…/unpause` (`false`).
@@ -284,12 +231,12 @@ pub(crate) async fn set_paused(
     let Path(name) = path?;
     let queue = queue_of(&base, name)?;
     if paused {
-        queue.pause().await
+        queue.inspector().pause().await
     } else {
-        queue.unpause().await
+        queue.inspector().unpause().await
     }
     .map_err(|e| ApiError::from_queue(e, &queue, None))?;
-    Ok(Json(json!({ "queue": queue.name(), "paused": paused })))
+    Ok(Json(json::paused(queue.name(), paused)))
 }
 
 /// Any other route: 404 (or 405 for a known route with another method), as JSON.

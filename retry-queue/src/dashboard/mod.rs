@@ -21,6 +21,37 @@
 //! # }
 //! ```
 //!
+//! # API
+//!
+//! The JSON API under `/api`, which the page itself uses; `retry-queue --json` prints the same
+//! JSON:
+//!
+//! | route | answer |
+//! | --- | --- |
+//! | `GET /api/queues` | `{"now", "queues": [queue…]}` |
+//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` | `{"tasks": [task…], "total": n, "actions": {"task": […], "bulk": […]}}` |
+//! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…]}` |
+//! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive` | `{"queue", "id", "action"}` |
+//! | `POST /api/queues/{queue}/run-all?state=archived` | `{"queue", "state", "count"}` |
+//! | `POST /api/queues/{queue}/delete-all?state=archived` | `{"queue", "state", "count"}` |
+//! | `POST /api/queues/{queue}/pause\|unpause` | `{"queue", "paused"}` |
+//!
+//! Every error is `{"error": "…"}`: 400 for a bad state, page, size or queue name, 404 for an
+//! unknown task or route, 409 for an action on an active task, 503 when the database fails.
+//!
+//! - A task: `TaskInfo`'s field names, `{"id", "queue", "kind", "state", "retried",
+//!   "max_retry", "payload", "enqueued_at", "next_process_at", "last_err", "last_failed_at",
+//!   "completed_at"}`; `state` lower case (`"retry"`), `payload` the stored JSON text as a
+//!   string, times RFC 3339 in UTC or `null` when absent.
+//! - A queue: `{"queue", "counts": {"pending": n, "scheduled": n, "active": n,
+//!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
+//!   "oldest_pending_age_secs"}` (whole seconds, `null` without pending tasks).
+//! - An error group: `{"last_err", "count", "oldest", "newest"}`.
+//!
+//!
+//! The `actions` of a page name the actions a task of its state takes and the bulk actions of
+//! the state: the page shows buttons for these.
+//!
 //! # Security
 //!
 //! - **Token.** With [`DashOptions::token`], every request under `/api` needs
@@ -52,8 +83,9 @@ use retry_runtime::durable::Queue;
 
 pub use api::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 
-use api::TaskAction;
 use guard::Guard;
+
+use crate::ops::{Action, Bulk};
 
 /// The address [`serve`] listens on by default: `127.0.0.1:8080`.
 pub const DEFAULT_LISTEN: SocketAddr =
@@ -173,39 +205,32 @@ pub fn router_with(queue: Queue, options: &DashOptions) -> Router {
 fn build(queue: Queue, guard: Guard) -> Router {
     let read_only = guard.read_only;
     let queue = Arc::new(queue);
-    let action = |action: TaskAction| {
+    let action = |action: Action| {
         let queue = queue.clone();
         post(move |path| api::task_action(action, queue, path))
     };
-    let bulk = |delete: bool| {
+    let bulk = |bulk: Bulk| {
         let queue = queue.clone();
-        post(move |path, query| api::bulk(delete, queue, path, query))
+        post(move |path, query| api::bulk(bulk, queue, path, query))
     };
     let pause = |paused: bool| {
         let queue = queue.clone();
         post(move |path| api::set_paused(paused, queue, path))
     };
-    let api_routes = Router::new()
+    let mut api_routes = Router::new()
         .route("/api/queues", get(api::queues))
         .route("/api/queues/{queue}/tasks", get(api::tasks))
         .route("/api/queues/{queue}/errors", get(api::errors))
         .with_state(queue.clone())
-        .route(
-            "/api/queues/{queue}/tasks/{id}/run",
-            action(TaskAction::Run),
-        )
-        .route(
-            "/api/queues/{queue}/tasks/{id}/delete",
-            action(TaskAction::Delete),
-        )
-        .route(
-            "/api/queues/{queue}/tasks/{id}/archive",
-            action(TaskAction::Archive),
-        )
-        .route("/api/queues/{queue}/run-all", bulk(false))
-        .route("/api/queues/{queue}/delete-all", bulk(true))
         .route("/api/queues/{queue}/pause", pause(true))
         .route("/api/queues/{queue}/unpause", pause(false));
+    for a in Action::ALL {
+        let route = format!("/api/queues/{{queue}}/tasks/{{id}}/{}", a.name());
+        api_routes = api_routes.route(&route, action(a));
+    }
+    for b in Bulk::ALL {
+        api_routes = api_routes.route(&format!("/api/queues/{{queue}}/{}", b.name()), bulk(b));
+    }
     Router::new()
         .route("/", get(move |req| page::index(read_only, req)))
         .route("/assets/dash.js", get(page::script))

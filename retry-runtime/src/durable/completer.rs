@@ -20,12 +20,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::metrics::Outcome;
+use super::metrics::{Metrics, Outcome};
+use super::protocol;
 use super::queue::Queue;
 use super::schedule::to_ms;
-use super::store::{Done, Fence};
+use super::store::{Done, Fence, tasks};
 use super::task::ActiveTask;
-use super::worker::Shared;
 
 /// The most completions one write takes (a statement's arrays, or a transaction's updates).
 pub(crate) const MAX_BATCH: usize = 256;
@@ -46,25 +46,35 @@ pub(crate) struct Completion {
     finished: i64,
 }
 
+/// What the writer needs: the database (every queue a worker serves is a name on the database
+/// of its base queue), the lease to renew while a batch waits, and where outcomes are counted.
+pub(crate) struct Writer {
+    pub(crate) base: Queue,
+    pub(crate) lease: Duration,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
 /// The attempts' side of the completer: queues completions for the writer.
 #[derive(Clone)]
 pub(crate) struct Completer {
     tx: mpsc::Sender<Completion>,
+    writer: Arc<Writer>,
 }
 
 impl Completer {
     /// Starts the writer on its own tokio task. It ends once every `Completer` is dropped and
     /// the completions queued before are written: await the handle to know they are.
-    pub(crate) fn start(shared: Arc<Shared>) -> (Completer, JoinHandle<()>) {
+    pub(crate) fn start(writer: Writer) -> (Completer, JoinHandle<()>) {
         // One batch's worth: while the writer writes one batch, the next one fills up.
         let (tx, rx) = mpsc::channel(MAX_BATCH);
-        let writer = tokio::spawn(write_all(shared, rx));
-        (Completer { tx }, writer)
+        let writer = Arc::new(writer);
+        let handle = tokio::spawn(write_all(writer.clone(), rx));
+        (Completer { tx, writer }, handle)
     }
 
     /// Queues the completion of `task`, waiting while the queue is full.
-    pub(crate) async fn complete(&self, shared: &Shared, queue: Queue, task: ActiveTask) {
-        let finished = to_ms(queue.clock.now());
+    pub(crate) async fn complete(&self, queue: Queue, task: ActiveTask) {
+        let finished = to_ms(queue.handle.clock.now());
         let completion = Completion {
             queue,
             task,
@@ -72,16 +82,16 @@ impl Completer {
         };
         if let Err(mpsc::error::SendError(completion)) = self.tx.send(completion).await {
             // The writer is gone (it panicked): written here, alone.
-            write_batch(shared, &mut [completion]).await;
+            write_batch(&self.writer, &mut [completion]).await;
         }
     }
 }
 
 /// The writer: batches of what is queued, until the queue is closed and empty.
-async fn write_all(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>) {
+async fn write_all(writer: Arc<Writer>, mut rx: mpsc::Receiver<Completion>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        write_batch(&shared, &mut batch).await;
+        write_batch(&writer, &mut batch).await;
         batch.clear();
     }
 }
@@ -89,7 +99,7 @@ async fn write_all(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>) {
 /// Writes one batch, trying again after each of [`RETRY_PAUSES`] on a database error; counts
 /// and logs each task's outcome. A batch that cannot be written is given up: its leases expire
 /// and the recoverer puts its tasks back.
-async fn write_batch(shared: &Shared, batch: &mut [Completion]) {
+async fn write_batch(writer: &Writer, batch: &mut [Completion]) {
     for pause in RETRY_PAUSES.iter().map(Some).chain([None]) {
         let done: Vec<Done<'_>> = batch
             .iter()
@@ -99,13 +109,14 @@ async fn write_batch(shared: &Shared, batch: &mut [Completion]) {
                 finished: c.finished,
             })
             .collect();
-        // Every queue a worker serves is a name on the database of its base queue.
-        match shared.base.store.complete_batch(&done).await {
+        match tasks::complete_batch(&writer.base.handle.store, &done).await {
             Ok(written) => {
                 for (completion, written) in batch.iter().zip(written) {
                     let (queue, task) = (&completion.queue, &completion.task);
                     if written {
-                        shared.count_outcome(queue, task.kind(), Outcome::Completed);
+                        writer
+                            .metrics
+                            .count_outcome(queue.name(), task.kind(), Outcome::Completed);
                     } else {
                         event!(
                             warn,
@@ -128,11 +139,8 @@ async fn write_batch(shared: &Shared, batch: &mut [Completion]) {
                 };
                 // The tasks stay leased while their completions wait.
                 for completion in batch.iter_mut() {
-                    let lease = shared.lease;
-                    let _ = completion
-                        .queue
-                        .extend_lease(&mut completion.task, lease)
-                        .await;
+                    let queue = &completion.queue;
+                    let _ = protocol::extend_lease(queue, &mut completion.task, writer.lease).await;
                 }
                 tokio::time::sleep(*pause).await;
             }

@@ -4,11 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-/// The error a handler returns: any error, boxed (`Box<dyn std::error::Error + Send + Sync>`).
-///
-/// `?` converts every `std::error::Error + Send + Sync + 'static` into it, and so does
-/// `BoxError::from("text")`.
-pub type BoxError = Box<dyn StdError + Send + Sync>;
+pub use crate::BoxError;
 
 /// What went wrong: with the queue's database, with a task given to [`Queue`](super::Queue), or
 /// with an attempt (the last four variants are the failures the worker itself reports to
@@ -214,6 +210,7 @@ impl StdError for SkipRetry {
     }
 }
 
+use crate::describe::chain_text;
 /// The error and its sources, the error itself first: the walk `Classify` uses, bounded (a
 /// buggy `source()` that returns its own error must not hang the worker).
 pub(crate) use crate::integrations::erased::links as chain;
@@ -221,33 +218,17 @@ pub(crate) use crate::integrations::erased::links as chain;
 /// Longest `last_err` stored, in bytes.
 const MAX_ERR_TEXT: usize = 4096;
 
-/// The text stored as `last_err`: the error's `Display`, then each source's that adds something,
-/// joined by `": "`, cut at 4 KiB.
+/// The text stored as `last_err`: the error's chain as [`chain_text`] writes it, cut at 4 KiB.
 pub(crate) fn error_text(err: &BoxError) -> String {
-    let mut text = String::new();
-    for e in chain(&**err) {
-        let part = e.to_string();
-        if part.is_empty() || text.contains(&part) {
-            continue;
-        }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&part);
-    }
-    truncate(text)
+    chain_text(&**err, MAX_ERR_TEXT)
 }
 
-pub(crate) fn truncate(mut text: String) -> String {
-    if text.len() > MAX_ERR_TEXT {
-        let mut end = MAX_ERR_TEXT;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push('…');
-    }
-    text
+/// true when a 4xx [`StatusError`](crate::http::StatusError) is in the chain.
+pub(crate) fn has_client_error(error: &(dyn StdError + 'static)) -> bool {
+    chain(error).any(|e| {
+        e.downcast_ref::<crate::http::StatusError>()
+            .is_some_and(|status| (400..500).contains(&status.status))
+    })
 }
 
 #[cfg(test)]

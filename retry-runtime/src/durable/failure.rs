@@ -9,14 +9,14 @@ use std::any::Any;
 use std::collections::BTreeSet;
 use std::error::Error as StdError;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use super::error::{BoxError, Error, SkipRetry, chain, error_text};
-use super::schedule::{DelayRng, default_retry_delay, from_ms, to_ms};
+use super::error::{BoxError, Error, SkipRetry, chain, error_text, has_client_error};
+use super::schedule::{DelayRng, default_retry_delay, from_ms};
 use super::task::ActiveTask;
 use crate::Classify;
-use crate::http::StatusError;
 use crate::integrations::erased;
+use crate::time::http_date as fmt_time;
 
 /// `retry_delay(n, err, task)`: the pause before the retry that follows `n` retries.
 pub(crate) type DelayFn = Arc<dyn Fn(u32, &BoxError, &ActiveTask) -> Duration + Send + Sync>;
@@ -112,14 +112,6 @@ fn judge_chain(error: &(dyn StdError + 'static)) -> Judgement {
             client_error: has_client_error(error) || erased::is_client_error(error),
         },
     }
-}
-
-/// true when a 4xx [`StatusError`] is in the chain.
-fn has_client_error(error: &(dyn StdError + 'static)) -> bool {
-    chain(error).any(|e| {
-        e.downcast_ref::<StatusError>()
-            .is_some_and(|status| (400..500).contains(&status.status))
-    })
 }
 
 /// Why a task went to the archive; each reason ends `last_err` with its own suffix.
@@ -312,15 +304,6 @@ pub(crate) fn report_unknown(task: &ActiveTask, failure: &Failure) -> bool {
         error = error_text(&failure.error)
     );
     true
-}
-
-/// A time as an HTTP date (UTC, whole seconds), or its milliseconds past year 9999.
-pub(crate) fn fmt_time(t: SystemTime) -> String {
-    const YEAR_9999_END: Duration = Duration::from_secs(253_402_300_799);
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(since) if since <= YEAR_9999_END => httpdate::fmt_http_date(t),
-        _ => format!("{} ms after the epoch", to_ms(t)),
-    }
 }
 
 #[cfg(test)]

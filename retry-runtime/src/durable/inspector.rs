@@ -1,105 +1,78 @@
-//! The inspector: look at tasks and queues, re-run, archive or delete tasks one by one or a
-//! whole state at a time, pause a queue, and group failures by their error.
+//! The inspector, the operator's handle (asynq's `Inspector`): look at tasks and queues, re-run,
+//! archive or delete tasks one by one or a whole state at a time, pause a queue, and group
+//! failures by their error.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use super::error::Error;
-use super::queue::Queue;
+use super::handle::Handle;
+use super::janitor;
 use super::schedule::{from_ms, to_ms};
+pub use super::stats::{ErrorGroup, QueueStats};
+use super::store::{operator, tasks};
 use super::task::{TaskInfo, TaskState};
 
 /// Milliseconds in a UTC day (the Unix epoch ignores leap seconds).
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
-/// One queue of the database at a glance: what [`Queue::stats`] returns per queue.
+/// The operator's handle on one queue: what [`Queue::inspector`](super::Queue::inspector) returns.
+/// Every method reads or changes the queue it was made from ([`stats`](Inspector::stats) reads
+/// every queue of the database).
 ///
-/// "Today" is the UTC day of the queue's clock ([`Queue::now`]) when the stats were read.
-/// Both daily figures are read from the tasks the table still holds (no counter is written on
-/// a worker's path): a task deleted, trimmed, or re-run since no longer counts.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct QueueStats {
-    /// The queue's name.
-    pub queue: String,
-    /// Tasks in [`TaskState::Pending`].
-    pub pending: u64,
-    /// Tasks in [`TaskState::Scheduled`].
-    pub scheduled: u64,
-    /// Tasks in [`TaskState::Active`].
-    pub active: u64,
-    /// Tasks in [`TaskState::Retry`].
-    pub retry: u64,
-    /// Tasks in [`TaskState::Archived`].
-    pub archived: u64,
-    /// Tasks in [`TaskState::Completed`] (kept for the completed retention).
-    pub completed: u64,
-    /// Whether the queue is [paused](Queue::pause).
-    pub paused: bool,
-    /// Tasks that finished today: completed or archived today (by their finish time), and
-    /// still completed or archived. A task counts once, whatever its attempts.
-    pub processed_today: u64,
-    /// Tasks whose last failed attempt was today (by `last_failed_at`), in any state: a task
-    /// that failed three times today counts once, and one that failed today and then completed
-    /// counts too.
-    pub failed_today: u64,
-    /// How long the oldest pending task has been due: now minus the earliest
-    /// `next_process_at` of a [`TaskState::Pending`] task, by the queue's clock (zero if that
-    /// is in the future); `None` without pending tasks. Due scheduled and retry tasks are
-    /// claimed straight from their state and do not count here.
-    pub oldest_pending_age: Option<Duration>,
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+/// use retry_runtime::durable::{Queue, Task, TaskState};
+/// # let dir = std::env::temp_dir().join(format!("retry-doc-inspector-{}", std::process::id()));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let url = format!("sqlite://{}/tasks.db", dir.display());
+/// let q = Queue::connect(&url).await?;
+/// q.enqueue(Task::new("email", &42).task_id("t1")).await?;
+/// let inspector = q.inspector();
+/// assert_eq!(inspector.count(TaskState::Pending).await?, 1);
+/// inspector.archive_task("t1").await?;
+/// assert_eq!(inspector.get("t1").await?.unwrap().state, TaskState::Archived);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Inspector {
+    handle: Handle,
 }
 
-impl QueueStats {
-    /// The number of tasks in `state`.
-    pub fn count(&self, state: TaskState) -> u64 {
-        match state {
-            TaskState::Pending => self.pending,
-            TaskState::Scheduled => self.scheduled,
-            TaskState::Active => self.active,
-            TaskState::Retry => self.retry,
-            TaskState::Archived => self.archived,
-            TaskState::Completed => self.completed,
-        }
-    }
-
-    fn empty(queue: String) -> QueueStats {
-        QueueStats {
-            queue,
-            pending: 0,
-            scheduled: 0,
-            active: 0,
-            retry: 0,
-            archived: 0,
-            completed: 0,
-            paused: false,
-            processed_today: 0,
-            failed_today: 0,
-            oldest_pending_age: None,
-        }
+impl fmt::Debug for Inspector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inspector")
+            .field("queue", &self.handle)
+            .finish()
     }
 }
 
-/// The tasks of one state that failed with the same error: what [`Queue::error_groups`]
-/// returns. A dozen retrying tasks with one `last_err` point at an external system that is
-/// down, not at the code.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ErrorGroup {
-    /// The error text, exactly as stored in the tasks' `last_err`.
-    pub last_err: String,
-    /// How many tasks have it.
-    pub count: u64,
-    /// The earliest `last_failed_at` of these tasks.
-    pub oldest: SystemTime,
-    /// The latest `last_failed_at` of these tasks.
-    pub newest: SystemTime,
-}
+impl Inspector {
+    pub(crate) fn new(handle: Handle) -> Inspector {
+        Inspector { handle }
+    }
 
-impl Queue {
+    /// The name of the queue this inspector reads and acts on.
+    pub fn name(&self) -> &str {
+        &self.handle.name
+    }
+
+    /// Deletes archived tasks beyond the queue's [archive limits](super::Queue::archive_limits),
+    /// and completed tasks past their retention (the task's own
+    /// [`retention`](super::Task::retention), or the queue's); returns how many were deleted.
+    /// Workers do it on every maintenance tick.
+    pub async fn trim(&self) -> Result<u64, Error> {
+        janitor::trim(&self.handle).await
+    }
+
     /// The task with this id, in whatever state, or `None` (never enqueued, deleted, or trimmed).
     pub async fn get(&self, id: &str) -> Result<Option<TaskInfo>, Error> {
-        Ok(self
-            .store
-            .get(&self.name, id)
+        Ok(tasks::get(&self.handle.store, &self.handle.name, id)
             .await?
             .map(|row| row.into_info()))
     }
@@ -107,7 +80,7 @@ impl Queue {
     /// When the lease of an active task expires unless its worker renews it; `None` for a task
     /// that is not active (or does not exist).
     pub async fn lease_expires_at(&self, id: &str) -> Result<Option<SystemTime>, Error> {
-        let row = self.store.get(&self.name, id).await?;
+        let row = tasks::get(&self.handle.store, &self.handle.name, id).await?;
         Ok(row
             .filter(|row| row.state == TaskState::Active)
             .and_then(|row| row.lease_expires_ms)
@@ -116,9 +89,10 @@ impl Queue {
 
     /// Every task of the queue in `state`, the soonest due (or the earliest finished) first.
     ///
-    /// The archive holds at most its [limit](Queue::archive_limits); other states may be large.
+    /// The archive holds at most its [limit](super::Queue::archive_limits); other states may be
+    /// large.
     pub async fn list(&self, state: TaskState) -> Result<Vec<TaskInfo>, Error> {
-        let rows = self.store.list(&self.name, state).await?;
+        let rows = tasks::list(&self.handle.store, &self.handle.name, state).await?;
         Ok(rows.into_iter().map(|row| row.into_info()).collect())
     }
 
@@ -130,11 +104,11 @@ impl Queue {
     /// Fails with [`Error::TaskActive`] while a worker holds the task, [`Error::TaskNotFound`]
     /// for an unknown id.
     pub async fn run_task(&self, id: &str) -> Result<(), Error> {
-        let now = to_ms(self.clock.now());
-        if self.store.run_task(&self.name, id, now).await? {
+        let now = to_ms(self.handle.clock.now());
+        if operator::run_task(&self.handle.store, &self.handle.name, id, now).await? {
             return Ok(());
         }
-        match self.store.get(&self.name, id).await? {
+        match tasks::get(&self.handle.store, &self.handle.name, id).await? {
             None => Err(Error::TaskNotFound),
             Some(row) if row.state == TaskState::Active => Err(Error::TaskActive),
             Some(_) => Ok(()), // pending already
@@ -146,10 +120,10 @@ impl Queue {
     /// Fails with [`Error::TaskActive`] while a worker holds the task (its attempt would
     /// otherwise go on unseen), [`Error::TaskNotFound`] for an unknown id.
     pub async fn delete_task(&self, id: &str) -> Result<(), Error> {
-        if self.store.delete(&self.name, id).await? {
+        if operator::delete(&self.handle.store, &self.handle.name, id).await? {
             return Ok(());
         }
-        match self.store.get(&self.name, id).await? {
+        match tasks::get(&self.handle.store, &self.handle.name, id).await? {
             None => Err(Error::TaskNotFound),
             Some(_) => Err(Error::TaskActive),
         }
@@ -164,8 +138,8 @@ impl Queue {
     /// - [`Archived`](TaskState::Archived), [`Completed`](TaskState::Completed): newest first
     ///   (by the time the task was archived or completed), then the last enqueued first.
     ///
-    /// A page past the end is empty. Page 0 or size 0 is [`Error::Invalid`]. [`count`](Queue::count)
-    /// gives the total.
+    /// A page past the end is empty. Page 0 or size 0 is [`Error::Invalid`].
+    /// [`count`](Inspector::count) gives the total.
     pub async fn list_page(
         &self,
         state: TaskState,
@@ -179,22 +153,26 @@ impl Queue {
             )));
         }
         let offset = i64::from(page - 1).saturating_mul(i64::from(size));
-        let rows = self
-            .store
-            .page(&self.name, state, i64::from(size), offset)
-            .await?;
+        let rows = operator::page(
+            &self.handle.store,
+            &self.handle.name,
+            state,
+            i64::from(size),
+            offset,
+        )
+        .await?;
         Ok(rows.into_iter().map(|row| row.into_info()).collect())
     }
 
     /// The number of tasks of the queue in `state`.
     pub async fn count(&self, state: TaskState) -> Result<u64, Error> {
-        self.store.count(&self.name, state).await
+        operator::count(&self.handle.store, &self.handle.name, state).await
     }
 
     /// The number of tasks of the queue in each state, in the order of [`TaskState::ALL`], read
     /// in one statement (what the worker's `retry_queue_tasks` gauges show).
     pub async fn count_by_state(&self) -> Result<[(TaskState, u64); 6], Error> {
-        let rows = self.store.state_counts(&self.name).await?;
+        let rows = operator::state_counts(&self.handle.store, &self.handle.name).await?;
         let mut counts = TaskState::ALL.map(|state| (state, 0));
         for (state, tasks) in rows {
             if let Some(entry) = counts.iter_mut().find(|(s, _)| s.as_str() == state) {
@@ -212,13 +190,11 @@ impl Queue {
     /// counted from `finished_ms` and `last_failed_ms` of the rows, with no write on a
     /// worker's path.
     pub async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
-        let now = to_ms(self.clock.now());
+        let now = to_ms(self.handle.clock.now());
         let day_start = now - now.rem_euclid(DAY_MS);
-        let rows = self
-            .store
-            .queue_counts(day_start, day_start + DAY_MS)
-            .await?;
-        let paused = self.store.paused_queues().await?;
+        let rows =
+            operator::queue_counts(&self.handle.store, day_start, day_start + DAY_MS).await?;
+        let paused = operator::paused_queues(&self.handle.store).await?;
         let mut queues = BTreeMap::new();
         for row in rows {
             let [pending, scheduled, active, retry, archived, completed] = row.states;
@@ -251,20 +227,20 @@ impl Queue {
     /// Archives the task by hand: a [pending](TaskState::Pending),
     /// [scheduled](TaskState::Scheduled) or [retrying](TaskState::Retry) task becomes
     /// [`TaskState::Archived`] now, keeping its `retried`, `last_err` and `last_failed_at`
-    /// (it is not run again until [`run_task`](Queue::run_task)). An archived task stays as it
-    /// is (`Ok`). Archiving trims the archive to its [limits](Queue::archive_limits), as a
+    /// (it is not run again until [`run_task`](Inspector::run_task)). An archived task stays as it
+    /// is (`Ok`). Archiving trims the archive to its [limits](super::Queue::archive_limits), as a
     /// worker's archiving does.
     ///
     /// Fails with [`Error::TaskActive`] while a worker holds the task, [`Error::TaskNotFound`]
     /// for an unknown id, and [`Error::Invalid`] for a completed task (it succeeded: there is
     /// nothing to keep for an operator).
     pub async fn archive_task(&self, id: &str) -> Result<(), Error> {
-        let now = to_ms(self.clock.now());
-        if self.store.archive_waiting(&self.name, id, now).await? {
-            self.trim_archive().await?;
+        let now = to_ms(self.handle.clock.now());
+        if operator::archive_waiting(&self.handle.store, &self.handle.name, id, now).await? {
+            janitor::trim_archive(&self.handle).await?;
             return Ok(());
         }
-        match self.store.get(&self.name, id).await? {
+        match tasks::get(&self.handle.store, &self.handle.name, id).await? {
             None => Err(Error::TaskNotFound),
             Some(row) => match row.state {
                 TaskState::Active => Err(Error::TaskActive),
@@ -278,7 +254,7 @@ impl Queue {
         }
     }
 
-    /// [`run_task`](Queue::run_task) for every task in `state`, in one statement: the
+    /// [`run_task`](Inspector::run_task) for every task in `state`, in one statement: the
     /// [`Scheduled`](TaskState::Scheduled), [`Retry`](TaskState::Retry),
     /// [`Archived`](TaskState::Archived) or [`Completed`](TaskState::Completed) tasks of the
     /// queue become [`TaskState::Pending`], due now (`retried` and history kept). Returns how
@@ -293,8 +269,8 @@ impl Queue {
                  tasks can be run"
             )));
         }
-        let now = to_ms(self.clock.now());
-        self.store.run_all(&self.name, state, now).await
+        let now = to_ms(self.handle.clock.now());
+        operator::run_all(&self.handle.store, &self.handle.name, state, now).await
     }
 
     /// Deletes every task of the queue in `state`, in one statement; returns how many.
@@ -308,25 +284,25 @@ impl Queue {
                 .into(),
             ));
         }
-        self.store.delete_all(&self.name, state).await
+        operator::delete_all(&self.handle.store, &self.handle.name, state).await
     }
 
     /// Pauses the queue: from the next claim on, no worker claims its tasks (attempts already
     /// running go on and record their outcome). Enqueueing still works, and due tasks wait.
     /// Pausing a paused queue is `Ok`. Stored in the database (`retry_queues`), so it holds for
-    /// every worker process until [`unpause`](Queue::unpause).
+    /// every worker process until [`unpause`](Inspector::unpause).
     pub async fn pause(&self) -> Result<(), Error> {
-        self.store.set_paused(&self.name, true).await
+        operator::set_paused(&self.handle.store, &self.handle.name, true).await
     }
 
     /// Lets workers claim from the queue again. Unpausing a queue that is not paused is `Ok`.
     pub async fn unpause(&self) -> Result<(), Error> {
-        self.store.set_paused(&self.name, false).await
+        operator::set_paused(&self.handle.store, &self.handle.name, false).await
     }
 
-    /// Whether the queue is [paused](Queue::pause).
+    /// Whether the queue is [paused](Inspector::pause).
     pub async fn is_paused(&self) -> Result<bool, Error> {
-        self.store.is_paused(&self.name).await
+        operator::is_paused(&self.handle.store, &self.handle.name).await
     }
 
     /// The tasks of the queue in `state` that have a `last_err`, grouped by it: the most
@@ -334,7 +310,7 @@ impl Queue {
     /// earliest and latest `last_failed_at` of its tasks. Meant for
     /// [`Retry`](TaskState::Retry) and [`Archived`](TaskState::Archived); any state is read.
     pub async fn error_groups(&self, state: TaskState) -> Result<Vec<ErrorGroup>, Error> {
-        let groups = self.store.error_groups(&self.name, state).await?;
+        let groups = operator::error_groups(&self.handle.store, &self.handle.name, state).await?;
         Ok(groups
             .into_iter()
             .map(|(last_err, count, oldest, newest)| ErrorGroup {

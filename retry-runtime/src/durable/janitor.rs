@@ -1,40 +1,64 @@
 //! The janitor: keeps the finished tasks within their limits. Archived tasks beyond the queue's
 //! [archive limits](super::Queue::archive_limits) (the newest 10 000, archived within 90 days,
-//! by default) are deleted as tasks are archived and on every maintenance tick of a worker;
+//! by default) are deleted as tasks are archived and on every tick of a worker's janitor;
 //! completed tasks are deleted once past their retention (the task's own
 //! [`retention`](super::Task::retention), or the queue's
 //! [`completed_retention`](super::Queue::completed_retention)).
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
 
 use super::error::Error;
-use super::queue::Queue;
+use super::handle::Handle;
+use super::periodic;
 use super::schedule::{duration_ms, to_ms};
+use super::store::tasks;
 
-impl Queue {
-    /// Deletes archived tasks beyond the archive limits, and completed tasks past their
-    /// retention (the task's own [`retention`](super::Task::retention), or the queue's); returns how
-    /// many were deleted.
-    pub async fn trim(&self) -> Result<u64, Error> {
-        let archived = self.trim_archive().await?;
-        let now = to_ms(self.clock.now());
-        let retention = duration_ms(self.completed_retention);
-        let completed = self
-            .store
-            .trim_completed(&self.name, retention, now)
-            .await?;
-        Ok(archived + completed)
+/// A worker's janitor: trims the queues it serves every `interval`.
+pub(crate) struct Janitor {
+    pub(crate) queues: Vec<Handle>,
+    pub(crate) interval: Duration,
+}
+
+impl Janitor {
+    /// Trims every queue, logging failures.
+    pub(crate) async fn tick(&self) {
+        for queue in &self.queues {
+            if let Err(e) = trim(queue).await {
+                event!(
+                    warn,
+                    "durable worker: trimming finished tasks failed",
+                    queue = queue.name,
+                    error = e
+                );
+            }
+        }
     }
 
-    pub(crate) async fn trim_archive(&self) -> Result<u64, Error> {
-        let cutoff = self
-            .clock
-            .now()
-            .checked_sub(self.archive_max_age)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        let keep = i64::try_from(self.archive_max_tasks).unwrap_or(i64::MAX);
-        self.store
-            .trim_archive(&self.name, to_ms(cutoff), keep)
-            .await
+    /// Ticks at once and every `interval` until `stop` turns true.
+    pub(crate) async fn run(self, stop: watch::Receiver<bool>) {
+        periodic::every(self.interval, stop, || self.tick()).await;
     }
+}
+
+/// Deletes archived tasks beyond the archive limits, and completed tasks past their retention;
+/// returns how many were deleted.
+pub(crate) async fn trim(queue: &Handle) -> Result<u64, Error> {
+    let archived = trim_archive(queue).await?;
+    let now = to_ms(queue.clock.now());
+    let retention = duration_ms(queue.completed_retention);
+    let completed = tasks::trim_completed(&queue.store, &queue.name, retention, now).await?;
+    Ok(archived + completed)
+}
+
+/// Deletes the archived tasks beyond the queue's archive limits.
+pub(crate) async fn trim_archive(queue: &Handle) -> Result<u64, Error> {
+    let cutoff = queue
+        .clock
+        .now()
+        .checked_sub(queue.archive_max_age)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let keep = i64::try_from(queue.archive_max_tasks).unwrap_or(i64::MAX);
+    tasks::trim_archive(&queue.store, &queue.name, to_ms(cutoff), keep).await
 }

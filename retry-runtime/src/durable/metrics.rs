@@ -1,25 +1,13 @@
-//! The queue's metrics (feature `metrics`), recorded by the worker through the `metrics`
-//! facade (install a recorder, e.g. a Prometheus exporter, before the worker starts):
-//!
-//! | metric | type | labels | what |
-//! | --- | --- | --- | --- |
-//! | `retry_queue_tasks` | gauge | `queue`, `state` | tasks per state of each served queue, read on every maintenance tick of [`Worker::run_until`](super::Worker::run_until) (every [`recover_interval`](super::Worker::recover_interval), 5 s by default) |
-//! | `retry_queue_processed_total` | counter | `queue`, `kind`, `outcome` | outcomes written by the worker: `completed`; `retried` (a failure counted against `max_retry`); `not_failure` (retried without counting: [`Worker::is_failure`](super::Worker::is_failure) said no, or a circuit-breaker rejection); `archived` |
-//! | `retry_queue_pickup_delay_seconds` | histogram | `queue` | per claimed task: claim time − due time (`next_process_at`), both by the queue's clock |
-//!
-//! Outcomes are counted once written (a write fenced off, because the lease was taken over,
-//! counts nothing); the recoverer's expired leases and [`Worker::fail`](super::Worker::fail)
-//! count as `retried` or `archived` like any failure.
-//!
-//! The handles are registered with the recorder at the worker's first recording and kept: on
-//! the hot path an outcome is a lookup by queue and kind (no allocation) and an atomic add. A
-//! task of a kind the worker has no handler for (recovered, or claimed with
-//! [`Queue::claim`](super::Queue::claim)) registers its counter when counted.
+//! The worker's metrics component (feature `metrics`): the handles of the metrics listed in the
+//! [module docs](super#metrics), registered at the first recording, and the loop that refreshes
+//! the task gauges.
 
 use std::time::Duration;
 
+use tokio::sync::watch;
+
+use super::periodic;
 use super::queue::Queue;
-use super::worker::Shared;
 
 /// What became of an attempt, as the `outcome` label says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,12 +38,16 @@ impl Outcome {
     }
 }
 
-/// The worker's metric handles, registered at the first recording (shared by the worker's
-/// clones). Empty without the `metrics` feature.
-#[derive(Debug, Default)]
+/// A worker's metrics: the queues it serves and the kinds it handles, and the handles registered
+/// for them at the first recording (shared by the worker's components). Records nothing without
+/// the `metrics` feature.
+#[derive(Debug)]
 pub(crate) struct Metrics {
+    queues: Vec<Queue>,
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    kinds: Vec<String>,
     #[cfg(feature = "metrics")]
-    queues: std::sync::OnceLock<Vec<QueueHandles>>,
+    handles: std::sync::OnceLock<Vec<QueueHandles>>,
 }
 
 /// The handles of one served queue.
@@ -80,14 +72,31 @@ fn processed_counter(queue: &str, kind: &str, outcome: Outcome) -> metrics::Coun
     )
 }
 
+impl Metrics {
+    /// The metrics of a worker serving `queues` with handlers for `kinds`.
+    pub(crate) fn new(queues: Vec<Queue>, kinds: Vec<String>) -> Metrics {
+        Metrics {
+            queues,
+            kinds,
+            #[cfg(feature = "metrics")]
+            handles: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Refreshes the task gauges at once and every `interval` until `stop` turns true.
+    pub(crate) async fn run(&self, interval: Duration, stop: watch::Receiver<bool>) {
+        periodic::every(interval, stop, || self.refresh_task_gauges()).await;
+    }
+}
+
 #[cfg(feature = "metrics")]
-impl Shared {
+impl Metrics {
     fn handles(&self) -> &[QueueHandles] {
-        self.metrics.queues.get_or_init(|| {
+        self.handles.get_or_init(|| {
             self.queues
                 .iter()
-                .map(|served| {
-                    let name = served.queue.name.clone();
+                .map(|queue| {
+                    let name = queue.handle.name.clone();
                     QueueHandles {
                         tasks: super::TaskState::ALL.map(|state| {
                             metrics::gauge!(
@@ -101,8 +110,8 @@ impl Shared {
                             "queue" => name.to_string()
                         ),
                         processed: self
-                            .handlers
-                            .keys()
+                            .kinds
+                            .iter()
                             .map(|kind| {
                                 let counters = Outcome::ALL
                                     .map(|outcome| processed_counter(&name, kind, outcome));
@@ -116,31 +125,31 @@ impl Shared {
         })
     }
 
-    fn queue_handles(&self, queue: &Queue) -> Option<&QueueHandles> {
+    fn queue_handles(&self, queue: &str) -> Option<&QueueHandles> {
         self.handles()
             .iter()
-            .find(|handles| *handles.name == *queue.name)
+            .find(|handles| *handles.name == *queue)
     }
 
     /// Counts an outcome written for a task of `kind` in `queue`.
-    pub(crate) fn count_outcome(&self, queue: &Queue, kind: &str, outcome: Outcome) {
+    pub(crate) fn count_outcome(&self, queue: &str, kind: &str, outcome: Outcome) {
         let index = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
         match self
             .queue_handles(queue)
             .and_then(|handles| handles.processed.get(kind))
         {
             Some(counters) => counters[index].increment(1),
-            None => processed_counter(queue.name(), kind, outcome).increment(1),
+            None => processed_counter(queue, kind, outcome).increment(1),
         }
     }
 
     /// Records how long a claimed task waited after it was due.
-    pub(crate) fn record_pickup(&self, queue: &Queue, waited: Duration) {
+    pub(crate) fn record_pickup(&self, queue: &str, waited: Duration) {
         match self.queue_handles(queue) {
             Some(handles) => handles.pickup_delay.record(waited.as_secs_f64()),
             None => metrics::histogram!(
                 "retry_queue_pickup_delay_seconds",
-                "queue" => queue.name().to_owned()
+                "queue" => queue.to_owned()
             )
             .record(waited.as_secs_f64()),
         }
@@ -149,8 +158,8 @@ impl Shared {
     /// Sets the `retry_queue_tasks` gauges of every served queue from the table (one statement
     /// per queue); a queue whose counts cannot be read keeps its last values.
     pub(crate) async fn refresh_task_gauges(&self) {
-        for (served, handles) in self.queues.iter().zip(self.handles()) {
-            match served.queue.count_by_state().await {
+        for (queue, handles) in self.queues.iter().zip(self.handles()) {
+            match queue.inspector().count_by_state().await {
                 Ok(counts) => {
                     for (gauge, (_, tasks)) in handles.tasks.iter().zip(counts) {
                         gauge.set(tasks as f64);
@@ -159,7 +168,7 @@ impl Shared {
                 Err(e) => event!(
                     warn,
                     "durable worker: reading the task counts for the metrics failed",
-                    queue = served.queue.name(),
+                    queue = queue.name(),
                     error = e
                 ),
             }
@@ -168,13 +177,15 @@ impl Shared {
 }
 
 #[cfg(not(feature = "metrics"))]
-impl Shared {
+impl Metrics {
     #[inline(always)]
-    pub(crate) fn count_outcome(&self, _: &Queue, _: &str, _: Outcome) {}
+    pub(crate) fn count_outcome(&self, _: &str, _: &str, _: Outcome) {}
 
     #[inline(always)]
-    pub(crate) fn record_pickup(&self, _: &Queue, _: Duration) {}
+    pub(crate) fn record_pickup(&self, _: &str, _: Duration) {}
 
     #[inline(always)]
-    pub(crate) async fn refresh_task_gauges(&self) {}
+    pub(crate) async fn refresh_task_gauges(&self) {
+        let _ = &self.queues;
+    }
 }

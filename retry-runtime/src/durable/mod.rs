@@ -29,9 +29,10 @@
 //!         charge(task.payload()?).await.map_err(BoxError::from)  // Result<(), BoxError>
 //!     })
 //!     .run_until(shutdown_future).await?;                     // drains gracefully when the future completes
-//! q.get(&info.id).await?;                                     // Result<Option<TaskInfo>, Error>
-//! for archived in q.list(TaskState::Archived).await? {
-//!     q.run_task(&archived.id).await?;                        // or q.delete_task(&archived.id)
+//! let inspector = q.inspector();                              // the operator's handle
+//! inspector.get(&info.id).await?;                             // Result<Option<TaskInfo>, Error>
+//! for archived in inspector.list(TaskState::Archived).await? {
+//!     inspector.run_task(&archived.id).await?;                // or inspector.delete_task(&archived.id)
 //! }
 //! # Ok(())
 //! # }
@@ -85,8 +86,8 @@
 //!   about 20 days for all 25. [`Worker::retry_delay`] replaces it with `|n, err, task| -> Duration`.
 //! - **Panics** are failed attempts ([`Error::Panicked`]); the handler runs in its own tokio task.
 //! - **Archive.** Archived tasks keep `last_err` and `last_failed_at`. The inspector
-//!   ([`Queue::run_task`]) re-runs one (pending, `retried` kept) or deletes it
-//!   ([`Queue::delete_task`], refused while active). Each queue keeps at most the newest
+//!   ([`Inspector::run_task`]) re-runs one (pending, `retried` kept) or deletes it
+//!   ([`Inspector::delete_task`], refused while active). Each queue keeps at most the newest
 //!   10 000 archived tasks, archived within 90 days ([`Queue::archive_limits`]), trimmed as tasks
 //!   are archived.
 //! - **Leases and fencing.** A claim holds a task under a lease (default 30 s,
@@ -126,7 +127,7 @@
 //! - **Completions, written in batches.** A succeeded attempt frees its slot at once; its
 //!   completion is queued to the worker's writer, which writes every completion waiting in one
 //!   statement (PostgreSQL: `UPDATE … FROM unnest(…)`) or one transaction (SQLite): one commit
-//!   for the batch, each task still fenced by its own token ([`Queue::complete_all`]). Nothing
+//!   for the batch, each task still fenced by its own token ([`protocol::complete_all`]). Nothing
 //!   waits for a batch to fill: a lone completion is written at once, and under load a batch is
 //!   what finished during the previous write. Until then the task stays `active` under its
 //!   lease: a worker that dies before the write leaves the lease to expire, and the task runs
@@ -228,7 +229,7 @@
 //!     register(&order).await.map_err(BoxError::from) // in-memory retries inside each attempt
 //! });
 //! assert_eq!(worker.run_due().await?, 1);
-//! let task = q.get("order-7:register").await?.unwrap();
+//! let task = q.inspector().get("order-7:register").await?.unwrap();
 //! assert_eq!(task.state, TaskState::Completed);
 //! # std::fs::remove_dir_all(&dir).ok();
 //! # Ok(())
@@ -259,14 +260,35 @@
 //!
 //! # Inspector
 //!
-//! What an operator needs, on [`Queue`]: [`Queue::stats`] (every queue of the database: counts
+//! What an operator needs, on the [`Inspector`] of a queue ([`Queue::inspector`], asynq's
+//! `Inspector`): [`Inspector::stats`] (every queue of the database: counts
 //! per state, paused or not, tasks finished and failed today, the age of the oldest pending
-//! task), [`Queue::list_page`] and [`Queue::count`] (one state, paged), [`Queue::get`],
-//! [`Queue::error_groups`] (the tasks of a state grouped by `last_err`, most frequent first),
-//! the actions per task ([`Queue::run_task`], [`Queue::archive_task`], [`Queue::delete_task`])
-//! and per state ([`Queue::run_all`], [`Queue::delete_all`]), all refused on active tasks, and
-//! [`Queue::pause`] / [`Queue::unpause`] (a paused queue is not claimed from; enqueueing still
+//! task), [`Inspector::list_page`] and [`Inspector::count`] (one state, paged), [`Inspector::get`],
+//! [`Inspector::error_groups`] (the tasks of a state grouped by `last_err`, most frequent first),
+//! the actions per task ([`Inspector::run_task`], [`Inspector::archive_task`], [`Inspector::delete_task`])
+//! and per state ([`Inspector::run_all`], [`Inspector::delete_all`]), all refused on active tasks, and
+//! [`Inspector::pause`] / [`Inspector::unpause`] (a paused queue is not claimed from; enqueueing still
 //! works). The `retry-queue` crate puts a CLI and a web dashboard on top of them.
+//!
+//! # Metrics
+//!
+//! With the feature `metrics`, the worker records these through the `metrics`
+//! facade (install a recorder, e.g. a Prometheus exporter, before the worker starts):
+//!
+//! | metric | type | labels | what |
+//! | --- | --- | --- | --- |
+//! | `retry_queue_tasks` | gauge | `queue`, `state` | tasks per state of each served queue, read on every tick of the gauges loop of [`Worker::run_until`](Worker::run_until) (every [`recover_interval`](Worker::recover_interval), 5 s by default) |
+//! | `retry_queue_processed_total` | counter | `queue`, `kind`, `outcome` | outcomes written by the worker: `completed`; `retried` (a failure counted against `max_retry`); `not_failure` (retried without counting: [`Worker::is_failure`](Worker::is_failure) said no, or a circuit-breaker rejection); `archived` |
+//! | `retry_queue_pickup_delay_seconds` | histogram | `queue` | per claimed task: claim time − due time (`next_process_at`), both by the queue's clock |
+//!
+//! Outcomes are counted once written (a write fenced off, because the lease was taken over,
+//! counts nothing); the recoverer's expired leases and [`Worker::fail`](Worker::fail)
+//! count as `retried` or `archived` like any failure.
+//!
+//! The handles are registered with the recorder at the worker's first recording and kept: on
+//! the hot path an outcome is a lookup by queue and kind (no allocation) and an atomic add. A
+//! task of a kind the worker has no handler for (recovered, or claimed with
+//! [`protocol::claim`]) registers its counter when counted.
 //!
 //! # Storage
 //!
@@ -290,8 +312,9 @@
 //! [`Queue::with_clock`] with a [`ManualClock`] and [`Worker::rng`] with [`DelayRng::from_seed`]
 //! or [`DelayRng::fixed`] make every stored time exact; [`Worker::run_due`] runs what is due and
 //! returns, [`Worker::recover_expired`] runs the recoverer once. The claim protocol itself
-//! ([`Queue::claim`], [`Queue::extend_lease`], [`Queue::complete`], [`Queue::requeue`],
-//! [`Worker::fail`]) is public, for custom workers and for fencing tests.
+//! ([`protocol::claim`], [`protocol::extend_lease`], [`protocol::complete`],
+//! [`protocol::requeue`], [`Worker::fail`]) is in the low-level [`protocol`] module, for custom
+//! workers and for fencing tests.
 
 /// Logs through `tracing` when the feature is on; otherwise only evaluates its values.
 macro_rules! event {
@@ -305,27 +328,40 @@ macro_rules! event {
     }};
 }
 
+mod attempt;
 mod completer;
+mod config;
+mod entries;
 mod error;
 mod failure;
+mod handle;
 mod inspector;
 mod janitor;
 mod metrics;
+mod outcome;
+mod periodic;
 mod processor;
+pub mod protocol;
 mod queue;
 mod recoverer;
+mod recurrence;
 mod schedule;
 mod scheduler;
+mod state;
+mod stats;
 mod store;
 mod task;
 mod worker;
 
+pub use attempt::DEFAULT_LEASE;
 pub use error::{BoxError, Error, SkipRetry};
-pub use inspector::{ErrorGroup, QueueStats};
+pub use inspector::{ErrorGroup, Inspector, QueueStats};
+pub use processor::{DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use queue::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,
     Queue,
 };
+pub use recoverer::DEFAULT_RECOVER_INTERVAL;
 pub use schedule::{
     Clock, DELAY_RAND_BOUND, DelayRng, ManualClock, SystemClock, default_retry_delay,
 };
@@ -333,7 +369,4 @@ pub use scheduler::Scheduler;
 pub use task::{
     ActiveTask, DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState,
 };
-pub use worker::{
-    DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_RECOVER_INTERVAL,
-    DEFAULT_SHUTDOWN_TIMEOUT, Worker,
-};
+pub use worker::Worker;

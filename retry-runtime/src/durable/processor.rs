@@ -1,29 +1,257 @@
-//! The processor: claims due tasks (from the served queues, by their priority) and runs each
-//! attempt — the handler in its own tokio task, under the task's timeout and deadline, with its
-//! lease renewed — then records the outcome: completed, or the failure's
-//! [`Decision`](super::failure::Decision), written under the claim's fencing token and reported
-//! through `tracing`.
+//! The processor (asynq's): claims due tasks from the served queues, by their priority, holds a
+//! few more than its free slots while there is a backlog (the prefetch), and starts an
+//! [attempt](super::attempt) for each as slots free up, until its shutdown signal; then it gives
+//! the prefetched tasks back and drains the running attempts.
 
-use std::any::Any;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::task::{JoinError, JoinHandle};
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::task::{JoinError, JoinSet};
+use tokio::time::Instant;
 
+use super::attempt::{Runner, attempt};
 use super::completer::Completer;
 use super::error::Error;
-use super::failure::{Decision, Failure};
-use super::metrics::Outcome;
+use super::outcome::persist;
+use super::protocol;
 use super::queue::Queue;
-use super::schedule::to_ms;
-use super::store::Fence;
 use super::task::ActiveTask;
-use super::worker::Shared;
 
-impl Shared {
+/// How often a worker looks for due tasks when the last look found fewer than it had room for.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How many claimed tasks a worker keeps ready beyond its free slots while there is a backlog
+/// (see [`Worker::prefetch`](super::Worker::prefetch)).
+pub const DEFAULT_PREFETCH: usize = 16;
+
+/// How long [`Worker::run_until`](super::Worker::run_until) lets running attempts finish after its shutdown signal
+/// (asynq's default); attempts still running then go back to pending.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// A queue a worker serves, and its weight.
+#[derive(Clone)]
+pub(crate) struct Served {
+    pub(crate) queue: Queue,
+    pub(crate) weight: u32,
+}
+
+/// The processor of one worker: what it claims, how many it runs and holds, and how it stops.
+pub(crate) struct Processor {
+    /// The queues served, each with its weight.
+    pub(crate) queues: Vec<Served>,
+    /// Higher weights drained first instead of picked by weight.
+    pub(crate) strict_priority: bool,
+    /// The kinds the runner has handlers for, as a JSON array: a claim takes only these.
+    pub(crate) kinds: String,
+    pub(crate) runner: Arc<Runner>,
+    pub(crate) concurrency: usize,
+    pub(crate) prefetch: usize,
+    pub(crate) poll_interval: Duration,
+    pub(crate) shutdown_timeout: Duration,
+}
+
+impl Served {
+    /// The queues `(name, weight)` of `base`'s database, checked.
+    ///
+    /// # Panics
+    /// If the list is empty, names a queue twice, has a weight of 0, or a name that
+    /// [`Queue::named`] refuses.
+    pub(crate) fn list<I, S>(base: &Queue, queues: I) -> Vec<Served>
+    where
+        I: IntoIterator<Item = (S, u32)>,
+        S: Into<String>,
+    {
+        let mut served: Vec<Served> = Vec::new();
+        for (name, weight) in queues {
+            let queue = base.clone().named(name);
+            assert!(
+                weight > 0,
+                "queue {:?} has weight 0: give it at least 1",
+                queue.name()
+            );
+            assert!(
+                served.iter().all(|s| s.queue.name() != queue.name()),
+                "queue {:?} is listed twice",
+                queue.name()
+            );
+            served.push(Served { queue, weight });
+        }
+        assert!(!served.is_empty(), "a worker serves at least one queue");
+        served
+    }
+}
+
+impl Processor {
+    /// Runs until `shutdown` completes, then gives the prefetched tasks back and drains: running
+    /// attempts get [`shutdown_timeout`](super::Worker::shutdown_timeout), then are dropped and
+    /// their tasks returned to pending. Completions go to `completer`.
+    pub(crate) async fn run<F: Future>(self, shutdown: F, completer: Completer) {
+        let (stop, stopped) = watch::channel(false);
+        // Each attempt returns how long it took: the pace that bounds the prefetch.
+        let mut running: JoinSet<Duration> = JoinSet::new();
+        // Prefetched tasks, with when their lease was last taken or renewed.
+        let mut ready: VecDeque<(Queue, ActiveTask, Instant)> = VecDeque::new();
+        let beat = self.runner.heartbeat();
+        let mut pace = Pace::default();
+        let mut eager = false;
+        let mut next_claim = Instant::now();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            while running.len() < self.concurrency {
+                let Some((queue, task, _)) = ready.pop_front() else {
+                    break;
+                };
+                let run = attempt(
+                    self.runner.clone(),
+                    queue,
+                    task,
+                    stopped.clone(),
+                    completer.clone(),
+                );
+                running.spawn(timed(run));
+            }
+            let now = Instant::now();
+            // Slots held longer than the pace promised (attempts that suddenly take longer):
+            // prefetched tasks are renewed every heartbeat, like running ones.
+            self.renew_ready(&mut ready, beat).await;
+            let capacity = self.concurrency + self.prefetch_limit(pace.average());
+            let room = capacity.saturating_sub(running.len() + ready.len());
+            let eager_batch = (capacity / 2).max(1);
+            if room > 0 && (now >= next_claim || (eager && room >= eager_batch)) {
+                match self.claim(room).await {
+                    Ok(claimed) => {
+                        eager = claimed.len() == room;
+                        let claimed_at = Instant::now();
+                        ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));
+                    }
+                    Err(e) => {
+                        eager = false;
+                        event!(
+                            warn,
+                            "durable worker: claim failed, retrying at the next poll",
+                            error = e
+                        );
+                    }
+                }
+                next_claim = Instant::now() + self.poll_interval;
+                if !ready.is_empty() && running.len() < self.concurrency {
+                    continue;
+                }
+            }
+            // The next claim while there is room, the next renewal of a prefetched task.
+            let mut wake = (running.len() + ready.len() < capacity).then_some(next_claim);
+            if let Some(renewed) = ready.iter().map(|(_, _, at)| *at).min() {
+                wake = Some(wake.map_or(renewed + beat, |at| at.min(renewed + beat)));
+            }
+            let idle = Instant::now() + Duration::from_secs(3600);
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                Some(joined) = running.join_next(), if !running.is_empty() => {
+                    if let Some(took) = log_join(joined) {
+                        pace.record(took);
+                    }
+                }
+                () = tokio::time::sleep_until(wake.unwrap_or(idle)), if wake.is_some() => {}
+            }
+        }
+        // Prefetched tasks go back first, for other workers to take while these drain.
+        for (queue, task, _) in ready.drain(..) {
+            persist(&task, || protocol::requeue(&queue, &task)).await;
+        }
+        let drain = async {
+            while let Some(joined) = running.join_next().await {
+                log_join(joined);
+            }
+        };
+        if tokio::time::timeout(self.shutdown_timeout, drain)
+            .await
+            .is_err()
+        {
+            // Attempts still running: dropped, their tasks back to pending.
+            let _ = stop.send(true);
+            while let Some(joined) = running.join_next().await {
+                log_join(joined);
+            }
+        }
+    }
+
+    /// Renews the leases of the prefetched tasks that waited a heartbeat since their claim or
+    /// last renewal; drops those whose lease was lost (recovered elsewhere).
+    async fn renew_ready(
+        &self,
+        ready: &mut VecDeque<(Queue, ActiveTask, Instant)>,
+        beat: Duration,
+    ) {
+        let now = Instant::now();
+        if ready.iter().all(|(_, _, at)| now < *at + beat) {
+            return;
+        }
+        let mut kept = VecDeque::with_capacity(ready.len());
+        for (queue, mut task, at) in ready.drain(..) {
+            if now < at + beat {
+                kept.push_back((queue, task, at));
+                continue;
+            }
+            match protocol::extend_lease(&queue, &mut task, self.runner.lease).await {
+                Ok(true) => kept.push_back((queue, task, Instant::now())),
+                Ok(false) => event!(
+                    warn,
+                    "durable worker: lease of a prefetched task lost (recovered elsewhere)",
+                    task = task.id()
+                ),
+                Err(e) => {
+                    event!(
+                        warn,
+                        "durable worker: renewing a prefetched task's lease failed",
+                        task = task.id(),
+                        error = e
+                    );
+                    // Tried again at the next heartbeat; the attempt renews it before starting.
+                    kept.push_back((queue, task, now));
+                }
+            }
+        }
+        *ready = kept;
+    }
+
+    /// How many tasks to hold beyond the slots: [`prefetch`](super::Worker::prefetch), and no more
+    /// than the slots start within a third of the lease at the pace of recent attempts.
+    fn prefetch_limit(&self, attempt: Duration) -> usize {
+        let horizon = self.runner.lease / 3;
+        let per_slot = match horizon.as_nanos().checked_div(attempt.as_nanos()) {
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            None => usize::MAX,
+        };
+        self.prefetch.min(per_slot.saturating_mul(self.concurrency))
+    }
+
+    /// Claims the tasks due now (at most `concurrency` of them, from the served queues by their
+    /// priority) and runs each to its end; returns how many ran.
+    pub(crate) async fn run_due(&self, completer: Completer) -> Result<usize, Error> {
+        let claimed = self.claim(self.concurrency).await?;
+        let count = claimed.len();
+        let (_stop, stopped) = watch::channel(false);
+        let mut running = JoinSet::new();
+        for (queue, task) in claimed {
+            let completer = completer.clone();
+            running.spawn(attempt(
+                self.runner.clone(),
+                queue,
+                task,
+                stopped.clone(),
+                completer,
+            ));
+        }
+        while let Some(joined) = running.join_next().await {
+            log_join(joined);
+        }
+        Ok(count)
+    }
+
     /// One claim round: asks the served queues, in this round's order, for up to `free` due
     /// tasks of the worker's kinds in all. A queue that gives fewer than asked has no more due
     /// work, and the next one in the order is asked for the rest.
@@ -37,12 +265,16 @@ impl Shared {
                 break;
             }
             let queue = &self.queues[index].queue;
-            match queue.claim_kinds(free, self.lease, Some(&self.kinds)).await {
+            let lease = self.runner.lease;
+            match protocol::claim_kinds(queue, free, lease, Some(&self.kinds)).await {
                 Ok(tasks) => {
                     free -= tasks.len();
                     for task in &tasks {
                         if let Some(waited) = task.pickup_delay {
-                            self.record_pickup(queue, waited);
+                            self.runner
+                                .outcomes
+                                .metrics
+                                .record_pickup(queue.name(), waited);
                         }
                     }
                     claimed.extend(tasks.into_iter().map(|task| (queue.clone(), task)));
@@ -77,7 +309,7 @@ impl Shared {
         let mut order = Vec::with_capacity(left.len());
         while !left.is_empty() {
             let total: u64 = left.iter().map(|&i| u64::from(self.queues[i].weight)).sum();
-            let mut ticket = self.rules.draw(|rng| rng.below(total));
+            let mut ticket = self.runner.outcomes.rules.draw(|rng| rng.below(total));
             let pick = left
                 .iter()
                 .position(|&i| {
@@ -93,350 +325,47 @@ impl Shared {
         }
         order
     }
+}
 
-    pub(crate) fn heartbeat(&self) -> Duration {
-        (self.lease / 3).max(Duration::from_millis(1))
-    }
-
-    /// Records a failed attempt: reports it, decides, and writes the decision, retrying the
-    /// write on database errors; when it cannot be written, the lease expires and the recoverer
-    /// counts the attempt as failed. (A succeeded attempt goes to the
-    /// [completer](super::completer).)
-    async fn record_failure(&self, queue: &Queue, task: &ActiveTask, failure: Failure) {
-        self.report(task, &failure.error);
-        let now = queue.clock.now();
-        let decision = self.rules.decide(task, &failure, now);
-        let write = || self.apply(queue, task, Fence::of(task), decision.clone(), now);
-        persist(task, write).await;
-    }
-
-    /// Writes a decision, fenced; logs it (WARN for a retry, ERROR for an archive) once
-    /// written, and trims the archive after archiving. `Ok(false)`: fenced off.
-    pub(crate) async fn apply(
-        &self,
-        queue: &Queue,
-        task: &ActiveTask,
-        fence: Fence<'_>,
-        decision: Decision,
-        now: SystemTime,
-    ) -> Result<bool, Error> {
-        let written = match &decision {
-            Decision::Retry {
-                retried,
-                at,
-                last_err,
-                ..
-            } => {
-                let (at, now) = (to_ms(*at), to_ms(now));
-                queue
-                    .store
-                    .retry(&queue.name, fence, i64::from(*retried), at, last_err, now)
-                    .await?
-            }
-            Decision::Archive { last_err, .. } => {
-                queue
-                    .store
-                    .archive(&queue.name, fence, last_err, to_ms(now))
-                    .await?
-            }
-        };
-        if !written {
-            return Ok(false);
-        }
-        let outcome = match &decision {
-            Decision::Retry { counted: true, .. } => Outcome::Retried,
-            Decision::Retry { counted: false, .. } => Outcome::NotFailure,
-            Decision::Archive { .. } => Outcome::Archived,
-        };
-        self.count_outcome(queue, task.kind(), outcome);
-        match decision {
-            Decision::Retry {
-                retried,
-                counted,
-                at,
-                last_err,
-            } => event!(
-                warn,
-                "durable task failed; it will be retried",
-                kind = task.kind(),
-                id = task.id(),
-                queue = queue.name(),
-                retried = retried,
-                max_retry = task.max_retry(),
-                counted = counted,
-                next_process_at = super::failure::fmt_time(at),
-                last_err = last_err,
-            ),
-            Decision::Archive { last_err, .. } => {
+/// Logs a supervisor's panic; the value it returned otherwise.
+pub(crate) fn log_join<T>(joined: Result<T, JoinError>) -> Option<T> {
+    match joined {
+        Ok(value) => Some(value),
+        Err(e) => {
+            if e.is_panic() {
+                // A panic of the worker's own code (or of a retry_delay / is_failure / on_error
+                // closure): the task's lease expires and the recoverer counts the attempt as
+                // failed.
                 event!(
                     error,
-                    "durable task archived",
-                    kind = task.kind(),
-                    id = task.id(),
-                    queue = queue.name(),
-                    retried = task.retried(),
-                    max_retry = task.max_retry(),
-                    last_err = last_err,
-                );
-                if let Err(e) = queue.trim_archive().await {
-                    event!(
-                        warn,
-                        "durable worker: trimming the archive failed",
-                        error = e
-                    );
-                }
-            }
-        }
-        Ok(true)
-    }
-}
-
-/// Pauses between tries of a write that records an outcome.
-const PERSIST_PAUSES: [Duration; 3] = [
-    Duration::from_millis(100),
-    Duration::from_millis(500),
-    Duration::from_secs(2),
-];
-
-/// Writes an outcome, trying again after each of [`PERSIST_PAUSES`] on a database error; true
-/// once written, false when fenced off or given up.
-pub(crate) async fn persist<F, Fut>(task: &ActiveTask, mut write: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<bool, Error>>,
-{
-    for pause in PERSIST_PAUSES.iter().map(Some).chain([None]) {
-        match write().await {
-            Ok(true) => return true,
-            Ok(false) => {
-                event!(
-                    warn,
-                    "durable worker: outcome not recorded, the lease was taken over (fenced off)",
-                    task = task.id()
-                );
-                return false;
-            }
-            Err(e) => {
-                event!(
-                    warn,
-                    "durable worker: recording an outcome failed",
-                    task = task.id(),
-                    error = e
-                );
-                match pause {
-                    Some(pause) => tokio::time::sleep(*pause).await,
-                    None => return false,
-                }
-            }
-        }
-    }
-    false
-}
-
-/// One attempt: runs the handler in its own tokio task under the timeout and deadline, renews
-/// the lease, and records the outcome: a completion through `completer` (written in a batch
-/// after the attempt has freed its slot), a failure here. A stop signal (shutdown) drops the
-/// handler and gives the task back.
-pub(crate) async fn attempt(
-    shared: Arc<Shared>,
-    queue: Queue,
-    mut task: ActiveTask,
-    mut stop: watch::Receiver<bool>,
-    completer: Completer,
-) {
-    let Some(handler) = shared.handlers.get(task.kind()).cloned() else {
-        // Only a task claimed outside the worker (Queue::claim) can get here: a worker claims
-        // the kinds it has handlers for.
-        let failure = Failure::erased(Box::new(Error::UnknownKind(task.kind().to_owned())));
-        shared.record_failure(&queue, &task, failure).await;
-        return;
-    };
-    let beat = shared.heartbeat();
-    // A prefetched task may have waited since its claim: with less than two thirds of its lease
-    // left (when the first renewal is due), it is renewed before it starts.
-    let left = task
-        .lease_expires_at()
-        .duration_since(queue.clock.now())
-        .unwrap_or(Duration::ZERO);
-    if left < shared.lease.saturating_sub(beat) {
-        match queue.extend_lease(&mut task, shared.lease).await {
-            Ok(true) => {}
-            Ok(false) => {
-                event!(
-                    warn,
-                    "durable worker: lease lost before the attempt started (recovered elsewhere), attempt dropped",
-                    task = task.id()
-                );
-                return;
-            }
-            Err(e) if left.is_zero() => {
-                event!(
-                    warn,
-                    "durable worker: renewing an expired lease failed, attempt dropped",
-                    task = task.id(),
-                    error = e
-                );
-                return;
-            }
-            Err(e) => {
-                event!(
-                    warn,
-                    "durable worker: renewing a lease failed",
-                    task = task.id(),
+                    "durable worker: an attempt's supervisor panicked",
                     error = e
                 );
             }
-        }
-    }
-    let now = queue.clock.now();
-    let bound = attempt_bound(&task, now);
-    if bound == Some(Bound::Deadline(Duration::ZERO)) {
-        let failure = Failure::erased(Box::new(Error::DeadlineExceeded));
-        shared.record_failure(&queue, &task, failure).await;
-        return;
-    }
-    let mut run = Running(tokio::spawn(handler(task.clone())));
-    let timer = async {
-        match bound {
-            Some(Bound::Timeout(after) | Bound::Deadline(after)) => tokio::time::sleep(after).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(timer);
-    let mut renew = tokio::time::interval_at(Instant::now() + beat, beat);
-    renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let stop_requested = async move {
-        // A dropped sender (never the case while the worker runs) is no stop signal.
-        if stop.wait_for(|stop| *stop).await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::pin!(stop_requested);
-    let result = loop {
-        tokio::select! {
-            // An attempt that has ended is recorded, whatever else is ready.
-            biased;
-            joined = &mut run.0 => break handler_result(joined),
-            () = &mut timer => {
-                // The handler's future is dropped before the outcome is written (unless it ended
-                // in that very instant: then its own outcome stands).
-                let err = match bound {
-                    Some(Bound::Timeout(after)) => Error::TimedOut(after),
-                    _ => Error::DeadlineExceeded,
-                };
-                break run.stop().await.unwrap_or_else(|| Err(Failure::erased(Box::new(err))));
-            }
-            _ = renew.tick() => match queue.extend_lease(&mut task, shared.lease).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    run.stop().await;
-                    event!(warn, "durable worker: lease lost (recovered elsewhere), attempt dropped", task = task.id());
-                    return;
-                }
-                Err(e) => {
-                    event!(warn, "durable worker: renewing a lease failed", task = task.id(), error = e);
-                    // Never run past the lease: once it may have expired, the recoverer may hand
-                    // the task to another worker. Stop before the next renewal would be too late.
-                    let next_renewal = queue.clock.now().checked_add(beat);
-                    if next_renewal.is_none_or(|at| at >= task.lease_expires_at()) {
-                        run.stop().await;
-                        event!(warn, "durable worker: lease could not be renewed, attempt dropped", task = task.id());
-                        return;
-                    }
-                }
-            },
-            () = &mut stop_requested => match run.stop().await {
-                Some(ended) => break ended,
-                None => {
-                    persist(&task, || queue.requeue(&task)).await;
-                    return;
-                }
-            },
-        }
-    };
-    match result {
-        Ok(()) => completer.complete(&shared, queue, task).await,
-        Err(failure) => shared.record_failure(&queue, &task, failure).await,
-    }
-}
-
-/// What ends an attempt that runs too long.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Bound {
-    /// The task's timeout, from the start of the attempt.
-    Timeout(Duration),
-    /// The task's deadline, this far away.
-    Deadline(Duration),
-}
-
-/// The nearer of the task's timeout (zero: none) and deadline; `None`: the attempt is unbounded.
-fn attempt_bound(task: &ActiveTask, now: SystemTime) -> Option<Bound> {
-    let timeout = Some(task.timeout())
-        .filter(|t| !t.is_zero())
-        .map(Bound::Timeout);
-    let deadline = task
-        .deadline()
-        .map(|deadline| Bound::Deadline(deadline.duration_since(now).unwrap_or(Duration::ZERO)));
-    match (timeout, deadline) {
-        (Some(Bound::Timeout(t)), Some(Bound::Deadline(d))) if t < d => timeout,
-        (_, Some(deadline)) => Some(deadline),
-        (timeout, None) => timeout,
-    }
-}
-
-/// The handler's tokio task, aborted when dropped: a supervisor that is itself dropped (its
-/// worker's future dropped, the runtime shutting down) never leaves a handler running without a
-/// lease.
-struct Running(JoinHandle<Result<(), Failure>>);
-
-impl Running {
-    /// Drops the handler's future and waits until it is gone; `Some(outcome)` if the attempt
-    /// ended (returned or panicked) before it could be dropped.
-    async fn stop(&mut self) -> Option<Result<(), Failure>> {
-        self.0.abort();
-        match (&mut self.0).await {
-            Err(e) if e.is_cancelled() => None,
-            joined => Some(handler_result(joined)),
+            None
         }
     }
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+/// Runs `run` and returns how long it took.
+async fn timed(run: impl Future<Output = ()>) -> Duration {
+    let start = Instant::now();
+    run.await;
+    start.elapsed()
 }
 
-fn handler_result(joined: Result<Result<(), Failure>, JoinError>) -> Result<(), Failure> {
-    let panicked = |message| Err(Failure::erased(Box::new(Error::Panicked(message))));
-    match joined {
-        Ok(result) => result,
-        Err(e) if e.is_panic() => panicked(panic_message(e.into_panic())),
-        Err(_) => panicked("the handler's task was cancelled".into()),
-    }
+/// How long recent attempts took: a moving average, each attempt weighing an eighth.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pace {
+    average: Duration,
 }
 
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(text) => *text,
-        Err(payload) => match payload.downcast::<&'static str>() {
-            Ok(text) => (*text).to_owned(),
-            Err(_) => "a panic whose payload is not text".to_owned(),
-        },
+impl Pace {
+    fn record(&mut self, took: Duration) {
+        self.average = self.average - self.average / 8 + took / 8;
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn panic_messages_are_read_from_text_payloads() {
-        assert_eq!(panic_message(Box::new("boom")), "boom");
-        assert_eq!(panic_message(Box::new(String::from("bang"))), "bang");
-        assert_eq!(
-            panic_message(Box::new(7_u8)),
-            "a panic whose payload is not text"
-        );
+    fn average(self) -> Duration {
+        self.average
     }
 }

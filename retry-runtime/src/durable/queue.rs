@@ -1,5 +1,5 @@
-//! The queue handle: connecting, enqueueing, the hand-over from `#[retry]`, and the fenced
-//! operations a worker performs on the tasks it claims.
+//! The queue handle: connecting, enqueueing, and the hand-over from `#[retry]`. The operator's
+//! methods are on its [`Inspector`], the claim protocol in [`protocol`](super::protocol).
 
 use std::fmt;
 use std::sync::Arc;
@@ -8,9 +8,11 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::error::Error;
-use super::schedule::{Clock, SystemClock, duration_ms, from_ms, to_ms};
-use super::store::{Done, Fence, NewTask, Store};
-use super::task::{ActiveTask, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState, When};
+use super::handle::Handle;
+use super::inspector::Inspector;
+use super::schedule::{Clock, SystemClock, duration_ms, to_ms};
+use super::store::{NewTask, Store, tasks};
+use super::task::{MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState, When};
 use crate::IdempotencyKey;
 
 /// The name of the queue [`Queue::connect`] opens.
@@ -26,7 +28,8 @@ pub const DEFAULT_ARCHIVE_MAX_AGE: Duration = Duration::from_secs(90 * 24 * 3600
 pub const DEFAULT_COMPLETED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// A handle on one named queue of a task database: cheap to clone, shared by the clients that
-/// enqueue, the workers that run the tasks and the inspector.
+/// enqueue, the workers that run the tasks ([`Worker::new`](super::Worker::new)) and the
+/// operator's [`inspector`](Queue::inspector).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -39,19 +42,14 @@ pub const DEFAULT_COMPLETED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3
 /// let q = Queue::connect(&url).await?; // "sqlite://tasks.db" creates the file
 /// let info = q.enqueue(Task::new("email", &("ada@example.com", 42)).task_id("welcome-42")).await?;
 /// assert_eq!(info.state, TaskState::Pending);
-/// assert_eq!(q.get("welcome-42").await?.unwrap().kind, "email");
+/// assert_eq!(q.inspector().get("welcome-42").await?.unwrap().kind, "email");
 /// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Clone)]
 pub struct Queue {
-    pub(crate) store: Store,
-    pub(crate) name: Arc<str>,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) archive_max_tasks: u64,
-    pub(crate) archive_max_age: Duration,
-    pub(crate) completed_retention: Duration,
+    pub(crate) handle: Handle,
 }
 
 impl Queue {
@@ -86,14 +84,15 @@ impl Queue {
     }
 
     fn from_store(store: Store) -> Queue {
-        Queue {
+        let handle = Handle {
             store,
             name: Arc::from(DEFAULT_QUEUE),
             clock: Arc::new(SystemClock),
             archive_max_tasks: DEFAULT_ARCHIVE_MAX_TASKS,
             archive_max_age: DEFAULT_ARCHIVE_MAX_AGE,
             completed_retention: DEFAULT_COMPLETED_RETENTION,
-        }
+        };
+        Queue { handle }
     }
 
     /// The queue `name` of the same database, sharing the connections. Queues are independent:
@@ -135,20 +134,20 @@ impl Queue {
                 name.len()
             )));
         }
-        self.name = Arc::from(name);
+        self.handle.name = Arc::from(name);
         Ok(self)
     }
 
     /// The queue's name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.handle.name
     }
 
     /// Reads time from `clock` instead of the system's: every time the queue stores (due times,
     /// leases, failures, key expiries, archive ages) follows it. Workers made from this handle
     /// share it.
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Arc::new(clock);
+        self.handle.clock = Arc::new(clock);
         self
     }
 
@@ -156,8 +155,8 @@ impl Queue {
     /// [`DEFAULT_ARCHIVE_MAX_AGE`]). The oldest archived tasks beyond either bound are deleted as
     /// tasks are archived.
     pub fn archive_limits(mut self, max_tasks: u64, max_age: Duration) -> Self {
-        self.archive_max_tasks = max_tasks;
-        self.archive_max_age = max_age;
+        self.handle.archive_max_tasks = max_tasks;
+        self.handle.archive_max_age = max_age;
         self
     }
 
@@ -165,13 +164,13 @@ impl Queue {
     /// their ids still conflict, so a late duplicate enqueue is refused. Workers delete older
     /// ones as they go.
     pub fn completed_retention(mut self, retention: Duration) -> Self {
-        self.completed_retention = retention;
+        self.handle.completed_retention = retention;
         self
     }
 
     /// The current time, by the queue's clock.
     pub fn now(&self) -> SystemTime {
-        self.clock.now()
+        self.handle.clock.now()
     }
 
     /// Adds `task` to the queue: [`TaskState::Pending`], or [`TaskState::Scheduled`] when it has
@@ -198,7 +197,7 @@ impl Queue {
             }
             None => random_id(),
         };
-        let now = self.clock.now();
+        let now = self.handle.clock.now();
         let due = match task.process_at {
             None => now,
             Some(When::At(at)) => at,
@@ -227,10 +226,10 @@ impl Queue {
             unique_key: unique_key.as_deref(),
             unique_until_ms: task.unique.map(after),
         };
-        if let Some(row) = self.store.insert(&self.name, &new).await? {
+        if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, &new).await? {
             return Ok(row.into_info());
         }
-        if self.store.exists(&self.name, &id).await? {
+        if tasks::exists(&self.handle.store, &self.handle.name, &id).await? {
             return Err(Error::TaskIdConflict);
         }
         let Some(unique_key) = new.unique_key else {
@@ -239,14 +238,10 @@ impl Queue {
         };
         // A unique task holds the key. Once its ttl has run out, the key is free: release it
         // (one statement, so of two enqueues racing here only one wins) and insert again.
-        if self
-            .store
-            .release_unique(&self.name, unique_key, now_ms)
-            .await?
-        {
+        if tasks::release_unique(&self.handle.store, &self.handle.name, unique_key, now_ms).await? {
             return self.insert_again(&new).await;
         }
-        match self.store.unique_holder(&self.name, unique_key).await? {
+        match tasks::unique_holder(&self.handle.store, &self.handle.name, unique_key).await? {
             Some((holder, _)) => Err(Error::DuplicateTask { id: holder }),
             None => self.insert_again(&new).await,
         }
@@ -254,14 +249,14 @@ impl Queue {
 
     /// The last try of an insert whose conflict went away: a conflict now is reported as such.
     async fn insert_again(&self, new: &NewTask<'_>) -> Result<TaskInfo, Error> {
-        if let Some(row) = self.store.insert(&self.name, new).await? {
+        if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, new).await? {
             return Ok(row.into_info());
         }
-        if self.store.exists(&self.name, new.id).await? {
+        if tasks::exists(&self.handle.store, &self.handle.name, new.id).await? {
             return Err(Error::TaskIdConflict);
         }
         let holder = match new.unique_key {
-            Some(key) => self.store.unique_holder(&self.name, key).await?,
+            Some(key) => tasks::unique_holder(&self.handle.store, &self.handle.name, key).await?,
             None => None,
         };
         Err(Error::DuplicateTask {
@@ -287,134 +282,26 @@ impl Queue {
         self.enqueue(Task::for_key(kind, payload, key)).await
     }
 
+    /// The operator's handle on this queue (asynq's `Inspector`): look at tasks and queues,
+    /// re-run, archive or delete tasks, pause the queue, group failures by their error.
+    pub fn inspector(&self) -> Inspector {
+        Inspector::new(self.handle.clone())
+    }
+
     /// Checks that the database answers.
     pub async fn ping(&self) -> Result<(), Error> {
-        self.store.ping().await
+        tasks::ping(&self.handle.store).await
     }
 
     /// Closes the connections (after which every call fails with [`Error::Unreachable`]).
     pub async fn close(&self) {
-        self.store.close().await;
-    }
-
-    // --- The worker's protocol (fenced by the lease token). ---
-
-    /// Claims up to `max` due tasks (oldest due first) under a lease of `lease`: each comes back
-    /// [`TaskState::Active`] with a fresh fencing token. The low-level step under
-    /// [`Worker`](super::Worker); a claimed task must be finished with
-    /// [`complete`](Queue::complete), [`Worker::fail`](super::Worker::fail) or
-    /// [`requeue`](Queue::requeue), or its lease left to expire.
-    pub async fn claim(&self, max: usize, lease: Duration) -> Result<Vec<ActiveTask>, Error> {
-        self.claim_kinds(max, lease, None).await
-    }
-
-    /// [`claim`](Queue::claim), of the kinds in `kinds` only (a JSON array of strings; `None`:
-    /// any kind): a worker leaves the kinds it has no handler for to the workers that do.
-    pub(crate) async fn claim_kinds(
-        &self,
-        max: usize,
-        lease: Duration,
-        kinds: Option<&str>,
-    ) -> Result<Vec<ActiveTask>, Error> {
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        let now = to_ms(self.clock.now());
-        let limit = i64::try_from(max).unwrap_or(i64::MAX);
-        let token = new_token();
-        let lease_until = now.saturating_add(duration_ms(lease));
-        let rows = self
-            .store
-            .claim(&self.name, now, limit, token, lease_until, kinds)
-            .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| {
-                // The claim keeps the due time: the task waited from then until now.
-                let waited = row
-                    .next_process_ms
-                    .map(|due| now.saturating_sub(due).max(0));
-                let mut task = row.into_active();
-                task.pickup_delay = waited.map(|ms| Duration::from_millis(ms as u64));
-                task
-            })
-            .collect())
-    }
-
-    /// Renews the lease of `task` to `lease` from now. `Ok(false)`: the task is no longer
-    /// active under this token (its lease was recovered), and the attempt should stop.
-    pub async fn extend_lease(
-        &self,
-        task: &mut ActiveTask,
-        lease: Duration,
-    ) -> Result<bool, Error> {
-        let until = self
-            .clock
-            .now()
-            .checked_add(lease)
-            .unwrap_or(task.lease_expires_at);
-        let renewed = self
-            .store
-            .extend(&self.name, Fence::of(task), to_ms(until))
-            .await?;
-        if renewed {
-            task.lease_expires_at = from_ms(to_ms(until));
-        }
-        Ok(renewed)
-    }
-
-    /// Marks `task` [`TaskState::Completed`]. `Ok(false)`: fenced off, nothing changed (the
-    /// lease was recovered, and maybe the task claimed again by another worker).
-    pub async fn complete(&self, task: &ActiveTask) -> Result<bool, Error> {
-        let now = to_ms(self.clock.now());
-        self.store.complete(&self.name, Fence::of(task), now).await
-    }
-
-    /// Marks every task of `tasks` [`TaskState::Completed`] in one round trip and one commit
-    /// (PostgreSQL: one `UPDATE … FROM unnest(…)`; SQLite: one transaction), each fenced by its
-    /// own lease token as [`complete`](Queue::complete) is. Returns, per task in the order
-    /// given, whether it was completed: `false` for a task fenced off (nothing changed for it;
-    /// the others are completed all the same). What [`Worker`](super::Worker) uses to record
-    /// the completions of its attempts.
-    pub async fn complete_all(&self, tasks: &[ActiveTask]) -> Result<Vec<bool>, Error> {
-        if tasks.is_empty() {
-            return Ok(Vec::new());
-        }
-        let now = to_ms(self.clock.now());
-        let done: Vec<Done<'_>> = tasks
-            .iter()
-            .map(|task| Done {
-                queue: &self.name,
-                fence: Fence::of(task),
-                finished: now,
-            })
-            .collect();
-        self.store.complete_batch(&done).await
-    }
-
-    /// Gives `task` back: [`TaskState::Pending`], due now, `retried` unchanged (what a graceful
-    /// shutdown does with attempts it cannot finish). `Ok(false)`: fenced off.
-    pub async fn requeue(&self, task: &ActiveTask) -> Result<bool, Error> {
-        let now = to_ms(self.clock.now());
-        self.store.requeue(&self.name, Fence::of(task), now).await
+        self.handle.store.close().await;
     }
 }
 
 impl fmt::Debug for Queue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let backend = match &self.store {
-            #[cfg(feature = "sqlite")]
-            Store::Sqlite(_) => "sqlite",
-            #[cfg(feature = "postgres")]
-            Store::Postgres(_) => "postgres",
-        };
-        f.debug_struct("Queue")
-            .field("backend", &backend)
-            .field("name", &self.name)
-            .field("archive_max_tasks", &self.archive_max_tasks)
-            .field("archive_max_age", &self.archive_max_age)
-            .field("completed_retention", &self.completed_retention)
-            .finish_non_exhaustive()
+        self.handle.fmt(f)
     }
 }
 
@@ -461,12 +348,6 @@ fn random_id() -> String {
     )
 }
 
-/// A fresh fencing token: random, positive, from the OS-seeded generator (never from a seeded
-/// [`DelayRng`](super::DelayRng), so two processes cannot share tokens).
-fn new_token() -> i64 {
-    (rand::random::<u64>() >> 1) as i64 | 1
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -478,10 +359,5 @@ mod tests {
         assert_eq!(&id[14..15], "4");
         assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
         assert_ne!(random_id(), id);
-    }
-
-    #[test]
-    fn tokens_are_positive() {
-        assert!((0..1000).map(|_| new_token()).all(|t| t > 0));
     }
 }

@@ -3,29 +3,19 @@
 //! on one database enqueue it exactly once, because the task of each period gets an id made of
 //! the entry and the period's start (`periodic:{kind}:{spec}:{start ms}`), which
 //! [`Queue::enqueue`] refuses a second time with [`Error::TaskIdConflict`]. Periods are read from
-//! the queue's clock, in UTC; cron expressions are parsed by `croner` and laid on the calendar by
-//! the few lines of civil-date arithmetic at the end of this file.
+//! the queue's clock, in UTC; cron expressions and fixed periods are laid on the calendar by
+//! [`recurrence`](super::recurrence).
 
-use std::cmp::Ordering;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use croner::errors::CronError;
-use croner::parser::{CronParser, Seconds, Year};
-use croner::{CivilDate, CivilDateTime, CivilTime, Cron, CronDateTime, Resolution, Weekday};
-
+use super::entries::{Entries, MakeFn};
 use super::error::Error;
 use super::queue::Queue;
+use super::recurrence::Recurrence;
 use super::schedule::{duration_ms, to_ms};
 use super::task::Task;
-
-/// The longest [`Scheduler::run_until`] sleeps before it looks at the clock again: a clock that
-/// was set, or an enqueue that failed, is dealt with within a second.
-const MAX_SLEEP: Duration = Duration::from_secs(1);
-
-type MakeFn = Box<dyn Fn() -> Task + Send + Sync>;
 
 /// Enqueues tasks periodically: every fixed period ([`every`](Scheduler::every)) or on a cron
 /// schedule ([`cron`](Scheduler::cron)), each period's task exactly once however many scheduler
@@ -88,10 +78,10 @@ type MakeFn = Box<dyn Fn() -> Task + Send + Sync>;
 /// assert_eq!(scheduler(q.clone()).enqueue_due().await?, 2);
 /// // Another instance finds this period's tasks already there, and adds none.
 /// assert_eq!(scheduler(q.clone()).enqueue_due().await?, 0);
-/// assert_eq!(q.list(TaskState::Pending).await?.len(), 2);
+/// assert_eq!(q.inspector().list(TaskState::Pending).await?.len(), 2);
 /// // The hour that started at 22:00 UTC, and the 5 minutes that started at 22:10.
-/// assert!(q.get("periodic:report:every:3600000ms:1699999200000").await?.is_some());
-/// assert!(q.get("periodic:sync:cron:*/5 * * * *:1699999800000").await?.is_some());
+/// assert!(q.inspector().get("periodic:report:every:3600000ms:1699999200000").await?.is_some());
+/// assert!(q.inspector().get("periodic:sync:cron:*/5 * * * *:1699999800000").await?.is_some());
 ///
 /// // In production: run until shutdown, next to the workers.
 /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -104,31 +94,7 @@ type MakeFn = Box<dyn Fn() -> Task + Send + Sync>;
 /// ```
 pub struct Scheduler {
     queue: Queue,
-    entries: Vec<Entry>,
-    /// One per entry; one lock, since an entry's id depends on the entries before it.
-    state: Mutex<Vec<EntryState>>,
-}
-
-struct Entry {
-    /// `every:60000ms` or `cron:*/5 * * * *`: part of the id of each of its tasks.
-    spec: String,
-    /// The schedule, or why the entry is invalid (reported by `run_until` and `enqueue_due`).
-    recurrence: Result<Recurrence, String>,
-    make: MakeFn,
-}
-
-enum Recurrence {
-    Every { period_ms: i64 },
-    Cron(Box<Cron>),
-}
-
-#[derive(Default)]
-struct EntryState {
-    /// The start of the latest period this instance is done with: its task enqueued, found
-    /// already enqueued, or refused for good (a payload too large, say).
-    done: Option<i64>,
-    /// The start of the latest period whose task was made, and that task's kind.
-    made: Option<(i64, String)>,
+    entries: Entries,
 }
 
 /// What one pass over the entries did.
@@ -145,8 +111,7 @@ impl Scheduler {
     pub fn new(queue: Queue) -> Self {
         Scheduler {
             queue,
-            entries: Vec::new(),
-            state: Mutex::new(Vec::new()),
+            entries: Entries::default(),
         }
     }
 
@@ -160,7 +125,7 @@ impl Scheduler {
     /// [`Error::Invalid`].
     pub fn every(self, period: Duration, make: impl Fn() -> Task + Send + Sync + 'static) -> Self {
         let spec = format!("every:{}ms", period.as_millis());
-        let recurrence = every_ms(period).map(|period_ms| Recurrence::Every { period_ms });
+        let recurrence = Recurrence::every(period);
         self.push(spec, recurrence, Box::new(make))
     }
 
@@ -183,29 +148,12 @@ impl Scheduler {
     pub fn cron(self, expr: &str, make: impl Fn() -> Task + Send + Sync + 'static) -> Self {
         let fields: Vec<&str> = expr.split_whitespace().collect();
         let spec = format!("cron:{}", fields.join(" "));
-        let recurrence = cron_parser()
-            .parse(expr)
-            .map(|cron| Recurrence::Cron(Box::new(cron)))
-            .map_err(|e| {
-                format!(
-                    "the cron expression {expr:?} is invalid ({e}): write the 5 standard fields \
-                     \"minute hour day-of-month month day-of-week\", in UTC, e.g. \"*/5 * * * *\" \
-                     for every 5 minutes"
-                )
-            });
+        let recurrence = Recurrence::cron(expr);
         self.push(spec, recurrence, Box::new(make))
     }
 
     fn push(mut self, spec: String, recurrence: Result<Recurrence, String>, make: MakeFn) -> Self {
-        self.entries.push(Entry {
-            spec,
-            recurrence,
-            make,
-        });
-        self.state
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(EntryState::default());
+        self.entries.push(spec, recurrence, make);
         self
     }
 
@@ -221,9 +169,11 @@ impl Scheduler {
     /// database error is tried again within a second while its period lasts; a task the queue
     /// refuses (too large a payload, a blank kind) is skipped until the entry's next period.
     pub async fn run_until<F: Future>(self, shutdown: F) -> Result<(), Error> {
-        self.check(to_ms(self.queue.now()))?;
+        self.entries.check(to_ms(self.queue.now()))?;
         self.queue.ping().await?;
-        self.warn_of_long_periods();
+        let retention = duration_ms(self.queue.handle.completed_retention);
+        self.entries
+            .warn_of_long_periods(to_ms(self.queue.now()), retention);
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             let now_ms = to_ms(self.queue.now());
@@ -240,7 +190,7 @@ impl Scheduler {
                     error = e
                 );
             }
-            let wait = self.until_next_boundary(to_ms(self.queue.now()));
+            let wait = self.entries.until_next_boundary(to_ms(self.queue.now()));
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
@@ -264,7 +214,7 @@ impl Scheduler {
     /// a blank kind) is done with that period.
     pub async fn enqueue_due(&self) -> Result<usize, Error> {
         let now_ms = to_ms(self.queue.now());
-        self.check(now_ms)?;
+        self.entries.check(now_ms)?;
         let pass = self.enqueue_pass(now_ms).await;
         match pass.failed.into_iter().next() {
             Some((_, e)) => Err(e),
@@ -272,37 +222,10 @@ impl Scheduler {
         }
     }
 
-    /// Every problem of the entries, in one [`Error::Invalid`].
-    fn check(&self, now_ms: i64) -> Result<(), Error> {
-        if self.entries.is_empty() {
-            return Err(Error::Invalid(
-                "this scheduler has no entries: register one with Scheduler::every or \
-                 Scheduler::cron"
-                    .into(),
-            ));
-        }
-        let problems: Vec<String> = self
-            .entries
-            .iter()
-            .filter_map(|entry| match &entry.recurrence {
-                Err(why) => Some(why.clone()),
-                Ok(recurrence) => recurrence
-                    .period(now_ms)
-                    .err()
-                    .map(|e| never_matches(&entry.spec, &e)),
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::Invalid(problems.join("; ")))
-        }
-    }
-
     /// Enqueues the due tasks; never fails as a whole.
     async fn enqueue_pass(&self, now_ms: i64) -> Pass {
         let mut pass = Pass::default();
-        for (index, start, task) in self.due_tasks(now_ms) {
+        for (index, start, task) in self.entries.due_tasks(now_ms) {
             let id = task.id().unwrap_or_default().to_owned();
             match self.queue.enqueue(task).await {
                 Ok(_) => {
@@ -312,375 +235,29 @@ impl Scheduler {
                         task = id
                     );
                     pass.enqueued += 1;
-                    self.mark_done(index, start);
+                    self.entries.mark_done(index, start);
                 }
                 // Another instance enqueued this period's task first.
-                Err(Error::TaskIdConflict) => self.mark_done(index, start),
+                Err(Error::TaskIdConflict) => self.entries.mark_done(index, start),
                 // Tried again while the period lasts.
                 Err(e @ (Error::Unreachable(_) | Error::Database(_))) => pass.failed.push((id, e)),
                 // Refused for good: the next period's task may do better.
                 Err(e) => {
-                    self.mark_done(index, start);
+                    self.entries.mark_done(index, start);
                     pass.failed.push((id, e));
                 }
             }
         }
         pass
     }
-
-    /// The task of every entry whose current period is not done, with its id set; remembers
-    /// the kind of each, which tells the duplicates of an entry apart.
-    fn due_tasks(&self, now_ms: i64) -> Vec<(usize, i64, Task)> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut due = Vec::new();
-        for (index, entry) in self.entries.iter().enumerate() {
-            let Some((start, _)) = entry.period(now_ms) else {
-                continue;
-            };
-            if state[index].done.is_some_and(|done| done >= start) {
-                continue;
-            }
-            let task = (entry.make)();
-            // Entries of one spec share their periods: every earlier one has made (now, or in
-            // an earlier pass) its task of this period, and its kind is known.
-            let same_before = (0..index)
-                .filter(|&earlier| {
-                    self.entries[earlier].spec == entry.spec
-                        && state[earlier]
-                            .made
-                            .as_ref()
-                            .is_some_and(|(made, kind)| *made == start && *kind == task.kind())
-                })
-                .count();
-            let id = task_id(task.kind(), &entry.spec, same_before + 1, start);
-            state[index].made = Some((start, task.kind().to_owned()));
-            due.push((index, start, task.task_id(id)));
-        }
-        due
-    }
-
-    fn mark_done(&self, index: usize, start: i64) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let done = &mut state[index].done;
-        *done = Some(done.map_or(start, |done| done.max(start)));
-    }
-
-    /// How long until the next period of any entry starts, at most [`MAX_SLEEP`].
-    fn until_next_boundary(&self, now_ms: i64) -> Duration {
-        let next = self
-            .entries
-            .iter()
-            .filter_map(|entry| entry.period(now_ms))
-            .map(|(_, end)| end)
-            .min();
-        match next {
-            Some(next) => {
-                let ms = u64::try_from(next.saturating_sub(now_ms))
-                    .unwrap_or(0)
-                    .max(1);
-                Duration::from_millis(ms).min(MAX_SLEEP)
-            }
-            None => MAX_SLEEP,
-        }
-    }
-
-    /// A period longer than the completed retention can be enqueued twice (see the type's docs).
-    fn warn_of_long_periods(&self) {
-        let now_ms = to_ms(self.queue.now());
-        let retention = duration_ms(self.queue.completed_retention);
-        for entry in &self.entries {
-            if let Some((start, end)) = entry.period(now_ms) {
-                if end.saturating_sub(start) > retention {
-                    event!(
-                        warn,
-                        "durable scheduler: this entry's period is longer than the queue's \
-                         completed retention: a scheduler that starts after a period's completed \
-                         task was trimmed enqueues that period again; raise \
-                         Queue::completed_retention to the longest period",
-                        entry = entry.spec,
-                        period_ms = end.saturating_sub(start),
-                        retention_ms = retention
-                    );
-                }
-            }
-        }
-    }
 }
 
 impl fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let specs: Vec<&str> = self.entries.iter().map(|e| e.spec.as_str()).collect();
+        let specs = self.entries.specs();
         f.debug_struct("Scheduler")
             .field("queue", &self.queue)
             .field("entries", &specs)
             .finish_non_exhaustive()
-    }
-}
-
-impl Entry {
-    /// The period containing `now_ms`, `None` for an invalid entry.
-    fn period(&self, now_ms: i64) -> Option<(i64, i64)> {
-        self.recurrence.as_ref().ok()?.period(now_ms).ok()
-    }
-}
-
-impl Recurrence {
-    /// The period containing `now_ms`: its start and the next period's start, in milliseconds
-    /// since the Unix epoch.
-    fn period(&self, now_ms: i64) -> Result<(i64, i64), CronError> {
-        match self {
-            Recurrence::Every { period_ms } => {
-                let start = now_ms - now_ms.rem_euclid(*period_ms);
-                Ok((start, start.saturating_add(*period_ms)))
-            }
-            Recurrence::Cron(cron) => {
-                // Cron matches whole minutes: the current second decides.
-                let now = UtcSecond(now_ms.div_euclid(1000));
-                let start = cron.find_previous_occurrence(&now, true)?;
-                let next = cron.find_next_occurrence(&now, false)?;
-                Ok((start.0.saturating_mul(1000), next.0.saturating_mul(1000)))
-            }
-        }
-    }
-}
-
-/// The standard 5 fields: no seconds, no years.
-fn cron_parser() -> CronParser {
-    CronParser::builder()
-        .seconds(Seconds::Disallowed)
-        .year(Year::Disallowed)
-        .build()
-}
-
-fn every_ms(period: Duration) -> Result<i64, String> {
-    if period.is_zero() {
-        return Err(
-            "every(0 s): a period of zero would enqueue without end; give a period of at least \
-             1 ms"
-                .into(),
-        );
-    }
-    if period.subsec_nanos() % 1_000_000 != 0 {
-        return Err(format!(
-            "every({period:?}): a period is a whole number of milliseconds (periods are aligned \
-             to multiples of it since the Unix epoch, in ms)"
-        ));
-    }
-    i64::try_from(period.as_millis())
-        .map_err(|_| format!("every({period:?}): the period is too long to count in milliseconds"))
-}
-
-fn never_matches(spec: &str, e: &CronError) -> String {
-    let expr = spec.strip_prefix("cron:").unwrap_or(spec);
-    format!(
-        "the cron expression {expr:?} never matches ({e}): no date has the day of month, month \
-         and day of week it asks for"
-    )
-}
-
-/// `periodic:{kind}:{spec}:{start ms}`, with `#n` after the spec for the n-th entry (n ≥ 2) of
-/// one kind and spec.
-fn task_id(kind: &str, spec: &str, nth: usize, start_ms: i64) -> String {
-    if nth <= 1 {
-        format!("periodic:{kind}:{spec}:{start_ms}")
-    } else {
-        format!("periodic:{kind}:{spec}#{nth}:{start_ms}")
-    }
-}
-
-// --- UTC for croner: seconds since the Unix epoch, on the proleptic Gregorian calendar. ---
-
-/// A UTC time to the second: what croner searches over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct UtcSecond(i64);
-
-const SECS_PER_DAY: i64 = 86_400;
-
-impl CronDateTime for UtcSecond {
-    fn to_civil(&self) -> CivilDateTime {
-        let (days, secs) = (
-            self.0.div_euclid(SECS_PER_DAY),
-            self.0.rem_euclid(SECS_PER_DAY),
-        );
-        let (year, month, day) = civil_from_days(days);
-        // Within ±2^31 years for every time a `SystemTime` in milliseconds can hold.
-        let year = i32::try_from(year).unwrap_or(i32::MAX);
-        let secs = secs as u32; // 0..86_400
-        CivilDateTime::new(
-            CivilDate::from_parts_unchecked(year, month, day),
-            CivilTime::from_parts_unchecked(secs / 3600, secs % 3600 / 60, secs % 60),
-        )
-    }
-
-    fn civil_weekday(&self) -> Weekday {
-        // 1970-01-01 was a Thursday (4 days from Sunday).
-        let days = self.0.div_euclid(SECS_PER_DAY);
-        Weekday::from_days_from_sunday((days + 4).rem_euclid(7) as u32)
-    }
-
-    fn resolve_civil(&self, civil: CivilDateTime) -> Result<Resolution<Self>, CronError> {
-        let days = days_from_civil(i64::from(civil.year()), civil.month(), civil.day());
-        let secs = i64::from(civil.hour() * 3600 + civil.minute() * 60 + civil.second());
-        let at = days
-            .checked_mul(SECS_PER_DAY)
-            .and_then(|s| s.checked_add(secs))
-            .ok_or(CronError::InvalidDate)?;
-        Ok(Resolution::Single(UtcSecond(at)))
-    }
-
-    fn checked_add_seconds(&self, seconds: i64) -> Option<Self> {
-        self.0.checked_add(seconds).map(UtcSecond)
-    }
-
-    fn cmp_instant(&self, other: &Self) -> Ordering {
-        self.0.cmp(&other.0)
-    }
-}
-
-/// Days since 1970-01-01 of a date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let day_of_year =
-        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let days = days + 719_468;
-    let era = days.div_euclid(146_097);
-    let day_of_era = days - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = year_of_era + era * 400;
-    (if month <= 2 { year + 1 } else { year }, month, day)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::UNIX_EPOCH;
-
-    use super::*;
-
-    /// 2023-11-14 22:13:20 UTC, a Tuesday.
-    const T0_MS: i64 = 1_700_000_000_000;
-
-    #[test]
-    fn civil_dates_agree_with_http_dates_for_four_centuries() {
-        const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-        const MONTHS: [&str; 12] = [
-            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-        ];
-        // Every 7th day from 1970 to 2370, with a time of day that moves too.
-        for n in 0..(400 * 366 / 7) {
-            let secs = n * 7 * SECS_PER_DAY + n * 3_607 % SECS_PER_DAY;
-            let t = UtcSecond(secs);
-            let civil = t.to_civil();
-            let expected = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs as u64));
-            let ours = format!(
-                "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
-                DAYS[t.civil_weekday().num_days_from_sunday() as usize],
-                civil.day(),
-                MONTHS[civil.month() as usize - 1],
-                civil.year(),
-                civil.hour(),
-                civil.minute(),
-                civil.second()
-            );
-            assert_eq!(ours, expected);
-            assert_eq!(t.resolve_civil(civil).unwrap(), Resolution::Single(t));
-        }
-    }
-
-    #[test]
-    fn dates_before_1970_round_trip() {
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
-        assert_eq!(civil_from_days(-719_468), (0, 3, 1));
-        assert_eq!(days_from_civil(1600, 2, 29), -135_081);
-        for days in (-800_000..800_000).step_by(97) {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-        }
-    }
-
-    #[test]
-    fn every_periods_are_aligned_to_the_epoch() {
-        let hourly = Recurrence::Every {
-            period_ms: 3_600_000,
-        };
-        assert_eq!(
-            hourly.period(T0_MS).unwrap(),
-            (1_699_999_200_000, 1_700_002_800_000)
-        );
-        assert_eq!(
-            hourly.period(1_699_999_200_000).unwrap().0,
-            1_699_999_200_000,
-            "a boundary starts its own period"
-        );
-        assert_eq!(
-            hourly.period(1_699_999_199_999).unwrap().0,
-            1_699_995_600_000
-        );
-    }
-
-    #[test]
-    fn cron_periods_run_from_one_match_to_the_next() {
-        let every_5 = Recurrence::Cron(Box::new(cron_parser().parse("*/5 * * * *").unwrap()));
-        // 22:13:20 is in the period 22:10 – 22:15.
-        assert_eq!(
-            every_5.period(T0_MS).unwrap(),
-            (1_699_999_800_000, 1_700_000_100_000)
-        );
-        assert_eq!(
-            every_5.period(1_700_000_100_000).unwrap().0,
-            1_700_000_100_000
-        );
-        assert_eq!(
-            every_5.period(1_700_000_099_999).unwrap().0,
-            1_699_999_800_000
-        );
-        // The 13th or a Friday (either, as in Vixie cron; 2023-10-13 was a Friday the 13th):
-        // from Monday 2023-11-13 to Friday 2023-11-17.
-        let either = Recurrence::Cron(Box::new(cron_parser().parse("0 0 13 * FRI").unwrap()));
-        assert_eq!(
-            either.period(T0_MS).unwrap(),
-            (1_699_833_600_000, 1_700_179_200_000)
-        );
-        // Mondays at 03:00 UTC: 2023-11-13 03:00 to 2023-11-20 03:00.
-        let weekly = Recurrence::Cron(Box::new(cron_parser().parse("0 3 * * MON").unwrap()));
-        assert_eq!(
-            weekly.period(T0_MS).unwrap(),
-            (1_699_844_400_000, 1_700_449_200_000)
-        );
-    }
-
-    #[test]
-    fn only_the_five_standard_cron_fields_parse() {
-        assert!(cron_parser().parse("*/5 * * * *").is_ok());
-        assert!(cron_parser().parse("@hourly").is_ok());
-        assert!(cron_parser().parse("0 */5 * * * *").is_err(), "seconds");
-        assert!(cron_parser().parse("*/5 * * * * 2024").is_err(), "years");
-        assert!(cron_parser().parse("*/5 * * *").is_err());
-        assert!(cron_parser().parse("61 * * * *").is_err());
-    }
-
-    #[test]
-    fn ids_name_kind_spec_duplicate_and_period() {
-        assert_eq!(
-            task_id("report", "every:60000ms", 1, 60_000),
-            "periodic:report:every:60000ms:60000"
-        );
-        assert_eq!(
-            task_id("report", "cron:*/5 * * * *", 2, 0),
-            "periodic:report:cron:*/5 * * * *#2:0"
-        );
     }
 }

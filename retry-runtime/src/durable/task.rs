@@ -1,7 +1,6 @@
-//! Tasks: what is enqueued ([`Task`]), what is stored ([`TaskInfo`], [`TaskState`]) and what a
-//! handler gets ([`ActiveTask`]).
+//! Tasks: what is enqueued ([`Task`]), what is stored ([`TaskInfo`], in a
+//! [`TaskState`](super::TaskState)) and what a handler gets ([`ActiveTask`]).
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -9,6 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::error::Error;
+pub use super::state::TaskState;
 use crate::IdempotencyKey;
 
 /// The largest payload [`Queue::enqueue`](super::Queue::enqueue) accepts: 1 MiB of JSON. A
@@ -25,93 +25,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Longest task id or kind, in bytes.
 pub(crate) const MAX_NAME_BYTES: usize = 1024;
 
-/// Where a task is in its life.
-///
-/// ```text
-/// enqueue ──► Pending ◄──────────── run_task (inspector), graceful shutdown
-///   │           │ claimed by a worker
-///   │           ▼
-///   └─► Scheduled ──► Active ──► Completed
-///      (process_at)     │
-///                       ├──► Retry ──(due)──► Active …
-///                       └──► Archived (SkipRetry, a permanent error, retries exhausted,
-///                                      key expired, deadline passed, undecodable payload)
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TaskState {
-    /// Ready to run now; waiting for a free worker slot.
-    Pending,
-    /// Enqueued to run at a later time ([`Task::process_at`]).
-    Scheduled,
-    /// Held by a worker, under a lease.
-    Active,
-    /// An attempt failed; the next one is due at `next_process_at`.
-    Retry,
-    /// Failed for good; kept with its history for the inspector.
-    Archived,
-    /// Succeeded; kept for the queue's completed retention, so its id still conflicts.
-    Completed,
-}
-
-impl TaskState {
-    /// Every state, in life order.
-    pub const ALL: [TaskState; 6] = [
-        TaskState::Pending,
-        TaskState::Scheduled,
-        TaskState::Active,
-        TaskState::Retry,
-        TaskState::Archived,
-        TaskState::Completed,
-    ];
-
-    /// The name stored in the `state` column: `"pending"`, `"scheduled"`, `"active"`,
-    /// `"retry"`, `"archived"` or `"completed"`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Pending => "pending",
-            TaskState::Scheduled => "scheduled",
-            TaskState::Active => "active",
-            TaskState::Retry => "retry",
-            TaskState::Archived => "archived",
-            TaskState::Completed => "completed",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> Option<TaskState> {
-        TaskState::ALL.into_iter().find(|state| state.as_str() == s)
-    }
-}
-
-/// Parses the name [`as_str`](TaskState::as_str) gives (lower case, exactly); anything else is
-/// [`Error::Invalid`], whose text lists the six names.
-///
-/// ```
-/// use retry_runtime::durable::TaskState;
-///
-/// assert_eq!("retry".parse::<TaskState>().unwrap(), TaskState::Retry);
-/// assert!("Retry".parse::<TaskState>().is_err());
-/// ```
-impl std::str::FromStr for TaskState {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<TaskState, Error> {
-        TaskState::parse(s).ok_or_else(|| {
-            Error::Invalid(format!(
-                "unknown task state {s:?}: expected one of pending, scheduled, active, retry, \
-                 archived, completed"
-            ))
-        })
-    }
-}
-
-impl fmt::Display for TaskState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A task as stored: what the inspector ([`Queue::get`](super::Queue::get),
-/// [`Queue::list`](super::Queue::list)) and [`Queue::enqueue`](super::Queue::enqueue) return.
+/// A task as stored: what the inspector ([`Inspector::get`](super::Inspector::get),
+/// [`Inspector::list`](super::Inspector::list)) and [`Queue::enqueue`](super::Queue::enqueue) return.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskInfo {
     /// Unique within the queue: the [`task_id`](Task::task_id) given, or a random one.
@@ -410,7 +325,7 @@ impl ActiveTask {
     }
 
     /// When the lease expires unless renewed (as of the claim, or the last renewal through
-    /// [`Queue::extend_lease`](super::Queue::extend_lease) on this value).
+    /// [`protocol::extend_lease`](super::protocol::extend_lease) on this value).
     pub fn lease_expires_at(&self) -> SystemTime {
         self.lease_expires_at
     }

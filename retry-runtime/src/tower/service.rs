@@ -15,8 +15,9 @@ use crate::http::StatusError;
 use crate::http::{idempotency_key, is_safe};
 use crate::retrier::{Retrier, Site};
 
-/// The error a [`RetryService`] returns: its inner service's error, boxed.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The error a [`RetryService`] returns: its inner service's error, boxed (the crate's one
+/// [`BoxError`](crate::BoxError)).
+pub use crate::BoxError;
 
 /// A request body [`RetryLayer`](super::RetryLayer) can send again: any `Clone` body
 /// (`http_body_util::Full<Bytes>`, `String`, `Vec<u8>`, `()`).

@@ -24,8 +24,8 @@
 //! error, or now and then a panic), decided by a hash of the task id and `retried`, and never
 //! once `retried` ≥ 4.
 //!
-//! `raw-stall-ok` uses no [`Worker`]: it claims one task with [`Queue::claim`], logs `start`,
-//! blocks for `--stall-ms`, calls [`Queue::complete`] and logs `end … ok-applied` or
+//! `raw-stall-ok` uses no [`Worker`]: it claims one task with [`protocol::claim`], logs `start`,
+//! blocks for `--stall-ms`, calls [`protocol::complete`] and logs `end … ok-applied` or
 //! `end … ok-fenced` (the completion was refused: the lease had been taken over), then waits
 //! for its standard input to close.
 //!
@@ -37,7 +37,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use retry_runtime::durable::{BoxError, Queue, Worker};
+use retry_runtime::durable::{BoxError, Queue, Worker, protocol};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -284,7 +284,7 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Claims one task by hand, stalls, then tries to complete it: the fencing of [`Queue::complete`]
+/// Claims one task by hand, stalls, then tries to complete it: the fencing of [`protocol::complete`]
 /// observed directly.
 async fn raw_stall_ok(
     queue: &Queue,
@@ -293,7 +293,7 @@ async fn raw_stall_ok(
     shutdown: impl Future<Output = ()>,
 ) -> ExitCode {
     let task = loop {
-        match queue.claim(1, args.lease).await {
+        match protocol::claim(queue, 1, args.lease).await {
             Ok(mut tasks) if !tasks.is_empty() => break tasks.remove(0),
             Ok(_) => tokio::time::sleep(args.poll).await,
             Err(e) => {
@@ -305,7 +305,7 @@ async fn raw_stall_ok(
     let (id, retried, name) = (task.id(), task.retried(), &args.name);
     log.line(&format!("start {id} {retried} {name} {}", now_micros()));
     std::thread::sleep(args.stall);
-    let outcome = match queue.complete(&task).await {
+    let outcome = match protocol::complete(queue, &task).await {
         Ok(true) => "ok-applied",
         Ok(false) => "ok-fenced",
         Err(e) => {

@@ -14,13 +14,8 @@ const LABELS = {
   pending: "Pending", scheduled: "Scheduled", active: "Active",
   retry: "Retry", archived: "Archived", completed: "Completed", failing: "Failing",
 };
-// Which buttons a task of each state gets, and which bulk actions a tab has.
-const TASK_ACTIONS = {
-  pending: ["delete", "archive"], scheduled: ["run", "delete", "archive"], active: [],
-  retry: ["run", "delete", "archive"], archived: ["run", "delete"], completed: ["run", "delete"],
-};
-const RUN_ALL = new Set(["scheduled", "retry", "archived", "completed"]);
-const DELETE_ALL = new Set(["pending", "scheduled", "retry", "archived", "completed"]);
+// Which buttons a task gets, and which bulk actions a tab has, come with each page of tasks
+// (`actions` of GET …/tasks): the server's rules, not a copy of them here.
 
 let skewMs = 0;          // server clock minus browser clock, from /api/queues
 let expanded = new Set(); // task ids whose payload row is open
@@ -232,16 +227,16 @@ async function tasksView(r) {
     el("span", { class: "muted" }, "page " + r.page + " of " + pages),
     el("a", { id: "next", class: "pager" + (r.page < pages ? "" : " disabled"), href: r.page < pages ? queueHref(r.queue, r.state, r.page + 1) : null }, "Next ›"),
     el("span", { class: "spacer" }),
-    !READ_ONLY && RUN_ALL.has(r.state) && data.total
+    !READ_ONLY && data.actions.bulk.includes("run-all") && data.total
       ? el("button", { id: "run-all", onclick: () => confirmBulk(r, "run-all", data.total) }, "Run all") : null,
-    !READ_ONLY && DELETE_ALL.has(r.state) && data.total
+    !READ_ONLY && data.actions.bulk.includes("delete-all") && data.total
       ? el("button", { id: "delete-all", class: "danger", onclick: () => confirmBulk(r, "delete-all", data.total) }, "Delete all") : null);
   const [lastCol, lastTime] = LAST_COLUMN[r.state];
   const head = el("tr", {}, el("th", {}, "ID"), el("th", {}, "Kind"), el("th", { class: "num" }, "Retried"),
     el("th", {}, "Last error"), el("th", {}, "Last failed"), el("th", {}, lastCol), el("th", {}, ""));
   const rows = [];
   for (const t of data.tasks) {
-    const actions = READ_ONLY ? [] : TASK_ACTIONS[r.state];
+    const actions = READ_ONLY ? [] : data.actions.task;
     rows.push(el("tr", { class: "task", "data-id": t.id },
       el("td", { class: "id", title: t.id }, el("code", {}, t.id)),
       el("td", { class: "kind" }, t.kind),

@@ -3,7 +3,10 @@
 use std::fmt;
 use std::io;
 
+use std::time::UNIX_EPOCH;
+
 use super::*;
+use crate::http::StatusError;
 
 #[derive(Debug)]
 struct Wrapper(BoxError);

@@ -8,10 +8,10 @@
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection as _, PgConnection, PgPool};
 
-use crate::durable::task::TaskState;
+use super::Done;
 
 /// Connections per queue handle.
 const MAX_CONNECTIONS: u32 = 10;
@@ -23,18 +23,59 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// race on the catalog); any constant unlikely to be used by the application.
 const MIGRATION_LOCK: i64 = 0x7265_7472_795f_7471; // "retry_tq"
 
-const SCHEMA: &str = schema!(
-    int = "BIGINT",
-    seq = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+/// The tables and indexes. `seq` grows with each insert: tasks due at the same millisecond run
+/// in enqueue order.
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS retry_tasks (
+    seq              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue            TEXT NOT NULL,
+    id               TEXT NOT NULL,
+    kind             TEXT NOT NULL,
+    payload          TEXT NOT NULL,
+    state            TEXT NOT NULL CHECK (state IN
+                         ('pending', 'scheduled', 'active', 'retry', 'archived', 'completed')),
+    retried          BIGINT NOT NULL,
+    max_retry        BIGINT NOT NULL,
+    timeout_ms       BIGINT NOT NULL,
+    deadline_ms      BIGINT,
+    key_expires_ms   BIGINT,
+    next_process_ms  BIGINT,
+    lease_token      BIGINT,
+    lease_expires_ms BIGINT,
+    last_err         TEXT,
+    last_failed_ms   BIGINT,
+    created_ms       BIGINT NOT NULL,
+    finished_ms      BIGINT,
+    retention_ms     BIGINT,
+    unique_key       TEXT,
+    unique_until_ms  BIGINT,
+    UNIQUE (queue, id)
 );
+CREATE INDEX IF NOT EXISTS retry_tasks_due ON retry_tasks (queue, next_process_ms, seq)
+    WHERE state IN ('pending', 'scheduled', 'retry');
+CREATE INDEX IF NOT EXISTS retry_tasks_leases ON retry_tasks (queue, lease_expires_ms)
+    WHERE state = 'active';
+CREATE INDEX IF NOT EXISTS retry_tasks_finished ON retry_tasks (queue, state, finished_ms)
+    WHERE state IN ('archived', 'completed');
+CREATE UNIQUE INDEX IF NOT EXISTS retry_tasks_unique ON retry_tasks (queue, unique_key)
+    WHERE unique_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS retry_queues (
+    queue  TEXT    NOT NULL PRIMARY KEY,
+    paused BOOLEAN NOT NULL DEFAULT FALSE
+);
+";
 
-const CLAIM: &str = concat!(
+/// Claims up to `$3` due tasks of queue `$1` at `$2` under token `$4` until `$5`, skipping rows
+/// other claims hold, and commits without waiting for the WAL flush.
+// The claim's condition besides the state and the due time: the queue is not paused, and the
+// task's kind is one the claiming worker handles (`$6`, a JSON array of kinds, or NULL for any
+// kind), read with `jsonb_array_elements_text`.
+pub(super) const CLAIM: &str = concat!(
     "WITH due AS ( \
          SELECT seq AS due_seq FROM retry_tasks \
          WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
-         AND ",
-    claimable!(kinds_in = "SELECT jsonb_array_elements_text($6::jsonb)"),
-    " ORDER BY next_process_ms, seq LIMIT $3 \
+         AND NOT EXISTS (SELECT 1 FROM retry_queues WHERE queue = $1 AND paused) \
+         AND ($6 IS NULL OR kind IN (SELECT jsonb_array_elements_text($6::jsonb))) \
+         ORDER BY next_process_ms, seq LIMIT $3 \
          FOR UPDATE SKIP LOCKED) \
      UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
      FROM due, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
@@ -76,19 +117,17 @@ pub(super) async fn migrate(pool: &PgPool) -> Result<(), sqlx::Error> {
     tx.commit().await
 }
 
-shared_statements!(PgPool, PgRow);
-
 /// Completes every task of `done`, each fenced by its own token, in one statement (one round
 /// trip, one commit). Returns, per task, whether it was completed.
 pub(super) async fn complete_batch(
     pool: &PgPool,
-    done: &[super::Done<'_>],
+    done: &[Done<'_>],
 ) -> Result<Vec<bool>, sqlx::Error> {
     // One order, (queue, id), in every batch: two batches that both reach two rows (only
     // possible with a stale token in one of them, a row being active under one token) then
     // tend to lock them in the same order. A deadlock, should one happen anyway, is an error
     // PostgreSQL reports, and the batch is written again.
-    let mut order: Vec<&super::Done<'_>> = done.iter().collect();
+    let mut order: Vec<&Done<'_>> = done.iter().collect();
     order.sort_unstable_by_key(|task| (task.queue, task.fence.id));
     let queues: Vec<&str> = order.iter().map(|task| task.queue).collect();
     let ids: Vec<&str> = order.iter().map(|task| task.fence.id).collect();

@@ -7,11 +7,10 @@ use std::str::FromStr as _;
 use std::time::Duration;
 
 use sqlx::SqlitePool;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::durable::task::TaskState;
+use super::Done;
+use super::tasks::COMPLETE;
 
 /// How long a statement waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -19,16 +18,59 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a caller waits for the connection.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(20);
 
-const SCHEMA: &str = schema!(int = "INTEGER", seq = "INTEGER PRIMARY KEY");
+/// The tables and indexes. `seq` grows with each insert: tasks due at the same millisecond run
+/// in enqueue order.
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS retry_tasks (
+    seq              INTEGER PRIMARY KEY,
+    queue            TEXT NOT NULL,
+    id               TEXT NOT NULL,
+    kind             TEXT NOT NULL,
+    payload          TEXT NOT NULL,
+    state            TEXT NOT NULL CHECK (state IN
+                         ('pending', 'scheduled', 'active', 'retry', 'archived', 'completed')),
+    retried          INTEGER NOT NULL,
+    max_retry        INTEGER NOT NULL,
+    timeout_ms       INTEGER NOT NULL,
+    deadline_ms      INTEGER,
+    key_expires_ms   INTEGER,
+    next_process_ms  INTEGER,
+    lease_token      INTEGER,
+    lease_expires_ms INTEGER,
+    last_err         TEXT,
+    last_failed_ms   INTEGER,
+    created_ms       INTEGER NOT NULL,
+    finished_ms      INTEGER,
+    retention_ms     INTEGER,
+    unique_key       TEXT,
+    unique_until_ms  INTEGER,
+    UNIQUE (queue, id)
+);
+CREATE INDEX IF NOT EXISTS retry_tasks_due ON retry_tasks (queue, next_process_ms, seq)
+    WHERE state IN ('pending', 'scheduled', 'retry');
+CREATE INDEX IF NOT EXISTS retry_tasks_leases ON retry_tasks (queue, lease_expires_ms)
+    WHERE state = 'active';
+CREATE INDEX IF NOT EXISTS retry_tasks_finished ON retry_tasks (queue, state, finished_ms)
+    WHERE state IN ('archived', 'completed');
+CREATE UNIQUE INDEX IF NOT EXISTS retry_tasks_unique ON retry_tasks (queue, unique_key)
+    WHERE unique_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS retry_queues (
+    queue  TEXT    NOT NULL PRIMARY KEY,
+    paused BOOLEAN NOT NULL DEFAULT FALSE
+);
+";
 
-const CLAIM: &str = concat!(
+/// Claims up to `$3` due tasks of queue `$1` at `$2` under token `$4` until `$5`.
+// The claim's condition besides the state and the due time: the queue is not paused, and the
+// task's kind is one the claiming worker handles (`$6`, a JSON array of kinds, or NULL for any
+// kind), read with `json_each`.
+pub(super) const CLAIM: &str = concat!(
     "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
      WHERE seq IN ( \
          SELECT seq FROM retry_tasks \
          WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
-         AND ",
-    claimable!(kinds_in = "SELECT value FROM json_each($6)"),
-    " ORDER BY next_process_ms, seq LIMIT $3) \
+         AND NOT EXISTS (SELECT 1 FROM retry_queues WHERE queue = $1 AND paused) \
+         AND ($6 IS NULL OR kind IN (SELECT value FROM json_each($6))) \
+         ORDER BY next_process_ms, seq LIMIT $3) \
      RETURNING ",
     columns!()
 );
@@ -59,13 +101,11 @@ pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     sqlx::raw_sql(SCHEMA).execute(pool).await.map(drop)
 }
 
-shared_statements!(SqlitePool, SqliteRow);
-
 /// Completes every task of `done`, each fenced by its own token, in one transaction: one commit
 /// (one WAL write) for the batch. Returns, per task, whether it was completed.
 pub(super) async fn complete_batch(
     pool: &SqlitePool,
-    done: &[super::Done<'_>],
+    done: &[Done<'_>],
 ) -> Result<Vec<bool>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let mut written = Vec::with_capacity(done.len());

@@ -1,0 +1,214 @@
+//! What the CLI and the dashboard's API both do, defined once: the actions on one task
+//! ([`Action`]) and on every task of a state ([`Bulk`]), which states allow them (the page's
+//! buttons come from here, through the API), and what an inspector's failure says
+//! ([`Problem`]: one text for both, and a kind the API turns into a status).
+
+use retry_runtime::durable::{Error, Inspector, TaskState};
+
+/// An action on one task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    Run,
+    Delete,
+    Archive,
+}
+
+impl Action {
+    pub(crate) const ALL: [Action; 3] = [Action::Run, Action::Delete, Action::Archive];
+
+    /// Its name in routes, JSON and the page: `run`, `delete`, `archive`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Action::Run => "run",
+            Action::Delete => "delete",
+            Action::Archive => "archive",
+        }
+    }
+
+    /// What became of the task, as the CLI says it.
+    pub(crate) fn done(self) -> &'static str {
+        match self {
+            Action::Run => "runs as soon as a worker is free",
+            Action::Delete => "deleted",
+            Action::Archive => "archived",
+        }
+    }
+
+    /// Whether a task in `state` can take it (what the inspector accepts, and more: a pending
+    /// task is not run again, it waits already).
+    pub(crate) fn allowed(self, state: TaskState) -> bool {
+        match self {
+            Action::Run => !matches!(state, TaskState::Pending | TaskState::Active),
+            Action::Delete => state != TaskState::Active,
+            Action::Archive => matches!(
+                state,
+                TaskState::Pending | TaskState::Scheduled | TaskState::Retry
+            ),
+        }
+    }
+
+    pub(crate) async fn apply(self, inspector: &Inspector, id: &str) -> Result<(), Error> {
+        match self {
+            Action::Run => inspector.run_task(id).await,
+            Action::Delete => inspector.delete_task(id).await,
+            Action::Archive => inspector.archive_task(id).await,
+        }
+    }
+}
+
+/// An action on every task of a state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bulk {
+    RunAll,
+    DeleteAll,
+}
+
+impl Bulk {
+    pub(crate) const ALL: [Bulk; 2] = [Bulk::RunAll, Bulk::DeleteAll];
+
+    /// Its name in routes and JSON: `run-all`, `delete-all`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Bulk::RunAll => "run-all",
+            Bulk::DeleteAll => "delete-all",
+        }
+    }
+
+    /// What became of the tasks, as the CLI says it.
+    pub(crate) fn done(self) -> &'static str {
+        match self {
+            Bulk::RunAll => "now pending, to run as soon as a worker is free",
+            Bulk::DeleteAll => "deleted",
+        }
+    }
+
+    /// Whether the inspector takes it for `state`.
+    pub(crate) fn allowed(self, state: TaskState) -> bool {
+        match self {
+            Bulk::RunAll => !matches!(state, TaskState::Pending | TaskState::Active),
+            Bulk::DeleteAll => state != TaskState::Active,
+        }
+    }
+
+    /// Applies it; returns how many tasks it changed.
+    pub(crate) async fn apply(self, inspector: &Inspector, state: TaskState) -> Result<u64, Error> {
+        match self {
+            Bulk::RunAll => inspector.run_all(state).await,
+            Bulk::DeleteAll => inspector.delete_all(state).await,
+        }
+    }
+}
+
+/// What kind of failure a [`Problem`] is: the API's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// No such task: 404.
+    NotFound,
+    /// A worker holds the task: 409.
+    Active,
+    /// Bad input (a queue name, a state, an action the task's state refuses): 400.
+    Invalid,
+    /// The database failed or cannot be reached: 503.
+    Unavailable,
+    /// Anything else: 500.
+    Internal,
+}
+
+/// An inspector's failure as the CLI and the API tell it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Problem {
+    pub(crate) kind: Kind,
+    /// One line, control characters escaped (it goes to a terminal or into JSON).
+    pub(crate) message: String,
+}
+
+impl Problem {
+    /// The failure `e` of a call on the queue `queue` (about the task `id`, if any).
+    pub(crate) fn of(e: Error, queue: &str, id: Option<&str>) -> Problem {
+        let q = clean(queue);
+        let (kind, message) = match (e, id) {
+            (Error::TaskNotFound, Some(id)) => (
+                Kind::NotFound,
+                format!("no task \"{}\" in queue \"{q}\"", clean(id)),
+            ),
+            (Error::TaskActive, Some(id)) => (
+                Kind::Active,
+                format!(
+                    "task \"{}\" in queue \"{q}\" is active (a worker holds its lease): wait for \
+                     the attempt to end",
+                    clean(id)
+                ),
+            ),
+            (e, _) => {
+                let kind = match &e {
+                    Error::TaskNotFound => Kind::NotFound,
+                    Error::TaskActive => Kind::Active,
+                    Error::Invalid(_) => Kind::Invalid,
+                    Error::Unreachable(_) | Error::Database(_) => Kind::Unavailable,
+                    _ => Kind::Internal,
+                };
+                (kind, clean(&e.to_string()))
+            }
+        };
+        Problem { kind, message }
+    }
+}
+
+/// `text` safe to print on a terminal: control characters (newlines, escapes) written as Rust
+/// escapes (`\n`, `\u{1b}`), so a hostile `last_err` cannot move the cursor or recolour the
+/// screen, and a table row stays one line.
+pub(crate) fn clean(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_follow_what_the_inspector_accepts() {
+        let allowed = |action: Action| -> Vec<&str> {
+            TaskState::ALL
+                .into_iter()
+                .filter(|&s| action.allowed(s))
+                .map(TaskState::as_str)
+                .collect()
+        };
+        assert_eq!(
+            allowed(Action::Run),
+            ["scheduled", "retry", "archived", "completed"]
+        );
+        assert_eq!(
+            allowed(Action::Delete),
+            ["pending", "scheduled", "retry", "archived", "completed"]
+        );
+        assert_eq!(allowed(Action::Archive), ["pending", "scheduled", "retry"]);
+        assert!(Bulk::RunAll.allowed(TaskState::Archived));
+        assert!(!Bulk::RunAll.allowed(TaskState::Pending));
+        assert!(!Bulk::DeleteAll.allowed(TaskState::Active));
+    }
+
+    #[test]
+    fn problems_name_the_task_and_queue() {
+        let p = Problem::of(Error::TaskNotFound, "q", Some("a\u{1b}b"));
+        assert_eq!(p.kind, Kind::NotFound);
+        assert_eq!(p.message, "no task \"a\\u{1b}b\" in queue \"q\"");
+        let p = Problem::of(Error::TaskActive, "q", Some("busy"));
+        assert_eq!(p.kind, Kind::Active);
+        assert_eq!(
+            p.message,
+            "task \"busy\" in queue \"q\" is active (a worker holds its lease): wait for the \
+             attempt to end"
+        );
+        let p = Problem::of(Error::Invalid("bad".into()), "q", None);
+        assert_eq!((p.kind, p.message.as_str()), (Kind::Invalid, "bad"));
+    }
+}

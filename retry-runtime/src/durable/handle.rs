@@ -1,0 +1,39 @@
+//! What every handle on one queue shares — the [`Queue`](super::Queue) a client enqueues with,
+//! the [`Inspector`](super::Inspector) an operator acts with, the workers' components: the
+//! database, the queue's name, its clock and its limits.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::schedule::Clock;
+use super::store::Store;
+
+/// One queue of one database, as every handle on it sees it.
+#[derive(Clone)]
+pub(crate) struct Handle {
+    pub(crate) store: Store,
+    pub(crate) name: Arc<str>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) archive_max_tasks: u64,
+    pub(crate) archive_max_age: Duration,
+    pub(crate) completed_retention: Duration,
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let backend = match &self.store {
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(_) => "sqlite",
+            #[cfg(feature = "postgres")]
+            Store::Postgres(_) => "postgres",
+        };
+        f.debug_struct("Queue")
+            .field("backend", &backend)
+            .field("name", &self.name)
+            .field("archive_max_tasks", &self.archive_max_tasks)
+            .field("archive_max_age", &self.archive_max_age)
+            .field("completed_retention", &self.completed_retention)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,197 @@
+//! What becomes of a failed attempt, once decided: the decision written under the claim's
+//! fencing token, counted in the metrics and logged through `tracing` (WARN for a retry, ERROR
+//! for an archive). Shared by the processor, the recoverer and [`Worker::fail`](super::Worker::fail).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::error::{BoxError, Error};
+use super::failure::{Decision, Failure, Rules};
+use super::janitor;
+use super::metrics::{Metrics, Outcome};
+use super::queue::Queue;
+use super::schedule::to_ms;
+use super::store::{Fence, tasks};
+use super::task::{ActiveTask, TaskInfo};
+
+/// The hook of [`Worker::on_error`](super::Worker::on_error).
+pub(crate) type ErrorFn = Arc<dyn Fn(&TaskInfo, &BoxError) + Send + Sync>;
+
+/// The worker's rules for failed attempts, its error hook, and where outcomes are counted.
+pub(crate) struct Outcomes {
+    pub(crate) rules: Rules,
+    pub(crate) on_error: Option<ErrorFn>,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+impl Outcomes {
+    /// Calls the worker's [`on_error`](super::Worker::on_error) hook, if any.
+    pub(crate) fn report(&self, task: &ActiveTask, error: &BoxError) {
+        if let Some(on_error) = &self.on_error {
+            on_error(task.info(), error);
+        }
+    }
+
+    /// Records a failed attempt: reports it, decides, and writes the decision, retrying the
+    /// write on database errors; when it cannot be written, the lease expires and the recoverer
+    /// counts the attempt as failed. (A succeeded attempt goes to the
+    /// [completer](super::completer).)
+    pub(crate) async fn record_failure(&self, queue: &Queue, task: &ActiveTask, failure: Failure) {
+        self.report(task, &failure.error);
+        let now = queue.handle.clock.now();
+        let decision = self.rules.decide(task, &failure, now);
+        let write = || self.apply(queue, task, Fence::of(task), decision.clone(), now);
+        persist(task, write).await;
+    }
+
+    /// Records a failed attempt once, without retrying the write: what
+    /// [`Worker::fail`](super::Worker::fail) and the recoverer (with its own fence) do.
+    /// `Ok(false)`: fenced off, nothing changed.
+    pub(crate) async fn fail(
+        &self,
+        queue: &Queue,
+        task: &ActiveTask,
+        fence: Fence<'_>,
+        failure: Failure,
+        now: SystemTime,
+    ) -> Result<bool, Error> {
+        self.report(task, &failure.error);
+        let decision = self.rules.decide(task, &failure, now);
+        self.apply(queue, task, fence, decision, now).await
+    }
+
+    /// Writes a decision, fenced; logs it (WARN for a retry, ERROR for an archive) once
+    /// written, and trims the archive after archiving. `Ok(false)`: fenced off.
+    pub(crate) async fn apply(
+        &self,
+        queue: &Queue,
+        task: &ActiveTask,
+        fence: Fence<'_>,
+        decision: Decision,
+        now: SystemTime,
+    ) -> Result<bool, Error> {
+        let written = match &decision {
+            Decision::Retry {
+                retried,
+                at,
+                last_err,
+                ..
+            } => {
+                let (at, now) = (to_ms(*at), to_ms(now));
+                let retried = i64::from(*retried);
+                tasks::retry(
+                    &queue.handle.store,
+                    &queue.handle.name,
+                    fence,
+                    retried,
+                    at,
+                    last_err,
+                    now,
+                )
+                .await?
+            }
+            Decision::Archive { last_err, .. } => {
+                tasks::archive(
+                    &queue.handle.store,
+                    &queue.handle.name,
+                    fence,
+                    last_err,
+                    to_ms(now),
+                )
+                .await?
+            }
+        };
+        if !written {
+            return Ok(false);
+        }
+        let outcome = match &decision {
+            Decision::Retry { counted: true, .. } => Outcome::Retried,
+            Decision::Retry { counted: false, .. } => Outcome::NotFailure,
+            Decision::Archive { .. } => Outcome::Archived,
+        };
+        self.metrics
+            .count_outcome(queue.name(), task.kind(), outcome);
+        match decision {
+            Decision::Retry {
+                retried,
+                counted,
+                at,
+                last_err,
+            } => event!(
+                warn,
+                "durable task failed; it will be retried",
+                kind = task.kind(),
+                id = task.id(),
+                queue = queue.name(),
+                retried = retried,
+                max_retry = task.max_retry(),
+                counted = counted,
+                next_process_at = crate::time::http_date(at),
+                last_err = last_err,
+            ),
+            Decision::Archive { last_err, .. } => {
+                event!(
+                    error,
+                    "durable task archived",
+                    kind = task.kind(),
+                    id = task.id(),
+                    queue = queue.name(),
+                    retried = task.retried(),
+                    max_retry = task.max_retry(),
+                    last_err = last_err,
+                );
+                if let Err(e) = janitor::trim_archive(&queue.handle).await {
+                    event!(
+                        warn,
+                        "durable worker: trimming the archive failed",
+                        error = e
+                    );
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Pauses between tries of a write that records an outcome.
+const PERSIST_PAUSES: [Duration; 3] = [
+    Duration::from_millis(100),
+    Duration::from_millis(500),
+    Duration::from_secs(2),
+];
+
+/// Writes an outcome, trying again after each of [`PERSIST_PAUSES`] on a database error; true
+/// once written, false when fenced off or given up.
+pub(crate) async fn persist<F, Fut>(task: &ActiveTask, mut write: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<bool, Error>>,
+{
+    for pause in PERSIST_PAUSES.iter().map(Some).chain([None]) {
+        match write().await {
+            Ok(true) => return true,
+            Ok(false) => {
+                event!(
+                    warn,
+                    "durable worker: outcome not recorded, the lease was taken over (fenced off)",
+                    task = task.id()
+                );
+                return false;
+            }
+            Err(e) => {
+                event!(
+                    warn,
+                    "durable worker: recording an outcome failed",
+                    task = task.id(),
+                    error = e
+                );
+                match pause {
+                    Some(pause) => tokio::time::sleep(*pause).await,
+                    None => return false,
+                }
+            }
+        }
+    }
+    false
+}

@@ -1,0 +1,88 @@
+//! What the inspector reports: a queue at a glance ([`QueueStats`]) and the failures grouped by
+//! their error ([`ErrorGroup`]).
+
+use std::time::{Duration, SystemTime};
+
+use super::task::TaskState;
+
+/// One queue of the database at a glance: what [`super::Inspector::stats`] returns per queue.
+///
+/// "Today" is the UTC day of the queue's clock ([`Queue::now`](super::Queue::now)) when the stats
+/// were read. Both daily figures are read from the tasks the table still holds (no counter is
+/// written on a worker's path): a task deleted, trimmed, or re-run since no longer counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueStats {
+    /// The queue's name.
+    pub queue: String,
+    /// Tasks in [`TaskState::Pending`].
+    pub pending: u64,
+    /// Tasks in [`TaskState::Scheduled`].
+    pub scheduled: u64,
+    /// Tasks in [`TaskState::Active`].
+    pub active: u64,
+    /// Tasks in [`TaskState::Retry`].
+    pub retry: u64,
+    /// Tasks in [`TaskState::Archived`].
+    pub archived: u64,
+    /// Tasks in [`TaskState::Completed`] (kept for the completed retention).
+    pub completed: u64,
+    /// Whether the queue is [paused](super::Inspector::pause).
+    pub paused: bool,
+    /// Tasks that finished today: completed or archived today (by their finish time), and
+    /// still completed or archived. A task counts once, whatever its attempts.
+    pub processed_today: u64,
+    /// Tasks whose last failed attempt was today (by `last_failed_at`), in any state: a task
+    /// that failed three times today counts once, and one that failed today and then completed
+    /// counts too.
+    pub failed_today: u64,
+    /// How long the oldest pending task has been due: now minus the earliest
+    /// `next_process_at` of a [`TaskState::Pending`] task, by the queue's clock (zero if that
+    /// is in the future); `None` without pending tasks. Due scheduled and retry tasks are
+    /// claimed straight from their state and do not count here.
+    pub oldest_pending_age: Option<Duration>,
+}
+
+impl QueueStats {
+    /// The number of tasks in `state`.
+    pub fn count(&self, state: TaskState) -> u64 {
+        match state {
+            TaskState::Pending => self.pending,
+            TaskState::Scheduled => self.scheduled,
+            TaskState::Active => self.active,
+            TaskState::Retry => self.retry,
+            TaskState::Archived => self.archived,
+            TaskState::Completed => self.completed,
+        }
+    }
+
+    pub(crate) fn empty(queue: String) -> QueueStats {
+        QueueStats {
+            queue,
+            pending: 0,
+            scheduled: 0,
+            active: 0,
+            retry: 0,
+            archived: 0,
+            completed: 0,
+            paused: false,
+            processed_today: 0,
+            failed_today: 0,
+            oldest_pending_age: None,
+        }
+    }
+}
+
+/// The tasks of one state that failed with the same error: what [`super::Inspector::error_groups`]
+/// returns. A dozen retrying tasks with one `last_err` point at an external system that is
+/// down, not at the code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorGroup {
+    /// The error text, exactly as stored in the tasks' `last_err`.
+    pub last_err: String,
+    /// How many tasks have it.
+    pub count: u64,
+    /// The earliest `last_failed_at` of these tasks.
+    pub oldest: SystemTime,
+    /// The latest `last_failed_at` of these tasks.
+    pub newest: SystemTime,
+}

@@ -1,0 +1,207 @@
+//! What the inspector runs: pages and counts, the per-queue figures, and the operator's actions
+//! on tasks that no worker holds (each refuses an active task in its `WHERE`).
+
+use super::{Arg, QueueCounts, Row, Store, execute, fetch_all, fetch_int};
+use crate::durable::error::Error;
+use crate::durable::task::TaskState;
+
+/// Makes a scheduled, retry, archived or completed task pending, due at `now`.
+pub(crate) async fn run_task(
+    store: &Store,
+    queue: &str,
+    id: &str,
+    now: i64,
+) -> Result<bool, Error> {
+    const RUN: &str = "UPDATE retry_tasks SET state = 'pending', next_process_ms = $3, \
+         finished_ms = NULL \
+         WHERE queue = $1 AND id = $2 AND state IN ('scheduled', 'retry', 'archived', 'completed')";
+    Ok(execute(
+        store,
+        RUN,
+        &[Arg::Text(queue), Arg::Text(id), Arg::Int(now)],
+    )
+    .await?
+        == 1)
+}
+
+/// Deletes the task unless it is active.
+pub(crate) async fn delete(store: &Store, queue: &str, id: &str) -> Result<bool, Error> {
+    const DELETE: &str =
+        "DELETE FROM retry_tasks WHERE queue = $1 AND id = $2 AND state <> 'active'";
+    Ok(execute(store, DELETE, &[Arg::Text(queue), Arg::Text(id)]).await? == 1)
+}
+
+/// A page of `limit` tasks in `state` after `offset`, in the order the state is shown in: due
+/// order (the order workers claim in) for the states that wait or run, newest finished first
+/// for the finished ones.
+pub(crate) async fn page(
+    store: &Store,
+    queue: &str,
+    state: TaskState,
+    limit: i64,
+    offset: i64,
+) -> Result<Vec<Row>, Error> {
+    const PAGE_BY_DUE: &str = concat!(
+        "SELECT ",
+        columns!(),
+        " FROM retry_tasks WHERE queue = $1 AND state = $2 \
+         ORDER BY next_process_ms, seq LIMIT $3 OFFSET $4"
+    );
+    const PAGE_BY_FINISHED: &str = concat!(
+        "SELECT ",
+        columns!(),
+        " FROM retry_tasks WHERE queue = $1 AND state = $2 \
+         ORDER BY finished_ms DESC, seq DESC LIMIT $3 OFFSET $4"
+    );
+    let statement = match state {
+        TaskState::Archived | TaskState::Completed => PAGE_BY_FINISHED,
+        TaskState::Pending | TaskState::Scheduled | TaskState::Active | TaskState::Retry => {
+            PAGE_BY_DUE
+        }
+    };
+    let args = [
+        Arg::Text(queue),
+        Arg::Text(state.as_str()),
+        Arg::Int(limit),
+        Arg::Int(offset),
+    ];
+    fetch_all(store, statement, &args).await
+}
+
+/// The number of tasks in `state`.
+pub(crate) async fn count(store: &Store, queue: &str, state: TaskState) -> Result<u64, Error> {
+    const COUNT: &str = "SELECT COUNT(*) FROM retry_tasks WHERE queue = $1 AND state = $2";
+    let count = fetch_int(store, COUNT, &[Arg::Text(queue), Arg::Text(state.as_str())]).await?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+/// The counts of every queue that has tasks, "today" being `[day_start, day_end)`: tasks per
+/// state, tasks finished (completed or archived) today, tasks whose last failure is today, and
+/// the earliest due time of a pending task.
+pub(crate) async fn queue_counts(
+    store: &Store,
+    day_start: i64,
+    day_end: i64,
+) -> Result<Vec<QueueCounts>, Error> {
+    const QUEUE_COUNTS: &str = "SELECT queue, \
+         COUNT(CASE WHEN state = 'pending' THEN 1 END) AS pending, \
+         COUNT(CASE WHEN state = 'scheduled' THEN 1 END) AS scheduled, \
+         COUNT(CASE WHEN state = 'active' THEN 1 END) AS active, \
+         COUNT(CASE WHEN state = 'retry' THEN 1 END) AS retry, \
+         COUNT(CASE WHEN state = 'archived' THEN 1 END) AS archived, \
+         COUNT(CASE WHEN state = 'completed' THEN 1 END) AS completed, \
+         COUNT(CASE WHEN state IN ('completed', 'archived') \
+             AND finished_ms >= $1 AND finished_ms < $2 THEN 1 END) AS processed_today, \
+         COUNT(CASE WHEN last_failed_ms >= $1 AND last_failed_ms < $2 THEN 1 END) \
+             AS failed_today, \
+         MIN(CASE WHEN state = 'pending' THEN next_process_ms END) AS oldest_pending_ms \
+         FROM retry_tasks GROUP BY queue";
+    fetch_all(
+        store,
+        QUEUE_COUNTS,
+        &[Arg::Int(day_start), Arg::Int(day_end)],
+    )
+    .await
+}
+
+/// `(state, tasks)` of the states the queue has tasks in.
+pub(crate) async fn state_counts(store: &Store, queue: &str) -> Result<Vec<(String, i64)>, Error> {
+    const STATE_COUNTS: &str = "SELECT state, COUNT(*) AS tasks FROM retry_tasks \
+         WHERE queue = $1 GROUP BY state";
+    fetch_all(store, STATE_COUNTS, &[Arg::Text(queue)]).await
+}
+
+/// The names of the paused queues.
+pub(crate) async fn paused_queues(store: &Store) -> Result<Vec<String>, Error> {
+    const PAUSED_QUEUES: &str = "SELECT queue FROM retry_queues WHERE paused";
+    let rows: Vec<(String,)> = fetch_all(store, PAUSED_QUEUES, &[]).await?;
+    Ok(rows.into_iter().map(|(queue,)| queue).collect())
+}
+
+/// Whether the queue is paused.
+pub(crate) async fn is_paused(store: &Store, queue: &str) -> Result<bool, Error> {
+    const IS_PAUSED: &str = "SELECT COUNT(*) FROM retry_queues WHERE queue = $1 AND paused";
+    Ok(fetch_int(store, IS_PAUSED, &[Arg::Text(queue)]).await? > 0)
+}
+
+/// Pauses or unpauses the queue.
+pub(crate) async fn set_paused(store: &Store, queue: &str, paused: bool) -> Result<(), Error> {
+    const PAUSE: &str = "INSERT INTO retry_queues (queue, paused) VALUES ($1, TRUE) \
+         ON CONFLICT (queue) DO UPDATE SET paused = TRUE";
+    const UNPAUSE: &str = "DELETE FROM retry_queues WHERE queue = $1";
+    let statement = if paused { PAUSE } else { UNPAUSE };
+    execute(store, statement, &[Arg::Text(queue)])
+        .await
+        .map(drop)
+}
+
+/// Archives a task that waits (pending, scheduled, retry) at `now`: like the worker's archive,
+/// without a fence and keeping `last_err`.
+pub(crate) async fn archive_waiting(
+    store: &Store,
+    queue: &str,
+    id: &str,
+    now: i64,
+) -> Result<bool, Error> {
+    const ARCHIVE_WAITING: &str = "UPDATE retry_tasks SET state = 'archived', \
+         finished_ms = $3, next_process_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
+         WHERE queue = $1 AND id = $2 AND state IN ('pending', 'scheduled', 'retry')";
+    Ok(execute(
+        store,
+        ARCHIVE_WAITING,
+        &[Arg::Text(queue), Arg::Text(id), Arg::Int(now)],
+    )
+    .await?
+        == 1)
+}
+
+/// Makes every task in `state` (scheduled, retry, archived or completed) pending, due at `now`.
+pub(crate) async fn run_all(
+    store: &Store,
+    queue: &str,
+    state: TaskState,
+    now: i64,
+) -> Result<u64, Error> {
+    const RUN_ALL: &str = "UPDATE retry_tasks SET state = 'pending', next_process_ms = $3, \
+         finished_ms = NULL \
+         WHERE queue = $1 AND state = $2 \
+         AND state IN ('scheduled', 'retry', 'archived', 'completed')";
+    execute(
+        store,
+        RUN_ALL,
+        &[Arg::Text(queue), Arg::Text(state.as_str()), Arg::Int(now)],
+    )
+    .await
+}
+
+/// Deletes every task in `state` unless it is `active`.
+pub(crate) async fn delete_all(store: &Store, queue: &str, state: TaskState) -> Result<u64, Error> {
+    const DELETE_ALL: &str =
+        "DELETE FROM retry_tasks WHERE queue = $1 AND state = $2 AND state <> 'active'";
+    execute(
+        store,
+        DELETE_ALL,
+        &[Arg::Text(queue), Arg::Text(state.as_str())],
+    )
+    .await
+}
+
+/// `(last_err, tasks, oldest failure, newest failure)`, most tasks first.
+pub(crate) async fn error_groups(
+    store: &Store,
+    queue: &str,
+    state: TaskState,
+) -> Result<Vec<(String, i64, i64, i64)>, Error> {
+    const ERROR_GROUPS: &str = "SELECT last_err, COUNT(*) AS tasks, \
+         MIN(last_failed_ms) AS oldest_ms, MAX(last_failed_ms) AS newest_ms \
+         FROM retry_tasks \
+         WHERE queue = $1 AND state = $2 AND last_err IS NOT NULL \
+         AND last_failed_ms IS NOT NULL \
+         GROUP BY last_err ORDER BY tasks DESC, newest_ms DESC, last_err";
+    fetch_all(
+        store,
+        ERROR_GROUPS,
+        &[Arg::Text(queue), Arg::Text(state.as_str())],
+    )
+    .await
+}

@@ -1,0 +1,201 @@
+//! The rows the store reads and writes, read by column name (one definition for both backends).
+
+use std::time::Duration;
+
+use crate::durable::schedule::from_ms;
+use crate::durable::task::{ActiveTask, TaskInfo, TaskState};
+
+/// One row of `retry_tasks`, as read.
+#[derive(Debug)]
+pub(crate) struct Row {
+    /// Grows with each insert: the enqueue order.
+    pub(crate) seq: i64,
+    pub(crate) queue: String,
+    pub(crate) id: String,
+    pub(crate) kind: String,
+    pub(crate) payload: String,
+    pub(crate) state: TaskState,
+    pub(crate) retried: u32,
+    pub(crate) max_retry: u32,
+    pub(crate) timeout_ms: i64,
+    pub(crate) deadline_ms: Option<i64>,
+    pub(crate) key_expires_ms: Option<i64>,
+    pub(crate) next_process_ms: Option<i64>,
+    pub(crate) lease_token: Option<i64>,
+    pub(crate) lease_expires_ms: Option<i64>,
+    pub(crate) last_err: Option<String>,
+    pub(crate) last_failed_ms: Option<i64>,
+    pub(crate) created_ms: i64,
+    pub(crate) finished_ms: Option<i64>,
+}
+
+impl<R> sqlx::FromRow<'_, R> for Row
+where
+    R: sqlx::Row,
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    fn from_row(row: &R) -> Result<Row, sqlx::Error> {
+        let count = |column: &str| -> Result<u32, sqlx::Error> {
+            let v: i64 = row.try_get(column)?;
+            Ok(u32::try_from(v.max(0)).unwrap_or(u32::MAX))
+        };
+        let state: String = row.try_get("state")?;
+        let state = TaskState::parse(&state).ok_or_else(|| {
+            sqlx::Error::Decode(format!("unknown task state {state:?} in retry_tasks").into())
+        })?;
+        Ok(Row {
+            seq: row.try_get("seq")?,
+            queue: row.try_get("queue")?,
+            id: row.try_get("id")?,
+            kind: row.try_get("kind")?,
+            payload: row.try_get("payload")?,
+            state,
+            retried: count("retried")?,
+            max_retry: count("max_retry")?,
+            timeout_ms: row.try_get("timeout_ms")?,
+            deadline_ms: row.try_get("deadline_ms")?,
+            key_expires_ms: row.try_get("key_expires_ms")?,
+            next_process_ms: row.try_get("next_process_ms")?,
+            lease_token: row.try_get("lease_token")?,
+            lease_expires_ms: row.try_get("lease_expires_ms")?,
+            last_err: row.try_get("last_err")?,
+            last_failed_ms: row.try_get("last_failed_ms")?,
+            created_ms: row.try_get("created_ms")?,
+            finished_ms: row.try_get("finished_ms")?,
+        })
+    }
+}
+
+impl Row {
+    pub(crate) fn into_info(self) -> TaskInfo {
+        let due = matches!(
+            self.state,
+            TaskState::Pending | TaskState::Scheduled | TaskState::Retry
+        );
+        let completed = self.state == TaskState::Completed;
+        TaskInfo {
+            id: self.id,
+            queue: self.queue,
+            kind: self.kind,
+            state: self.state,
+            retried: self.retried,
+            max_retry: self.max_retry,
+            next_process_at: self.next_process_ms.filter(|_| due).map(from_ms),
+            last_err: self.last_err,
+            last_failed_at: self.last_failed_ms.map(from_ms),
+            payload: self.payload,
+            enqueued_at: from_ms(self.created_ms),
+            completed_at: self.finished_ms.filter(|_| completed).map(from_ms),
+        }
+    }
+
+    /// The claimed task, for an `active` row with a lease. The payload moves to the shared
+    /// [`ActiveTask::payload_json`] (the handler gets a clone of the task on every attempt):
+    /// the `payload` of its [`TaskInfo`] is left empty.
+    pub(crate) fn into_active(mut self) -> ActiveTask {
+        let token = self.lease_token.unwrap_or_default();
+        let lease_expires_at = from_ms(self.lease_expires_ms.unwrap_or_default());
+        let timeout = Duration::from_millis(u64::try_from(self.timeout_ms).unwrap_or(0));
+        let deadline = self.deadline_ms.map(from_ms);
+        let key_expires_at = self.key_expires_ms.map(from_ms);
+        let payload = std::mem::take(&mut self.payload).into();
+        let mut info = self.into_info();
+        info.state = TaskState::Active;
+        ActiveTask {
+            info,
+            payload,
+            token,
+            lease_expires_at,
+            timeout,
+            deadline,
+            key_expires_at,
+            pickup_delay: None,
+        }
+    }
+}
+
+/// One row of the inspector's per-queue counts (see [`queue_counts`](super::queue_counts)).
+#[derive(Debug)]
+pub(crate) struct QueueCounts {
+    pub(crate) queue: String,
+    /// Tasks per state, in the order of [`TaskState::ALL`].
+    pub(crate) states: [u64; 6],
+    pub(crate) processed_today: u64,
+    pub(crate) failed_today: u64,
+    pub(crate) oldest_pending_ms: Option<i64>,
+}
+
+impl<R> sqlx::FromRow<'_, R> for QueueCounts
+where
+    R: sqlx::Row,
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    fn from_row(row: &R) -> Result<QueueCounts, sqlx::Error> {
+        let count = |column: &str| -> Result<u64, sqlx::Error> {
+            let v: i64 = row.try_get(column)?;
+            Ok(u64::try_from(v).unwrap_or(0))
+        };
+        let mut states = [0; 6];
+        for (n, state) in states.iter_mut().zip(TaskState::ALL) {
+            *n = count(state.as_str())?;
+        }
+        Ok(QueueCounts {
+            queue: row.try_get("queue")?,
+            states,
+            processed_today: count("processed_today")?,
+            failed_today: count("failed_today")?,
+            oldest_pending_ms: row.try_get("oldest_pending_ms")?,
+        })
+    }
+}
+
+/// A task to insert.
+#[derive(Debug)]
+pub(crate) struct NewTask<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) kind: &'a str,
+    pub(crate) payload: &'a str,
+    pub(crate) state: TaskState,
+    pub(crate) max_retry: u32,
+    pub(crate) timeout_ms: i64,
+    pub(crate) deadline_ms: Option<i64>,
+    pub(crate) key_expires_ms: Option<i64>,
+    pub(crate) next_process_ms: i64,
+    pub(crate) created_ms: i64,
+    /// How long the task is kept once completed; `None`: the queue's retention.
+    pub(crate) retention_ms: Option<i64>,
+    /// The hash of kind and payload for a [`unique`](super::Task::unique) task.
+    pub(crate) unique_key: Option<&'a str>,
+    pub(crate) unique_until_ms: Option<i64>,
+}
+
+/// The condition of every change to a claimed task: still active under this token, and (for the
+/// recoverer) with its lease expired by `expired_before` (`i64::MAX` otherwise).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fence<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) token: i64,
+    pub(crate) expired_before: i64,
+}
+
+/// A completion to write in a batch: the task's queue, its fence, and when it completed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Done<'a> {
+    pub(crate) queue: &'a str,
+    pub(crate) fence: Fence<'a>,
+    pub(crate) finished: i64,
+}
+
+impl<'a> Fence<'a> {
+    pub(crate) fn of(task: &'a ActiveTask) -> Self {
+        Fence {
+            id: task.id(),
+            token: task.token,
+            expired_before: i64::MAX,
+        }
+    }
+}

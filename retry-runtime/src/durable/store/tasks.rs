@@ -1,0 +1,321 @@
+//! What clients and workers run: inserts, the claim, and every change of a claimed task, fenced
+//! by its lease token (see the [module docs](super)).
+
+use super::{Arg, Done, Fence, NewTask, Row, Store, execute, fetch_all, fetch_int, fetch_optional};
+use crate::durable::error::Error;
+use crate::durable::task::TaskState;
+
+/// Inserts `task` unless its id (or its unique key) is taken; the row as inserted, or `None`.
+pub(crate) async fn insert(
+    store: &Store,
+    queue: &str,
+    task: &NewTask<'_>,
+) -> Result<Option<Row>, Error> {
+    const INSERT: &str = concat!(
+        "INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, max_retry, \
+         timeout_ms, deadline_ms, key_expires_ms, next_process_ms, created_ms, \
+         retention_ms, unique_key, unique_until_ms) \
+         VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+         ON CONFLICT DO NOTHING RETURNING ",
+        columns!()
+    );
+    let args = [
+        Arg::Text(queue),
+        Arg::Text(task.id),
+        Arg::Text(task.kind),
+        Arg::Text(task.payload),
+        Arg::Text(task.state.as_str()),
+        Arg::Int(i64::from(task.max_retry)),
+        Arg::Int(task.timeout_ms),
+        Arg::MaybeInt(task.deadline_ms),
+        Arg::MaybeInt(task.key_expires_ms),
+        Arg::Int(task.next_process_ms),
+        Arg::Int(task.created_ms),
+        Arg::MaybeInt(task.retention_ms),
+        Arg::MaybeText(task.unique_key),
+        Arg::MaybeInt(task.unique_until_ms),
+    ];
+    fetch_optional(store, INSERT, &args).await
+}
+
+/// Whether the queue holds a task with this id.
+pub(crate) async fn exists(store: &Store, queue: &str, id: &str) -> Result<bool, Error> {
+    const EXISTS: &str = "SELECT COUNT(*) FROM retry_tasks WHERE queue = $1 AND id = $2";
+    Ok(fetch_int(store, EXISTS, &[Arg::Text(queue), Arg::Text(id)]).await? > 0)
+}
+
+/// The id of the task holding `unique_key`, and until when.
+pub(crate) async fn unique_holder(
+    store: &Store,
+    queue: &str,
+    unique_key: &str,
+) -> Result<Option<(String, Option<i64>)>, Error> {
+    const UNIQUE_HOLDER: &str = "SELECT id, unique_until_ms FROM retry_tasks \
+         WHERE queue = $1 AND unique_key = $2";
+    fetch_optional(
+        store,
+        UNIQUE_HOLDER,
+        &[Arg::Text(queue), Arg::Text(unique_key)],
+    )
+    .await
+}
+
+/// Frees `unique_key` if its holder's ttl ran out by `now`.
+pub(crate) async fn release_unique(
+    store: &Store,
+    queue: &str,
+    unique_key: &str,
+    now: i64,
+) -> Result<bool, Error> {
+    const RELEASE_UNIQUE: &str = "UPDATE retry_tasks SET unique_key = NULL, \
+         unique_until_ms = NULL \
+         WHERE queue = $1 AND unique_key = $2 AND unique_until_ms <= $3";
+    let args = [Arg::Text(queue), Arg::Text(unique_key), Arg::Int(now)];
+    Ok(execute(store, RELEASE_UNIQUE, &args).await? == 1)
+}
+
+/// The task with this id, in whatever state.
+pub(crate) async fn get(store: &Store, queue: &str, id: &str) -> Result<Option<Row>, Error> {
+    const GET: &str = concat!(
+        "SELECT ",
+        columns!(),
+        " FROM retry_tasks WHERE queue = $1 AND id = $2"
+    );
+    fetch_optional(store, GET, &[Arg::Text(queue), Arg::Text(id)]).await
+}
+
+/// Every task in `state`, the soonest due (or the earliest finished) first.
+pub(crate) async fn list(store: &Store, queue: &str, state: TaskState) -> Result<Vec<Row>, Error> {
+    const LIST: &str = concat!(
+        "SELECT ",
+        columns!(),
+        " FROM retry_tasks WHERE queue = $1 AND state = $2 \
+         ORDER BY COALESCE(next_process_ms, finished_ms, lease_expires_ms, created_ms), seq"
+    );
+    fetch_all(store, LIST, &[Arg::Text(queue), Arg::Text(state.as_str())]).await
+}
+
+/// Claims up to `limit` due tasks of `kinds` (a JSON array; `None`: any kind) with the
+/// backend's claim statement, oldest due first, in enqueue order within a millisecond.
+pub(crate) async fn claim(
+    store: &Store,
+    queue: &str,
+    now: i64,
+    limit: i64,
+    token: i64,
+    lease_until: i64,
+    kinds: Option<&str>,
+) -> Result<Vec<Row>, Error> {
+    let statement = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(_) => super::sqlite::CLAIM,
+        #[cfg(feature = "postgres")]
+        Store::Postgres(_) => super::postgres::CLAIM,
+    };
+    let args = [
+        Arg::Text(queue),
+        Arg::Int(now),
+        Arg::Int(limit),
+        Arg::Int(token),
+        Arg::Int(lease_until),
+        Arg::MaybeText(kinds),
+    ];
+    let mut rows: Vec<Row> = fetch_all(store, statement, &args).await?;
+    // RETURNING gives rows in no particular order.
+    rows.sort_by_key(|row| (row.next_process_ms, row.seq));
+    Ok(rows)
+}
+
+/// Runs `statement`, an `UPDATE` fenced by `$1`–`$4` (queue, id, lease token, lease expired
+/// before), with `more` bound as `$5`, `$6`, …; true when it changed the task.
+async fn fenced(
+    store: &Store,
+    statement: &'static str,
+    queue: &str,
+    fence: Fence<'_>,
+    more: &[Arg<'_>],
+) -> Result<bool, Error> {
+    // No statement binds more than four values after the fence.
+    let mut args = [Arg::Int(0); 8];
+    args[..4].copy_from_slice(&[
+        Arg::Text(queue),
+        Arg::Text(fence.id),
+        Arg::Int(fence.token),
+        Arg::Int(fence.expired_before),
+    ]);
+    let len = 4 + more.len();
+    args[4..len].copy_from_slice(more);
+    Ok(execute(store, statement, &args[..len]).await? == 1)
+}
+
+/// Renews the lease to `lease_until`.
+pub(crate) async fn extend(
+    store: &Store,
+    queue: &str,
+    fence: Fence<'_>,
+    lease_until: i64,
+) -> Result<bool, Error> {
+    const EXTEND: &str = "UPDATE retry_tasks SET lease_expires_ms = $5 \
+         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+         AND lease_expires_ms <= $4";
+    fenced(store, EXTEND, queue, fence, &[Arg::Int(lease_until)]).await
+}
+
+/// Completes one task (the batch statement's single-task form, also run per task of a SQLite
+/// batch).
+pub(crate) const COMPLETE: &str = "UPDATE retry_tasks SET state = 'completed', finished_ms = $5, \
+     next_process_ms = NULL, lease_token = NULL, lease_expires_ms = NULL, \
+     unique_key = NULL, unique_until_ms = NULL \
+     WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+     AND lease_expires_ms <= $4";
+
+/// Marks the task completed at `now`.
+pub(crate) async fn complete(
+    store: &Store,
+    queue: &str,
+    fence: Fence<'_>,
+    now: i64,
+) -> Result<bool, Error> {
+    fenced(store, COMPLETE, queue, fence, &[Arg::Int(now)]).await
+}
+
+/// Completes every task of `done`, each fenced by its own token, with one commit; returns, per
+/// task, whether it was completed.
+pub(crate) async fn complete_batch(store: &Store, done: &[Done<'_>]) -> Result<Vec<bool>, Error> {
+    let result = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(pool) => super::sqlite::complete_batch(pool, done).await,
+        #[cfg(feature = "postgres")]
+        Store::Postgres(pool) => super::postgres::complete_batch(pool, done).await,
+    };
+    result.map_err(Error::from_sqlx)
+}
+
+/// Puts the task in `retry`, due at `next_process`.
+pub(crate) async fn retry(
+    store: &Store,
+    queue: &str,
+    fence: Fence<'_>,
+    retried: i64,
+    next_process: i64,
+    last_err: &str,
+    failed_at: i64,
+) -> Result<bool, Error> {
+    const RETRY: &str = "UPDATE retry_tasks SET state = 'retry', retried = $5, \
+         next_process_ms = $6, last_err = $7, last_failed_ms = $8, \
+         lease_token = NULL, lease_expires_ms = NULL \
+         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+         AND lease_expires_ms <= $4";
+    let more = [
+        Arg::Int(retried),
+        Arg::Int(next_process),
+        Arg::Text(last_err),
+        Arg::Int(failed_at),
+    ];
+    fenced(store, RETRY, queue, fence, &more).await
+}
+
+/// Archives the task with `last_err`.
+pub(crate) async fn archive(
+    store: &Store,
+    queue: &str,
+    fence: Fence<'_>,
+    last_err: &str,
+    now: i64,
+) -> Result<bool, Error> {
+    const ARCHIVE: &str = "UPDATE retry_tasks SET state = 'archived', last_err = $5, \
+         last_failed_ms = $6, finished_ms = $6, next_process_ms = NULL, \
+         lease_token = NULL, lease_expires_ms = NULL, \
+         unique_key = NULL, unique_until_ms = NULL \
+         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+         AND lease_expires_ms <= $4";
+    fenced(
+        store,
+        ARCHIVE,
+        queue,
+        fence,
+        &[Arg::Text(last_err), Arg::Int(now)],
+    )
+    .await
+}
+
+/// Gives the task back, pending.
+pub(crate) async fn requeue(
+    store: &Store,
+    queue: &str,
+    fence: Fence<'_>,
+    now: i64,
+) -> Result<bool, Error> {
+    // Back where it was: the task keeps the due time it was claimed at, so it comes before
+    // every task due after it (the head of its queue), not behind the tasks due since.
+    const REQUEUE: &str = "UPDATE retry_tasks SET state = 'pending', \
+         next_process_ms = COALESCE(next_process_ms, $5), \
+         lease_token = NULL, lease_expires_ms = NULL \
+         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+         AND lease_expires_ms <= $4";
+    fenced(store, REQUEUE, queue, fence, &[Arg::Int(now)]).await
+}
+
+/// Up to `limit` active tasks whose lease expired by `now`, the longest expired first.
+pub(crate) async fn expired(
+    store: &Store,
+    queue: &str,
+    now: i64,
+    limit: i64,
+) -> Result<Vec<Row>, Error> {
+    const EXPIRED: &str = concat!(
+        "SELECT ",
+        columns!(),
+        " FROM retry_tasks WHERE queue = $1 AND state = 'active' AND lease_expires_ms <= $2 \
+         ORDER BY lease_expires_ms, seq LIMIT $3"
+    );
+    fetch_all(
+        store,
+        EXPIRED,
+        &[Arg::Text(queue), Arg::Int(now), Arg::Int(limit)],
+    )
+    .await
+}
+
+/// Deletes the archived tasks finished before `older_than` or beyond the newest `keep`.
+pub(crate) async fn trim_archive(
+    store: &Store,
+    queue: &str,
+    older_than: i64,
+    keep: i64,
+) -> Result<u64, Error> {
+    const TRIM_ARCHIVE: &str = "DELETE FROM retry_tasks \
+         WHERE queue = $1 AND state = 'archived' AND (finished_ms < $2 OR id NOT IN ( \
+             SELECT id FROM retry_tasks WHERE queue = $1 AND state = 'archived' \
+             ORDER BY finished_ms DESC, seq DESC LIMIT $3))";
+    execute(
+        store,
+        TRIM_ARCHIVE,
+        &[Arg::Text(queue), Arg::Int(older_than), Arg::Int(keep)],
+    )
+    .await
+}
+
+/// Deletes the completed tasks past their retention (`retention`: the queue's; a task's own
+/// `retention_ms` overrides it).
+pub(crate) async fn trim_completed(
+    store: &Store,
+    queue: &str,
+    retention: i64,
+    now: i64,
+) -> Result<u64, Error> {
+    const TRIM_COMPLETED: &str = "DELETE FROM retry_tasks \
+         WHERE queue = $1 AND state = 'completed' \
+         AND finished_ms < $3 - COALESCE(retention_ms, $2)";
+    execute(
+        store,
+        TRIM_COMPLETED,
+        &[Arg::Text(queue), Arg::Int(retention), Arg::Int(now)],
+    )
+    .await
+}
+
+/// Checks that the database answers.
+pub(crate) async fn ping(store: &Store) -> Result<(), Error> {
+    execute(store, "SELECT 1", &[]).await.map(drop)
+}

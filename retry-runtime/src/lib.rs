@@ -14,6 +14,7 @@ mod deadline;
 mod describe;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod durable;
+mod hedge;
 pub mod http;
 mod integrations;
 mod key;
@@ -38,6 +39,7 @@ use retry_rules as rules;
 pub use budget::{Budget, set_budget};
 pub use classify::Classify;
 pub use deadline::with_deadline;
+pub use hedge::{Hedge, HedgeError};
 #[cfg(feature = "uuid")]
 pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};
 pub use key::IdempotencyKey;

@@ -13,6 +13,7 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 use syn::{Block, Ident, ItemFn, ReturnType, TraitItemFn};
 
+use super::hedge_expand;
 use super::options::Jitter;
 use super::valid::{Classifier, Config};
 use crate::common::spans::located_at;
@@ -61,20 +62,20 @@ pub fn with_errors(func: &ItemFn, error: &syn::Error, key_roots: &[Ident]) -> To
 }
 
 /// The generated locals: `Span::mixed_site()`, so the body can neither see nor shadow them.
-struct Locals {
-    site: Ident,
-    retrier: Ident,
-    key: Ident,
-    out: Ident,
-    err: Ident,
-    pause: Ident,
-    fake: Ident,
-    value: Ident,
-    inner: Ident,
+pub(super) struct Locals {
+    pub(super) site: Ident,
+    pub(super) retrier: Ident,
+    pub(super) key: Ident,
+    pub(super) out: Ident,
+    pub(super) err: Ident,
+    pub(super) pause: Ident,
+    pub(super) fake: Ident,
+    pub(super) value: Ident,
+    pub(super) inner: Ident,
 }
 
 impl Locals {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let local = |name: &str| Ident::new(name, Span::mixed_site());
         Locals {
             site: local("__RETRY_SITE"),
@@ -91,9 +92,9 @@ impl Locals {
 }
 
 /// The fn's return type, and where to blame a type error about it.
-struct Ret {
-    ty: TokenStream,
-    span: Span,
+pub(super) struct Ret {
+    pub(super) ty: TokenStream,
+    pub(super) span: Span,
 }
 
 /// The fn with its body turned into the retry loop.
@@ -116,6 +117,11 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         },
     };
     let site = site(config, &locals);
+    if let Some(hedge) = &config.hedge {
+        let attempt = attempt_future(config, &locals, &ret, &block);
+        let hedged = hedge_expand::body(config, hedge, &locals, &ret, site, attempt);
+        return quote!(#(#attrs)* #vis #sig { #hedged });
+    }
     let init = retrier(config, &locals);
     let decide = decide(config, &locals, &ret);
     let (attempt, sleep) = attempt(config, &locals, &ret, sig.asyncness.is_some(), &block);
@@ -143,7 +149,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
 }
 
 /// The call site's `static`: its label and policy, checked by the runtime in a const context.
-fn site(config: &Config, locals: &Locals) -> TokenStream {
+pub(super) fn site(config: &Config, locals: &Locals) -> TokenStream {
     let (krate, site) = (&config.krate, &locals.site);
     let (system, operation) = (&config.system, &config.operation);
     let (attempts, delay_ms, max_delay_ms) =
@@ -196,14 +202,34 @@ fn decide(config: &Config, locals: &Locals, ret: &Ret) -> TokenStream {
         inner,
         ..
     } = locals;
+    let (verdict, text) = verdict(config, locals, ret);
+    let ret_span = ret.span;
+    let krate_at_ret = located_at(&config.krate, ret_span);
+    let out_at_ret = Ident::new("__retry_out", Span::mixed_site().located_at(ret_span));
+    // The whole decision is spanned at the return type: if it is not a `Result`, or its error
+    // type is not `Classify`, that is where the compiler points.
+    quote_spanned! {ret_span=>
+        match #krate_at_ret::__private::RetryResult::failure(&#out_at_ret) {
+            ::core::option::Option::None => {
+                #retrier.succeeded();
+                return #out;
+            }
+            ::core::option::Option::Some(#err) => match #retrier.after_failure(#verdict, #inner, #text) {
+                ::core::option::Option::Some(#pause) => #pause,
+                ::core::option::Option::None => return #out,
+            },
+        }
+    }
+}
+
+/// The verdict on the error `err` (`Classify`, or `retry_if`), and its text for the logs.
+pub(super) fn verdict(config: &Config, locals: &Locals, ret: &Ret) -> (TokenStream, TokenStream) {
+    let err = &locals.err;
     let krate = &config.krate;
     let ret_span = ret.span;
     let krate_at_ret = located_at(krate, ret_span);
     // The same hygiene, located at the return type, for the tokens a type error would blame.
-    let (out_at_ret, err_at_ret) = (
-        Ident::new("__retry_out", Span::mixed_site().located_at(ret_span)),
-        Ident::new("__retry_err", Span::mixed_site().located_at(ret_span)),
-    );
+    let err_at_ret = Ident::new("__retry_err", Span::mixed_site().located_at(ret_span));
     let verdict = match &config.classifier {
         Classifier::Classify => quote_spanned! {ret_span=>
             #krate_at_ret::__private::Verdict {
@@ -229,20 +255,7 @@ fn decide(config: &Config, locals: &Locals, ret: &Ret) -> TokenStream {
             (&&&&#krate::__private::Describe(#err)).describe()
         }
     };
-    // The whole decision is spanned at the return type: if it is not a `Result`, or its error
-    // type is not `Classify`, that is where the compiler points.
-    quote_spanned! {ret_span=>
-        match #krate_at_ret::__private::RetryResult::failure(&#out_at_ret) {
-            ::core::option::Option::None => {
-                #retrier.succeeded();
-                return #out;
-            }
-            ::core::option::Option::Some(#err) => match #retrier.after_failure(#verdict, #inner, #text) {
-                ::core::option::Option::Some(#pause) => #pause,
-                ::core::option::Option::None => return #out,
-            },
-        }
-    }
+    (verdict, text)
 }
 
 /// One attempt (the body in its own `async` block or closure, so that `return` and `?` end the
@@ -254,16 +267,32 @@ fn attempt(
     is_async: bool,
     block: &Block,
 ) -> (TokenStream, TokenStream) {
-    let Locals {
-        pause, fake, value, ..
-    } = locals;
-    let (krate, ret) = (&config.krate, &ret.ty);
+    let pause = &locals.pause;
+    let krate = &config.krate;
     if !is_async {
+        let ret = &ret.ty;
         return (
             quote!(#krate::__private::attempt_blocking(|| -> #ret #block)),
             quote!(#krate::__private::sleep_blocking(#pause);),
         );
     }
+    let attempt = attempt_future(config, locals, ret, block);
+    (
+        quote!(#attempt.await),
+        quote!(#krate::__private::sleep(#pause).await;),
+    )
+}
+
+/// One async attempt's future: the body in its own `async` block (under `timeout`, if set), in
+/// the wrapper that notices an inner loop giving up.
+pub(super) fn attempt_future(
+    config: &Config,
+    locals: &Locals,
+    ret: &Ret,
+    block: &Block,
+) -> TokenStream {
+    let Locals { fake, value, .. } = locals;
+    let (krate, ret) = (&config.krate, &ret.ty);
     let body = quote! {
         async {
             #[allow(
@@ -299,10 +328,7 @@ fn attempt(
         }
         None => body,
     };
-    (
-        quote!(#krate::__private::attempt(#body).await),
-        quote!(#krate::__private::sleep(#pause).await;),
-    )
+    quote!(#krate::__private::attempt(#body))
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 
 pub mod expand;
 pub mod fresh_key;
+pub mod hedge;
+mod hedge_expand;
 pub mod options;
 mod signature;
 pub mod valid;

@@ -7,6 +7,7 @@
 use proc_macro2::Span;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path};
 
+use super::hedge;
 use crate::common::args::{Arg, closest, lit_str, prose, ungroup};
 use crate::common::duration::parse_ms;
 use crate::common::errors::Errors;
@@ -26,6 +27,8 @@ pub const OPTIONS: &[&str] = &[
     "name",
     "crate",
     "timeout",
+    "hedge",
+    "hedge_load",
 ];
 
 /// Read or write.
@@ -68,7 +71,7 @@ impl<T> Default for Setting<T> {
 
 impl<T> Setting<T> {
     /// Takes `name` for this option; false, with the error, when it was given before.
-    fn claim(&mut self, errors: &mut Errors, name: &Ident) -> bool {
+    pub(super) fn claim(&mut self, errors: &mut Errors, name: &Ident) -> bool {
         if self.name.is_some() {
             errors.at(name, twice(name));
             return false;
@@ -110,6 +113,10 @@ pub struct Options {
     /// The operation's label in events and metrics; the fn's name by default.
     pub name: Setting<LitStr>,
     pub krate: Setting<Path>,
+    /// `hedge = "..."` ([`super::hedge`]).
+    pub hedge: Setting<Given<hedge::Spec>>,
+    /// `hedge_load = 0.05`, in thousandths.
+    pub hedge_load: Setting<Given<u32>>,
     /// Unknown options seen so far, refused once each.
     unknown: Vec<Ident>,
 }
@@ -141,6 +148,8 @@ impl Options {
             "system" => self.set_system(errors, &name, &value),
             "name" => self.set_name(errors, &name, &value),
             "crate" => self.set_crate(errors, &name, &value),
+            "hedge" => hedge::set_hedge(errors, &mut self.hedge, &name, &value),
+            "hedge_load" => hedge::set_load(errors, &mut self.hedge_load, &name, &value),
             label => {
                 if self.unknown.contains(&name) {
                     errors.at(&name, twice(&name));

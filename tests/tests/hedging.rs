@@ -369,3 +369,91 @@ fn hedges_and_their_wins_are_counted_as_outcomes() {
         .collect();
     assert_eq!(outcomes, expected);
 }
+
+mod tower {
+    //! `RetryLayer::hedge`: the same engine behind the tower layer, for safe requests only.
+
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::task::{Context, Poll};
+    use std::time::Duration;
+
+    use http::{Method, Request, Response};
+    use retry_runtime::tower::{BoxError, RetryLayer};
+    use retry_runtime::{Budget, Hedge, set_budget};
+    use tokio::time::{Instant, sleep};
+    use tower_layer::Layer as _;
+    use tower_service::Service;
+
+    /// Answers 200 with the call's number; the first call takes 1 s, the others 10 ms.
+    #[derive(Clone, Default)]
+    struct SlowFirst {
+        calls: Arc<AtomicU32>,
+    }
+
+    impl Service<Request<()>> for SlowFirst {
+        type Response = Response<u32>;
+        type Error = BoxError;
+        type Future = Pin<Box<dyn Future<Output = Result<Response<u32>, BoxError>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            let n = self.calls.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async move {
+                sleep(Duration::from_millis(if n == 0 { 1_000 } else { 10 })).await;
+                Ok(Response::new(n))
+            })
+        }
+    }
+
+    async fn send(
+        service: &mut impl Service<Request<()>, Response = Response<u32>, Error = BoxError>,
+        method: Method,
+    ) -> (u32, Duration) {
+        let start = Instant::now();
+        std::future::poll_fn(|cx| service.poll_ready(cx))
+            .await
+            .unwrap();
+        let request = Request::builder().method(method).body(()).unwrap();
+        let response = service.call(request).await.unwrap();
+        (*response.body(), start.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_get_is_hedged_and_a_post_is_not() {
+        set_budget("hedge-tower", Budget::unlimited());
+        let hedge = Hedge::after(Duration::from_millis(20))
+            .unwrap()
+            .load(0.5)
+            .unwrap();
+        let layer = RetryLayer::new("hedge-tower").hedge(hedge);
+        // Earn the first hedge: each request earns half of one.
+        let warm = SlowFirst::default();
+        warm.calls.store(1, Ordering::Relaxed);
+        let mut warm = layer.layer(warm);
+        for _ in 0..2 {
+            send(&mut warm, Method::GET).await;
+        }
+
+        let server = SlowFirst::default();
+        let mut service = layer.layer(server.clone());
+        assert_eq!(
+            send(&mut service, Method::GET).await,
+            (1, Duration::from_millis(30))
+        );
+        assert_eq!(server.calls.load(Ordering::Relaxed), 2);
+
+        // A POST (even one the layer would retry with a key) waits for its one slow attempt.
+        let server = SlowFirst::default();
+        let mut service = layer.layer(server.clone());
+        assert_eq!(
+            send(&mut service, Method::POST).await,
+            (0, Duration::from_secs(1))
+        );
+        assert_eq!(server.calls.load(Ordering::Relaxed), 1);
+    }
+}

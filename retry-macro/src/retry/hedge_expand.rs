@@ -66,10 +66,10 @@ pub fn body(
         static #hedge_site: #krate::__private::HedgeSite = #krate::__private::hedge_site(
             #attempts, #fixed_ms, #permille, #load,
         );
-        let #make = || #attempt;
+        let mut #make = || #attempt;
         let mut #call = ::core::pin::pin!(#krate::__private::Hedged::new(&#site_name, &#hedge_site));
         loop {
-            let (#out, #inner, #attempt_no) = #call.as_mut().next(&#make).await;
+            let (#out, #inner, #attempt_no) = #call.as_mut().next(&mut #make).await;
             #decide
         }
     }

@@ -94,27 +94,29 @@ where
 
     /// The next attempt to answer: its output, whether a `#[retry]` loop inside it gave up, and
     /// its number (1-based, in the order attempts started).
+    /// `make` is `FnMut` and borrowed mutably, so that the call's future is `Send` whenever
+    /// the closure is (a shared borrow would need it `Sync`).
     pub fn next<'a, F>(
         mut self: Pin<&'a mut Self>,
-        make: &'a F,
+        make: &'a mut F,
     ) -> impl Future<Output = (R, bool, u32)> + 'a
     where
-        F: Fn() -> Fut,
+        F: FnMut() -> Fut,
     {
         std::future::poll_fn(move |cx| self.as_mut().poll_next(cx, make))
     }
 
-    fn poll_next<F: Fn() -> Fut>(
+    fn poll_next<F: FnMut() -> Fut>(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        make: &F,
+        make: &mut F,
     ) -> Poll<(R, bool, u32)> {
         loop {
             while self.launch_now > 0 {
                 let this = self.as_mut().project();
                 *this.launch_now -= 1;
                 *this.reserved -= 1;
-                self.as_mut().launch(make, false);
+                self.as_mut().launch(&mut *make, false);
             }
             if let Some(done) = self.as_mut().poll_attempts(cx) {
                 return Poll::Ready(done);
@@ -148,10 +150,10 @@ where
                 if retries > 0 {
                     *this.reserved -= retries;
                     for _ in 0..retries {
-                        self.as_mut().launch(make, false);
+                        self.as_mut().launch(&mut *make, false);
                     }
                 } else if can_hedge && self.as_mut().try_hedge(at) {
-                    self.as_mut().launch(make, true);
+                    self.as_mut().launch(&mut *make, true);
                 }
                 continue;
             }
@@ -183,7 +185,7 @@ where
     }
 
     /// Starts the next attempt: inline if that slot is free, else boxed beside it.
-    fn launch<F: Fn() -> Fut>(self: Pin<&mut Self>, make: &F, hedge: bool) {
+    fn launch<F: FnMut() -> Fut>(self: Pin<&mut Self>, make: &mut F, hedge: bool) {
         let mut this = self.project();
         *this.launched += 1;
         let no = *this.launched;

@@ -61,6 +61,8 @@ pub use metrics;
 #[doc = ""]
 #[doc = include_str!("../docs/options.md")]
 #[doc = ""]
+#[doc = include_str!("../docs/hedging.md")]
+#[doc = ""]
 pub use retry_macro::retry;
 
 // The trait and its derive share the name, like serde's `Serialize`.

@@ -2,17 +2,19 @@
 //! allocation-free, built in a `static` by a `const fn`.
 //!
 //! Buckets are log-linear over microseconds (8 per power of two, so a bucket is at most 12.5 %
-//! wide) from 1 µs to about 134 s; a longer latency lands in the last bucket. Recording is two
-//! relaxed `fetch_add`s (the bucket and the record count) and a little integer arithmetic. Every
-//! [`REFRESH_EVERY`]th record, the recording thread reads the buckets and caches the percentile,
-//! so the call that asks for the hedge delay pays one relaxed load. Every [`DECAY_EVERY`]th
-//! record halves every bucket, so that the percentile follows the recent latency, not that of
-//! the process's whole life.
+//! wide) from 1 µs to about 134 s; a longer latency lands in the last bucket. Recording is one
+//! relaxed `fetch_add` on the latency's bucket and a little integer arithmetic: no count of its
+//! own, so no second shared write. The bucket's previous count paces the rest: a record that
+//! takes a bucket to a power of two or to a multiple of [`REFRESH_EVERY`] re-reads the buckets
+//! and caches the percentile (often while the site warms up, then about every [`REFRESH_EVERY`]
+//! records of the commonest latency), so the call that asks for the hedge delay pays one relaxed
+//! load; one that takes a bucket to [`DECAY_AT`] halves every bucket, so the percentile follows
+//! the recent latency, not that of the process's whole life, and no count overflows.
 //!
 //! Precision, on purpose traded for speed: the percentile is a bucket's upper bound (up to
 //! 12.5 % above the true value: a hedge fires a little late, never early); a halving races the
-//! increments of other threads and may drop a few of them; a cached percentile is up to
-//! [`REFRESH_EVERY`] records old.
+//! increments of other threads and may drop a few of them; a cached percentile is some dozens
+//! of records old.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicU64};
@@ -25,11 +27,13 @@ const SUB: u64 = 1 << SUB_BITS;
 const TOP_EXPONENT: u32 = 26;
 /// Buckets in all.
 pub(crate) const BUCKETS: usize = ((TOP_EXPONENT - SUB_BITS + 2) as usize) * SUB as usize;
-/// Records between two refreshes of the cached percentile.
+/// Records of one bucket between two refreshes of the cached percentile.
 pub(crate) const REFRESH_EVERY: u32 = 32;
-/// Records between two halvings of every bucket. Half of it is still above the most samples
-/// any percentile needs ([`min_samples`] of p99.9 is 5 000).
-pub(crate) const DECAY_EVERY: u32 = 16_384;
+/// The count of one bucket that halves every bucket: then the buckets hold at least 8 192
+/// samples, and after the halving 4 096 of them in that bucket alone, with the rest; enough for
+/// the most samples any percentile needs ([`min_samples`] of p99.9 is 5 000) whenever the
+/// commonest latency holds no more than 80 % of them.
+pub(crate) const DECAY_AT: u32 = 8_192;
 /// The fewest samples a percentile rests on, whatever the percentile.
 pub const MIN_SAMPLES: u64 = 100;
 
@@ -74,7 +78,6 @@ fn upper_bound(index: usize) -> u64 {
 #[derive(Debug)]
 pub struct Tracker {
     buckets: [AtomicU32; BUCKETS],
-    records: AtomicU32,
     /// The percentile in nanoseconds, 0 until enough samples exist.
     cached_nanos: AtomicU64,
 }
@@ -84,7 +87,6 @@ impl Tracker {
     pub const fn new() -> Self {
         Tracker {
             buckets: [const { AtomicU32::new(0) }; BUCKETS],
-            records: AtomicU32::new(0),
             cached_nanos: AtomicU64::new(0),
         }
     }
@@ -92,11 +94,14 @@ impl Tracker {
     /// Records one latency; `permille` is the percentile this site hedges at.
     #[inline]
     pub fn record(&self, latency: Duration, permille: u32) {
-        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-        self.buckets[index(micros)].fetch_add(1, Relaxed);
-        let n = self.records.fetch_add(1, Relaxed).wrapping_add(1);
-        if n % REFRESH_EVERY == 0 {
-            self.refresh(permille, n % DECAY_EVERY == 0);
+        // Not `as_micros`: its `u128` arithmetic costs more than the rest of this fn.
+        let micros = latency
+            .as_secs()
+            .saturating_mul(1_000_000)
+            .saturating_add(u64::from(latency.subsec_micros()));
+        let count = self.buckets[index(micros)].fetch_add(1, Relaxed) + 1;
+        if count % REFRESH_EVERY == 0 || count.is_power_of_two() {
+            self.refresh(permille, count >= DECAY_AT);
         }
     }
 
@@ -170,15 +175,14 @@ mod tests {
     #[test]
     fn the_percentile_waits_for_enough_samples_then_follows_them() {
         let tracker = Tracker::new();
-        // 95 samples of 10 ms and 5 of 1 s: not yet 100 samples at p95.
-        for i in 0..96u32 {
-            let ms = if i % 20 == 19 { 1_000 } else { 10 };
+        // 96 samples of 10 ms and 3 of 1 s: not yet 100 samples at p95.
+        for i in 0..99u32 {
+            let ms = if i % 25 == 24 { 1_000 } else { 10 };
             tracker.record(Duration::from_millis(ms), 950);
         }
         assert_eq!(tracker.percentile(), None);
-        for _ in 0..32 {
-            tracker.record(Duration::from_millis(10), 950);
-        }
+        // The 4th of 1 s takes its bucket to a power of two: refreshed with 100 samples.
+        tracker.record(Duration::from_secs(1), 950);
         // 10 ms is in [9.216, 10.24) ms.
         assert_eq!(tracker.percentile(), Some(Duration::from_micros(10_240)));
     }
@@ -194,13 +198,17 @@ mod tests {
     #[test]
     fn old_samples_fade() {
         let tracker = Tracker::new();
-        for _ in 0..DECAY_EVERY {
+        for _ in 0..DECAY_AT - 1 {
             tracker.record(Duration::from_millis(100), 500);
         }
-        // Then a faster system: after two halvings the new latency is the median.
-        for _ in 0..2 * DECAY_EVERY {
+        // 100 ms is in [98.304, 106.496) ms.
+        assert_eq!(tracker.percentile(), Some(Duration::from_micros(106_496)));
+        // Then a faster system: its samples soon outweigh the halved old ones.
+        for _ in 0..DECAY_AT {
             tracker.record(Duration::from_millis(1), 500);
         }
         assert_eq!(tracker.percentile(), Some(Duration::from_micros(1_024)));
+        let total: u32 = tracker.buckets.iter().map(|b| b.load(Relaxed)).sum();
+        assert!(total < 2 * DECAY_AT, "halved: {total}");
     }
 }

@@ -2,10 +2,10 @@
 //! the macro and the runtime.
 //!
 //! A hedged call starts its next attempt when the running one is slower than the hedge delay,
-//! or at once when one fails transiently; it never pauses after a failure. So the time a call
-//! may wait before its last attempt starts is at most `(attempts − 1) ×` the longest gap between
-//! two starts, and R-RES-RE-4's 5 s window holds when each gap is at most [`max_gap`]: a fixed
-//! delay above it is refused, a percentile is clamped to it.
+//! at once when one fails transiently, or after a Retry-After hint; it never pauses on a backoff
+//! schedule. So beyond the time its attempts run, a call waits at most `attempts − 1` hedge
+//! delays or hints, and R-RES-RE-4's 5 s window holds when each is at most [`max_gap`]: a fixed
+//! delay above it is refused, a percentile is clamped to it, a longer hint ends the call.
 
 use crate::{MAX_WINDOW, NANOS_PER_MS, Nanos};
 

@@ -14,11 +14,20 @@ const MS: Duration = Duration::from_millis(1);
 enum Error {
     Unavailable,
     NotFound,
+    /// 503 with Retry-After, in ms.
+    Busy(u64),
 }
 
 impl Classify for Error {
     fn is_transient(&self) -> bool {
-        *self == Error::Unavailable
+        matches!(self, Error::Unavailable | Error::Busy(_))
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::Busy(ms) => Some(Duration::from_millis(*ms)),
+            _ => None,
+        }
     }
 }
 
@@ -124,6 +133,26 @@ async fn a_transient_error_starts_the_next_attempt_at_once() {
     let (out, took) = timed(transient(&server)).await;
     assert_eq!((out, took), (Ok(3), 10 * MS), "no pause between the two");
     assert_eq!(server.calls(), 2);
+}
+
+#[retry(read, hedge = "20ms", system = "hedge-hint")]
+async fn hinted(server: &Server) -> Result<u32, Error> {
+    server.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_hint_delays_the_next_attempt_and_one_too_long_ends_the_call() {
+    let server = Server::new(|n| match n {
+        0 => (5, Err(Error::Busy(50))),
+        _ => (5, Ok(4)),
+    });
+    let (out, took) = timed(hinted(&server)).await;
+    assert_eq!((out, took), (Ok(4), 60 * MS), "5 ms, the 50 ms hint, 5 ms");
+    // Above 5 s / (3 − 1) = 2.5 s: the window would not hold, the call ends.
+    let server = Server::new(|_| (5, Err(Error::Busy(3_000))));
+    let (out, took) = timed(hinted(&server)).await;
+    assert_eq!((out, took), (Err(Error::Busy(3_000)), 5 * MS));
+    assert_eq!(server.calls(), 1);
 }
 
 #[retry(read, hedge = "20ms", system = "hedge-permanent")]

@@ -62,9 +62,9 @@ fn parse(text: &str) -> Result<Spec, String> {
         Some(delay) => match parse_ms(delay) {
             Ok(ms) => ms,
             Err(duration::DurationError::Zero) => {
-                return Err(format!(
-                    "a hedge delay of zero would start every attempt at once: use at least \"1ms\" (R-RES-RE-X3), typically about the p95 of this call's latency"
-                ));
+                return Err(
+                    "a hedge delay of zero would start every attempt at once: use at least \"1ms\" (R-RES-RE-X3), typically about the p95 of this call's latency".to_owned(),
+                );
             }
             Err(duration::DurationError::Unparseable) => return Err(USAGE.to_owned()),
             Err(e) => return Err(e.to_string()),

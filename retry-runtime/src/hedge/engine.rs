@@ -204,16 +204,15 @@ where
     /// The hedge timer fired at `at`: may this call start a hedge?
     fn try_hedge(self: Pin<&mut Self>, at: Instant) -> bool {
         let this = self.project();
-        let refused = if deadline::current().is_some_and(|deadline| at >= deadline) {
-            true
-        } else if !this.hedge.load.try_take() {
-            true
-        } else if !this.site.budget().try_withdraw() {
-            this.hedge.load.give_back();
-            true
-        } else {
-            false
-        };
+        let past_deadline = deadline::current().is_some_and(|deadline| at >= deadline);
+        // The call site's share first (its own atomic), then the system's budget; a share
+        // taken for a hedge the budget refuses is given back.
+        let refused = past_deadline
+            || !this.hedge.load.try_take()
+            || !this.site.budget().try_withdraw() && {
+                this.hedge.load.give_back();
+                true
+            };
         if refused {
             *this.no_more_hedges = true;
             return false;

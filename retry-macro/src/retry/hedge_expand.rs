@@ -9,9 +9,10 @@ use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::Ident;
 
-use super::expand::{Locals, Ret, verdict};
+use super::expand::{Locals, Ret};
 use super::hedge::Hedge;
 use super::valid::Config;
+use super::verdict::verdict;
 use crate::common::spans::located_at;
 
 /// The hedged fn's body: the sites, the attempt closure and the loop over answers.

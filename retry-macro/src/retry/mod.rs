@@ -10,3 +10,4 @@ mod hedge_expand;
 pub mod options;
 mod signature;
 pub mod valid;
+mod verdict;

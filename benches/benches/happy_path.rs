@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use retry_benches::{CONTENDERS, Flaky, each_contender, estimates, operation, poll_once};
-use retry_runtime::Budget;
+use retry_runtime::{Budget, retry};
 
 const GROUP: &str = "happy_path";
 const PARTS: &str = "happy_path_parts";
 /// The parts, as the table names them.
-const PART_NAMES: [(&str, &str); 4] = [
+const PART_NAMES: [(&str, &str); 7] = [
     ("tokio_instant_now", "`tokio::time::Instant::now()`"),
     (
         "deposit_default_budget",
@@ -30,7 +30,32 @@ const PART_NAMES: [(&str, &str); 4] = [
         "attempt_scope",
         "the undecorated fn in `#[retry]`'s attempt wrapper (`__private::attempt`)",
     ),
+    (
+        "retry_plain",
+        "`#[retry]` (default budget), again, beside the next row",
+    ),
+    (
+        "retry_hedge_p95",
+        "the same fn with `hedge = \"p95\"` (a percentile: its latency is recorded)",
+    ),
+    (
+        "hedge_latency_record",
+        "one latency recorded by a hedged call site's tracker",
+    ),
 ];
+
+/// [`retry_benches::with_retry`] with `hedge = "p95"`: the hedged loop's happy path.
+#[retry(
+    read,
+    attempts = 4,
+    delay = "10ms",
+    jitter = "none",
+    system = "bench",
+    hedge = "p95"
+)]
+async fn with_hedge(server: &Flaky) -> Result<u32, retry_benches::Unavailable> {
+    operation(server).await
+}
 
 fn main() {
     let before = retry_benches::uptime();
@@ -63,6 +88,20 @@ fn main() {
     });
     parts.bench_function("attempt_scope", |b| {
         b.iter(|| poll_once(|| retry_runtime::__private::attempt(operation(black_box(&server)))));
+    });
+    parts.bench_function("retry_plain", |b| {
+        b.iter(|| poll_once(|| retry_benches::with_retry(black_box(&server))));
+    });
+    parts.bench_function("retry_hedge_p95", |b| {
+        b.iter(|| poll_once(|| with_hedge(black_box(&server))));
+    });
+    static SITE: retry_runtime::__private::HedgeSite =
+        retry_runtime::__private::hedge_site(3, 50, 950, 50);
+    parts.bench_function("hedge_latency_record", |b| {
+        b.iter(|| {
+            SITE.tracker()
+                .record(black_box(Duration::from_micros(10_000)), 950);
+        });
     });
     parts.finish();
     criterion.final_summary();

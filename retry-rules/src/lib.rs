@@ -15,6 +15,8 @@
 //! The rule ids (`R-RES-RE-3`, …) are those of the resilience style guide that
 //! `retry-runtime`'s documentation lists.
 
+pub mod hedge;
+
 /// A length of time in nanoseconds.
 pub type Nanos = u128;
 

@@ -14,6 +14,7 @@ mod deadline;
 mod describe;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod durable;
+mod hedge;
 pub mod http;
 mod integrations;
 mod key;
@@ -47,6 +48,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub use budget::{Budget, set_budget};
 pub use classify::Classify;
 pub use deadline::with_deadline;
+pub use hedge::{Hedge, HedgeError};
 #[cfg(feature = "uuid")]
 pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};
 pub use key::IdempotencyKey;
@@ -68,6 +70,8 @@ pub use metrics;
 #[doc = include_str!("../docs/retry.md")]
 #[doc = ""]
 #[doc = include_str!("../docs/options.md")]
+#[doc = ""]
+#[doc = include_str!("../docs/hedging.md")]
 #[doc = ""]
 pub use retry_macro::retry;
 

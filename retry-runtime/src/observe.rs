@@ -15,7 +15,8 @@
 //! | transient failure of a `hand_over` write, the hand-over failed | ERROR | `exhausted` / `budget_exhausted` / `deadline` |
 //! | permanent failure | none (the caller gets the error) | `permanent` |
 //!
-//! Each attempt is counted once, so the outcomes add up to the attempts made.
+//! Each attempt is counted once, so the outcomes add up to the attempts made. A hedged fn has
+//! two more outcomes, `hedged` and `hedge_won`, counted by `hedge::report`.
 
 use crate::describe::ErrorText;
 use crate::key::IdempotencyKey;

@@ -6,6 +6,7 @@ pub use tokio::time::sleep;
 
 pub use crate::classify::{Hint, Verdict};
 pub use crate::describe::{Describe, ErrorText, ViaDebug, ViaDisplay, ViaError, ViaNothing};
+pub use crate::hedge::{HedgeSite, Hedged, hedge_site};
 pub use crate::integrations::registered::{Downcast, DowncastError, DowncastNothing, Registered};
 pub use crate::nesting::{Attempt, attempt, attempt_blocking};
 pub use crate::retrier::hand_over::Next;

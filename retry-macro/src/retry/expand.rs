@@ -13,8 +13,10 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 use syn::{Block, Ident, ItemFn, ReturnType, TraitItemFn};
 
+use super::hedge_expand;
 use super::options::Jitter;
-use super::valid::{Classifier, Config};
+use super::valid::Config;
+use super::verdict::verdict;
 use crate::common::spans::located_at;
 
 /// The fn this attribute is on, or the error to report instead (with the input re-emitted).
@@ -62,19 +64,19 @@ pub fn with_errors(func: &ItemFn, error: &syn::Error, key_roots: &[Ident]) -> To
 
 /// The generated locals: `Span::mixed_site()`, so the body can neither see nor shadow them.
 pub(super) struct Locals {
-    site: Ident,
+    pub(super) site: Ident,
     pub(super) retrier: Ident,
-    key: Ident,
+    pub(super) key: Ident,
     pub(super) out: Ident,
     pub(super) err: Ident,
     pub(super) pause: Ident,
-    fake: Ident,
-    value: Ident,
+    pub(super) fake: Ident,
+    pub(super) value: Ident,
     pub(super) inner: Ident,
 }
 
 impl Locals {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let local = |name: &str| Ident::new(name, Span::mixed_site());
         Locals {
             site: local("__RETRY_SITE"),
@@ -92,7 +94,7 @@ impl Locals {
 
 /// The fn's return type, and where to blame a type error about it.
 pub(super) struct Ret {
-    ty: TokenStream,
+    pub(super) ty: TokenStream,
     pub(super) span: Span,
 }
 
@@ -116,6 +118,11 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         },
     };
     let site = site(config, &locals);
+    if let Some(hedge) = &config.hedge {
+        let attempt = attempt_future(config, &locals, &ret, &block);
+        let hedged = hedge_expand::body(config, hedge, &locals, &ret, site, attempt);
+        return quote!(#(#attrs)* #vis #sig { #hedged });
+    }
     let init = retrier(config, &locals);
     let decide = decide(config, &locals, &ret, sig.asyncness.is_some());
     let (attempt, sleep) = attempt(config, &locals, &ret, sig.asyncness.is_some(), &block);
@@ -143,7 +150,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
 }
 
 /// The call site's `static`: its label and policy, checked by the runtime in a const context.
-fn site(config: &Config, locals: &Locals) -> TokenStream {
+pub(super) fn site(config: &Config, locals: &Locals) -> TokenStream {
     let (krate, site) = (&config.krate, &locals.site);
     let (system, operation) = (&config.system, &config.operation);
     let (attempts, delay_ms, max_delay_ms) =
@@ -196,39 +203,10 @@ fn decide(config: &Config, locals: &Locals, ret: &Ret, is_async: bool) -> TokenS
         inner,
         ..
     } = locals;
-    let krate = &config.krate;
+    let (verdict, text) = verdict(config, locals, ret);
     let ret_span = ret.span;
-    let krate_at_ret = located_at(krate, ret_span);
-    // The same hygiene, located at the return type, for the tokens a type error would blame.
-    let (out_at_ret, err_at_ret) = (
-        Ident::new("__retry_out", Span::mixed_site().located_at(ret_span)),
-        Ident::new("__retry_err", Span::mixed_site().located_at(ret_span)),
-    );
-    let verdict = match &config.classifier {
-        Classifier::Classify => quote_spanned! {ret_span=>
-            #krate_at_ret::__private::Verdict {
-                transient: #krate_at_ret::Classify::is_transient(#err_at_ret),
-                retry_after: #krate_at_ret::Classify::retry_after(#err_at_ret),
-                rejection: #krate_at_ret::Classify::is_rejection(#err_at_ret),
-            }
-        },
-        Classifier::RetryIf(path) => quote_spanned! {path.span()=>
-            #krate::__private::Verdict {
-                transient: (#path)(#err),
-                retry_after: ::core::option::Option::None,
-                rejection: false,
-            }
-        },
-    };
-    // The error's text for the logs: an `Error` with its sources, else `Display`, else `Debug`,
-    // else none, picked by auto-ref specialisation. The traits are imported in this block only,
-    // never in the user's body.
-    let text = quote! {
-        {
-            use #krate::__private::{ViaDebug as _, ViaDisplay as _, ViaError as _, ViaNothing as _};
-            (&&&&#krate::__private::Describe(#err)).describe()
-        }
-    };
+    let krate_at_ret = located_at(&config.krate, ret_span);
+    let out_at_ret = Ident::new("__retry_out", Span::mixed_site().located_at(ret_span));
     if let Some(expr) = &config.hand_over {
         return super::hand_over::decide(config, locals, ret, (verdict, text), expr, is_async);
     }
@@ -257,16 +235,32 @@ fn attempt(
     is_async: bool,
     block: &Block,
 ) -> (TokenStream, TokenStream) {
-    let Locals {
-        pause, fake, value, ..
-    } = locals;
-    let (krate, ret) = (&config.krate, &ret.ty);
+    let pause = &locals.pause;
+    let krate = &config.krate;
     if !is_async {
+        let ret = &ret.ty;
         return (
             quote!(#krate::__private::attempt_blocking(|| -> #ret #block)),
             quote!(#krate::__private::sleep_blocking(#pause);),
         );
     }
+    let attempt = attempt_future(config, locals, ret, block);
+    (
+        quote!(#attempt.await),
+        quote!(#krate::__private::sleep(#pause).await;),
+    )
+}
+
+/// One async attempt's future: the body in its own `async` block (under `timeout`, if set), in
+/// the wrapper that notices an inner loop giving up.
+pub(super) fn attempt_future(
+    config: &Config,
+    locals: &Locals,
+    ret: &Ret,
+    block: &Block,
+) -> TokenStream {
+    let Locals { fake, value, .. } = locals;
+    let (krate, ret) = (&config.krate, &ret.ty);
     let body = quote! {
         async {
             #[allow(
@@ -302,10 +296,7 @@ fn attempt(
         }
         None => body,
     };
-    (
-        quote!(#krate::__private::attempt(#body).await),
-        quote!(#krate::__private::sleep(#pause).await;),
-    )
+    quote!(#krate::__private::attempt(#body))
 }
 
 #[cfg(test)]

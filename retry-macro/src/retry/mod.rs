@@ -6,7 +6,10 @@
 pub mod expand;
 pub mod fresh_key;
 mod hand_over;
+pub mod hedge;
+mod hedge_expand;
 pub mod options;
 mod setting;
 mod signature;
 pub mod valid;
+mod verdict;

@@ -6,6 +6,7 @@
 
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path};
 
+use super::hedge;
 pub use super::setting::{Given, Setting};
 use crate::common::args::{Arg, closest, lit_str, prose, ungroup};
 use crate::common::duration::parse_ms;
@@ -27,6 +28,8 @@ pub const OPTIONS: &[&str] = &[
     "crate",
     "timeout",
     "hand_over",
+    "hedge",
+    "hedge_load",
 ];
 
 /// Read or write.
@@ -68,6 +71,10 @@ pub struct Options {
     pub krate: Setting<Path>,
     /// `hand_over = <expr>`: where a keyed write goes when its in-memory attempts run out.
     pub hand_over: Setting<Expr>,
+    /// `hedge = "..."` ([`super::hedge`]).
+    pub hedge: Setting<Given<hedge::Spec>>,
+    /// `hedge_load = 0.05`, in thousandths.
+    pub hedge_load: Setting<Given<u32>>,
     /// Unknown options seen so far, refused once each.
     unknown: Vec<Ident>,
 }
@@ -104,6 +111,8 @@ impl Options {
                     self.hand_over.value = Some(value);
                 }
             }
+            "hedge" => hedge::set_hedge(errors, &mut self.hedge, &name, &value),
+            "hedge_load" => hedge::set_load(errors, &mut self.hedge_load, &name, &value),
             label => {
                 if self.unknown.contains(&name) {
                     errors.at(&name, twice(&name));

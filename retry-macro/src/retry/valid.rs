@@ -11,6 +11,7 @@ use syn::ext::IdentExt as _;
 use syn::{Expr, ItemFn, LitStr, Path};
 
 use super::fresh_key;
+use super::hedge::{self, Hedge};
 use super::options::{Jitter, Kind, Options};
 use super::signature;
 use crate::common::args::Arg;
@@ -52,6 +53,8 @@ pub struct Config {
     /// `hand_over = <expr>`, only on a keyed write: run when the in-memory attempts give up on a
     /// transient error.
     pub hand_over: Option<Expr>,
+    /// `hedge = "..."`: attempts race instead of waiting for each other ([`hedge`]).
+    pub hedge: Option<Hedge>,
 }
 
 /// The schedule the attribute asks for, defaults filled in.
@@ -68,6 +71,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
     check_kind(&mut errors, &options);
     let schedule = check_schedule(&mut errors, &options);
     signature::check(&mut errors, func);
+    let hedge = hedge::check(&mut errors, &options, func, schedule.attempts);
     if let (Some(timeout), None) = (&options.timeout.value, &func.sig.asyncness) {
         errors.at_span(
             timeout.span,
@@ -90,6 +94,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
         operation: options.name.value.unwrap_or_else(|| fn_name(func)),
         krate: options.krate.value.unwrap_or_else(krate::default),
         hand_over: options.hand_over.value,
+        hedge,
     })
 }
 
@@ -259,7 +264,7 @@ mod tests {
         assert!(message(quote!(read, atempts = 3)).contains("did you mean `attempts`?"));
         assert_eq!(
             message(quote!(read, max_attempts = 3)),
-            "unknown option `max_attempts`: the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `name`, `crate`, `timeout` and `hand_over`"
+            "unknown option `max_attempts`: the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `name`, `crate`, `timeout`, `hand_over`, `hedge` and `hedge_load`"
         );
     }
 

@@ -15,6 +15,10 @@
 //!   of that name, and the same events and give-up reasons; the events and
 //!   `retry_attempts_total` carry `operation` = the system's name, or the layer's
 //!   [`name`](RetryLayer::name) (one layer per operation, to tell them apart).
+//! - **Hedging** ([`RetryLayer::hedge`]): a safe request whose attempt is slower than the
+//!   [`Hedge`] delay gets a second one beside it, the first answer winning; the behaviour of
+//!   `#[retry(read, hedge = "...")]` (the crate's hedging docs), within the same attempts, retry
+//!   budget and `hedge_load` share. Keyed writes and other requests are never hedged.
 //! - **Bodies must be replayable**: the request body type must be `Clone` (e.g. `Full<Bytes>`,
 //!   `String`, `Vec<u8>`, `()`); a streaming body (hyper's `Incoming`) is refused at compile time
 //!   ([`ReplayableBody`]): buffer it first.
@@ -31,6 +35,7 @@
 //! # Ok::<(), retry_runtime::PolicyError>(())
 //! ```
 
+mod hedged;
 mod service;
 
 use tower_layer::Layer;
@@ -38,6 +43,7 @@ use tower_layer::Layer;
 pub use service::{BoxError, ReplayableBody, RetryService};
 
 use crate::Classify;
+use crate::hedge::Hedge;
 use crate::http::is_transient_status;
 use crate::retrier::BuiltSite;
 use crate::schedule::Policy;
@@ -51,6 +57,7 @@ use crate::schedule::Policy;
 #[derive(Clone, Debug)]
 pub struct RetryLayer {
     site: BuiltSite,
+    hedge: Option<hedged::BuiltHedge>,
 }
 
 impl RetryLayer {
@@ -60,6 +67,7 @@ impl RetryLayer {
     pub fn new(system: &'static str) -> Self {
         RetryLayer {
             site: BuiltSite::new(system),
+            hedge: None,
         }
     }
 
@@ -69,6 +77,7 @@ impl RetryLayer {
     pub fn name(self, operation: &'static str) -> Self {
         RetryLayer {
             site: self.site.named(operation),
+            ..self
         }
     }
 
@@ -76,6 +85,28 @@ impl RetryLayer {
     pub fn policy(self, policy: Policy) -> Self {
         RetryLayer {
             site: self.site.with_policy(policy),
+            hedge: self.hedge.map(hedged::BuiltHedge::remade),
+        }
+    }
+
+    /// Hedges safe requests (`GET`, `HEAD`, `OPTIONS`, `TRACE`): when an attempt has not
+    /// answered after the [`Hedge`] delay, the next starts beside it and the first answer wins.
+    /// Attempts count the hedges; each hedge draws on the system's retry budget and on this
+    /// layer's `hedge_load` share. Other requests keep the plain retry loop (a keyed write is
+    /// never hedged, R-RES-RE-1).
+    ///
+    /// ```
+    /// use retry_runtime::Hedge;
+    /// use retry_runtime::tower::RetryLayer;
+    /// use std::time::Duration;
+    ///
+    /// let layer = RetryLayer::new("catalog").hedge(Hedge::percentile(950, Duration::from_millis(20))?);
+    /// # Ok::<(), retry_runtime::HedgeError>(())
+    /// ```
+    pub fn hedge(self, hedge: Hedge) -> Self {
+        RetryLayer {
+            hedge: Some(hedged::BuiltHedge::new(hedge)),
+            ..self
         }
     }
 }
@@ -84,7 +115,9 @@ impl<S> Layer<S> for RetryLayer {
     type Service = RetryService<S>;
 
     fn layer(&self, inner: S) -> RetryService<S> {
-        RetryService::new(inner, self.site.get())
+        let site = self.site.get();
+        let hedge = self.hedge.as_ref().map(|h| h.get(site.policy.attempts()));
+        RetryService::new(inner, site, hedge)
     }
 }
 

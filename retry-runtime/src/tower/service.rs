@@ -11,6 +11,7 @@ use tower_service::Service;
 use super::transient_response;
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
+use crate::hedge::HedgeSite;
 use crate::http::StatusError;
 use crate::http::{idempotency_key, is_safe};
 use crate::retrier::{Retrier, Site};
@@ -36,11 +37,12 @@ impl<B: Clone> ReplayableBody for B {}
 pub struct RetryService<S> {
     inner: S,
     site: &'static Site,
+    hedge: Option<&'static HedgeSite>,
 }
 
 impl<S> RetryService<S> {
-    pub(super) fn new(inner: S, site: &'static Site) -> Self {
-        RetryService { inner, site }
+    pub(super) fn new(inner: S, site: &'static Site, hedge: Option<&'static HedgeSite>) -> Self {
+        RetryService { inner, site, hedge }
     }
 
     /// The wrapped service.
@@ -74,6 +76,9 @@ where
         if key.is_none() && !is_safe(request.method()) {
             // Not retryable: one attempt, as if there were no layer (R-RES-RE-X1).
             return Box::pin(async move { inner.call(request).await.map_err(Into::into) });
+        }
+        if let (Some(hedge), None, true) = (self.hedge, &key, is_safe(request.method())) {
+            return Box::pin(super::hedged::call(inner, site, hedge, request));
         }
         let (parts, body) = request.into_parts();
         Box::pin(async move {

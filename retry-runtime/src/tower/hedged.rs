@@ -1,0 +1,115 @@
+//! The hedged path of [`RetryService`](super::RetryService), for a layer built with
+//! [`RetryLayer::hedge`](super::RetryLayer::hedge): a safe request runs on the same
+//! [`Hedged`] engine as `#[retry(read, hedge = "...")]`, each attempt on its own clone of the
+//! inner service (driven to readiness first). Requests that are not safe never get here.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::OnceLock;
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::service::{BoxError, ReplayableBody};
+use super::transient_response;
+use crate::classify::Verdict;
+use crate::describe::ErrorText;
+use crate::hedge::{Hedge, HedgeSite, Hedged};
+use crate::http::StatusError;
+use crate::nesting;
+use crate::retrier::Site;
+
+/// A layer's hedge setting, and its call site once made (leaked once per layer value, like the
+/// layer's [`Site`]).
+#[derive(Clone, Debug)]
+pub(crate) struct BuiltHedge {
+    hedge: Hedge,
+    site: OnceLock<&'static HedgeSite>,
+}
+
+impl BuiltHedge {
+    pub(crate) fn new(hedge: Hedge) -> Self {
+        BuiltHedge {
+            hedge,
+            site: OnceLock::new(),
+        }
+    }
+
+    /// The same setting, made again (for another schedule).
+    pub(crate) fn remade(self) -> Self {
+        BuiltHedge::new(self.hedge)
+    }
+
+    /// The hedge site for `attempts` attempts, leaked on the first call for this value.
+    pub(crate) fn get(&self, attempts: u32) -> &'static HedgeSite {
+        self.site.get_or_init(|| self.hedge.leak(attempts))
+    }
+}
+
+/// One safe request, hedged.
+pub(super) fn call<S, B, ResB>(
+    inner: S,
+    site: &'static Site,
+    hedge: &'static HedgeSite,
+    request: Request<B>,
+) -> impl Future<Output = Result<Response<ResB>, BoxError>> + Send
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: ReplayableBody + Send + 'static,
+    ResB: Send + 'static,
+{
+    let (parts, body) = request.into_parts();
+    async move {
+        let mut make = move || {
+            let mut inner = inner.clone();
+            let request = Request::from_parts(parts.clone(), body.clone());
+            nesting::attempt(async move {
+                std::future::poll_fn(|cx| inner.poll_ready(cx))
+                    .await
+                    .map_err(Into::into)?;
+                inner.call(request).await.map_err(Into::into)
+            })
+        };
+        let mut call = pin!(Hedged::new(site, hedge));
+        loop {
+            let (out, inner_gave_up, attempt) = call.as_mut().next(&mut make).await;
+            let failed = match out {
+                Ok(response) => match transient_response(&response) {
+                    None => {
+                        call.as_mut().succeeded(attempt);
+                        return Ok(response);
+                    }
+                    Some(hint) => {
+                        let status = StatusError {
+                            status: response.status().as_u16(),
+                            retry_after: hint,
+                        };
+                        let text = ErrorText::Display(&status);
+                        let verdict = Verdict::of(&status);
+                        if call
+                            .as_mut()
+                            .after_failure(attempt, verdict, inner_gave_up, text)
+                        {
+                            continue;
+                        }
+                        Ok(response)
+                    }
+                },
+                Err(error) => {
+                    let verdict = Verdict::of(&error);
+                    let text = ErrorText::Display(&error);
+                    if call
+                        .as_mut()
+                        .after_failure(attempt, verdict, inner_gave_up, text)
+                    {
+                        continue;
+                    }
+                    Err(error)
+                }
+            };
+            return failed;
+        }
+    }
+}

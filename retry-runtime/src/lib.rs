@@ -29,7 +29,7 @@ pub mod tower;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use budget::{Budget, set_budget};
+pub use budget::{Budget, BudgetMode, BudgetState, budget_state, set_budget};
 pub use classify::Classify;
 pub use deadline::with_deadline;
 #[cfg(feature = "uuid")]

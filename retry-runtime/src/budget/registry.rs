@@ -65,6 +65,11 @@ pub fn set_budget(system: &str, budget: Budget) {
     registry.insert(name, Box::leak(Box::new(Budget::with_config(config))));
 }
 
+/// The budget of `system`, if it is registered.
+pub(super) fn lookup(system: &str) -> Option<&'static Budget> {
+    registry().get(system).copied()
+}
+
 /// The budget of `system`, registered with the default budget on first use. Takes the registry
 /// lock (and on first use allocates): call it once per call site and cache the handle (e.g. in
 /// a `OnceLock`); [`set_budget`] updates the budget in place, so a cached handle stays current.

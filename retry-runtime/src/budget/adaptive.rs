@@ -12,7 +12,7 @@ use super::config::{OPEN_PER_MILLE, PROTECTING_PER_MILLE, UNIT};
 /// The learner's epoch: the evidence is this epoch's outcomes and the previous one's.
 pub(super) const EVIDENCE_EPOCH_NANOS: u64 = 500_000_000;
 /// See [`Budget::MIN_EVIDENCE`].
-const MIN_EVIDENCE: u32 = 16;
+const MIN_EVIDENCE: u32 = 32;
 
 /// An evidence word: a 24-bit epoch tag, then 20 bits of retries that finished and 20 of those
 /// that succeeded.
@@ -164,8 +164,8 @@ impl Budget {
         }
         let protecting = &self.learner.protecting;
         if !protecting.load(Relaxed) {
-            // Open → protecting: fewer than a third of the retries succeed.
-            let fail = 3 * s < n;
+            // Open → protecting: fewer than a quarter of the retries succeed.
+            let fail = 4 * s < n;
             (fail && protecting.compare_exchange(false, true, Relaxed, Relaxed).is_ok())
                 .then_some(Switch::ToProtecting(seen))
         } else {

@@ -203,29 +203,31 @@ impl Budget {
     /// epochs of 0.5 s; the evidence is the current epoch's and the previous one's (the last
     /// 0.5–1 s). With at least [`Budget::MIN_EVIDENCE`] outcomes in it:
     ///
-    /// - **open** → **protecting** when fewer than a third of them succeeded;
+    /// - **open** → **protecting** when fewer than a quarter of them succeeded;
     /// - **protecting** → **open** when more than half succeeded by a margin of two standard
-    ///   errors: `succeeded − n/2 ≥ √n` (12 of 16, 33 of 50, 59 of 100).
+    ///   errors: `succeeded − n/2 ≥ √n` (22 of 32, 33 of 50, 60 of 100).
     ///
     /// With less evidence the mode stays; a new budget starts **open** (a burst at start-up is
     /// served). Over the sliding 10 s window (the same machinery as [`Budget::new`]) a retry is
-    /// allowed while `retries − refunds ≤ ratio × calls + 5/s × 10 s`, where `ratio` is the
-    /// mode's: **1** (one failed retry per call: a 4-attempt loop against independent faults
-    /// up to p ≈ 60 % runs as if there were no budget) while open, **0.05** while protecting;
-    /// and every retry that succeeds is refunded (AWS standard mode's refund). A switch is
-    /// announced with a `tracing` event carrying the measured `retry_success_rate`; the mode
-    /// is shown by [`budget_state`].
+    /// allowed while `retries − 1.5 × retries that succeeded ≤ ratio × calls + 5/s × 10 s`,
+    /// where `ratio` is the mode's: **1** while open (a 4-attempt loop against independent
+    /// faults runs as if there were no budget), **0.05** while protecting. A retry that succeeds
+    /// is refunded (AWS standard mode) with half a retry more: while more than two retries in
+    /// three succeed they pay for themselves, so a recovered system has its retries back before
+    /// the evidence reopens the budget; below that, the failures are what the ratio bounds. A
+    /// switch is announced with a `tracing` event carrying the measured `retry_success_rate`;
+    /// the mode is shown by [`budget_state`].
     ///
     /// # Guarantees (over any 10 s window, `calls` the calls made in it)
     ///
-    /// - Whatever the outcomes (an adversary choosing them):
-    ///   `retries − retries that succeeded ≤ calls + 50`. Since each call succeeds at most
-    ///   once, `retries ≤ 2 × calls + 50`, and attempts per call stay ≤ the loop's `attempts`.
+    /// - Whatever the outcomes (an adversary choosing them): `retries − 1.5 × retries that
+    ///   succeeded ≤ calls + 50`. Since each call succeeds at most once, `retries ≤ 2.5 ×
+    ///   calls + 50`, and attempts per call stay ≤ the loop's `attempts`.
     /// - Against a system where every retry fails, when each retry's outcome is known before
     ///   the next retry is asked for: `retries ≤ 0.05 × calls + 50` (the open mode cannot
-    ///   allow more than [`Budget::MIN_EVIDENCE`] = 16 < 50 before it switches). Retries asked for while
-    ///   the first 16 outcomes are still in flight (a burst of concurrent calls on a cold
-    ///   budget) are bounded by the first guarantee only: `retries ≤ calls + 50`, once.
+    ///   allow more than [`Budget::MIN_EVIDENCE`] = 32 < 50 before it switches). Retries asked
+    ///   for while the first 32 outcomes are still in flight (a burst of concurrent calls on a
+    ///   cold budget) are bounded by the first guarantee only: `retries ≤ calls + 50`, once.
     /// - At steady traffic of `r` calls/s against such a system, calls per request tend to
     ///   `1 + 0.05 + 5 / r` (1.075 at 200/s, 1.10 at 100/s).
     ///

@@ -8,6 +8,9 @@ use super::Budget;
 use super::config::{SLOTS, UNIT, UNLIMITED};
 use super::slot::{SLOT_CAP, is_stale, net, pack, slot_epoch, tag};
 
+/// Units a retry that succeeded gives back: 1.5 retries.
+pub(super) const REFUND: i64 = 3 * UNIT as i64 / 2;
+
 impl Budget {
     /// Asks for one retry: `true` (and the retry is charged) if the calls of the last `window`
     /// and the floor still cover it, `false` if the budget is spent.
@@ -77,9 +80,12 @@ impl Budget {
         }
     }
 
-    /// Gives one retry back to the window (AWS's refund of a retry that succeeded): credited to
-    /// the current withdrawal slot, so it expires with the window like the charge it cancels.
-    /// Dropped while another thread clears the slots, and at the slot's cap (conservative).
+    /// Gives a retry that succeeded back to the window, and half a retry more (AWS's refund,
+    /// plus a bonus: while more than two retries in three succeed, they pay for themselves and
+    /// the failed ones, so a recovered system gets its retries back before the mode opens).
+    /// Credited to the current withdrawal slot, so it expires with the window like the charge it
+    /// cancels. Dropped while another thread clears the slots, and at the slot's cap
+    /// (conservative).
     pub(super) fn refund(&self) {
         let Some(epoch) = self.epoch() else { return };
         let slot = &self.slots[(epoch % SLOTS) as usize];
@@ -90,10 +96,10 @@ impl Budget {
             } else {
                 (tag(word), net(word))
             };
-            if balance + UNIT as i64 > SLOT_CAP {
+            if balance + REFUND > SLOT_CAP {
                 return;
             }
-            let credited = pack(tag_epoch, balance + UNIT as i64);
+            let credited = pack(tag_epoch, balance + REFUND);
             match slot.compare_exchange_weak(word, credited, Relaxed, Relaxed) {
                 Ok(_) => return,
                 Err(actual) => word = actual,

@@ -137,7 +137,11 @@ fn main() {
         for budget in [0, 1] {
             println!(
                 "| {clients} | {} | {} | {} | {} | {} | {} |",
-                if budget == 1 { "adaptive (default)" } else { "none" },
+                if budget == 1 {
+                    "adaptive (default)"
+                } else {
+                    "none"
+                },
                 triple(&reports, budget, &amp),
                 triple(&reports, budget, &ok),
                 triple(&reports, budget, &|r| ms(r.completion)),
@@ -178,9 +182,7 @@ fn steady_tables() {
         ),
         ("overload: 100 calls/s served", Server::PerSecond(100)),
     ];
-    println!(
-        "\n## steady traffic: {PER_SEC} requests/s (Poisson) for {SECS} s, jitter full\n"
-    );
+    println!("\n## steady traffic: {PER_SEC} requests/s (Poisson) for {SECS} s, jitter full\n");
     println!(
         "Each cell: adaptive (default) / static `Budget::new(0.2, 10, 10 s)` / none. \
          \"served 1–3 s after\": requests started 1–3 s after the recovery.\n"
@@ -205,7 +207,10 @@ fn steady_tables() {
             cells(&|r| {
                 format!(
                     "{:.1}",
-                    r.served_between(recovery + Duration::from_secs(1), recovery + Duration::from_secs(3))
+                    r.served_between(
+                        recovery + Duration::from_secs(1),
+                        recovery + Duration::from_secs(3)
+                    )
                 )
             })
         } else {
@@ -250,7 +255,11 @@ fn plot_recovery(
         .x_desc("request start, s")
         .y_desc("served %, per 250 ms")
         .draw()?;
-    let colours = [RGBColor(30, 60, 220), RGBColor(220, 30, 30), RGBColor(0, 160, 160)];
+    let colours = [
+        RGBColor(30, 60, 220),
+        RGBColor(220, 30, 30),
+        RGBColor(0, 160, 160),
+    ];
     for ((report, budget), colour) in reports.iter().zip(BudgetKind::ALL).zip(colours) {
         let points: Vec<(f64, f64)> = (0..32)
             .map(|i| {
@@ -262,7 +271,9 @@ fn plot_recovery(
         chart
             .draw_series(LineSeries::new(points, colour.stroke_width(2)))?
             .label(budget.name())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+            });
     }
     chart
         .configure_series_labels()

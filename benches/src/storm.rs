@@ -450,7 +450,11 @@ mod tests {
     fn a_healthy_server_gets_one_call_per_request() {
         let _turn = BUDGETS.lock().unwrap_or_else(PoisonError::into_inner);
         for jitter in Jitter::ALL {
-            let report = run(&scenario(Server::Failing(0.0), jitter, BudgetKind::Adaptive));
+            let report = run(&scenario(
+                Server::Failing(0.0),
+                jitter,
+                BudgetKind::Adaptive,
+            ));
             assert_eq!(report.calls, 200);
             assert_eq!(report.succeeded, 200);
             assert_eq!(report.completion, Duration::ZERO);
@@ -461,28 +465,44 @@ mod tests {
     #[test]
     fn a_dead_server_gets_every_attempt_without_a_budget_and_fewer_with_one() {
         let _turn = BUDGETS.lock().unwrap_or_else(PoisonError::into_inner);
-        let report = run(&scenario(Server::Failing(1.0), Jitter::None, BudgetKind::None));
+        let report = run(&scenario(
+            Server::Failing(1.0),
+            Jitter::None,
+            BudgetKind::None,
+        ));
         assert_eq!((report.calls, report.succeeded), (800, 0));
         assert_eq!(report.completion, Duration::from_millis(70));
         // No jitter: every retry of a round lands in the same millisecond.
         assert_eq!(report.peak_retries_per_ms, 200);
 
         // Full jitter spreads the same calls.
-        let report = run(&scenario(Server::Failing(1.0), Jitter::Full, BudgetKind::None));
+        let report = run(&scenario(
+            Server::Failing(1.0),
+            Jitter::Full,
+            BudgetKind::None,
+        ));
         assert_eq!((report.calls, report.succeeded), (800, 0));
         assert!(report.completion <= Duration::from_millis(70));
         assert!(report.peak_retries_per_ms < 100, "{report:?}");
 
         // The static budget: a floor of 10/s over 10 s (100 retries) plus a fifth of the 200
         // calls (40): 140 retries.
-        let report = run(&scenario(Server::Failing(1.0), Jitter::None, BudgetKind::Static));
+        let report = run(&scenario(
+            Server::Failing(1.0),
+            Jitter::None,
+            BudgetKind::Static,
+        ));
         assert_eq!((report.calls, report.succeeded), (200 + 140, 0));
 
         // The adaptive one, cold: open, every client gets its first retry (200 ≤ 200 calls +
         // 50). Those fail together at 10 ms: the first 31 failures are no evidence yet, and
         // their clients get a third attempt (the 50 of the reserve are left); the 32nd switches
         // the budget to protecting (5 % of 200 + 50 = 60, all spent): no more retries.
-        let report = run(&scenario(Server::Failing(1.0), Jitter::None, BudgetKind::Adaptive));
+        let report = run(&scenario(
+            Server::Failing(1.0),
+            Jitter::None,
+            BudgetKind::Adaptive,
+        ));
         assert_eq!((report.calls, report.succeeded), (200 + 200 + 31, 0));
     }
 

@@ -200,7 +200,13 @@ async fn interleaved_calls_and_retries_add_up_exactly() {
 }
 
 /// The gateway the learning tests call: 4 attempts, 10 ms pauses, the adaptive default.
-#[retry(read, attempts = 4, delay = "10ms", jitter = "none", system = "budget-learns")]
+#[retry(
+    read,
+    attempts = 4,
+    delay = "10ms",
+    jitter = "none",
+    system = "budget-learns"
+)]
 async fn learns(flaky: &Flaky) -> Result<u32, GatewayError> {
     flaky.call()
 }
@@ -219,7 +225,13 @@ async fn requests(flaky: &Flaky, n: u32) -> u32 {
 static RECOVERED_CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// The same system once it has recovered: each request's first call fails, its retry succeeds.
-#[retry(read, attempts = 4, delay = "10ms", jitter = "none", system = "budget-learns")]
+#[retry(
+    read,
+    attempts = 4,
+    delay = "10ms",
+    jitter = "none",
+    system = "budget-learns"
+)]
 async fn recovered() -> Result<u32, GatewayError> {
     let call = RECOVERED_CALLS.fetch_add(1, Ordering::Relaxed) + 1;
     if call % 2 == 1 {

@@ -166,14 +166,20 @@ impl Budget {
         if !protecting.load(Relaxed) {
             // Open → protecting: fewer than a quarter of the retries succeed.
             let fail = 4 * s < n;
-            (fail && protecting.compare_exchange(false, true, Relaxed, Relaxed).is_ok())
-                .then_some(Switch::ToProtecting(seen))
+            (fail
+                && protecting
+                    .compare_exchange(false, true, Relaxed, Relaxed)
+                    .is_ok())
+            .then_some(Switch::ToProtecting(seen))
         } else {
             // Protecting → open: more than half succeed, by two standard errors of a fair coin
             // (s − n/2 ≥ √n).
             let work = 2 * s > n && (2 * s - n) * (2 * s - n) >= 4 * n;
-            (work && protecting.compare_exchange(true, false, Relaxed, Relaxed).is_ok())
-                .then_some(Switch::ToOpen(seen))
+            (work
+                && protecting
+                    .compare_exchange(true, false, Relaxed, Relaxed)
+                    .is_ok())
+            .then_some(Switch::ToOpen(seen))
         }
     }
 }

@@ -48,7 +48,11 @@ async fn failed_retries_switch_it_to_protecting_at_the_32nd_outcome() {
     let budget = Budget::adaptive();
     deposit(&budget, 1_000);
     retries(&budget, 31, false);
-    assert_eq!(mode(&budget), BudgetMode::Open, "31 outcomes are no evidence");
+    assert_eq!(
+        mode(&budget),
+        BudgetMode::Open,
+        "31 outcomes are no evidence"
+    );
     retries(&budget, 1, false);
     let state = budget.state();
     assert_eq!(

@@ -346,7 +346,11 @@ async fn configure_replaces_settings_in_place_and_keeps_time_moving() {
 #[tokio::test(start_paused = true)]
 async fn set_budget_reaches_handles_fetched_before_it() {
     let handle = for_system("budget-unit-set-after-fetch");
-    assert_eq!(drain(handle), 50, "the default (adaptive) floor: 5/s over 10 s");
+    assert_eq!(
+        drain(handle),
+        50,
+        "the default (adaptive) floor: 5/s over 10 s"
+    );
     set_budget("budget-unit-set-after-fetch", Budget::new(0.5, 0, 10 * SEC));
     assert_eq!(drain(handle), 0);
     deposit(handle, 6);

@@ -49,8 +49,8 @@ impl Budget {
                 withdrawals += i128::from(current_word(self.slots[i].load(Relaxed), i));
             }
         }
-        let others = i128::from(reserve) + deposits * i128::from(per_mille) / i128::from(UNIT)
-            + withdrawals;
+        let others =
+            i128::from(reserve) + deposits * i128::from(per_mille) / i128::from(UNIT) + withdrawals;
         let others = i64::try_from(others.clamp(i128::from(i64::MIN), i128::from(i64::MAX)))
             .unwrap_or(i64::MAX);
         self.debit(epoch, others)

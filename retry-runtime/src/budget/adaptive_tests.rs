@@ -159,6 +159,13 @@ async fn set_budget_restarts_the_learner_cold() {
     assert_eq!(mode(handle), BudgetMode::Static);
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_former_default_is_a_fifth_of_calls_plus_10_per_second_over_10s() {
+    let budget = Budget::new(0.2, 10, 10 * SEC);
+    deposit(&budget, 50);
+    assert_eq!(drain(&budget), 100 + 10);
+}
+
 #[test]
 fn default_and_debug_show_the_settings_in_effect() {
     assert_eq!(

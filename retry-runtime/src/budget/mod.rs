@@ -52,11 +52,10 @@
 //!   writes the slot's old epoch back, which then counts as stale: that deposit is lost, never
 //!   invented (short of the 2¹⁹-epoch wrap of the tags, below).
 //! - After a whole window without activity, one thread clears every slot (ten stores per stripe
-//!   and ten for the withdrawals); during
-//!   those nanoseconds other threads' deposits are dropped and their retries refused
-//!   (conservative). `set_budget` clears the same way.
+//!   and ten for the withdrawals); during those nanoseconds other threads' deposits are
+//!   dropped and their retries refused (conservative). `set_budget` clears the same way.
 //! - A thread suspended for more than 2¹⁹ epochs (52 s with a 1 ms window, 6 days with the
-//!   default 10 s) between reading the clock and touching a slot may misjudge that slot's age
+//!   10 s window) between reading the clock and touching a slot may misjudge that slot's age
 //!   for that one operation.
 //! - Caps, so that no input can overflow: a slot holds at most ±2⁴² units (≈ 4.4 billion retries);
 //!   deposits beyond are dropped and withdrawals refused; the reserve is capped at 2³¹ retries

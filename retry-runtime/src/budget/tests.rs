@@ -73,13 +73,6 @@ async fn the_floor_alone_allows_min_per_sec_times_window() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_former_default_is_a_fifth_of_calls_plus_10_per_second_over_10s() {
-    let budget = Budget::new(0.2, 10, 10 * SEC);
-    deposit(&budget, 50);
-    assert_eq!(drain(&budget), 100 + 10);
-}
-
-#[tokio::test(start_paused = true)]
 async fn calls_older_than_the_window_stop_counting() {
     let budget = Budget::new(0.2, 0, 10 * SEC);
     deposit(&budget, 100); // epoch [0 s, 1 s)

@@ -9,7 +9,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use plotters::prelude::*;
-use retry_benches::storm::{Jitter, Report, Scenario, Server, run};
+use retry_benches::storm::{
+    BudgetKind, Jitter, Report, Scenario, Server, Steady, SteadyReport, run, run_steady,
+};
 
 /// Callers in the failure-rate sweep.
 const CLIENTS: u32 = 1_000;
@@ -21,6 +23,9 @@ const CAPACITY: u32 = 100;
 const CONTENDING: [u32; 6] = [100, 200, 500, 1_000, 1_500, 2_000];
 
 fn main() {
+    if std::env::var_os("STORM_STEADY_ONLY").is_some() {
+        return steady_tables();
+    }
     let before = retry_benches::uptime();
     let rates: Vec<u32> = (0..=100).step_by(10).collect();
 
@@ -31,7 +36,7 @@ fn main() {
             let reports = Jitter::ALL
                 .iter()
                 .map(|&jitter| {
-                    [false, true].map(|budget| {
+                    [BudgetKind::None, BudgetKind::Adaptive].map(|budget| {
                         run(&Scenario {
                             clients: CLIENTS,
                             server: Server::Failing(f64::from(percent) / 100.0),
@@ -62,7 +67,7 @@ fn main() {
     );
     println!("Each cell: jitter equal / full / none.\n");
     println!(
-        "| p | 1+p+p²+p³ | calls/request, no budget | calls/request, default budget | requests succeeded %, no budget | requests succeeded %, default budget |"
+        "| p | 1+p+p²+p³ | calls/request, no budget | calls/request, adaptive budget | requests succeeded %, no budget | requests succeeded %, adaptive budget |"
     );
     println!("| ---: | ---: | --- | --- | --- | --- |");
     for (percent, reports) in &sweep {
@@ -89,7 +94,7 @@ fn main() {
                     clients: CLIENTS,
                     server: Server::Failing(f64::from(*percent) / 100.0),
                     jitter: Jitter::Full,
-                    budget: false,
+                    budget: BudgetKind::None,
                     seed: SEED,
                 }))
             })
@@ -116,7 +121,7 @@ fn main() {
         let reports: Vec<[Report; 2]> = Jitter::ALL
             .iter()
             .map(|&jitter| {
-                [false, true].map(|budget| {
+                [BudgetKind::None, BudgetKind::Adaptive].map(|budget| {
                     run(&Scenario {
                         clients,
                         server: Server::Capacity { per_ms: CAPACITY },
@@ -132,7 +137,11 @@ fn main() {
         for budget in [0, 1] {
             println!(
                 "| {clients} | {} | {} | {} | {} | {} | {} |",
-                if budget == 1 { "default" } else { "none" },
+                if budget == 1 {
+                    "adaptive (default)"
+                } else {
+                    "none"
+                },
                 triple(&reports, budget, &amp),
                 triple(&reports, budget, &ok),
                 triple(&reports, budget, &|r| ms(r.completion)),
@@ -143,6 +152,8 @@ fn main() {
         contention.push((clients, reports));
     }
 
+    steady_tables();
+
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("amplification.svg");
     plot(&path, &sweep, &contention).expect("the plot");
     println!("\nplot: {}", path.display());
@@ -151,6 +162,127 @@ fn main() {
         before.unwrap_or_default(),
         retry_benches::uptime().unwrap_or_default()
     );
+}
+
+/// Steady traffic: 200 requests/s for 100 s, each budget, every server model of issue 19.
+fn steady_tables() {
+    const PER_SEC: u32 = 200;
+    const SECS: u32 = 100;
+    let recovery = Duration::from_secs(30);
+    let scenarios: [(&str, Server); 5] = [
+        ("independent p = 30 %", Server::Failing(0.3)),
+        ("independent p = 50 %", Server::Failing(0.5)),
+        ("down (p = 100 %)", Server::Failing(1.0)),
+        (
+            "down 30 s, then p = 30 %",
+            Server::DownThen {
+                until: recovery,
+                p: 0.3,
+            },
+        ),
+        ("overload: 100 calls/s served", Server::PerSecond(100)),
+    ];
+    println!("\n## steady traffic: {PER_SEC} requests/s (Poisson) for {SECS} s, jitter full\n");
+    println!(
+        "Each cell: adaptive (default) / static `Budget::new(0.2, 10, 10 s)` / none. \
+         \"served 1–3 s after\": requests started 1–3 s after the recovery.\n"
+    );
+    println!("| server | served % | calls/request | served 1–3 s after recovery % |");
+    println!("| --- | --- | --- | --- |");
+    let mut recovered: Vec<SteadyReport> = Vec::new();
+    for (name, server) in scenarios {
+        let reports = BudgetKind::ALL.map(|budget| {
+            run_steady(&Steady {
+                per_sec: PER_SEC,
+                secs: SECS,
+                server,
+                budget,
+                seed: SEED,
+            })
+        });
+        let cells = |cell: &dyn Fn(&SteadyReport) -> String| {
+            reports.iter().map(cell).collect::<Vec<_>>().join(" / ")
+        };
+        let after = if matches!(server, Server::DownThen { .. }) {
+            cells(&|r| {
+                format!(
+                    "{:.1}",
+                    r.served_between(
+                        recovery + Duration::from_secs(1),
+                        recovery + Duration::from_secs(3)
+                    )
+                )
+            })
+        } else {
+            "—".to_owned()
+        };
+        println!(
+            "| {name} | {} | {} | {after} |",
+            cells(&|r| format!("{:.1}", r.served())),
+            cells(&|r| format!("{:.3}", r.amplification())),
+        );
+        if matches!(server, Server::DownThen { .. }) {
+            recovered = reports.to_vec();
+        }
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("recovery.svg");
+    plot_recovery(&path, &recovered, recovery).expect("the recovery plot");
+    println!("\nplot: {}", path.display());
+}
+
+/// Served % per 250 ms of start time around the recovery, one line per budget.
+fn plot_recovery(
+    path: &Path,
+    reports: &[SteadyReport],
+    recovery: Duration,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (900, 450)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let from = recovery.as_secs_f64() - 2.0;
+    let to = recovery.as_secs_f64() + 6.0;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "200 requests/s, down until 30 s, then p = 30 %: requests served",
+            ("sans-serif", 17),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(from..to, 0f64..101f64)?;
+    chart
+        .configure_mesh()
+        .light_line_style(WHITE)
+        .x_desc("request start, s")
+        .y_desc("served %, per 250 ms")
+        .draw()?;
+    let colours = [
+        RGBColor(30, 60, 220),
+        RGBColor(220, 30, 30),
+        RGBColor(0, 160, 160),
+    ];
+    for ((report, budget), colour) in reports.iter().zip(BudgetKind::ALL).zip(colours) {
+        let points: Vec<(f64, f64)> = (0..32)
+            .map(|i| {
+                let start = Duration::from_secs_f64(from + f64::from(i) * 0.25);
+                let served = report.served_between(start, start + Duration::from_millis(250));
+                (start.as_secs_f64() + 0.125, served)
+            })
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(2)))?
+            .label(budget.name())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
 }
 
 /// One curve per (jitter, budget): x and calls per request.
@@ -164,7 +296,7 @@ fn curves(data: &[(u32, Vec<[Report; 2]>)], clients: impl Fn(u32) -> u32) -> Cur
     ];
     let mut curves = Vec::new();
     for (j, jitter) in Jitter::ALL.into_iter().enumerate() {
-        for (b, budget) in ["no budget", "default budget"].into_iter().enumerate() {
+        for (b, budget) in ["no budget", "adaptive budget"].into_iter().enumerate() {
             let points = data
                 .iter()
                 .map(|(x, reports)| (f64::from(*x), reports[j][b].amplification(clients(*x))))
@@ -287,7 +419,7 @@ fn plot(
     bottom.draw(&Text::new(
         "#[retry(read, attempts = 4, delay = \"10ms\")] on a paused tokio clock; all clients start at t = 0. \
          Left: the three jitter modes make the same number of calls (the curves overlap). \
-         Default budget: 20 % of calls + 10 retries/s over 10 s.",
+         Budget: the adaptive default.",
         (20, 10),
         ("sans-serif", 13),
     ))?;

@@ -13,6 +13,12 @@
 //!   fails the rest (an overloaded server, or optimistic concurrency where concurrent writers
 //!   conflict). Failures then depend on how many calls land together, which is the contention
 //!   model of the AWS "Exponential Backoff and Jitter" article.
+//! - [`Server::PerSecond`]: a token bucket of `per_sec` calls a second (100 ms of burst); calls
+//!   that find it empty fail (sustained overload).
+//! - [`Server::DownThen`]: every call fails until `until`, then each with probability `p`.
+//!
+//! Two traffic shapes: a burst ([`run`]: every client at time 0) and steady traffic
+//! ([`run_steady`]: requests arriving as a Poisson process at `per_sec` for `secs`).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -67,6 +73,48 @@ pub enum Server {
         /// Calls the server completes per millisecond.
         per_ms: u32,
     },
+    /// A token bucket: `per_sec` calls a second succeed (with 100 ms of burst), the rest fail.
+    PerSecond(u32),
+    /// Every call fails until `until` (from the start), then each with probability `p`.
+    DownThen {
+        /// When the server recovers.
+        until: Duration,
+        /// The failure probability after it.
+        p: f64,
+    },
+}
+
+/// The retry budget of the clients' system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetKind {
+    /// The default, `Budget::adaptive()`.
+    Adaptive,
+    /// The former default, static: `Budget::new(0.2, 10, 10 s)`.
+    Static,
+    /// `Budget::unlimited()`.
+    None,
+}
+
+impl BudgetKind {
+    /// The three, in table order.
+    pub const ALL: [BudgetKind; 3] = [BudgetKind::Adaptive, BudgetKind::Static, BudgetKind::None];
+
+    /// A table's name for it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BudgetKind::Adaptive => "adaptive (default)",
+            BudgetKind::Static => "static 20 % + 10/s",
+            BudgetKind::None => "none",
+        }
+    }
+
+    fn budget(self) -> Budget {
+        match self {
+            BudgetKind::Adaptive => Budget::adaptive(),
+            BudgetKind::Static => Budget::new(0.2, 10, Duration::from_secs(10)),
+            BudgetKind::None => Budget::unlimited(),
+        }
+    }
 }
 
 /// One run of the simulation.
@@ -78,9 +126,8 @@ pub struct Scenario {
     pub server: Server,
     /// The jitter of the retry loop.
     pub jitter: Jitter,
-    /// `true`: the default retry budget (`Budget::default()`: 20 % of calls plus 10 retries a
-    /// second over 10 s); `false`: `Budget::unlimited()`.
-    pub budget: bool,
+    /// The retry budget.
+    pub budget: BudgetKind,
     /// Seed of the server's failures (the jitter draws from the thread's RNG).
     pub seed: u64,
 }
@@ -116,6 +163,8 @@ struct Sim {
     calls: AtomicU64,
     /// Per millisecond since `start`: (calls, retries among them, calls that succeeded).
     per_ms: Mutex<Vec<(u32, u32, u32)>>,
+    /// [`Server::PerSecond`]'s tokens, and when they were counted.
+    bucket: Mutex<(f64, Duration)>,
 }
 
 impl Sim {
@@ -134,6 +183,10 @@ impl Sim {
         let ok = match self.server {
             Server::Failing(p) => unit(splitmix64(self.seed ^ n)) >= p,
             Server::Capacity { per_ms } => bucket.2 < per_ms,
+            Server::PerSecond(per_sec) => self.take_token(per_sec),
+            Server::DownThen { until, p } => {
+                self.start.elapsed() >= until && unit(splitmix64(self.seed ^ n)) >= p
+            }
         };
         if ok {
             bucket.2 += 1;
@@ -142,6 +195,34 @@ impl Sim {
             Err(Unavailable {
                 call: u32::try_from(n + 1).unwrap_or(u32::MAX),
             })
+        }
+    }
+}
+
+impl Sim {
+    fn new(server: Server, seed: u64, start: Instant) -> Sim {
+        Sim {
+            server,
+            seed,
+            start,
+            calls: AtomicU64::new(0),
+            per_ms: Mutex::new(Vec::new()),
+            bucket: Mutex::new((0.0, Duration::ZERO)),
+        }
+    }
+
+    /// A token of a bucket refilled at `per_sec` and holding 100 ms of them (at least one).
+    fn take_token(&self, per_sec: u32) -> bool {
+        let mut bucket = self.bucket.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = self.start.elapsed();
+        let burst = (f64::from(per_sec) / 10.0).max(1.0);
+        bucket.0 = (bucket.0 + (now - bucket.1).as_secs_f64() * f64::from(per_sec)).min(burst);
+        bucket.1 = now;
+        if bucket.0 >= 1.0 {
+            bucket.0 -= 1.0;
+            true
+        } else {
+            false
         }
     }
 }
@@ -197,22 +278,9 @@ pub fn run(scenario: &Scenario) -> Report {
     let rt = crate::runtime(true);
     rt.block_on(async {
         // Set inside the runtime: the new budget's window starts on this runtime's clock.
-        set_budget(
-            scenario.jitter.system(),
-            if scenario.budget {
-                Budget::default()
-            } else {
-                Budget::unlimited()
-            },
-        );
+        set_budget(scenario.jitter.system(), scenario.budget.budget());
         let start = Instant::now();
-        let sim = Arc::new(Sim {
-            server: scenario.server,
-            seed: scenario.seed,
-            start,
-            calls: AtomicU64::new(0),
-            per_ms: Mutex::new(Vec::new()),
-        });
+        let sim = Arc::new(Sim::new(scenario.server, scenario.seed, start));
         let mut clients = tokio::task::JoinSet::new();
         for _ in 0..scenario.clients {
             let sim = Arc::clone(&sim);
@@ -249,6 +317,96 @@ pub fn run(scenario: &Scenario) -> Report {
     })
 }
 
+/// Steady traffic: requests arrive as a Poisson process, `per_sec` a second for `secs`
+/// seconds, each through the `jitter = "full"` fn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Steady {
+    /// Requests per second.
+    pub per_sec: u32,
+    /// Seconds of traffic.
+    pub secs: u32,
+    /// The server model.
+    pub server: Server,
+    /// The retry budget.
+    pub budget: BudgetKind,
+    /// Seed of the arrivals and the server's failures.
+    pub seed: u64,
+}
+
+/// What a [`Steady`] run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SteadyReport {
+    /// Calls that reached the server, retries included.
+    pub calls: u64,
+    /// Each request: when it started, and whether it succeeded.
+    pub requests: Vec<(Duration, bool)>,
+}
+
+impl SteadyReport {
+    /// Requests that succeeded, in %.
+    pub fn served(&self) -> f64 {
+        self.served_between(Duration::ZERO, Duration::MAX)
+    }
+
+    /// Requests started in `[from, to)` that succeeded, in % (100 with none).
+    pub fn served_between(&self, from: Duration, to: Duration) -> f64 {
+        let (ok, all) = self
+            .requests
+            .iter()
+            .filter(|(start, _)| (from..to).contains(start))
+            .fold((0u32, 0u32), |(ok, all), &(_, served)| {
+                (ok + u32::from(served), all + 1)
+            });
+        if all == 0 {
+            100.0
+        } else {
+            f64::from(ok) * 100.0 / f64::from(all)
+        }
+    }
+
+    /// Calls per request.
+    pub fn amplification(&self) -> f64 {
+        self.calls as f64 / self.requests.len().max(1) as f64
+    }
+}
+
+/// Runs steady traffic on a fresh paused current-thread runtime.
+pub fn run_steady(steady: &Steady) -> SteadyReport {
+    let rt = crate::runtime(true);
+    rt.block_on(async {
+        set_budget(Jitter::Full.system(), steady.budget.budget());
+        let start = Instant::now();
+        let sim = Arc::new(Sim::new(steady.server, steady.seed, start));
+        let end = Duration::from_secs(u64::from(steady.secs));
+        let mut clients = tokio::task::JoinSet::new();
+        let (mut at, mut n) = (Duration::ZERO, 0u64);
+        loop {
+            // Exponential gaps: -ln(u) / rate, u in (0, 1].
+            let u = 1.0 - unit(splitmix64(!steady.seed ^ n));
+            at += Duration::from_secs_f64(-u.ln() / f64::from(steady.per_sec.max(1)));
+            n += 1;
+            if at >= end {
+                break;
+            }
+            tokio::time::sleep_until(start + at).await;
+            let sim = Arc::clone(&sim);
+            clients.spawn(async move {
+                let tries = AtomicU32::new(0);
+                (at, call_full(&sim, &tries).await.is_ok())
+            });
+        }
+        let mut requests = Vec::with_capacity(clients.len());
+        while let Some(joined) = clients.join_next().await {
+            requests.push(joined.expect("a client task panicked"));
+        }
+        requests.sort_by_key(|&(at, _)| at);
+        SteadyReport {
+            calls: sim.calls.load(Ordering::Relaxed),
+            requests,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,7 +414,7 @@ mod tests {
     /// Budgets are process-wide, per system: the tests that set them take turns.
     static BUDGETS: Mutex<()> = Mutex::new(());
 
-    fn scenario(server: Server, jitter: Jitter, budget: bool) -> Scenario {
+    fn scenario(server: Server, jitter: Jitter, budget: BudgetKind) -> Scenario {
         Scenario {
             clients: 200,
             server,
@@ -267,10 +425,36 @@ mod tests {
     }
 
     #[test]
+    fn steady_traffic_the_adaptive_budget_serves_independent_faults_and_spares_a_dead_server() {
+        let _turn = BUDGETS.lock().unwrap_or_else(PoisonError::into_inner);
+        let steady = |server, budget| {
+            run_steady(&Steady {
+                per_sec: 200,
+                secs: 20,
+                server,
+                budget,
+                seed: 7,
+            })
+        };
+        let down = steady(Server::Failing(1.0), BudgetKind::Adaptive);
+        assert_eq!(down.served(), 0.0);
+        // 1 + 5 % + 5/s ÷ 200/s = 1.075, and the cold start's retries (issue 19: ≤ 1.10).
+        assert!(down.amplification() <= 1.10, "{}", down.amplification());
+        let flaky = steady(Server::Failing(0.5), BudgetKind::Adaptive);
+        assert!(flaky.served() >= 92.5, "{}", flaky.served());
+        let flaky = steady(Server::Failing(0.5), BudgetKind::Static);
+        assert!(flaky.served() < 70.0, "{}", flaky.served());
+    }
+
+    #[test]
     fn a_healthy_server_gets_one_call_per_request() {
         let _turn = BUDGETS.lock().unwrap_or_else(PoisonError::into_inner);
         for jitter in Jitter::ALL {
-            let report = run(&scenario(Server::Failing(0.0), jitter, true));
+            let report = run(&scenario(
+                Server::Failing(0.0),
+                jitter,
+                BudgetKind::Adaptive,
+            ));
             assert_eq!(report.calls, 200);
             assert_eq!(report.succeeded, 200);
             assert_eq!(report.completion, Duration::ZERO);
@@ -281,22 +465,45 @@ mod tests {
     #[test]
     fn a_dead_server_gets_every_attempt_without_a_budget_and_fewer_with_one() {
         let _turn = BUDGETS.lock().unwrap_or_else(PoisonError::into_inner);
-        let report = run(&scenario(Server::Failing(1.0), Jitter::None, false));
+        let report = run(&scenario(
+            Server::Failing(1.0),
+            Jitter::None,
+            BudgetKind::None,
+        ));
         assert_eq!((report.calls, report.succeeded), (800, 0));
         assert_eq!(report.completion, Duration::from_millis(70));
         // No jitter: every retry of a round lands in the same millisecond.
         assert_eq!(report.peak_retries_per_ms, 200);
 
         // Full jitter spreads the same calls.
-        let report = run(&scenario(Server::Failing(1.0), Jitter::Full, false));
+        let report = run(&scenario(
+            Server::Failing(1.0),
+            Jitter::Full,
+            BudgetKind::None,
+        ));
         assert_eq!((report.calls, report.succeeded), (800, 0));
         assert!(report.completion <= Duration::from_millis(70));
         assert!(report.peak_retries_per_ms < 100, "{report:?}");
 
-        // The default budget: a floor of 10/s over 10 s (100 retries) plus a fifth of the 200
+        // The static budget: a floor of 10/s over 10 s (100 retries) plus a fifth of the 200
         // calls (40): 140 retries.
-        let report = run(&scenario(Server::Failing(1.0), Jitter::None, true));
+        let report = run(&scenario(
+            Server::Failing(1.0),
+            Jitter::None,
+            BudgetKind::Static,
+        ));
         assert_eq!((report.calls, report.succeeded), (200 + 140, 0));
+
+        // The adaptive one, cold: open, every client gets its first retry (200 ≤ 200 calls +
+        // 50). Those fail together at 10 ms: the first 31 failures are no evidence yet, and
+        // their clients get a third attempt (the 50 of the reserve are left); the 32nd switches
+        // the budget to protecting (5 % of 200 + 50 = 60, all spent): no more retries.
+        let report = run(&scenario(
+            Server::Failing(1.0),
+            Jitter::None,
+            BudgetKind::Adaptive,
+        ));
+        assert_eq!((report.calls, report.succeeded), (200 + 200 + 31, 0));
     }
 
     #[test]
@@ -305,7 +512,7 @@ mod tests {
         let report = run(&scenario(
             Server::Capacity { per_ms: 50 },
             Jitter::None,
-            false,
+            BudgetKind::None,
         ));
         // No jitter: 200 at 0 ms, 150 at 10 ms, 100 at 30 ms, 50 at 70 ms; 50 succeed each time.
         assert_eq!((report.calls, report.succeeded), (500, 200));

@@ -45,7 +45,7 @@ use retry_rules as rules;
 /// `BoxError::from("text")`.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-pub use budget::{Budget, set_budget};
+pub use budget::{Budget, BudgetMode, BudgetState, budget_state, set_budget};
 pub use classify::Classify;
 pub use deadline::with_deadline;
 pub use hedge::{Hedge, HedgeError};

@@ -1,6 +1,7 @@
 //! Retry budgets through the public API: `set_budget` on a system reaches call sites that
-//! already hold its budget, systems are independent, and concurrent calls and retries never get
-//! more retries than the budget holds.
+//! already hold its budget, systems are independent, concurrent calls and retries never get
+//! more retries than the budget holds, and the adaptive default learns from the outcomes of a
+//! `#[retry]` fn's retries (its mode, `budget_state`, the switch event).
 //!
 //! The handle a `#[retry]` call site caches is `Budget::__for_system` (hidden, for tests); a
 //! hand-written loop uses `Budget::deposit` and `Budget::try_withdraw` the same way. Each test
@@ -10,7 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use retry_runtime::{Budget, set_budget};
+use retry_runtime::{Budget, BudgetMode, budget_state, retry, set_budget};
+use retry_tests::capture::events;
+use retry_tests::{Flaky, GatewayError, UNAVAILABLE};
 use tokio::sync::Barrier;
 
 const SEC: Duration = Duration::from_secs(1);
@@ -36,13 +39,13 @@ async fn set_budget_reaches_a_handle_fetched_before_it() {
     let handle = Budget::__for_system("budget-replace");
     assert_eq!(
         format!("{handle:?}"),
-        "Budget { ratio: 0.2, min_per_sec: 10, window: 10s }"
+        "Budget { adaptive: \"open\", min_per_sec: 5, window: 10s }"
     );
     deposit(handle, 50);
     assert_eq!(
         drain(handle),
-        110,
-        "the default: 10/s over 10 s, plus 50 × 0.2"
+        100,
+        "the adaptive default, open: 5/s over 10 s, plus one retry per call"
     );
 
     set_budget("budget-replace", Budget::new(0.5, 0, 30 * SEC));
@@ -93,19 +96,19 @@ async fn systems_have_independent_budgets() {
     let b = Budget::__for_system("budget-independent-b");
     assert!(!std::ptr::eq(a, b));
 
-    assert_eq!(drain(a), 100);
-    assert_eq!(drain(b), 100, "a spending its budget leaves b's alone");
+    assert_eq!(drain(a), 50);
+    assert_eq!(drain(b), 50, "a spending its budget leaves b's alone");
 
     set_budget("budget-independent-a", Budget::new(0.0, 0, 10 * SEC));
     deposit(b, 10);
     assert_eq!(
         drain(b),
-        2,
-        "b keeps the default ratio when a's budget is replaced"
+        10,
+        "b keeps the adaptive default when a's budget is replaced"
     );
     tokio::time::advance(10 * SEC).await;
     assert_eq!(drain(a), 0);
-    assert_eq!(drain(b), 100);
+    assert_eq!(drain(b), 50);
 }
 
 /// 64 tasks on a multi-thread runtime, 1 000 rounds: in each, 4 tasks make a call each (at a
@@ -194,4 +197,109 @@ async fn interleaved_calls_and_retries_add_up_exactly() {
         "{during} retries granted, {allowed} allowed"
     );
     assert_eq!(during + drain(budget), allowed);
+}
+
+/// The gateway the learning tests call: 4 attempts, 10 ms pauses, the adaptive default.
+#[retry(
+    read,
+    attempts = 4,
+    delay = "10ms",
+    jitter = "none",
+    system = "budget-learns"
+)]
+async fn learns(flaky: &Flaky) -> Result<u32, GatewayError> {
+    flaky.call()
+}
+
+/// One request at a time, 10 ms apart: each retry's outcome is known before the next retry is
+/// asked for, so the counts are exact.
+async fn requests(flaky: &Flaky, n: u32) -> u32 {
+    let mut served = 0;
+    for _ in 0..n {
+        served += u32::from(learns(flaky).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    served
+}
+
+static RECOVERED_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// The same system once it has recovered: each request's first call fails, its retry succeeds.
+#[retry(
+    read,
+    attempts = 4,
+    delay = "10ms",
+    jitter = "none",
+    system = "budget-learns"
+)]
+async fn recovered() -> Result<u32, GatewayError> {
+    let call = RECOVERED_CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+    if call % 2 == 1 {
+        return Err(GatewayError {
+            failure: UNAVAILABLE,
+            call: u32::try_from(call).unwrap(),
+        });
+    }
+    Ok(u32::try_from(call).unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_budget_protects_a_down_system_and_reopens_when_retries_succeed() {
+    assert_eq!(budget_state("budget-learns"), None, "not called yet");
+    let seen = events(async {
+        // Down. Open, cold: each request makes its 4 attempts, 3 failed retries; the 32nd
+        // (request 11's second) switches the budget to protecting, which still has the
+        // reserve's 50 − 32 retries: request 11 makes its fourth attempt.
+        let down = Flaky::always(UNAVAILABLE);
+        assert_eq!(requests(&down, 11).await, 0);
+        assert_eq!(down.calls(), 11 * 4);
+        let state = budget_state("budget-learns").unwrap();
+        assert_eq!(state.mode, BudgetMode::Protecting);
+        assert_eq!((state.retries, state.retries_succeeded), (33, 0));
+        assert_eq!(state.retry_success_rate(), Some(0.0));
+        // 40 requests more: 51 calls × 5 % + 50 = 52 retries in the window, in all.
+        assert_eq!(requests(&down, 40).await, 0);
+        assert_eq!(down.calls(), 51 + 52);
+
+        // Recovered, once the window and the evidence have passed. Still protecting: the
+        // retries are allowed by the reserve, and each success gives 1.5 back; the 32nd
+        // success reopens the budget.
+        tokio::time::advance(11 * SEC).await;
+        for served in 1..=40 {
+            assert!(recovered().await.is_ok());
+            let state = budget_state("budget-learns").unwrap();
+            let expected = if served < 32 {
+                BudgetMode::Protecting
+            } else {
+                BudgetMode::Open
+            };
+            assert_eq!(state.mode, expected, "after {served} requests");
+        }
+        assert_eq!(RECOVERED_CALLS.load(Ordering::Relaxed), 80);
+    })
+    .await;
+    let switches: Vec<_> = seen
+        .iter()
+        .filter(|event| {
+            event
+                .fields
+                .get("message")
+                .is_some_and(|m| m.starts_with("retry budget"))
+        })
+        .map(|event| {
+            (
+                event.level,
+                event.fields["system"].as_str(),
+                event.fields["retry_success_rate"].as_str(),
+                event.fields["retries"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        switches,
+        [
+            (tracing::Level::WARN, "budget-learns", "0.0", "32"),
+            (tracing::Level::INFO, "budget-learns", "1.0", "32"),
+        ]
+    );
 }

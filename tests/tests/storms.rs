@@ -234,6 +234,7 @@ fn layered_blocking_retries_do_not_multiply() {
 
 /// A system that is down: every call fails with a 503.
 static DOWN: AtomicU32 = AtomicU32::new(0);
+static DOWN_STATIC: AtomicU32 = AtomicU32::new(0);
 static DOWN_UNLIMITED: AtomicU32 = AtomicU32::new(0);
 
 fn down(calls: &AtomicU32) -> Result<u32, GatewayError> {
@@ -244,10 +245,16 @@ fn down(calls: &AtomicU32) -> Result<u32, GatewayError> {
     })
 }
 
-/// The default budget: 20 % of calls + 10 retries/s over 10 s.
+/// The default budget: adaptive.
 #[retry(read, system = "storm-default-budget")]
 async fn storm_call() -> Result<u32, GatewayError> {
     down(&DOWN)
+}
+
+/// The former default, static: 20 % of calls + 10 retries/s over 10 s.
+#[retry(read, system = "storm-static-budget")]
+async fn storm_call_static() -> Result<u32, GatewayError> {
+    down(&DOWN_STATIC)
 }
 
 #[retry(read, system = "storm-unlimited")]
@@ -269,19 +276,19 @@ async fn storm<F: Future<Output = Result<u32, GatewayError>> + Send + 'static>(
 async fn a_storm_against_a_down_system_is_capped_by_the_retry_budget() {
     const CLIENTS: u32 = 1_000;
     retry_runtime::set_budget("storm-unlimited", retry_runtime::Budget::unlimited());
+    retry_runtime::set_budget(
+        "storm-static-budget",
+        retry_runtime::Budget::new(0.2, 10, Duration::from_secs(10)),
+    );
 
     storm(storm_call_unlimited, CLIENTS as usize).await;
     // Without a budget every client makes its 3 attempts.
     assert_eq!(DOWN_UNLIMITED.load(Ordering::Relaxed), 3 * CLIENTS);
 
-    storm(storm_call, CLIENTS as usize).await;
-    // With the default budget, retries add at most 20 % of the calls plus the 10/s × 10 s
-    // reserve: 1 000 first attempts + at most 200 + 100 retries.
-    let attempts = DOWN.load(Ordering::Relaxed);
-    println!(
-        "storm of {CLIENTS} calls: {attempts} attempts with the default budget, {} without",
-        3 * CLIENTS
-    );
+    storm(storm_call_static, CLIENTS as usize).await;
+    // The static budget: retries add at most 20 % of the calls plus the 10/s × 10 s reserve:
+    // 1 000 first attempts + at most 200 + 100 retries.
+    let attempts = DOWN_STATIC.load(Ordering::Relaxed);
     assert!(
         attempts <= CLIENTS + CLIENTS / 5 + 100,
         "{attempts} attempts"
@@ -289,5 +296,24 @@ async fn a_storm_against_a_down_system_is_capped_by_the_retry_budget() {
     assert!(
         attempts >= CLIENTS + CLIENTS / 5,
         "the budget refused retries it had: {attempts}"
+    );
+
+    storm(storm_call, CLIENTS as usize).await;
+    // The adaptive default, cold: no evidence, so it is open and every client gets a retry
+    // (1 000 ≤ one per call + the reserve's 50), asked for at once before any retry returns:
+    // the burst a cold budget must serve. The first 31 failed retries are no evidence yet and
+    // get a third attempt from the reserve; the 32nd switches the budget to protecting (5 %
+    // of 1 000 + 50 = 100 < the 1 031 made): nothing more.
+    let attempts = DOWN.load(Ordering::Relaxed);
+    println!(
+        "storm of {CLIENTS} calls: {attempts} attempts with the adaptive default, \
+         {attempts_static} with the static budget, {} without",
+        3 * CLIENTS,
+        attempts_static = DOWN_STATIC.load(Ordering::Relaxed)
+    );
+    assert_eq!(attempts, CLIENTS + CLIENTS + 31);
+    assert_eq!(
+        retry_runtime::budget_state("storm-default-budget").map(|state| state.mode),
+        Some(retry_runtime::BudgetMode::Protecting)
     );
 }

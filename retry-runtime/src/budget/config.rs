@@ -18,13 +18,27 @@ pub(super) const MAX_RESERVE: u64 = (1 << 31) * UNIT;
 /// The reserve of an unlimited budget.
 pub(super) const UNLIMITED: u64 = u64::MAX;
 
+/// The adaptive budget's ratio while retries work: one failed retry per call, net of the
+/// retries that succeeded (see [`Budget::adaptive`](super::Budget::adaptive)).
+pub(super) const OPEN_PER_MILLE: u64 = 1_000;
+/// The adaptive budget's ratio while retries fail: 5 % of calls.
+pub(super) const PROTECTING_PER_MILLE: u64 = 50;
+/// The adaptive budget's reserve, in retries per second.
+pub(super) const ADAPTIVE_MIN_PER_SEC: u32 = 5;
+/// The adaptive budget's window.
+pub(super) const ADAPTIVE_WINDOW: Duration = Duration::from_secs(10);
+
 /// A budget's settings, in units.
 #[derive(Clone, Copy)]
 pub(super) struct Config {
+    /// Units a call deposits: `ratio × UNIT` for a static budget, `UNIT` (one call) for an
+    /// adaptive one, whose ratio is applied when a retry is asked for.
     pub(super) deposit: u64,
     pub(super) reserve: u64,
     pub(super) window_nanos: u64,
     pub(super) min_per_sec: u32,
+    /// Learns from the outcomes of retries, and refunds the retries that succeed.
+    pub(super) adaptive: bool,
 }
 
 impl Config {
@@ -47,6 +61,15 @@ impl Config {
                 .min(MAX_RESERVE),
             window_nanos,
             min_per_sec,
+            adaptive: false,
+        }
+    }
+
+    pub(super) fn adaptive() -> Config {
+        Config {
+            deposit: UNIT,
+            adaptive: true,
+            ..Config::new(0.0, ADAPTIVE_MIN_PER_SEC, ADAPTIVE_WINDOW)
         }
     }
 
@@ -56,6 +79,7 @@ impl Config {
             reserve: UNLIMITED,
             window_nanos: LONGEST_WINDOW.as_secs() * 1_000_000_000,
             min_per_sec: 0,
+            adaptive: false,
         }
     }
 

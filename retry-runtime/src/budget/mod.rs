@@ -1,11 +1,12 @@
 //! Retry budgets: how many retries the calls to one external system may add, over a sliding
-//! window (Finagle's and tower's `TpsBudget` model).
+//! window (Finagle's and tower's `TpsBudget` model), and the adaptive default that learns
+//! whether retries work ([`Budget::adaptive`], in `adaptive.rs`).
 //!
 //! Every call deposits `ratio` of a retry; every retry withdraws one. A retry is allowed while
 //! the deposits of the last `window`, plus a reserve of `min_per_sec × window` retries, cover the
 //! retries already made in that window. So over any window, retries ≤ `ratio × calls +
-//! min_per_sec × window`: when a system fails for everyone at once, its callers add at most
-//! 20 % load (the default) instead of multiplying it by the number of attempts.
+//! min_per_sec × window`. An adaptive budget deposits one whole call and applies its mode's
+//! ratio when a retry is asked for, and refunds the retries that succeed.
 //!
 //! # Representation
 //!
@@ -51,30 +52,29 @@
 //!   writes the slot's old epoch back, which then counts as stale: that deposit is lost, never
 //!   invented (short of the 2¹⁹-epoch wrap of the tags, below).
 //! - After a whole window without activity, one thread clears every slot (ten stores per stripe
-//!   and ten for the withdrawals); during
-//!   those nanoseconds other threads' deposits are dropped and their retries refused
-//!   (conservative). `set_budget` clears the same way.
+//!   and ten for the withdrawals); during those nanoseconds other threads' deposits are
+//!   dropped and their retries refused (conservative). `set_budget` clears the same way.
 //! - A thread suspended for more than 2¹⁹ epochs (52 s with a 1 ms window, 6 days with the
-//!   default 10 s) between reading the clock and touching a slot may misjudge that slot's age
+//!   10 s window) between reading the clock and touching a slot may misjudge that slot's age
 //!   for that one operation.
 //! - Caps, so that no input can overflow: a slot holds at most ±2⁴² units (≈ 4.4 billion retries);
 //!   deposits beyond are dropped and withdrawals refused; the reserve is capped at 2³¹ retries
 //!   per window.
 //!
-//! # Registry
-//!
-//! Systems are kept in a `Mutex<BTreeMap>` consulted only by [`set_budget`] and by
-//! [`for_system`], which a call site calls once and caches. Each system's [`Budget`] is leaked
-//! (one small object, and with [`set_budget`] its name, per distinct system, for the life of the
-//! process): the loop holds a `&'static Budget` and never touches the registry again.
+//! The registry of systems: `registry.rs`.
 
+mod adaptive;
+#[cfg(test)]
+mod adaptive_tests;
 mod config;
 mod registry;
 mod slot;
+mod state;
 mod stripes;
 #[cfg(test)]
 mod tests;
 mod window;
+mod withdraw;
 
 use std::fmt;
 use std::sync::atomic::AtomicU32;
@@ -84,10 +84,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use adaptive::Learner;
 use config::{Config, SLOTS, UNIT, UNLIMITED};
 pub(crate) use registry::for_system;
 pub use registry::set_budget;
-use slot::{SLOT_CAP, is_stale, net, pack, slot_epoch, tag};
+use slot::{SLOT_CAP, is_stale, net, pack, slot_epoch};
+pub use state::{BudgetMode, BudgetState, budget_state};
 use stripes::Stripe;
 
 /// How often a thread's deposits read the clock: one in this many (the first included).
@@ -107,8 +109,8 @@ const RESETTING: u64 = u64::MAX;
 /// Calls with the same `system = "name"` share one budget, process-wide; [`set_budget`] replaces
 /// it at start-up. Each call [deposits](Budget::deposit) a fraction of a retry, each retry
 /// [withdraws](Budget::try_withdraw) a whole one; when the budget is spent, a transient error is
-/// returned at once instead of retried. The default, 20 % of calls plus 10 retries per second
-/// over 10 s, lets a quiet system retry freely and caps a failing busy one at 1.2 × its load.
+/// returned at once instead of retried. The default, [`Budget::adaptive`], allows retries while
+/// they succeed and holds them to 5 % of calls plus 5 per second while they fail.
 ///
 /// ```
 /// use retry_runtime::{set_budget, Budget};
@@ -174,6 +176,8 @@ pub struct Budget {
     /// Deposits: the same slots once per stripe, each thread writing its own stripe's (a power
     /// of two of them).
     stripes: Box<[Stripe]>,
+    /// An adaptive budget's evidence and mode.
+    learner: Learner,
 }
 
 impl Budget {
@@ -187,6 +191,57 @@ impl Budget {
     /// A budget that allows every retry.
     pub fn unlimited() -> Budget {
         Budget::with_config(Config::unlimited())
+    }
+
+    /// The default: a budget that learns whether retries work, from their outcomes, and
+    /// protects the system only while they fail.
+    ///
+    /// A retry that succeeds served a request that would otherwise have been lost; one that
+    /// fails only added load. Each retry's outcome (an attempt after the first that succeeded,
+    /// or failed with a transient error; a permanent error is no evidence) is counted over
+    /// epochs of 0.5 s; the evidence is the current epoch's and the previous one's (the last
+    /// 0.5–1 s). With at least [`Budget::MIN_EVIDENCE`] outcomes in it:
+    ///
+    /// - **open** → **protecting** when fewer than a quarter of them succeeded;
+    /// - **protecting** → **open** when more than half succeeded by a margin of two standard
+    ///   errors: `succeeded − n/2 ≥ √n` (22 of 32, 33 of 50, 60 of 100).
+    ///
+    /// With less evidence the mode stays; a new budget starts **open** (a burst at start-up is
+    /// served). Over the sliding 10 s window (the same machinery as [`Budget::new`]) a retry is
+    /// allowed while `retries − 1.5 × retries that succeeded ≤ ratio × calls + 5/s × 10 s`,
+    /// where `ratio` is the mode's: **1** while open (a 4-attempt loop against independent
+    /// faults runs as if there were no budget), **0.05** while protecting. A retry that succeeds
+    /// is refunded (AWS standard mode) with half a retry more: while more than two retries in
+    /// three succeed they pay for themselves, so a recovered system has its retries back before
+    /// the evidence reopens the budget; below that, the failures are what the ratio bounds. A
+    /// switch is announced with a `tracing` event carrying the measured `retry_success_rate`;
+    /// the mode is shown by [`budget_state`].
+    ///
+    /// # Guarantees (over any 10 s window, `calls` the calls made in it)
+    ///
+    /// - Whatever the outcomes (an adversary choosing them): `retries − 1.5 × retries that
+    ///   succeeded ≤ calls + 50`. Since each call succeeds at most once, `retries ≤ 2.5 ×
+    ///   calls + 50`, and attempts per call stay ≤ the loop's `attempts`.
+    /// - Against a system where every retry fails, when each retry's outcome is known before
+    ///   the next retry is asked for: `retries ≤ 0.05 × calls + 50` (the open mode cannot
+    ///   allow more than [`Budget::MIN_EVIDENCE`] = 32 < 50 before it switches). Retries asked
+    ///   for while the first 32 outcomes are still in flight (a burst of concurrent calls on a
+    ///   cold budget) are bounded by the first guarantee only: `retries ≤ calls + 50`, once.
+    /// - At steady traffic of `r` calls/s against such a system, calls per request tend to
+    ///   `1 + 0.05 + 5 / r` (1.075 at 200/s, 1.10 at 100/s).
+    ///
+    /// The bounds are tested with proptest over outcome sequences
+    /// (`budget::adaptive_tests`). Explicit settings keep the static meaning: `Budget::new(0.2,
+    /// 10, Duration::from_secs(10))` is the previous default.
+    ///
+    /// ```
+    /// use retry_runtime::{Budget, BudgetMode};
+    ///
+    /// let budget = Budget::adaptive();
+    /// assert_eq!(budget.state().mode, BudgetMode::Open);
+    /// ```
+    pub fn adaptive() -> Budget {
+        Budget::with_config(Config::adaptive())
     }
 
     fn with_config(config: Config) -> Budget {
@@ -204,6 +259,7 @@ impl Budget {
             stripes: (0..2 * stripes::count())
                 .map(|_| Stripe::new(SLOTS))
                 .collect(),
+            learner: Learner::new(config.adaptive),
         }
     }
 
@@ -213,6 +269,7 @@ impl Budget {
             reserve: self.reserve.load(Relaxed),
             window_nanos: self.window_nanos.load(Relaxed),
             min_per_sec: self.min_per_sec.load(Relaxed),
+            adaptive: self.learner.adaptive.load(Relaxed),
         }
     }
 
@@ -302,64 +359,6 @@ impl Budget {
         }
     }
 
-    /// Asks for one retry: `true` (and the retry is charged) if the calls of the last `window`
-    /// and the floor still cover it, `false` if the budget is spent.
-    ///
-    /// `#[retry]` calls it before each retry. Lock-free: it adds up the deposits of every
-    /// stripe and the withdrawals of the window, then compare-and-swaps the current withdrawal
-    /// slot, so concurrent callers never get more retries than the budget holds (a deposit
-    /// racing the sum is counted by the next withdrawal: conservative). Always `true` for
-    /// [`Budget::unlimited`].
-    #[must_use = "a `false` means the retry must not be made"]
-    pub fn try_withdraw(&self) -> bool {
-        let reserve = self.reserve.load(Relaxed);
-        if reserve == UNLIMITED {
-            return true;
-        }
-        let Some(epoch) = self.epoch() else {
-            return false; // Refused while another thread clears the slots (conservative).
-        };
-        let current = (epoch % SLOTS) as usize;
-        // Reserve ≤ 2^41 and ten balances of at most ±2^43 each: no overflow in an i64, but
-        // saturate anyway.
-        let mut others = i64::try_from(reserve).unwrap_or(i64::MAX);
-        let current_word = |word: u64, i: usize| {
-            Some(word)
-                .filter(|word| !is_stale(*word, slot_epoch(epoch, i)))
-                .map_or(0, net)
-        };
-        for i in 0..SLOTS as usize {
-            let deposits = self
-                .stripes
-                .iter()
-                .map(|stripe| current_word(stripe.slots[i].load(Relaxed), i))
-                .fold(0i64, i64::saturating_add);
-            others = others.saturating_add(deposits);
-            if i != current {
-                others = others.saturating_add(current_word(self.slots[i].load(Relaxed), i));
-            }
-        }
-        let slot = &self.slots[current];
-        let cost = UNIT as i64;
-        let mut word = slot.load(Relaxed);
-        loop {
-            let (tag_epoch, balance) = if is_stale(word, epoch) {
-                (epoch, 0)
-            } else {
-                // Keep the tag: it may be newer than this thread's epoch.
-                (tag(word), net(word))
-            };
-            if others.saturating_add(balance) < cost || balance - cost < -SLOT_CAP {
-                return false;
-            }
-            let debited = pack(tag_epoch, balance - cost);
-            match slot.compare_exchange_weak(word, debited, Relaxed, Relaxed) {
-                Ok(_) => return true,
-                Err(actual) => word = actual,
-            }
-        }
-    }
-
     /// The budget of `system`, shared by every call site with `system = "name"`: the handle the
     /// retry loop uses. Not a stable API (tests use it); it may change without notice.
     #[doc(hidden)]
@@ -369,19 +368,28 @@ impl Budget {
 }
 
 impl Default for Budget {
-    /// 20 % of calls plus 10 retries per second, over a 10 s window.
+    /// [`Budget::adaptive`].
     fn default() -> Self {
-        Budget::new(0.2, 10, Duration::from_secs(10))
+        Budget::adaptive()
     }
 }
 
 impl fmt::Debug for Budget {
     /// The settings in effect, after clamping: `Budget { ratio: 0.2, min_per_sec: 10, window:
-    /// 10s }`, or `Budget { unlimited: true }`.
+    /// 10s }`, `Budget { adaptive: "open", min_per_sec: 5, window: 10s }` (with its mode), or
+    /// `Budget { unlimited: true }`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let config = self.config();
         if config.reserve == UNLIMITED {
             return f.debug_struct("Budget").field("unlimited", &true).finish();
+        }
+        if config.adaptive {
+            return f
+                .debug_struct("Budget")
+                .field("adaptive", &self.state().mode.as_str())
+                .field("min_per_sec", &config.min_per_sec)
+                .field("window", &Duration::from_nanos(config.window_nanos))
+                .finish();
         }
         f.debug_struct("Budget")
             .field("ratio", &(config.deposit as f64 / UNIT as f64))

@@ -17,8 +17,8 @@ fn registry() -> MutexGuard<'static, BTreeMap<&'static str, &'static Budget>> {
 
 /// Replaces the retry budget of `system` (the `system = "name"` of `#[retry]`, by default the
 /// fn's name). Meant for start-up: calls made after it use the new budget, including call sites
-/// that already ran. The new budget starts with an empty window; the budget passed in is only
-/// read for its settings.
+/// that already ran. The new budget starts with an empty window (and, if it is adaptive, cold:
+/// open, with no evidence); the budget passed in is only read for its settings.
 ///
 /// The first `set_budget` of a name not yet used keeps a copy of the name for the life of the
 /// process. Calls racing a `set_budget` may see the old and the new settings mixed for that
@@ -63,6 +63,11 @@ pub fn set_budget(system: &str, budget: Budget) {
     }
     let name: &'static str = Box::leak(Box::from(system));
     registry.insert(name, Box::leak(Box::new(Budget::with_config(config))));
+}
+
+/// The budget of `system`, if it is registered.
+pub(super) fn lookup(system: &str) -> Option<&'static Budget> {
+    registry().get(system).copied()
 }
 
 /// The budget of `system`, registered with the default budget on first use. Takes the registry

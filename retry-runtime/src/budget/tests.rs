@@ -1,7 +1,7 @@
 //! The budget's behaviour on a paused tokio clock: exact bounds, windows, clamps, saturation,
 //! clearing, and the registry.
 
-use super::slot::TAG_MASK;
+use super::slot::{TAG_MASK, tag};
 use super::*;
 
 const MS: Duration = Duration::from_millis(1);
@@ -70,13 +70,6 @@ async fn the_floor_alone_allows_min_per_sec_times_window() {
     assert_eq!(drain(&budget), 4);
     budget.deposit();
     assert_eq!(drain(&budget), 1);
-}
-
-#[tokio::test(start_paused = true)]
-async fn the_default_is_a_fifth_of_calls_plus_10_per_second_over_10s() {
-    let budget = Budget::default();
-    deposit(&budget, 50);
-    assert_eq!(drain(&budget), 100 + 10);
 }
 
 #[tokio::test(start_paused = true)]
@@ -346,7 +339,11 @@ async fn configure_replaces_settings_in_place_and_keeps_time_moving() {
 #[tokio::test(start_paused = true)]
 async fn set_budget_reaches_handles_fetched_before_it() {
     let handle = for_system("budget-unit-set-after-fetch");
-    assert_eq!(drain(handle), 100, "the default floor: 10/s over 10 s");
+    assert_eq!(
+        drain(handle),
+        50,
+        "the default (adaptive) floor: 5/s over 10 s"
+    );
     set_budget("budget-unit-set-after-fetch", Budget::new(0.5, 0, 10 * SEC));
     assert_eq!(drain(handle), 0);
     deposit(handle, 6);
@@ -355,18 +352,6 @@ async fn set_budget_reaches_handles_fetched_before_it() {
         handle,
         for_system("budget-unit-set-after-fetch")
     ));
-}
-
-#[test]
-fn default_and_debug_show_the_settings_in_effect() {
-    assert_eq!(
-        format!("{:?}", Budget::default()),
-        "Budget { ratio: 0.2, min_per_sec: 10, window: 10s }"
-    );
-    assert_eq!(
-        format!("{:?}", Budget::new(0.25, 3, Duration::from_millis(1500))),
-        "Budget { ratio: 0.25, min_per_sec: 3, window: 1.5s }"
-    );
 }
 
 #[test]

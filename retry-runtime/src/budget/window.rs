@@ -99,6 +99,7 @@ impl Budget {
         self.reserve.store(config.reserve, Relaxed);
         self.window_nanos.store(config.window_nanos, Relaxed);
         self.min_per_sec.store(config.min_per_sec, Relaxed);
+        self.learner.reset(config.adaptive);
         self.slot_nanos.store(slot_nanos, Relaxed);
         self.epoch_offset.store(start - elapsed.min(start), Relaxed);
         self.clear(start);

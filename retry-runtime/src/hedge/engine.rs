@@ -225,6 +225,11 @@ where
     pub fn succeeded(self: Pin<&mut Self>, attempt: u32) {
         self.as_ref().record_first();
         let this = self.project();
+        if attempt > 1 {
+            // A hedge or retry withdrew from the budget: its success is evidence, as a
+            // retry's is in the plain loop.
+            this.site.budget().retry_finished(this.site.system, true);
+        }
         if *this.hedges & (1 << attempt) != 0 {
             report::hedge_won(this.site, this.hedge, attempt);
         } else {
@@ -252,6 +257,10 @@ where
             self.as_ref().record_first();
             observe::permanent(&failure);
             return false;
+        }
+        if attempt > 1 {
+            // Before the next attempt is asked for, as in the plain loop.
+            self.site.budget().retry_finished(self.site.system, false);
         }
         match self.as_ref().next_start(verdict.retry_after, inner_gave_up) {
             Ok(wait) => {

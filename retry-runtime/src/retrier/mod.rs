@@ -195,9 +195,13 @@ impl<K: KeySlot> Retrier<K> {
         self.attempt
     }
 
-    /// The attempt that runs now succeeded.
+    /// The attempt that runs now succeeded. A retry that succeeded is evidence for the
+    /// system's budget; a first attempt writes nothing to it.
     #[inline]
     pub fn succeeded(&self) {
+        if self.attempt > 1 {
+            self.site.budget().retry_finished(self.site.system, true);
+        }
         observe::succeeded(self.site, self.attempt, self.key.key());
     }
 
@@ -230,6 +234,11 @@ impl<K: KeySlot> Retrier<K> {
         if !verdict.transient {
             observe::permanent(&failure);
             return None;
+        }
+        if self.attempt > 1 {
+            // Before the next retry is asked for: a budget that learns from this failure
+            // may refuse it.
+            self.site.budget().retry_finished(self.site.system, false);
         }
         match self.next_pause(verdict.retry_after, inner_gave_up, rng) {
             Ok(pause) => {

@@ -5,7 +5,7 @@
 use std::error::Error;
 use std::fmt;
 
-use crate::integrations::erased::links;
+use crate::classify::erased::links;
 
 /// The longest text [`ErrorText::Error`] shows, in bytes: a chain is a few links, and a log
 /// line must stay a line.

@@ -8,6 +8,17 @@
 // its `#[cfg]` (doc_cfg shows cfgs automatically since it absorbed `doc_auto_cfg`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// The layout, one concept per module:
+// - the loop's engine: `retrier` (what `#[retry]` expansions drive), `backoff` (the schedule,
+//   `Policy`), `attempt` (the attempt wrapper and the layered-loop rule), `budget`, `deadline`,
+//   `timeout`, `hedge`, `observe` (events and counters), `describe` (an error's text);
+// - what decides a retry: `classify` (the trait, and the walk of type-erased errors with its
+//   link-time registry of derived types), `key`;
+// - integrations: a module users name in paths sits at the root, behind its feature (`http`,
+//   `tower`, `reqwest_middleware`, `durable`); what only implements our traits for another
+//   crate's types (anyhow, failsafe, reqwest, sqlx, tonic, uuid) is under `integrations/`.
+mod attempt;
+mod backoff;
 mod budget;
 mod classify;
 mod deadline;
@@ -18,12 +29,10 @@ mod hedge;
 pub mod http;
 mod integrations;
 mod key;
-mod nesting;
 mod observe;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
 mod retrier;
-mod schedule;
 pub mod time;
 mod timeout;
 #[cfg(feature = "tower")]
@@ -45,6 +54,7 @@ use retry_rules as rules;
 /// `BoxError::from("text")`.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+pub use backoff::{Jitter, MAX_ATTEMPTS, MAX_WINDOW, Policy, PolicyError};
 pub use budget::{Budget, BudgetMode, BudgetState, budget_state, set_budget};
 pub use classify::Classify;
 pub use deadline::with_deadline;
@@ -53,7 +63,6 @@ pub use hedge::{Hedge, HedgeError};
 pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};
 pub use key::IdempotencyKey;
 pub use retrier::hand_over::HandOver;
-pub use schedule::{Jitter, MAX_ATTEMPTS, MAX_WINDOW, Policy, PolicyError};
 pub use timeout::AttemptTimedOut;
 
 /// The `metrics` facade (0.24) this crate records through, re-exported so that an exporter can

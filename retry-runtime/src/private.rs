@@ -4,11 +4,11 @@
 
 pub use tokio::time::sleep;
 
+pub use crate::attempt::{Attempt, attempt, attempt_blocking};
+pub use crate::classify::registered::{Downcast, DowncastError, DowncastNothing, Registered};
 pub use crate::classify::{Hint, Verdict};
 pub use crate::describe::{Describe, ErrorText, ViaDebug, ViaDisplay, ViaError, ViaNothing};
 pub use crate::hedge::{HedgeSite, Hedged, hedge_site};
-pub use crate::integrations::registered::{Downcast, DowncastError, DowncastNothing, Registered};
-pub use crate::nesting::{Attempt, attempt, attempt_blocking};
 pub use crate::retrier::hand_over::Next;
 pub use crate::retrier::{GiveUp, Retrier, RetryResult, Site, key, site, sleep_blocking};
 pub use crate::timeout::{FromTimeout, from_timeout, timed};

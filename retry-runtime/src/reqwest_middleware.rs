@@ -5,12 +5,12 @@ use ::http::Extensions;
 use ::reqwest::{Request, Response};
 use ::reqwest_middleware::{Error, Middleware, Next};
 
+use crate::backoff::Policy;
 use crate::classify::Verdict;
+use crate::classify::erased;
 use crate::describe::ErrorText;
 use crate::http::{StatusError, idempotency_key, is_safe, is_transient_status};
-use crate::integrations::erased;
 use crate::retrier::{BuiltSite, Retrier};
-use crate::schedule::Policy;
 
 /// A `reqwest_middleware::Middleware` that retries requests under the retry rules, like
 /// [`tower::RetryLayer`](crate::tower::RetryLayer) (feature `tower`) does for http services:

@@ -20,10 +20,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::clock::to_ms;
 use super::metrics::{Metrics, Outcome};
 use super::protocol;
 use super::queue::Queue;
-use super::schedule::to_ms;
 use super::store::{Done, Fence, tasks};
 use super::task::ActiveTask;
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::attempt::{DEFAULT_LEASE, Handler, Runner};
+use super::clock::DelayRng;
 use super::completer::{Completer, Writer};
 use super::error::Error;
 use super::failure::Rules;
@@ -21,7 +22,6 @@ use super::processor::{
 };
 use super::queue::Queue;
 use super::recoverer::{DEFAULT_RECOVER_INTERVAL, Recoverer};
-use super::schedule::DelayRng;
 
 /// A worker's options and handlers, as its setters leave them.
 pub(crate) struct Config {

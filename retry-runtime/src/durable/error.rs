@@ -210,10 +210,10 @@ impl StdError for SkipRetry {
     }
 }
 
-use crate::describe::chain_text;
 /// The error and its sources, the error itself first: the walk `Classify` uses, bounded (a
 /// buggy `source()` that returns its own error must not hang the worker).
-pub(crate) use crate::integrations::erased::links as chain;
+pub(crate) use crate::classify::erased::links as chain;
+use crate::describe::chain_text;
 
 /// Longest `last_err` stored, in bytes.
 const MAX_ERR_TEXT: usize = 4096;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::schedule::Clock;
+use super::clock::Clock;
 use super::store::Store;
 
 /// One queue of one database, as every handle on it sees it.

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
+use super::clock::{from_ms, to_ms};
 use super::error::Error;
 use super::handle::Handle;
 use super::janitor;
-use super::schedule::{from_ms, to_ms};
 pub use super::stats::{ErrorGroup, QueueStats};
 use super::store::{operator, tasks};
 use super::task::{TaskInfo, TaskState};

@@ -9,10 +9,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
+use super::clock::{duration_ms, to_ms};
 use super::error::Error;
 use super::handle::Handle;
 use super::periodic;
-use super::schedule::{duration_ms, to_ms};
 use super::store::tasks;
 
 /// A worker's janitor: trims the queues it serves every `interval`.

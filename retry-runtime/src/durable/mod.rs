@@ -329,6 +329,7 @@ macro_rules! event {
 }
 
 mod attempt;
+mod clock;
 mod completer;
 mod config;
 mod entries;
@@ -345,7 +346,6 @@ pub mod protocol;
 mod queue;
 mod recoverer;
 mod recurrence;
-mod schedule;
 mod scheduler;
 mod state;
 mod stats;
@@ -354,6 +354,7 @@ mod task;
 mod worker;
 
 pub use attempt::DEFAULT_LEASE;
+pub use clock::{Clock, DELAY_RAND_BOUND, DelayRng, ManualClock, SystemClock, default_retry_delay};
 pub use error::{BoxError, Error, SkipRetry};
 pub use inspector::{ErrorGroup, Inspector, QueueStats};
 pub use processor::{DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT};
@@ -362,9 +363,6 @@ pub use queue::{
     Queue,
 };
 pub use recoverer::DEFAULT_RECOVER_INTERVAL;
-pub use schedule::{
-    Clock, DELAY_RAND_BOUND, DelayRng, ManualClock, SystemClock, default_retry_delay,
-};
 pub use scheduler::Scheduler;
 pub use task::{
     ActiveTask, DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState,

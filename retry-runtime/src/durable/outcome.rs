@@ -6,12 +6,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::clock::to_ms;
 use super::error::{BoxError, Error};
 use super::failure::{Decision, Failure, Rules};
 use super::janitor;
 use super::metrics::{Metrics, Outcome};
 use super::queue::Queue;
-use super::schedule::to_ms;
 use super::store::{Fence, tasks};
 use super::task::{ActiveTask, TaskInfo};
 

@@ -31,9 +31,9 @@
 
 use std::time::Duration;
 
+use super::clock::{duration_ms, from_ms, to_ms};
 use super::error::Error;
 use super::queue::Queue;
-use super::schedule::{duration_ms, from_ms, to_ms};
 use super::store::{Done, Fence, tasks};
 use super::task::ActiveTask;
 

@@ -7,10 +7,10 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use super::clock::{Clock, SystemClock, duration_ms, to_ms};
 use super::error::Error;
 use super::handle::Handle;
 use super::inspector::Inspector;
-use super::schedule::{Clock, SystemClock, duration_ms, to_ms};
 use super::store::{NewTask, Store, tasks};
 use super::task::{MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState, When};
 use crate::IdempotencyKey;

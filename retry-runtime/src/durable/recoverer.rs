@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::clock::to_ms;
 use super::error::{BoxError, Error};
 use super::failure::Failure;
 use super::outcome::Outcomes;
 use super::periodic;
 use super::queue::Queue;
-use super::schedule::to_ms;
 use super::store::{Fence, tasks};
 
 /// How often a worker recovers expired leases and trims the archive and completed tasks.

@@ -10,11 +10,11 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+use super::clock::{duration_ms, to_ms};
 use super::entries::{Entries, MakeFn};
 use super::error::Error;
 use super::queue::Queue;
 use super::recurrence::Recurrence;
-use super::schedule::{duration_ms, to_ms};
 use super::task::Task;
 
 /// Enqueues tasks periodically: every fixed period ([`every`](Scheduler::every)) or on a cron

@@ -13,12 +13,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::attempt::{Handler, Runner};
+use super::clock::DelayRng;
 use super::config::Config;
 use super::error::{BoxError, Error};
 use super::failure::Failure;
 use super::processor::{Served, log_join};
 use super::queue::Queue;
-use super::schedule::DelayRng;
 use super::store::Fence;
 use super::task::{ActiveTask, TaskInfo};
 use crate::Classify;

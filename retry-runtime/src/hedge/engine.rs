@@ -22,11 +22,11 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep, sleep_until};
 
 use super::{HedgeSite, report};
+use crate::backoff::MAX_ATTEMPTS;
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::retrier::{GiveUp, Site};
-use crate::schedule::MAX_ATTEMPTS;
-use crate::{deadline, nesting, observe};
+use crate::{attempt, deadline, observe};
 
 /// Attempts that can run beside the inline one.
 const SPARE: usize = MAX_ATTEMPTS as usize - 1;
@@ -292,7 +292,7 @@ where
             Err(reason) => {
                 self.as_ref().record_first();
                 observe::gave_up(&failure, reason);
-                nesting::gave_up();
+                attempt::gave_up();
                 false
             }
         }

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::erased;
 use crate::Classify;
+use crate::classify::erased;
 
 /// Walks the source chain, starting at the error `anyhow` wraps (contexts added with
 /// `.context(...)` are looked through), and the first error whose type is known decides, with its

@@ -1,7 +1,5 @@
 //! Optional integrations with the crates adapters use, one cargo feature each.
 //!
-//! - always: [`Classify`](crate::Classify) for `Box<dyn Error + Send + Sync>` (and
-//!   `Box<dyn Error>`), walking the source chain ([`erased`]);
 //! - `anyhow`: the same walk for `anyhow::Error`;
 //! - `reqwest`: `Classify` for `reqwest::Error`;
 //! - `failsafe`: `Classify` for `failsafe::Error<E>`;
@@ -12,13 +10,10 @@
 //!
 //! The `http` feature lives in [`crate::http`].
 
-pub(crate) mod erased;
-pub(crate) mod registered;
-
 #[cfg(feature = "anyhow")]
 mod anyhow;
 #[cfg(feature = "failsafe")]
-mod failsafe;
+pub(crate) mod failsafe;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 #[cfg(feature = "sqlx")]

@@ -4,8 +4,8 @@ use std::error::Error as _;
 
 use ::reqwest::Error;
 
-use super::erased;
 use crate::Classify;
+use crate::classify::erased;
 use crate::http::is_transient_status;
 
 /// Deny by default: transient only when the request may well succeed if sent again.

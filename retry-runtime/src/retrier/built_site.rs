@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 
 use super::Site;
-use crate::schedule::Policy;
+use crate::backoff::Policy;
 
 /// A site's settings, and the site once made.
 #[derive(Clone, Debug)]

@@ -11,7 +11,7 @@ use super::{GiveUp, Retrier};
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::key::IdempotencyKey;
-use crate::{nesting, observe};
+use crate::{attempt, observe};
 
 /// What a `hand_over = …` expression gives back: whether the work is now safe in a queue.
 ///
@@ -100,7 +100,7 @@ impl Retrier<&dyn IdempotencyKey> {
             Ok(task_id) => observe::handed_over(&failure, reason, task_id),
             Err(why) => observe::hand_over_failed(&failure, reason, why),
         }
-        nesting::gave_up();
+        attempt::gave_up();
     }
 
     fn failure<'a>(&'a self, error: ErrorText<'a>) -> observe::Failure<'a> {

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backoff::{Jitter, MAX_WINDOW, Policy};
 use crate::budget::{self, Budget};
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::key::IdempotencyKey;
-use crate::schedule::{Jitter, MAX_WINDOW, Policy};
-use crate::{deadline, nesting, observe};
+use crate::{attempt, deadline, observe};
 
 pub(crate) mod hand_over;
 
@@ -250,7 +250,7 @@ impl<K: KeySlot> Retrier<K> {
             }
             Err(reason) => {
                 observe::gave_up(&failure, reason);
-                nesting::gave_up();
+                attempt::gave_up();
                 None
             }
         }

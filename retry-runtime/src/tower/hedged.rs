@@ -12,11 +12,11 @@ use tower_service::Service;
 
 use super::service::{BoxError, ReplayableBody};
 use super::transient_response;
+use crate::attempt;
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::hedge::{Hedge, HedgeSite, Hedged};
 use crate::http::StatusError;
-use crate::nesting;
 use crate::retrier::Site;
 
 /// A layer's hedge setting, and its call site once made (leaked once per layer value, like the
@@ -65,7 +65,7 @@ where
         let mut make = move || {
             let mut inner = inner.clone();
             let request = Request::from_parts(parts.clone(), body.clone());
-            nesting::attempt(async move {
+            attempt::attempt(async move {
                 std::future::poll_fn(|cx| inner.poll_ready(cx))
                     .await
                     .map_err(Into::into)?;

@@ -43,10 +43,10 @@ use tower_layer::Layer;
 pub use service::{BoxError, ReplayableBody, RetryService};
 
 use crate::Classify;
+use crate::backoff::Policy;
 use crate::hedge::Hedge;
 use crate::http::is_transient_status;
 use crate::retrier::BuiltSite;
-use crate::schedule::Policy;
 
 /// A [`tower_layer::Layer`] that retries requests under the retry rules; see the
 /// [module docs](self).

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::durable::schedule::from_ms;
+use crate::durable::clock::from_ms;
 use crate::durable::task::{ActiveTask, TaskInfo, TaskState};
 
 /// One row of `retry_tasks`, as read.

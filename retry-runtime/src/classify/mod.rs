@@ -3,7 +3,8 @@
 use std::io;
 use std::time::Duration;
 
-use crate::integrations::erased;
+pub(crate) mod erased;
+pub(crate) mod registered;
 
 /// Tells the retry loop whether a failure is transient, and how long the other side asked us
 /// to wait.
@@ -47,7 +48,7 @@ use crate::integrations::erased;
 /// assert!(!GatewayError::Status { code: 404, retry_after: None }.is_transient());
 /// ```
 ///
-#[doc = include_str!("../docs/verdicts.md")]
+#[doc = include_str!("../../docs/verdicts.md")]
 #[diagnostic::on_unimplemented(
     message = "`#[retry]` cannot tell which `{Self}` errors are transient",
     label = "`{Self}` does not implement `retry_runtime::Classify`",

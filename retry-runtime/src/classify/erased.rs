@@ -105,7 +105,7 @@ fn verdict(error: &(dyn Error + 'static)) -> Option<Verdict> {
         return Some(Verdict::of(timed_out));
     }
     #[cfg(feature = "failsafe")]
-    if super::failsafe::is_erased_rejection(error) {
+    if crate::integrations::failsafe::is_erased_rejection(error) {
         return Some(Verdict {
             transient: false,
             retry_after: None,

@@ -87,7 +87,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::integrations::erased;
+    use crate::classify::erased;
 
     /// An adapter error as `#[derive(Classify)]` would register it.
     #[derive(Debug)]

@@ -67,8 +67,8 @@ fn main() {
         );
     });
     println!(
-        "\nparts: tokio::time::Sleep = {} bytes; #[retry]'s loop state (__private::Retrier) = {} bytes",
+        "\nparts: tokio::time::Sleep = {} bytes; #[retry]'s loop state (the Retrier) = {} bytes",
         size_of::<tokio::time::Sleep>(),
-        size_of::<retry_runtime::__private::Retrier>(),
+        retry_runtime::test_util::loop_state_size(),
     );
 }

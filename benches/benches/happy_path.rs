@@ -28,7 +28,7 @@ const PART_NAMES: [(&str, &str); 7] = [
     ),
     (
         "attempt_scope",
-        "the undecorated fn in `#[retry]`'s attempt wrapper (`__private::attempt`)",
+        "the undecorated fn in `#[retry]`'s attempt wrapper (`test_util::attempt_scope`)",
     ),
     (
         "retry_plain",
@@ -87,7 +87,9 @@ fn main() {
         b.iter(|| black_box(&unlimited).deposit());
     });
     parts.bench_function("attempt_scope", |b| {
-        b.iter(|| poll_once(|| retry_runtime::__private::attempt(operation(black_box(&server)))));
+        b.iter(|| {
+            poll_once(|| retry_runtime::test_util::attempt_scope(operation(black_box(&server))))
+        });
     });
     parts.bench_function("retry_plain", |b| {
         b.iter(|| poll_once(|| retry_benches::with_retry(black_box(&server))));
@@ -95,8 +97,8 @@ fn main() {
     parts.bench_function("retry_hedge_p95", |b| {
         b.iter(|| poll_once(|| with_hedge(black_box(&server))));
     });
-    static SITE: retry_runtime::__private::HedgeSite =
-        retry_runtime::__private::hedge_site(3, 50, 950, 50);
+    static SITE: retry_runtime::test_util::HedgeSite =
+        retry_runtime::test_util::hedge_site(3, 50, 950, 50);
     parts.bench_function("hedge_latency_record", |b| {
         b.iter(|| {
             SITE.tracker()

@@ -33,6 +33,8 @@ mod observe;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
 mod retrier;
+#[cfg(feature = "test-util")]
+pub mod test_util;
 pub mod time;
 mod timeout;
 #[cfg(feature = "tower")]

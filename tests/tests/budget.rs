@@ -36,7 +36,7 @@ fn deposit(budget: &Budget, calls: u32) {
 
 #[tokio::test(start_paused = true)]
 async fn set_budget_reaches_a_handle_fetched_before_it() {
-    let handle = Budget::__for_system("budget-replace");
+    let handle = retry_runtime::test_util::budget_for_system("budget-replace");
     assert_eq!(
         format!("{handle:?}"),
         "Budget { adaptive: \"open\", min_per_sec: 5, window: 10s }"
@@ -73,7 +73,10 @@ async fn set_budget_reaches_a_handle_fetched_before_it() {
 
     set_budget("budget-replace", Budget::unlimited());
     assert_eq!(drain(handle), 10_000_000);
-    assert!(std::ptr::eq(handle, Budget::__for_system("budget-replace")));
+    assert!(std::ptr::eq(
+        handle,
+        retry_runtime::test_util::budget_for_system("budget-replace")
+    ));
 }
 
 #[tokio::test(start_paused = true)]
@@ -81,7 +84,7 @@ async fn set_budget_before_first_use_registers_the_system() {
     // A name built at run time (not 'static) works too.
     let name = format!("budget-{}", "registered-early");
     set_budget(&name, Budget::new(0.0, 2, 5 * SEC));
-    let handle = Budget::__for_system("budget-registered-early");
+    let handle = retry_runtime::test_util::budget_for_system("budget-registered-early");
     assert_eq!(drain(handle), 10);
     deposit(handle, 1_000);
     assert!(
@@ -92,8 +95,8 @@ async fn set_budget_before_first_use_registers_the_system() {
 
 #[tokio::test(start_paused = true)]
 async fn systems_have_independent_budgets() {
-    let a = Budget::__for_system("budget-independent-a");
-    let b = Budget::__for_system("budget-independent-b");
+    let a = retry_runtime::test_util::budget_for_system("budget-independent-a");
+    let b = retry_runtime::test_util::budget_for_system("budget-independent-b");
     assert!(!std::ptr::eq(a, b));
 
     assert_eq!(drain(a), 50);
@@ -122,7 +125,7 @@ async fn concurrent_retries_never_exceed_the_budget() {
     const TASKS: usize = 64;
     const ROUNDS: u64 = 1_000;
     set_budget("budget-contention", Budget::new(0.25, 0, 3_600 * SEC));
-    let budget = Budget::__for_system("budget-contention");
+    let budget = retry_runtime::test_util::budget_for_system("budget-contention");
 
     static GRANTED: AtomicU64 = AtomicU64::new(0);
     static OVERDRAWN_ROUNDS: AtomicU64 = AtomicU64::new(0);
@@ -163,7 +166,7 @@ async fn interleaved_calls_and_retries_add_up_exactly() {
     const TASKS: u64 = 64;
     const OPERATIONS: u64 = 1_000;
     set_budget("budget-interleaved", Budget::new(0.25, 1, 3_600 * SEC));
-    let budget = Budget::__for_system("budget-interleaved");
+    let budget = retry_runtime::test_util::budget_for_system("budget-interleaved");
     // 16 000 calls × 0.25 + 1/s × 3 600 s.
     let allowed = TASKS * OPERATIONS / 4 / 4 + 3_600;
     assert_eq!(allowed, 7_600);

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use rand::SeedableRng as _;
-use retry_runtime::__private::{ErrorText, Retrier, Site, Verdict, site};
+use retry_runtime::test_util::{ErrorText, Retrier, Site, Verdict, site};
 use retry_runtime::{Jitter, MAX_WINDOW, Policy};
 
 fn jitter() -> impl Strategy<Value = Jitter> {

@@ -358,13 +358,6 @@ impl Budget {
             }
         }
     }
-
-    /// The budget of `system`, shared by every call site with `system = "name"`: the handle the
-    /// retry loop uses. Not a stable API (tests use it); it may change without notice.
-    #[doc(hidden)]
-    pub fn __for_system(system: &'static str) -> &'static Budget {
-        for_system(system)
-    }
 }
 
 impl Default for Budget {

@@ -7,7 +7,6 @@
 //! The worker's own timers (polling, lease renewal, timeouts) run on tokio's clock.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
@@ -44,7 +43,7 @@ pub fn default_retry_delay(n: u32, rand: u32) -> Duration {
 
 /// Where the queue reads the time of day.
 ///
-/// [`SystemClock`] in production; [`ManualClock`] in tests. All workers of one queue should
+/// [`SystemClock`] in production; `ManualClock` (feature `test-util`) in tests. All workers of one queue should
 /// agree on the time within a fraction of the lease (NTP does that for processes on several
 /// machines).
 pub trait Clock: Send + Sync + 'static {
@@ -62,49 +61,6 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock that moves only when told to: schedules, lease expiries and archive ages become exact.
-///
-/// Clones share the same time.
-///
-/// ```
-/// use std::time::{Duration, UNIX_EPOCH};
-/// use retry_runtime::durable::{Clock, ManualClock};
-///
-/// let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
-/// clock.advance(Duration::from_secs(15));
-/// assert_eq!(clock.now(), UNIX_EPOCH + Duration::from_secs(1_700_000_015));
-/// ```
-#[derive(Clone, Debug)]
-pub struct ManualClock {
-    now: Arc<Mutex<SystemTime>>,
-}
-
-impl ManualClock {
-    /// A clock that reads `start` until moved.
-    pub fn new(start: SystemTime) -> Self {
-        ManualClock {
-            now: Arc::new(Mutex::new(start)),
-        }
-    }
-
-    /// Moves the clock forward by `by`.
-    pub fn advance(&self, by: Duration) {
-        let mut now = self.now.lock().unwrap_or_else(PoisonError::into_inner);
-        *now += by;
-    }
-
-    /// Sets the clock to `to` (forward or back).
-    pub fn set(&self, to: SystemTime) {
-        *self.now.lock().unwrap_or_else(PoisonError::into_inner) = to;
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> SystemTime {
-        *self.now.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 /// The random numbers of the default retry delay: from the OS, from a seed, or one fixed value.
 ///
 /// A worker draws one value per retry scheduled with [`default_retry_delay`]; the same seed gives
@@ -117,6 +73,7 @@ impl Clock for ManualClock {
 /// let drawn: Vec<u32> = (0..5).map(|_| a.next_rand()).collect();
 /// assert_eq!(drawn, (0..5).map(|_| b.next_rand()).collect::<Vec<_>>());
 /// assert!(drawn.iter().all(|r| *r < 30));
+/// # #[cfg(feature = "test-util")]
 /// assert_eq!(DelayRng::fixed(12).next_rand(), 12);
 /// ```
 pub struct DelayRng {
@@ -125,6 +82,8 @@ pub struct DelayRng {
 
 enum RngInner {
     Seeded(Box<StdRng>),
+    // Made only by `DelayRng::fixed` (feature `test-util`).
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
     Fixed(u32),
 }
 
@@ -143,7 +102,8 @@ impl DelayRng {
         }
     }
 
-    /// Always `value % 30`.
+    /// Always `value % 30` (feature `test-util`).
+    #[cfg(any(test, feature = "test-util"))]
     pub fn fixed(value: u32) -> Self {
         DelayRng {
             inner: RngInner::Fixed(value % DELAY_RAND_BOUND),

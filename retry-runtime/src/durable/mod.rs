@@ -338,6 +338,8 @@ mod failure;
 mod handle;
 mod inspector;
 mod janitor;
+#[cfg(any(test, feature = "test-util"))]
+mod manual_clock;
 mod metrics;
 mod outcome;
 mod periodic;
@@ -354,9 +356,11 @@ mod task;
 mod worker;
 
 pub use attempt::DEFAULT_LEASE;
-pub use clock::{Clock, DELAY_RAND_BOUND, DelayRng, ManualClock, SystemClock, default_retry_delay};
+pub use clock::{Clock, DELAY_RAND_BOUND, DelayRng, SystemClock, default_retry_delay};
 pub use error::{BoxError, Error, SkipRetry};
 pub use inspector::{ErrorGroup, Inspector, QueueStats};
+#[cfg(any(test, feature = "test-util"))]
+pub use manual_clock::ManualClock;
 pub use processor::{DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use queue::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,

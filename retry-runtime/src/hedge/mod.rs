@@ -81,7 +81,7 @@ impl Hedge {
     }
 
     /// Hedge at the call site's recent latency percentile `permille` (950 for p95, 999 for
-    /// p99.9), floored at 1 ms; `fallback` until the site has [`tracker::min_samples`] samples.
+    /// p99.9), floored at 1 ms; `fallback` until the site has enough samples (`max(100, 5 / (1 − q))`, see the hedging docs).
     pub fn percentile(permille: u32, fallback: Duration) -> Result<Hedge, HedgeError> {
         if !rules::permille_allowed(permille) {
             return Err(HedgeError::Percentile);

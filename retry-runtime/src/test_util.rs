@@ -1,0 +1,22 @@
+//! Handles into the retry loop's internals for this workspace's tests and benches (feature
+//! `test-util`, tokio's convention). Not a stable API: it changes with the loop.
+
+use crate::budget::{self, Budget};
+
+pub use crate::attempt::attempt as attempt_scope;
+pub use crate::classify::Verdict;
+pub use crate::describe::ErrorText;
+pub use crate::hedge::{HedgeSite, hedge_site};
+pub use crate::retrier::{Retrier, Site, site};
+
+/// The budget of `system`, shared by every call site with `system = "name"`: the very handle
+/// the retry loop uses.
+pub fn budget_for_system(system: &'static str) -> &'static Budget {
+    budget::for_system(system)
+}
+
+/// The size of `#[retry]`'s per-call loop state (a read's [`Retrier`]), for the footprint
+/// bench.
+pub const fn loop_state_size() -> usize {
+    size_of::<Retrier>()
+}

@@ -21,6 +21,14 @@
 //! status: 0 on success, 1 when the command failed (an unknown id, a refused action, a
 //! database that cannot be reached: one line `error: …` on stderr), 2 for a command line clap
 //! rejects.
+//!
+//! The manual's chapters follow: the CLI, the dashboard and its API, metrics and alerts.
+#![doc = ""]
+#![doc = include_str!("../docs/cli.md")]
+#![doc = ""]
+#![doc = include_str!("../docs/dashboard.md")]
+#![doc = ""]
+#![doc = include_str!("../docs/metrics.md")]
 
 mod cli;
 pub mod dashboard;

@@ -341,6 +341,7 @@ mod janitor;
 mod metrics;
 mod outcome;
 mod periodic;
+mod prepare;
 mod processor;
 pub mod protocol;
 mod queue;

@@ -81,8 +81,9 @@ pub(crate) fn overview(now: SystemTime, stats: &[QueueStats]) -> Value {
     json!({ "now": rfc3339(now), "queues": queues })
 }
 
-/// A page of the tasks in `state`, of `total`, with the actions of the state.
-pub(crate) fn page(tasks: &[TaskInfo], total: u64, state: TaskState) -> Value {
+/// A page of the tasks in `state`, of `total`, with the actions of the state and the cursor of
+/// the next page (`null` on the last).
+pub(crate) fn page(tasks: &[TaskInfo], next: Option<&str>, total: u64, state: TaskState) -> Value {
     let tasks: Vec<Value> = tasks.iter().map(task).collect();
     let task_actions: Vec<&str> = Action::ALL
         .into_iter()
@@ -94,7 +95,7 @@ pub(crate) fn page(tasks: &[TaskInfo], total: u64, state: TaskState) -> Value {
         .filter(|bulk| bulk.allowed(state))
         .map(Bulk::name)
         .collect();
-    json!({ "tasks": tasks, "total": total, "actions": { "task": task_actions, "bulk": bulk } })
+    json!({ "tasks": tasks, "next": next, "total": total, "actions": { "task": task_actions, "bulk": bulk } })
 }
 
 /// The error groups of `state` in `queue`.
@@ -135,12 +136,12 @@ mod tests {
     #[test]
     fn a_page_names_the_actions_of_its_state() {
         assert_eq!(
-            page(&[], 0, TaskState::Archived),
-            json!({"tasks": [], "total": 0, "actions": {"task": ["run", "delete"], "bulk": ["run-all", "delete-all"]}})
+            page(&[], None, 0, TaskState::Archived),
+            json!({"tasks": [], "next": null, "total": 0, "actions": {"task": ["run", "delete"], "bulk": ["run-all", "delete-all"]}})
         );
         assert_eq!(
-            page(&[], 0, TaskState::Active),
-            json!({"tasks": [], "total": 0, "actions": {"task": [], "bulk": []}})
+            page(&[], None, 0, TaskState::Active),
+            json!({"tasks": [], "next": null, "total": 0, "actions": {"task": [], "bulk": []}})
         );
     }
 }

@@ -301,9 +301,13 @@ page 1 of 1: 1 of 1 active tasks in queue \"{name}\"
     let page = fx
         .run(&["task", "ls", "--state", "retry", "--size", "1", "--json"])
         .json();
+    // The cursor of the next page is opaque (it holds the row's sequence number, which differs
+    // by backend); the pages it leads to are checked below.
+    let next = page["next"].as_str().expect("a next cursor").to_owned();
     assert_eq!(
         page,
         json!({
+            "next": next,
             "tasks": [{
                 "id": "r1", "queue": name, "kind": "charge", "state": "retry",
                 "retried": 1, "max_retry": 25, "payload": "\"gateway down\"",
@@ -316,6 +320,50 @@ page 1 of 1: 1 of 1 active tasks in queue \"{name}\"
             "total": 3,
             "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
         })
+    );
+    // Page by cursor: `--after` the page's `next`, the text naming the cursor after it.
+    let second = fx.run(&[
+        "task", "ls", "--state", "retry", "--size", "1", "--after", &next,
+    ]);
+    let second = second.ok();
+    let (table, next2) = second
+        .split_once("next page: --after ")
+        .expect("a next page");
+    assert_eq!(
+        table,
+        format!(
+            "\
+ID  KIND    RETRIED  NEXT PROCESS AT       LAST FAILED AT        LAST ERR
+r2  charge     1/25  2023-11-14T22:13:43Z  2023-11-14T22:13:21Z  gateway down
+1 of 3 retry tasks in queue \"{name}\"
+"
+        )
+    );
+    let next2 = next2.trim_end();
+    assert_ne!(next2, next);
+    assert_eq!(
+        fx.run(&[
+            "task", "ls", "--state", "retry", "--size", "1", "--after", next2
+        ])
+        .ok(),
+        format!(
+            "\
+ID  KIND    RETRIED  NEXT PROCESS AT       LAST FAILED AT        LAST ERR
+r3  charge     1/25  2023-11-14T22:13:44Z  2023-11-14T22:13:22Z  timeout
+1 of 3 retry tasks in queue \"{name}\"
+"
+        )
+    );
+    let both = fx.run(&[
+        "task", "ls", "--state", "retry", "--page", "2", "--after", &next,
+    ]);
+    assert_eq!((both.code, both.stdout.as_str()), (Some(2), ""));
+    let bad = fx.run(&["task", "ls", "--state", "retry", "--after", "page-2"]);
+    assert_ne!(bad.code, Some(0));
+    assert!(
+        bad.stderr.contains("is not a page cursor"),
+        "{}",
+        bad.stderr
     );
 
     // Clap rejects a bad state, page or size (exit code 2) before anything runs.

@@ -275,9 +275,12 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let queue = d.q.name();
+    // Opaque (it holds the row's sequence number, which differs by backend).
+    let next = body["next"].as_str().expect("a next cursor").to_owned();
     assert_eq!(
         body,
         json!({
+            "next": next,
             "tasks": [
                 {
                     "id": "r1", "queue": queue, "kind": "charge", "state": "retry",
@@ -303,6 +306,13 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
     assert_eq!(page2["tasks"][0]["id"], json!("x1"));
     assert_eq!(page2["tasks"][0]["last_err"], json!(HOSTILE));
     assert_eq!(page2["tasks"].as_array().unwrap().len(), 1);
+    let (_, after) = d
+        .get(&format!(
+            "/api/queues/{{q}}/tasks?state=retry&size=2&after={next}"
+        ))
+        .await;
+    assert_eq!(after["tasks"], page2["tasks"]);
+    assert_eq!(after["next"], Value::Null);
 
     let (_, completed) = d.get("/api/queues/{q}/tasks?state=completed").await;
     assert_eq!(completed["total"], json!(1));
@@ -323,6 +333,7 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
         empty,
         json!({
             "tasks": [],
+            "next": null,
             "total": 0,
             "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
         })
@@ -521,6 +532,32 @@ async fn page_size_is_clamped_and_bad_pages_are_400(backend: Backend) {
         .get("/api/queues/{q}/tasks?state=pending&size=100&page=2")
         .await;
     assert_eq!(page2["tasks"].as_array().unwrap().len(), 31);
+    assert_eq!(page2["next"], Value::Null);
+    // The same page by cursor, and the cursor and a page number together refused.
+    let next = huge["next"].as_str().expect("a next cursor");
+    let (_, after) = d
+        .get(&format!(
+            "/api/queues/{{q}}/tasks?state=pending&size=100&after={next}"
+        ))
+        .await;
+    assert_eq!(after["tasks"], page2["tasks"]);
+    let (status, both) = d
+        .get(&format!(
+            "/api/queues/{{q}}/tasks?state=pending&page=2&after={next}"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{both}");
+    let (status, bad) = d
+        .get("/api/queues/{q}/tasks?state=pending&after=page-2")
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    assert!(
+        bad["error"]
+            .as_str()
+            .unwrap()
+            .contains("is not a page cursor"),
+        "{bad}"
+    );
     // Defaults: page 1 of 20.
     let (_, default) = d.get("/api/queues/{q}/tasks?state=pending").await;
     assert_eq!(default["tasks"].as_array().unwrap().len(), 20);

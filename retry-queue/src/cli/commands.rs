@@ -159,10 +159,15 @@ async fn task<W: Write>(
             state,
             queue,
             page,
+            after,
             size,
         } => {
             let queue = named(base, &queue)?;
-            ls(&queue, state, page, size, output).await
+            let at = match &after {
+                Some(cursor) => At::After(cursor),
+                None => At::Page(page),
+            };
+            ls(&queue, state, at, size, output).await
         }
         TaskCommand::Show(TaskId { id, queue }) => {
             let queue = named(base, &queue)?;
@@ -182,20 +187,31 @@ async fn task<W: Write>(
     }
 }
 
+/// Where `task ls` starts: a page number, or after a cursor.
+enum At<'a> {
+    Page(u32),
+    After(&'a str),
+}
+
 async fn ls<W: Write>(
     queue: &Queue,
     state: TaskState,
-    page: u32,
+    at: At<'_>,
     size: u32,
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let fail = |e| failure(e, queue, None);
     let inspector = queue.inspector();
-    let tasks = inspector.list_page(state, page, size).await.map_err(fail)?;
+    let listed = match at {
+        At::Page(page) => inspector.page_number(state, page, size).await,
+        At::After(cursor) => inspector.list_after(state, Some(cursor), size).await,
+    }
+    .map_err(fail)?;
+    let (tasks, next) = (&listed.tasks, listed.next.as_deref());
     let total = inspector.count(state).await.map_err(fail)?;
     let pages = total.div_ceil(u64::from(size)).max(1);
     output.print(
-        || json::page(&tasks, total, state),
+        || json::page(tasks, next, total, state),
         |out| {
             let mut table = Table::new(&[
                 ("ID", Align::Left),
@@ -206,7 +222,7 @@ async fn ls<W: Write>(
                 ("LAST ERR", Align::Left),
             ]);
             let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), rfc3339);
-            for t in &tasks {
+            for t in tasks {
                 table.row(vec![
                     clean(&t.id),
                     clean(&t.kind),
@@ -219,12 +235,20 @@ async fn ls<W: Write>(
                 ]);
             }
             table.write(out)?;
-            writeln!(
-                out,
-                "page {page} of {pages}: {} of {total} {state} tasks in queue \"{}\"",
-                tasks.len(),
-                clean(queue.name())
-            )
+            let (n, name) = (tasks.len(), clean(queue.name()));
+            match at {
+                At::Page(page) => writeln!(
+                    out,
+                    "page {page} of {pages}: {n} of {total} {state} tasks in queue \"{name}\""
+                )?,
+                At::After(_) => {
+                    writeln!(out, "{n} of {total} {state} tasks in queue \"{name}\"")?;
+                }
+            }
+            match next {
+                Some(cursor) => writeln!(out, "next page: --after {cursor}"),
+                None => Ok(()),
+            }
         },
     )
 }

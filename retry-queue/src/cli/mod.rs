@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! retry-queue --db sqlite://tasks.db stats
-//! retry-queue --db sqlite://tasks.db task ls --state retry [--queue q] [--page n] [--size n]
+//! retry-queue --db sqlite://tasks.db task ls --state retry [--queue q] [--page n | --after CURSOR] [--size n]
 //! retry-queue --db sqlite://tasks.db task show ID [--queue q]
 //! retry-queue --db sqlite://tasks.db task run|delete|archive ID [--queue q]
 //! retry-queue --db sqlite://tasks.db task run-all|delete-all --state archived [--queue q]
@@ -97,6 +97,9 @@ pub enum TaskCommand {
         /// The page, from 1
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         page: u32,
+        /// The page after this cursor (the `next` a page ends with): fast however deep
+        #[arg(long, conflicts_with = "page")]
+        after: Option<String>,
         /// Tasks per page
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
         size: u32,

@@ -151,7 +151,8 @@ pub(crate) async fn queues(State(base): State<Arc<Queue>>) -> Answer {
     Ok(Json(json::overview(base.now(), &stats)))
 }
 
-/// `GET /api/queues/{queue}/tasks?state=…&page=1&size=20`.
+/// `GET /api/queues/{queue}/tasks?state=…&page=1&size=20`, or `…&after=CURSOR&size=20` (the
+/// `next` of the page before: an index seek however deep).
 pub(crate) async fn tasks(
     State(base): State<Arc<Queue>>,
     path: Result<Path<String>, PathRejection>,
@@ -165,9 +166,23 @@ pub(crate) async fn tasks(
     let size = number_of(&params, "size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, true)?;
     let fail = |e| ApiError::from_queue(e, &queue, None);
     let inspector = queue.inspector();
-    let tasks = inspector.list_page(state, page, size).await.map_err(fail)?;
+    let tasks = match params.get("after") {
+        Some(_) if params.contains_key("page") => {
+            return Err(ApiError::bad_request(
+                "give page or after, not both: after (the next of a page) already says where",
+            ));
+        }
+        Some(after) => inspector.list_after(state, Some(after), size).await,
+        None => inspector.page_number(state, page, size).await,
+    }
+    .map_err(fail)?;
     let total = inspector.count(state).await.map_err(fail)?;
-    Ok(Json(json::page(&tasks, total, state)))
+    Ok(Json(json::page(
+        &tasks.tasks,
+        tasks.next.as_deref(),
+        total,
+        state,
+    )))
 }
 
 /// `GET /api/queues/{queue}/errors?state=retry` (the default state).

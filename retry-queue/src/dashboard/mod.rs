@@ -29,7 +29,7 @@
 //! | route | answer |
 //! | --- | --- |
 //! | `GET /api/queues` | `{"now", "queues": [queue…]}` |
-//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` | `{"tasks": [task…], "total": n, "actions": {"task": […], "bulk": […]}}` |
+//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}}` |
 //! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…]}` |
 //! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive` | `{"queue", "id", "action"}` |
 //! | `POST /api/queues/{queue}/run-all?state=archived` | `{"queue", "state", "count"}` |

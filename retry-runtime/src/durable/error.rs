@@ -24,6 +24,17 @@ pub enum Error {
         /// The id of the task that holds the uniqueness.
         id: String,
     },
+    /// [`Queue::enqueue_many`](super::Queue::enqueue_many) refused the whole batch (nothing was
+    /// enqueued) because of the task with this id: `cause` is what a single
+    /// [`enqueue`](super::Queue::enqueue) of it would have returned ([`Error::TaskIdConflict`]
+    /// for an id taken in the queue or earlier in the batch, [`Error::DuplicateTask`],
+    /// [`Error::PayloadTooLarge`], [`Error::Invalid`], …).
+    BatchRefused {
+        /// The id of the offending task (empty for a task refused before it had one: a blank id).
+        id: String,
+        /// Why it was refused.
+        cause: Box<Error>,
+    },
     /// The inspector was given an id no task of this queue has.
     TaskNotFound,
     /// The inspector refuses to delete or re-run a task while a worker holds it.
@@ -107,6 +118,9 @@ impl fmt::Display for Error {
                 "duplicate task: task {id:?} of the same kind and payload is still unique in \
                  the queue"
             ),
+            Error::BatchRefused { id, cause } => {
+                write!(f, "batch refused, nothing enqueued: task {id:?}: {cause}")
+            }
             Error::TaskNotFound => f.write_str("no task with this id in the queue"),
             Error::TaskActive => f.write_str(
                 "the task is active (a worker holds its lease): wait for the attempt to end",
@@ -143,6 +157,7 @@ impl StdError for Error {
         match self {
             Error::Encode(e) | Error::Decode(e) => Some(e),
             Error::Unreachable(e) | Error::Database(e) => Some(e),
+            Error::BatchRefused { cause, .. } => Some(&**cause),
             _ => None,
         }
     }

@@ -10,6 +10,7 @@ use super::clock::{from_ms, to_ms};
 use super::error::Error;
 use super::handle::Handle;
 use super::janitor;
+use super::page::{Cursor, TaskPage, page_of};
 pub use super::stats::{ErrorGroup, QueueStats};
 use super::store::{operator, tasks};
 use super::task::{TaskInfo, TaskState};
@@ -152,16 +153,89 @@ impl Inspector {
                  {size}"
             )));
         }
+        Ok(self.page_number(state, page, size).await?.tasks)
+    }
+
+    /// Page `page` (from 1) of `size` tasks in `state`, as [`list_page`](Inspector::list_page)
+    /// gives it, with the cursor of the page after it: read the next pages with
+    /// [`list_after`](Inspector::list_after), which stays fast however deep it goes (a page
+    /// number is read with an `OFFSET`, which reads every task before it).
+    pub async fn page_number(
+        &self,
+        state: TaskState,
+        page: u32,
+        size: u32,
+    ) -> Result<TaskPage, Error> {
+        if page == 0 || size == 0 {
+            return Err(Error::Invalid(format!(
+                "pages are numbered from 1 and hold at least one task, got page {page} of size \
+                 {size}"
+            )));
+        }
         let offset = i64::from(page - 1).saturating_mul(i64::from(size));
         let rows = operator::page(
             &self.handle.store,
             &self.handle.name,
             state,
-            i64::from(size),
+            i64::from(size) + 1,
             offset,
         )
         .await?;
-        Ok(rows.into_iter().map(|row| row.into_info()).collect())
+        Ok(page_of(rows, size, state))
+    }
+
+    /// The `size` tasks in `state` after the cursor `after` (the `next` of the page before;
+    /// `None`: the first page), in the order of [`list_page`](Inspector::list_page), by key: an
+    /// index seek, as fast for the millionth task as for the first.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+    /// use retry_runtime::durable::{Queue, Task, TaskState};
+    /// # let dir = std::env::temp_dir().join(format!("retry-doc-after-{}", std::process::id()));
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let url = format!("sqlite://{}/tasks.db", dir.display());
+    /// let q = Queue::connect(&url).await?;
+    /// q.enqueue_many((1..=5).map(|n| Task::new("email", &n).task_id(format!("t{n}")))).await?;
+    /// let inspector = q.inspector();
+    /// let first = inspector.list_after(TaskState::Pending, None, 2).await?;
+    /// let second = inspector.list_after(TaskState::Pending, first.next.as_deref(), 2).await?;
+    /// let third = inspector.list_after(TaskState::Pending, second.next.as_deref(), 2).await?;
+    /// let ids: Vec<_> = third.tasks.iter().map(|t| t.id.as_str()).collect();
+    /// assert_eq!(ids, ["t5"]);
+    /// assert_eq!(third.next, None); // the last page
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// A cursor that is not one is [`Error::Invalid`]; size 0 too.
+    pub async fn list_after(
+        &self,
+        state: TaskState,
+        after: Option<&str>,
+        size: u32,
+    ) -> Result<TaskPage, Error> {
+        if size == 0 {
+            return Err(Error::Invalid(
+                "a page holds at least one task, got size 0".into(),
+            ));
+        }
+        let cursor = match after {
+            Some(text) => Cursor::parse(text)?,
+            None => Cursor::start(state),
+        };
+        let rows = operator::page_after(
+            &self.handle.store,
+            &self.handle.name,
+            state,
+            i64::from(size) + 1,
+            cursor.key,
+            cursor.seq,
+        )
+        .await?;
+        Ok(page_of(rows, size, state))
     }
 
     /// The number of tasks of the queue in `state`.

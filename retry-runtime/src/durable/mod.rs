@@ -342,7 +342,9 @@ mod janitor;
 mod manual_clock;
 mod metrics;
 mod outcome;
+mod page;
 mod periodic;
+mod prepare;
 mod processor;
 pub mod protocol;
 mod queue;
@@ -361,6 +363,7 @@ pub use error::{BoxError, Error, SkipRetry};
 pub use inspector::{ErrorGroup, Inspector, QueueStats};
 #[cfg(any(test, feature = "test-util"))]
 pub use manual_clock::ManualClock;
+pub use page::TaskPage;
 pub use processor::{DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use queue::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,

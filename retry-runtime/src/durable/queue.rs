@@ -7,12 +7,13 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use super::clock::{Clock, SystemClock, duration_ms, to_ms};
+use super::clock::{Clock, SystemClock};
 use super::error::Error;
 use super::handle::Handle;
 use super::inspector::Inspector;
-use super::store::{NewTask, Store, tasks};
-use super::task::{MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState, When};
+use super::prepare::Prepared;
+use super::store::{NewTask, Store, batch, tasks};
+use super::task::{MAX_NAME_BYTES, Task, TaskInfo};
 use crate::IdempotencyKey;
 
 /// The name of the queue [`Queue::connect`] opens.
@@ -173,63 +174,21 @@ impl Queue {
         self.handle.clock.now()
     }
 
-    /// Adds `task` to the queue: [`TaskState::Pending`], or [`TaskState::Scheduled`] when it has
+    /// Adds `task` to the queue: [`TaskState::Pending`](super::TaskState::Pending), or [`TaskState::Scheduled`](super::TaskState::Scheduled) when it has
     /// a [`process_at`](Task::process_at) in the future.
     ///
     /// Fails with [`Error::TaskIdConflict`] when the queue already holds a task with its id,
-    /// [`Error::PayloadTooLarge`] above [`MAX_PAYLOAD_BYTES`], [`Error::Encode`],
+    /// [`Error::PayloadTooLarge`] above [`MAX_PAYLOAD_BYTES`](super::MAX_PAYLOAD_BYTES), [`Error::Encode`],
     /// [`Error::Invalid`] for an empty kind or id, and [`Error::Unreachable`] /
     /// [`Error::Database`] when nothing could be written.
     pub async fn enqueue(&self, task: Task) -> Result<TaskInfo, Error> {
-        let timeout = task.attempt_timeout();
-        let payload = task.payload.map_err(Error::Encode)?;
-        if payload.len() > MAX_PAYLOAD_BYTES {
-            return Err(Error::PayloadTooLarge {
-                size: payload.len(),
-                limit: MAX_PAYLOAD_BYTES,
-            });
-        }
-        check_name("task kind", &task.kind)?;
-        let id = match task.id {
-            Some(id) => {
-                check_name("task id", &id)?;
-                id
-            }
-            None => random_id(),
-        };
-        let now = self.handle.clock.now();
-        let due = match task.process_at {
-            None => now,
-            Some(When::At(at)) => at,
-            Some(When::In(delay)) => now.checked_add(delay).unwrap_or(now),
-        };
-        let state = if due > now {
-            TaskState::Scheduled
-        } else {
-            TaskState::Pending
-        };
-        let now_ms = to_ms(now);
-        let after = |d: Duration| now_ms.saturating_add(duration_ms(d));
-        let unique_key = task.unique.map(|_| unique_key(&task.kind, &payload));
-        let new = NewTask {
-            id: &id,
-            kind: &task.kind,
-            payload: &payload,
-            state,
-            max_retry: task.max_retry,
-            timeout_ms: duration_ms(timeout),
-            deadline_ms: task.deadline.map(to_ms),
-            key_expires_ms: task.key_ttl.map(after),
-            next_process_ms: to_ms(due),
-            created_ms: now_ms,
-            retention_ms: task.retention.map(duration_ms),
-            unique_key: unique_key.as_deref(),
-            unique_until_ms: task.unique.map(after),
-        };
+        let prepared = Prepared::new(task, self.handle.clock.now())?;
+        let new = prepared.row();
+        let (id, now_ms) = (new.id, new.created_ms);
         if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, &new).await? {
             return Ok(row.into_info());
         }
-        if tasks::exists(&self.handle.store, &self.handle.name, &id).await? {
+        if tasks::exists(&self.handle.store, &self.handle.name, id).await? {
             return Err(Error::TaskIdConflict);
         }
         let Some(unique_key) = new.unique_key else {
@@ -244,6 +203,70 @@ impl Queue {
         match tasks::unique_holder(&self.handle.store, &self.handle.name, unique_key).await? {
             Some((holder, _)) => Err(Error::DuplicateTask { id: holder }),
             None => self.insert_again(&new).await,
+        }
+    }
+
+    /// Adds every task of `tasks` in one transaction, all or nothing; returns how many were
+    /// enqueued. Each is checked and stored as [`enqueue`](Queue::enqueue) would, with
+    /// multi-row inserts (1 000 rows a statement) and one commit for the batch.
+    ///
+    /// A task that [`enqueue`](Queue::enqueue) would refuse refuses the whole batch, nothing
+    /// written: [`Error::BatchRefused`] names its id, and its `cause` says why (an id taken in
+    /// the queue or twice in the batch: [`Error::TaskIdConflict`]; a unique task still held:
+    /// [`Error::DuplicateTask`]; an invalid task). An empty batch enqueues nothing and gives 0.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+    /// use retry_runtime::durable::{Error, Queue, Task};
+    /// # let dir = std::env::temp_dir().join(format!("retry-doc-many-{}", std::process::id()));
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let url = format!("sqlite://{}/tasks.db", dir.display());
+    /// let q = Queue::connect(&url).await?;
+    /// let batch = (0..3).map(|n| Task::new("email", &n).task_id(format!("mail-{n}")));
+    /// assert_eq!(q.enqueue_many(batch).await?, 3);
+    ///
+    /// let again = [Task::new("email", &9).task_id("mail-9"), Task::new("email", &1).task_id("mail-1")];
+    /// match q.enqueue_many(again).await {
+    ///     Err(Error::BatchRefused { id, .. }) => assert_eq!(id, "mail-1"),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert!(q.inspector().get("mail-9").await?.is_none()); // all or nothing
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn enqueue_many(&self, tasks: impl IntoIterator<Item = Task>) -> Result<u64, Error> {
+        let now = self.handle.clock.now();
+        let refuse = |id: &str, cause: Error| Error::BatchRefused {
+            id: id.to_owned(),
+            cause: Box::new(cause),
+        };
+        let mut prepared = Vec::new();
+        for task in tasks {
+            let id = task.id.clone().unwrap_or_default();
+            prepared.push(Prepared::new(task, now).map_err(|e| refuse(&id, e))?);
+        }
+        // Conflicts inside the batch are found here: the database would only skip the row.
+        let mut ids = std::collections::HashSet::with_capacity(prepared.len());
+        let mut keys = std::collections::HashMap::new();
+        for task in &prepared {
+            if !ids.insert(task.id.as_str()) {
+                return Err(refuse(&task.id, Error::TaskIdConflict));
+            }
+            if let Some(key) = task.unique_key.as_deref() {
+                if let Some(holder) = keys.insert(key, task.id.as_str()) {
+                    let holder = holder.to_owned();
+                    return Err(refuse(&task.id, Error::DuplicateTask { id: holder }));
+                }
+            }
+        }
+        let rows: Vec<NewTask<'_>> = prepared.iter().map(Prepared::row).collect();
+        let now_ms = super::clock::to_ms(now);
+        match batch::insert_many(&self.handle.store, &self.handle.name, &rows, now_ms).await? {
+            Ok(n) => Ok(n),
+            Err((index, cause)) => Err(refuse(rows[index].id, cause)),
         }
     }
 
@@ -302,62 +325,5 @@ impl Queue {
 impl fmt::Debug for Queue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.handle.fmt(f)
-    }
-}
-
-fn check_name(what: &str, value: &str) -> Result<(), Error> {
-    if value.trim().is_empty() {
-        return Err(Error::Invalid(format!(
-            "the {what} is blank: a task needs a non-empty {what} (for a hand-over, the \
-             idempotency key; a blank key cannot deduplicate)"
-        )));
-    }
-    if value.len() > MAX_NAME_BYTES {
-        return Err(Error::Invalid(format!(
-            "the {what} is {} bytes, above the {MAX_NAME_BYTES}-byte limit",
-            value.len()
-        )));
-    }
-    Ok(())
-}
-
-/// What makes a [`unique`](Task::unique) task the same as another of its queue: the SHA-256 of
-/// its kind and payload (stored as hex; a payload can be far longer than an index entry may be).
-fn unique_key(kind: &str, payload: &str) -> String {
-    use sha2::{Digest as _, Sha256};
-    let digest = Sha256::new()
-        .chain_update(kind.as_bytes())
-        .chain_update([0])
-        .chain_update(payload.as_bytes())
-        .finalize();
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-/// A random id in the UUID v4 text format.
-fn random_id() -> String {
-    let bits: u128 = rand::random();
-    let bits = (bits & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
-    let hex = format!("{bits:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn random_ids_look_like_uuid_v4() {
-        let id = random_id();
-        assert_eq!(id.len(), 36);
-        assert_eq!(&id[14..15], "4");
-        assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
-        assert_ne!(random_id(), id);
     }
 }

@@ -45,6 +45,7 @@ macro_rules! columns {
     };
 }
 
+pub(crate) mod batch;
 pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -101,7 +102,10 @@ pub(crate) trait Decoded: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
 impl<T> Decoded for T where T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
 
 /// `sql` with `args` bound as `$1`, `$2`, … for backend `DB`.
-fn bound<DB>(sql: &'static str, args: &[Arg<'_>]) -> sqlx::query::Query<'static, DB, DB::Arguments>
+fn bound<DB>(
+    sql: impl sqlx::SqlSafeStr,
+    args: &[Arg<'_>],
+) -> sqlx::query::Query<'static, DB, DB::Arguments>
 where
     DB: Database,
     for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,

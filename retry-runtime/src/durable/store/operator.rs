@@ -68,6 +68,57 @@ pub(crate) async fn page(
     fetch_all(store, statement, &args).await
 }
 
+/// The statement of one page after a cursor for one state, the state written out so that the
+/// partial indexes on `state` apply.
+macro_rules! page_after {
+    ($state:literal, due) => {
+        concat!(
+            "SELECT ",
+            columns!(),
+            " FROM retry_tasks WHERE queue = $1 AND state = '",
+            $state,
+            "' AND (next_process_ms, seq) > ($3, $4) ORDER BY next_process_ms, seq LIMIT $2"
+        )
+    };
+    ($state:literal, finished) => {
+        concat!(
+            "SELECT ",
+            columns!(),
+            " FROM retry_tasks WHERE queue = $1 AND state = '",
+            $state,
+            "' AND (finished_ms, seq) < ($3, $4) \
+             ORDER BY finished_ms DESC, seq DESC LIMIT $2"
+        )
+    };
+}
+
+/// Up to `limit` tasks in `state` after the task keyed `(key, seq)`, in the order of [`page`]:
+/// an index seek however deep the page.
+pub(crate) async fn page_after(
+    store: &Store,
+    queue: &str,
+    state: TaskState,
+    limit: i64,
+    key: i64,
+    seq: i64,
+) -> Result<Vec<Row>, Error> {
+    let statement = match state {
+        TaskState::Pending => page_after!("pending", due),
+        TaskState::Scheduled => page_after!("scheduled", due),
+        TaskState::Active => page_after!("active", due),
+        TaskState::Retry => page_after!("retry", due),
+        TaskState::Archived => page_after!("archived", finished),
+        TaskState::Completed => page_after!("completed", finished),
+    };
+    let args = [
+        Arg::Text(queue),
+        Arg::Int(limit),
+        Arg::Int(key),
+        Arg::Int(seq),
+    ];
+    fetch_all(store, statement, &args).await
+}
+
 /// The number of tasks in `state`.
 pub(crate) async fn count(store: &Store, queue: &str, state: TaskState) -> Result<u64, Error> {
     const COUNT: &str = "SELECT COUNT(*) FROM retry_tasks WHERE queue = $1 AND state = $2";

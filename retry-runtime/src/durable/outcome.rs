@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use super::clock::to_ms;
 use super::error::{BoxError, Error};
-use super::failure::{Decision, Failure, Rules};
+use super::failure::{Decision, Failure, Judgement, Rules};
 use super::janitor;
 use super::metrics::{Metrics, Outcome};
 use super::queue::Queue;
@@ -27,7 +27,12 @@ pub(crate) struct Outcomes {
 
 impl Outcomes {
     /// Calls the worker's [`on_error`](super::Worker::on_error) hook, if any.
-    pub(crate) fn report(&self, task: &ActiveTask, error: &BoxError) {
+    /// A [`Snooze`](super::Snooze) is not a failure: the hook does not see it.
+    pub(crate) fn report(&self, task: &ActiveTask, failure: &Failure) {
+        if matches!(failure.judgement, Judgement::Snooze(_)) {
+            return;
+        }
+        let error = &failure.error;
         if let Some(on_error) = &self.on_error {
             on_error(task.info(), error);
         }
@@ -38,7 +43,7 @@ impl Outcomes {
     /// counts the attempt as failed. (A succeeded attempt goes to the
     /// [completer](super::completer).)
     pub(crate) async fn record_failure(&self, queue: &Queue, task: &ActiveTask, failure: Failure) {
-        self.report(task, &failure.error);
+        self.report(task, &failure);
         let now = queue.handle.clock.now();
         let decision = self.rules.decide(task, &failure, now);
         let write = || self.apply(queue, task, Fence::of(task), decision.clone(), now);
@@ -56,7 +61,7 @@ impl Outcomes {
         failure: Failure,
         now: SystemTime,
     ) -> Result<bool, Error> {
-        self.report(task, &failure.error);
+        self.report(task, &failure);
         let decision = self.rules.decide(task, &failure, now);
         self.apply(queue, task, fence, decision, now).await
     }
@@ -91,6 +96,9 @@ impl Outcomes {
                 )
                 .await?
             }
+            Decision::Snooze { at } => {
+                tasks::snooze(&queue.handle.store, &queue.handle.name, fence, to_ms(*at)).await?
+            }
             Decision::Archive { last_err, .. } => {
                 tasks::archive(
                     &queue.handle.store,
@@ -108,6 +116,7 @@ impl Outcomes {
         let outcome = match &decision {
             Decision::Retry { counted: true, .. } => Outcome::Retried,
             Decision::Retry { counted: false, .. } => Outcome::NotFailure,
+            Decision::Snooze { .. } => Outcome::Snoozed,
             Decision::Archive { .. } => Outcome::Archived,
         };
         self.metrics
@@ -129,6 +138,15 @@ impl Outcomes {
                 counted = counted,
                 next_process_at = crate::time::http_date(at),
                 last_err = last_err,
+            ),
+            Decision::Snooze { at } => event!(
+                info,
+                "durable task snoozed",
+                kind = task.kind(),
+                id = task.id(),
+                queue = queue.name(),
+                retried = task.retried(),
+                next_process_at = crate::time::http_date(at),
             ),
             Decision::Archive { last_err, .. } => {
                 event!(

@@ -215,6 +215,21 @@ pub(crate) async fn retry(
     fenced(store, RETRY, queue, fence, &more).await
 }
 
+/// Puts the task off ([`Snooze`](crate::durable::Snooze)): `scheduled`, due at `next_process`;
+/// `retried`, `last_err` and `last_failed_ms` stay as they were.
+pub(crate) async fn snooze(
+    store: &Store,
+    queue: &str,
+    fence: Fence<'_>,
+    next_process: i64,
+) -> Result<bool, Error> {
+    const SNOOZE: &str = "UPDATE retry_tasks SET state = 'scheduled', next_process_ms = $5, \
+         lease_token = NULL, lease_expires_ms = NULL \
+         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+         AND lease_expires_ms <= $4";
+    fenced(store, SNOOZE, queue, fence, &[Arg::Int(next_process)]).await
+}
+
 /// Archives the task with `last_err`.
 pub(crate) async fn archive(
     store: &Store,

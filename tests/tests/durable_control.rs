@@ -1,0 +1,147 @@
+//! Task control from the handler and the operator (issue 22, items 4–6): a handler's
+//! [`Snooze`] puts its task off without counting a failure, each task keeps the history of its
+//! failures, and an operator cancels a task. Run on SQLite and on PostgreSQL
+//! (`RETRY_TEST_POSTGRES_URL`), with a `ManualClock`: every stored time is exact.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use retry_runtime::durable::{BoxError, SkipRetry, Snooze, Task, TaskState};
+use retry_tests::capture::events;
+use retry_tests::durable_env::{Backend, Env, secs, worker};
+
+retry_tests::both_backends!(
+    a_snooze_reschedules_without_counting_a_failure,
+    a_snooze_is_found_anywhere_in_the_chain_and_skip_retry_wins,
+    a_snooze_past_the_deadline_archives,
+);
+
+/// A handler error that wraps another: the chain is `Wrapped -> inner`.
+#[derive(Debug)]
+struct Wrapped(BoxError);
+
+impl std::fmt::Display for Wrapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("settlement pending")
+    }
+}
+
+impl std::error::Error for Wrapped {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0)
+    }
+}
+
+async fn a_snooze_reschedules_without_counting_a_failure(backend: Backend) {
+    let Some(env) = Env::new(backend, "control-snooze").await else {
+        return;
+    };
+    let runs = Arc::new(AtomicU32::new(0));
+    let hooked = Arc::new(AtomicU32::new(0));
+    let (count, hook) = (runs.clone(), hooked.clone());
+    // First run fails (a counted retry, `last_err` set), then the handler snoozes 90 s.
+    let w = worker(&env)
+        .handle("settle", move |_task| {
+            let run = count.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if run == 0 {
+                    return Err(BoxError::from("gateway down"));
+                }
+                Err(Snooze::new(secs(90)).into())
+            }
+        })
+        .on_error(move |_, _| {
+            hook.fetch_add(1, Ordering::SeqCst);
+        });
+    let id = env
+        .q
+        .enqueue(Task::new("settle", &1).task_id("s-1"))
+        .await
+        .unwrap()
+        .id;
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    let failed = env.info(&id).await;
+    assert_eq!((failed.state, failed.retried), (TaskState::Retry, 1));
+    assert_eq!(failed.last_err.as_deref(), Some("gateway down"));
+    let due = failed.next_process_at.unwrap();
+    env.clock.set(due + secs(3));
+
+    let logged = events(async { assert_eq!(w.run_due().await.unwrap(), 1) }).await;
+    let snoozed = env.info(&id).await;
+    assert_eq!(snoozed.state, TaskState::Scheduled);
+    assert_eq!(snoozed.retried, 1, "a snooze is not counted");
+    assert_eq!(
+        snoozed.last_err.as_deref(),
+        Some("gateway down"),
+        "unchanged"
+    );
+    assert_eq!(snoozed.last_failed_at, failed.last_failed_at, "unchanged");
+    assert_eq!(snoozed.next_process_at, Some(due + secs(3) + secs(90)));
+    assert_eq!(
+        hooked.load(Ordering::SeqCst),
+        1,
+        "on_error saw the failure only"
+    );
+    let event = logged
+        .iter()
+        .find(|e| e.fields.get("id").map(String::as_str) == Some("s-1"))
+        .expect("the snooze is logged");
+    assert_eq!(event.level, tracing::Level::INFO);
+    assert_eq!(event.fields["message"], "durable task snoozed");
+    assert_eq!(event.fields["retried"], "1");
+
+    env.clock.advance(secs(89));
+    assert_eq!(w.run_due().await.unwrap(), 0, "not a second early");
+    env.clock.advance(secs(1));
+    assert_eq!(w.run_due().await.unwrap(), 1, "due again after the snooze");
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}
+
+async fn a_snooze_is_found_anywhere_in_the_chain_and_skip_retry_wins(backend: Backend) {
+    let Some(env) = Env::new(backend, "control-snooze-chain").await else {
+        return;
+    };
+    let w = worker(&env).handle("settle", |task| async move {
+        let how: String = task.payload()?;
+        let inner: BoxError = match how.as_str() {
+            "snooze" => Box::new(Snooze::new(secs(30))),
+            _ => Box::new(SkipRetry::wrap(Wrapped(Box::new(Snooze::new(secs(30)))))),
+        };
+        Err::<(), BoxError>(Box::new(Wrapped(inner)))
+    });
+    let snooze = env.q.enqueue(Task::new("settle", &"snooze")).await.unwrap();
+    let skip = env.q.enqueue(Task::new("settle", &"skip")).await.unwrap();
+    assert_eq!(w.run_due().await.unwrap(), 2);
+    let info = env.info(&snooze.id).await;
+    assert_eq!((info.state, info.retried), (TaskState::Scheduled, 0));
+    assert_eq!(info.next_process_at, Some(env.at(secs(30))));
+    assert_eq!(info.last_err, None);
+    let info = env.info(&skip.id).await;
+    assert_eq!(info.state, TaskState::Archived);
+    assert_eq!(
+        info.last_err.as_deref(),
+        Some("settlement pending: snoozed for 30s (SkipRetry: not retried)")
+    );
+}
+
+async fn a_snooze_past_the_deadline_archives(backend: Backend) {
+    let Some(env) = Env::new(backend, "control-snooze-deadline").await else {
+        return;
+    };
+    let w = worker(&env).handle("settle", |_task| async {
+        Err::<(), BoxError>(Snooze::new(Duration::from_secs(600)).into())
+    });
+    let task = Task::new("settle", &1).deadline(env.at(secs(300)));
+    let id = env.q.enqueue(task).await.unwrap().id;
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    let info = env.info(&id).await;
+    assert_eq!((info.state, info.retried), (TaskState::Archived, 0));
+    assert_eq!(
+        info.last_err.as_deref(),
+        Some(
+            "snoozed for 600s (not retried: the next attempt, at Tue, 14 Nov 2023 22:23:20 GMT, \
+             would come after the task's deadline, Tue, 14 Nov 2023 22:18:20 GMT)"
+        )
+    );
+}

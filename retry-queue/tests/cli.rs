@@ -312,6 +312,7 @@ page 1 of 1: 1 of 1 active tasks in queue \"{name}\"
                 "last_err": "gateway down",
                 "last_failed_at": "2023-11-14T22:13:20Z",
                 "completed_at": null,
+                "errors": [{"retried": 0, "at": "2023-11-14T22:13:20Z", "error": "gateway down"}],
             }],
             "total": 3,
             "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
@@ -370,6 +371,8 @@ last_failed_at:  2023-11-14T22:13:21Z
 completed_at:    -
 last_err:        gateway down
 payload:         \"gateway down\"
+errors:
+  #0   2023-11-14T22:13:21Z  gateway down
 "
         )
     );
@@ -380,7 +383,7 @@ payload:         \"gateway down\"
             "retried": 0, "max_retry": 25, "payload": "\"ok\"",
             "enqueued_at": "2023-11-14T22:13:24Z",
             "next_process_at": null, "last_err": null, "last_failed_at": null,
-            "completed_at": "2023-11-14T22:13:24Z",
+            "completed_at": "2023-11-14T22:13:24Z", "errors": [],
         })
     );
     assert_eq!(

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_runtime::durable::{BoxError, SkipRetry, Snooze, Task, TaskState};
+use retry_runtime::durable::{
+    BoxError, FailedAttempt, MAX_HISTORY, MAX_HISTORY_ERROR, SkipRetry, Snooze, Task, TaskState,
+};
 use retry_tests::capture::events;
 use retry_tests::durable_env::{Backend, Env, secs, worker};
 
@@ -15,6 +17,7 @@ retry_tests::both_backends!(
     a_snooze_reschedules_without_counting_a_failure,
     a_snooze_is_found_anywhere_in_the_chain_and_skip_retry_wins,
     a_snooze_past_the_deadline_archives,
+    the_failure_history_keeps_the_last_ten_oldest_first,
 );
 
 /// A handler error that wraps another: the chain is `Wrapped -> inner`.
@@ -144,4 +147,63 @@ async fn a_snooze_past_the_deadline_archives(backend: Backend) {
              would come after the task's deadline, Tue, 14 Nov 2023 22:18:20 GMT)"
         )
     );
+}
+
+async fn the_failure_history_keeps_the_last_ten_oldest_first(backend: Backend) {
+    let Some(env) = Env::new(backend, "control-history").await else {
+        return;
+    };
+    let runs = Arc::new(AtomicU32::new(0));
+    let count = runs.clone();
+    // Run n fails with "failure n"; run 5 with a long text; run 6 snoozes (not a failure).
+    let w = worker(&env).handle("charge", move |_task| {
+        let run = count.fetch_add(1, Ordering::SeqCst);
+        async move {
+            Err::<(), BoxError>(match run {
+                5 => "x".repeat(5000).into(),
+                6 => Snooze::new(secs(1)).into(),
+                n => format!("failure {n}").into(),
+            })
+        }
+    });
+    let id = env
+        .q
+        .enqueue(Task::new("charge", &1).max_retry(11))
+        .await
+        .unwrap()
+        .id;
+    assert!(env.info(&id).await.errors.is_empty());
+    let mut failed_at = Vec::new();
+    for _ in 0..13 {
+        assert_eq!(w.run_due().await.unwrap(), 1);
+        let info = env.info(&id).await;
+        failed_at.push(info.last_failed_at);
+        if let Some(due) = info.next_process_at {
+            env.clock.set(due);
+        }
+    }
+    let info = env.info(&id).await;
+    assert_eq!(info.state, TaskState::Archived);
+    assert_eq!(info.retried, 11);
+    assert_eq!(info.errors.len(), MAX_HISTORY);
+    // 12 failures (runs 0–5, 7–12), the first two dropped: runs 2–5 and 7–12.
+    let runs_kept: Vec<u32> = (2..=5).chain(7..=12).collect();
+    let expected: Vec<FailedAttempt> = runs_kept
+        .iter()
+        .map(|&run| {
+            let retried = if run < 6 { run } else { run - 1 };
+            let error = match run {
+                5 => format!("{}…", "x".repeat(MAX_HISTORY_ERROR)),
+                12 => "failure 12 (retries exhausted: 11 of 11)".to_owned(),
+                n => format!("failure {n}"),
+            };
+            FailedAttempt {
+                retried,
+                at: failed_at[run as usize].unwrap(),
+                error,
+            }
+        })
+        .collect();
+    assert_eq!(info.errors, expected);
+    assert_eq!(info.last_err.as_deref(), Some(expected[9].error.as_str()));
 }

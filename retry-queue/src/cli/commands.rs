@@ -251,6 +251,21 @@ fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
     for (name, value) in fields {
         writeln!(out, "{:<16} {value}", format!("{name}:"))?;
     }
+    // The failure history, oldest first: one line per failed attempt.
+    if t.errors.is_empty() {
+        writeln!(out, "{:<16} -", "errors:")?;
+    } else {
+        writeln!(out, "errors:")?;
+        for failed in &t.errors {
+            writeln!(
+                out,
+                "  #{:<3} {}  {}",
+                failed.retried,
+                rfc3339(failed.at),
+                clean(&failed.error)
+            )?;
+        }
+    }
     Ok(())
 }
 

@@ -337,6 +337,7 @@ mod entries;
 mod error;
 mod failure;
 mod handle;
+mod history;
 mod inspector;
 mod janitor;
 mod metrics;
@@ -357,6 +358,7 @@ mod worker;
 pub use attempt::DEFAULT_LEASE;
 pub use clock::{Clock, DELAY_RAND_BOUND, DelayRng, ManualClock, SystemClock, default_retry_delay};
 pub use error::{BoxError, Error, SkipRetry, Snooze};
+pub use history::{FailedAttempt, MAX_HISTORY, MAX_HISTORY_ERROR};
 pub use inspector::{ErrorGroup, Inspector, QueueStats};
 pub use processor::{DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use queue::{

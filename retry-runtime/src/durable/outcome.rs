@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use super::clock::to_ms;
 use super::error::{BoxError, Error};
 use super::failure::{Decision, Failure, Judgement, Rules};
+use super::history;
 use super::janitor;
 use super::metrics::{Metrics, Outcome};
 use super::queue::Queue;
@@ -83,6 +84,7 @@ impl Outcomes {
                 last_err,
                 ..
             } => {
+                let errors = history::append(&task.info().errors, task.retried(), now, last_err);
                 let (at, now) = (to_ms(*at), to_ms(now));
                 let retried = i64::from(*retried);
                 tasks::retry(
@@ -93,6 +95,7 @@ impl Outcomes {
                     at,
                     last_err,
                     now,
+                    &errors,
                 )
                 .await?
             }
@@ -100,12 +103,14 @@ impl Outcomes {
                 tasks::snooze(&queue.handle.store, &queue.handle.name, fence, to_ms(*at)).await?
             }
             Decision::Archive { last_err, .. } => {
+                let errors = history::append(&task.info().errors, task.retried(), now, last_err);
                 tasks::archive(
                     &queue.handle.store,
                     &queue.handle.name,
                     fence,
                     last_err,
                     to_ms(now),
+                    &errors,
                 )
                 .await?
             }

@@ -135,8 +135,8 @@ async fn fenced(
     fence: Fence<'_>,
     more: &[Arg<'_>],
 ) -> Result<bool, Error> {
-    // No statement binds more than four values after the fence.
-    let mut args = [Arg::Int(0); 8];
+    // No statement binds more than five values after the fence.
+    let mut args = [Arg::Int(0); 9];
     args[..4].copy_from_slice(&[
         Arg::Text(queue),
         Arg::Text(fence.id),
@@ -191,7 +191,8 @@ pub(crate) async fn complete_batch(store: &Store, done: &[Done<'_>]) -> Result<V
     result.map_err(Error::from_sqlx)
 }
 
-/// Puts the task in `retry`, due at `next_process`.
+/// Puts the task in `retry`, due at `next_process`, with `errors` as its failure history.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn retry(
     store: &Store,
     queue: &str,
@@ -200,9 +201,10 @@ pub(crate) async fn retry(
     next_process: i64,
     last_err: &str,
     failed_at: i64,
+    errors: &str,
 ) -> Result<bool, Error> {
     const RETRY: &str = "UPDATE retry_tasks SET state = 'retry', retried = $5, \
-         next_process_ms = $6, last_err = $7, last_failed_ms = $8, \
+         next_process_ms = $6, last_err = $7, last_failed_ms = $8, errors = $9, \
          lease_token = NULL, lease_expires_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
          AND lease_expires_ms <= $4";
@@ -211,6 +213,7 @@ pub(crate) async fn retry(
         Arg::Int(next_process),
         Arg::Text(last_err),
         Arg::Int(failed_at),
+        Arg::Text(errors),
     ];
     fenced(store, RETRY, queue, fence, &more).await
 }
@@ -230,16 +233,17 @@ pub(crate) async fn snooze(
     fenced(store, SNOOZE, queue, fence, &[Arg::Int(next_process)]).await
 }
 
-/// Archives the task with `last_err`.
+/// Archives the task with `last_err`, and `errors` as its failure history.
 pub(crate) async fn archive(
     store: &Store,
     queue: &str,
     fence: Fence<'_>,
     last_err: &str,
     now: i64,
+    errors: &str,
 ) -> Result<bool, Error> {
     const ARCHIVE: &str = "UPDATE retry_tasks SET state = 'archived', last_err = $5, \
-         last_failed_ms = $6, finished_ms = $6, next_process_ms = NULL, \
+         last_failed_ms = $6, finished_ms = $6, errors = $7, next_process_ms = NULL, \
          lease_token = NULL, lease_expires_ms = NULL, \
          unique_key = NULL, unique_until_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
@@ -249,7 +253,7 @@ pub(crate) async fn archive(
         ARCHIVE,
         queue,
         fence,
-        &[Arg::Text(last_err), Arg::Int(now)],
+        &[Arg::Text(last_err), Arg::Int(now), Arg::Text(errors)],
     )
     .await
 }

@@ -359,7 +359,7 @@ pub use attempt::DEFAULT_LEASE;
 pub use clock::{Clock, DELAY_RAND_BOUND, DelayRng, ManualClock, SystemClock, default_retry_delay};
 pub use error::{BoxError, Error, SkipRetry, Snooze};
 pub use history::{FailedAttempt, MAX_HISTORY, MAX_HISTORY_ERROR};
-pub use inspector::{ErrorGroup, Inspector, QueueStats};
+pub use inspector::{Canceled, ErrorGroup, Inspector, QueueStats};
 pub use processor::{DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use queue::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,

@@ -13,7 +13,7 @@ use super::history;
 use super::janitor;
 use super::metrics::{Metrics, Outcome};
 use super::queue::Queue;
-use super::store::{Fence, tasks};
+use super::store::{Fence, control, tasks};
 use super::task::{ActiveTask, TaskInfo};
 
 /// The hook of [`Worker::on_error`](super::Worker::on_error).
@@ -116,7 +116,9 @@ impl Outcomes {
             }
         };
         if !written {
-            return Ok(false);
+            // Refused because the operator canceled the task meanwhile (or fenced off: then
+            // this changes nothing either): a canceled task is archived, never retried.
+            return cancel(queue, task, fence, now, &self.metrics).await;
         }
         let outcome = match &decision {
             Decision::Retry { counted: true, .. } => Outcome::Retried,
@@ -217,4 +219,29 @@ where
         }
     }
     false
+}
+
+/// Archives a claimed task whose cancel the operator asked for ([`Inspector::cancel`](super::Inspector::cancel)),
+/// fenced; counts and logs it. `Ok(false)`: no cancel was asked for, or fenced off.
+pub(crate) async fn cancel(
+    queue: &Queue,
+    task: &ActiveTask,
+    fence: Fence<'_>,
+    now: SystemTime,
+    metrics: &Metrics,
+) -> Result<bool, Error> {
+    let store = &queue.handle.store;
+    if !control::archive_canceled(store, &queue.handle.name, fence, to_ms(now)).await? {
+        return Ok(false);
+    }
+    metrics.count_outcome(queue.name(), task.kind(), Outcome::Archived);
+    event!(
+        warn,
+        "durable task canceled by operator",
+        kind = task.kind(),
+        id = task.id(),
+        queue = queue.name(),
+        retried = task.retried(),
+    );
+    Ok(true)
 }

@@ -3,8 +3,69 @@
 //! as a JSON array (see [`history`](crate::durable::history)), and `cancel_requested`, set by
 //! the inspector on an active task for its worker to stop it.
 
-use super::Store;
+use super::{Arg, Fence, Store, execute, fetch_int};
 use crate::durable::error::Error;
+
+/// What a canceled task's `last_err` ends with.
+pub(crate) const CANCELED: &str = "(canceled by operator)";
+
+/// Archives a waiting (pending, scheduled or retry) task as canceled at `$3`; true when it did.
+pub(crate) async fn cancel_waiting(
+    store: &Store,
+    queue: &str,
+    id: &str,
+    now: i64,
+) -> Result<bool, Error> {
+    const CANCEL_WAITING: &str = "UPDATE retry_tasks SET state = 'archived', \
+         last_err = CASE WHEN last_err IS NULL THEN $4 ELSE last_err || ' ' || $4 END, \
+         finished_ms = $3, next_process_ms = NULL, cancel_requested = FALSE, \
+         unique_key = NULL, unique_until_ms = NULL \
+         WHERE queue = $1 AND id = $2 AND state IN ('pending', 'scheduled', 'retry')";
+    let args = [
+        Arg::Text(queue),
+        Arg::Text(id),
+        Arg::Int(now),
+        Arg::Text(CANCELED),
+    ];
+    Ok(execute(store, CANCEL_WAITING, &args).await? == 1)
+}
+
+/// Asks the worker holding an active task to stop it; true when the task is active.
+pub(crate) async fn request_cancel(store: &Store, queue: &str, id: &str) -> Result<bool, Error> {
+    const REQUEST_CANCEL: &str = "UPDATE retry_tasks SET cancel_requested = TRUE \
+         WHERE queue = $1 AND id = $2 AND state = 'active'";
+    Ok(execute(store, REQUEST_CANCEL, &[Arg::Text(queue), Arg::Text(id)]).await? == 1)
+}
+
+/// Whether the operator asked to cancel the task held under `fence`.
+pub(crate) async fn cancel_requested(
+    store: &Store,
+    queue: &str,
+    fence: Fence<'_>,
+) -> Result<bool, Error> {
+    const CANCEL_REQUESTED: &str = "SELECT COUNT(*) FROM retry_tasks \
+         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+         AND cancel_requested";
+    let args = [Arg::Text(queue), Arg::Text(fence.id), Arg::Int(fence.token)];
+    Ok(fetch_int(store, CANCEL_REQUESTED, &args).await? > 0)
+}
+
+/// Archives a claimed task whose cancel was asked for, fenced, at `now`; true when it did.
+pub(crate) async fn archive_canceled(
+    store: &Store,
+    queue: &str,
+    fence: Fence<'_>,
+    now: i64,
+) -> Result<bool, Error> {
+    const ARCHIVE_CANCELED: &str = "UPDATE retry_tasks SET state = 'archived', \
+         last_err = CASE WHEN last_err IS NULL THEN $6 ELSE last_err || ' ' || $6 END, \
+         finished_ms = $5, next_process_ms = NULL, cancel_requested = FALSE, \
+         lease_token = NULL, lease_expires_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
+         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+         AND lease_expires_ms <= $4 AND cancel_requested";
+    let more = [Arg::Int(now), Arg::Text(CANCELED)];
+    super::tasks::fenced(store, ARCHIVE_CANCELED, queue, fence, &more).await
+}
 
 #[cfg(feature = "postgres")]
 const POSTGRES_COLUMNS: &str = "ALTER TABLE retry_tasks \

@@ -128,7 +128,7 @@ pub(crate) async fn claim(
 
 /// Runs `statement`, an `UPDATE` fenced by `$1`–`$4` (queue, id, lease token, lease expired
 /// before), with `more` bound as `$5`, `$6`, …; true when it changed the task.
-async fn fenced(
+pub(super) async fn fenced(
     store: &Store,
     statement: &'static str,
     queue: &str,
@@ -207,7 +207,7 @@ pub(crate) async fn retry(
          next_process_ms = $6, last_err = $7, last_failed_ms = $8, errors = $9, \
          lease_token = NULL, lease_expires_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-         AND lease_expires_ms <= $4";
+         AND lease_expires_ms <= $4 AND NOT cancel_requested";
     let more = [
         Arg::Int(retried),
         Arg::Int(next_process),
@@ -229,7 +229,7 @@ pub(crate) async fn snooze(
     const SNOOZE: &str = "UPDATE retry_tasks SET state = 'scheduled', next_process_ms = $5, \
          lease_token = NULL, lease_expires_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-         AND lease_expires_ms <= $4";
+         AND lease_expires_ms <= $4 AND NOT cancel_requested";
     fenced(store, SNOOZE, queue, fence, &[Arg::Int(next_process)]).await
 }
 
@@ -247,7 +247,7 @@ pub(crate) async fn archive(
          lease_token = NULL, lease_expires_ms = NULL, \
          unique_key = NULL, unique_until_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-         AND lease_expires_ms <= $4";
+         AND lease_expires_ms <= $4 AND NOT cancel_requested";
     fenced(
         store,
         ARCHIVE,

@@ -177,6 +177,7 @@ async fn task<W: Write>(
         TaskCommand::Run(task) => action(base, task, Action::Run, output).await,
         TaskCommand::Delete(task) => action(base, task, Action::Delete, output).await,
         TaskCommand::Archive(task) => action(base, task, Action::Archive, output).await,
+        TaskCommand::Cancel(task) => action(base, task, Action::Cancel, output).await,
         TaskCommand::RunAll(args) => bulk(base, args, Bulk::RunAll, output).await,
         TaskCommand::DeleteAll(args) => bulk(base, args, Bulk::DeleteAll, output).await,
     }

@@ -391,3 +391,31 @@ async fn a_canceled_task_is_never_retried_even_if_its_attempt_fails_or_its_worke
     assert!(w.fail(&again[0], BoxError::from("boom")).await.unwrap());
     assert_eq!(env.info("lost").await.state, TaskState::Retry);
 }
+
+/// A table made before task control (without `errors` and `cancel_requested`) gains the columns
+/// when a queue connects, its tasks kept. SQLite only: on PostgreSQL the tests share one table.
+#[tokio::test]
+async fn a_table_without_the_control_columns_gains_them_on_connect() {
+    let Some(env) = Env::new(Backend::Sqlite, "control-migrate").await else {
+        return;
+    };
+    env.q
+        .enqueue(Task::new("charge", &1).task_id("old"))
+        .await
+        .unwrap();
+    let pool = sqlx::SqlitePool::connect(&env.url).await.unwrap();
+    for drop in [
+        "ALTER TABLE retry_tasks DROP COLUMN errors",
+        "ALTER TABLE retry_tasks DROP COLUMN cancel_requested",
+    ] {
+        sqlx::query(drop).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+    let q = env.on_system_clock().await;
+    let info = q.inspector().get("old").await.unwrap().unwrap();
+    assert_eq!((info.state, info.errors), (TaskState::Pending, Vec::new()));
+    assert_eq!(
+        q.inspector().cancel("old").await.unwrap(),
+        Canceled::Archived
+    );
+}

@@ -114,7 +114,16 @@ pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
         #[cfg(feature = "postgres")]
         Store::Postgres(pool) => {
             // The same lock as the schema's: processes starting together add the columns once.
+            // `ALTER TABLE` takes an exclusive lock even when the columns exist (it would stall
+            // every worker's claim behind it), so it runs only when they are missing.
+            const HAS: &str = "SELECT COUNT(*) FROM information_schema.columns \
+                 WHERE table_schema = current_schema() AND table_name = 'retry_tasks' \
+                 AND column_name IN ('errors', 'cancel_requested')";
             let run = async {
+                let has: i64 = sqlx::query_scalar(HAS).fetch_one(pool).await?;
+                if has == 2 {
+                    return Ok(());
+                }
                 let mut tx = pool.begin().await?;
                 sqlx::query("SELECT pg_advisory_xact_lock($1)")
                     .bind(super::postgres::MIGRATION_LOCK)

@@ -146,7 +146,7 @@ mod tests {
         );
         assert_eq!(
             page(&[], 0, TaskState::Active),
-            json!({"tasks": [], "total": 0, "actions": {"task": [], "bulk": []}})
+            json!({"tasks": [], "total": 0, "actions": {"task": ["cancel"], "bulk": []}})
         );
     }
 }

@@ -3,8 +3,9 @@
 //!
 //! - A task ([`task`]): `TaskInfo`'s field names, `{"id", "queue", "kind", "state", "retried",
 //!   "max_retry", "payload", "enqueued_at", "next_process_at", "last_err", "last_failed_at",
-//!   "completed_at"}`; `state` lower case (`"retry"`), `payload` the stored JSON text as a
-//!   string, times RFC 3339 in UTC ([`rfc3339`]) or `null` when absent.
+//!   "completed_at", "errors"}`; `state` lower case (`"retry"`), `payload` the stored JSON text
+//!   as a string, times RFC 3339 in UTC ([`rfc3339`]) or `null` when absent; `errors` the
+//!   failure history, oldest first: `[{"retried", "at", "error"}…]` (the last 10).
 //! - A queue ([`queue`]): `{"queue", "counts": {"pending": n, "scheduled": n, "active": n,
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
 //!   "oldest_pending_age_secs"}` (whole seconds, `null` without pending tasks).
@@ -46,6 +47,11 @@ pub(crate) fn task(task: &TaskInfo) -> Value {
         "last_err": task.last_err,
         "last_failed_at": opt_time(task.last_failed_at),
         "completed_at": opt_time(task.completed_at),
+        "errors": task.errors.iter().map(|failed| json!({
+            "retried": failed.retried,
+            "at": rfc3339(failed.at),
+            "error": failed.error,
+        })).collect::<Vec<Value>>(),
     })
 }
 
@@ -141,7 +147,7 @@ mod tests {
         );
         assert_eq!(
             page(&[], None, 0, TaskState::Active),
-            json!({"tasks": [], "next": null, "total": 0, "actions": {"task": [], "bulk": []}})
+            json!({"tasks": [], "next": null, "total": 0, "actions": {"task": ["cancel"], "bulk": []}})
         );
     }
 }

@@ -11,17 +11,20 @@ pub(crate) enum Action {
     Run,
     Delete,
     Archive,
+    Cancel,
 }
 
 impl Action {
-    pub(crate) const ALL: [Action; 3] = [Action::Run, Action::Delete, Action::Archive];
+    pub(crate) const ALL: [Action; 4] =
+        [Action::Run, Action::Delete, Action::Archive, Action::Cancel];
 
-    /// Its name in routes, JSON and the page: `run`, `delete`, `archive`.
+    /// Its name in routes, JSON and the page: `run`, `delete`, `archive`, `cancel`.
     pub(crate) fn name(self) -> &'static str {
         match self {
             Action::Run => "run",
             Action::Delete => "delete",
             Action::Archive => "archive",
+            Action::Cancel => "cancel",
         }
     }
 
@@ -31,6 +34,10 @@ impl Action {
             Action::Run => "runs as soon as a worker is free",
             Action::Delete => "deleted",
             Action::Archive => "archived",
+            Action::Cancel => {
+                "canceled: archived (a running task: its worker stops it within a second, then \
+                 archives it)"
+            }
         }
     }
 
@@ -44,6 +51,10 @@ impl Action {
                 state,
                 TaskState::Pending | TaskState::Scheduled | TaskState::Retry
             ),
+            Action::Cancel => matches!(
+                state,
+                TaskState::Pending | TaskState::Scheduled | TaskState::Retry | TaskState::Active
+            ),
         }
     }
 
@@ -52,6 +63,7 @@ impl Action {
             Action::Run => inspector.run_task(id).await,
             Action::Delete => inspector.delete_task(id).await,
             Action::Archive => inspector.archive_task(id).await,
+            Action::Cancel => inspector.cancel(id).await.map(drop),
         }
     }
 }

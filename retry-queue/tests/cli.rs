@@ -229,6 +229,7 @@ retry_tests::both_backends!(
     task_ls_prints_one_page_in_state_order,
     task_show_prints_every_field_and_refuses_unknown_ids,
     task_run_delete_archive_act_on_one_task_or_say_why_not,
+    task_cancel_archives_a_waiting_task_or_stops_an_active_one,
     run_all_and_delete_all_act_on_a_state_and_refuse_active,
     queue_pause_and_unpause,
     errors_groups_tasks_by_last_err,
@@ -316,9 +317,10 @@ page 1 of 1: 1 of 1 active tasks in queue \"{name}\"
                 "last_err": "gateway down",
                 "last_failed_at": "2023-11-14T22:13:20Z",
                 "completed_at": null,
+                "errors": [{"retried": 0, "at": "2023-11-14T22:13:20Z", "error": "gateway down"}],
             }],
             "total": 3,
-            "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
+            "actions": {"task": ["run", "delete", "archive", "cancel"], "bulk": ["run-all", "delete-all"]},
         })
     );
     // Page by cursor: `--after` the page's `next`, the text naming the cursor after it.
@@ -418,6 +420,8 @@ last_failed_at:  2023-11-14T22:13:21Z
 completed_at:    -
 last_err:        gateway down
 payload:         \"gateway down\"
+errors:
+  #0   2023-11-14T22:13:21Z  gateway down
 "
         )
     );
@@ -428,7 +432,7 @@ payload:         \"gateway down\"
             "retried": 0, "max_retry": 25, "payload": "\"ok\"",
             "enqueued_at": "2023-11-14T22:13:24Z",
             "next_process_at": null, "last_err": null, "last_failed_at": null,
-            "completed_at": "2023-11-14T22:13:24Z",
+            "completed_at": "2023-11-14T22:13:24Z", "errors": [],
         })
     );
     assert_eq!(
@@ -496,6 +500,36 @@ async fn task_run_delete_archive_act_on_one_task_or_say_why_not(backend: Backend
         .fails_with(&format!(
             "error: no task \"x\\u{{1b}}[2Jy\" in queue \"{name}\""
         ));
+}
+
+async fn task_cancel_archives_a_waiting_task_or_stops_an_active_one(backend: Backend) {
+    let Some(fx) = Fixture::seeded(backend, "cancel").await else {
+        return;
+    };
+    let name = fx.name();
+    assert_eq!(
+        fx.run(&["task", "cancel", "r2"]).ok(),
+        format!(
+            "task \"r2\" in queue \"{name}\": canceled: archived (a running task: its worker \
+             stops it within a second, then archives it)\n"
+        )
+    );
+    let r2 = fx.q.inspector().get("r2").await.unwrap().unwrap();
+    assert_eq!(r2.state, TaskState::Archived);
+    assert_eq!(
+        r2.last_err.as_deref(),
+        Some("gateway down (canceled by operator)")
+    );
+    assert_eq!(
+        fx.run(&["task", "cancel", "busy", "--json"]).json(),
+        json!({"queue": name, "id": "busy", "action": "cancel"})
+    );
+    fx.run(&["task", "cancel", "c1"]).fails_with(
+        "error: task \"c1\" is completed: only a pending, scheduled, retry or active task can be \
+         canceled",
+    );
+    fx.run(&["task", "cancel", "nope"])
+        .fails_with(&format!("error: no task \"nope\" in queue \"{name}\""));
 }
 
 async fn run_all_and_delete_all_act_on_a_state_and_refuse_active(backend: Backend) {

@@ -24,6 +24,7 @@ retry_tests::both_backends!(
     tasks_of_a_state_come_as_exact_json,
     errors_are_grouped_by_last_err,
     task_actions_run_delete_and_archive,
+    cancel_archives_a_waiting_task_and_asks_a_worker_to_stop_an_active_one,
     bulk_actions_and_pause,
     page_size_is_clamped_and_bad_pages_are_400,
     bad_ids_states_and_routes_are_4xx_json,
@@ -287,16 +288,18 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
                     "retried": 1, "max_retry": 25, "payload": "\"gateway down: 503\"",
                     "enqueued_at": at(0), "next_process_at": at(22),
                     "last_err": "gateway down: 503", "last_failed_at": at(0), "completed_at": null,
+                    "errors": [{"retried": 0, "at": at(0), "error": "gateway down: 503"}],
                 },
                 {
                     "id": "r2", "queue": queue, "kind": "charge", "state": "retry",
                     "retried": 1, "max_retry": 25, "payload": "\"gateway down: 503\"",
                     "enqueued_at": at(0), "next_process_at": at(22),
                     "last_err": "gateway down: 503", "last_failed_at": at(0), "completed_at": null,
+                    "errors": [{"retried": 0, "at": at(0), "error": "gateway down: 503"}],
                 },
             ],
             "total": 3,
-            "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
+            "actions": {"task": ["run", "delete", "archive", "cancel"], "bulk": ["run-all", "delete-all"]},
         })
     );
     let (_, page2) = d
@@ -335,16 +338,65 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
             "tasks": [],
             "next": null,
             "total": 0,
-            "actions": {"task": ["run", "delete", "archive"], "bulk": ["run-all", "delete-all"]},
+            "actions": {"task": ["run", "delete", "archive", "cancel"], "bulk": ["run-all", "delete-all"]},
         })
     );
-    // The actions follow the state: none on active tasks, no "run" for pending ones.
+    // The actions follow the state: only "cancel" on active tasks, no "run" for pending ones.
     let (_, active) = d.get("/api/queues/{q}/tasks?state=active").await;
-    assert_eq!(active["actions"], json!({"task": [], "bulk": []}));
+    assert_eq!(active["actions"], json!({"task": ["cancel"], "bulk": []}));
     let (_, pending) = d.get("/api/queues/{q}/tasks?state=pending").await;
     assert_eq!(
         pending["actions"],
-        json!({"task": ["delete", "archive"], "bulk": ["delete-all"]})
+        json!({"task": ["delete", "archive", "cancel"], "bulk": ["delete-all"]})
+    );
+}
+
+async fn cancel_archives_a_waiting_task_and_asks_a_worker_to_stop_an_active_one(backend: Backend) {
+    let Some(d) = Dash::start(backend, "cancel", DashOptions::default()).await else {
+        return;
+    };
+    let queue = d.q.name().to_owned();
+    assert_eq!(
+        d.post("/api/queues/{q}/tasks/s1/cancel").await,
+        (
+            StatusCode::OK,
+            json!({"queue": queue, "id": "s1", "action": "cancel"})
+        )
+    );
+    let s1 = d.q.inspector().get("s1").await.unwrap().unwrap();
+    assert_eq!(s1.state, TaskState::Archived);
+    assert_eq!(s1.last_err.as_deref(), Some("(canceled by operator)"));
+    // Ended tasks: 400; an unknown id: 404 (JSON errors naming the task).
+    for id in ["c1", "s1"] {
+        let msg = assert_error(
+            d.post(&format!("/api/queues/{{q}}/tasks/{id}/cancel"))
+                .await,
+            StatusCode::BAD_REQUEST,
+        );
+        assert!(msg.contains("can be canceled"), "{msg}");
+    }
+    let msg = assert_error(
+        d.post("/api/queues/{q}/tasks/nope/cancel").await,
+        StatusCode::NOT_FOUND,
+    );
+    assert!(msg.contains("nope"), "{msg}");
+    // An active task: accepted, the worker holding it stops it.
+    let claimed = protocol::claim(&d.q, 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let active = claimed[0].id().to_owned();
+    assert_eq!(
+        d.post(&format!("/api/queues/{{q}}/tasks/{active}/cancel"))
+            .await,
+        (
+            StatusCode::OK,
+            json!({"queue": queue, "id": active, "action": "cancel"})
+        )
+    );
+    assert_eq!(
+        d.q.inspector().get(&active).await.unwrap().unwrap().state,
+        TaskState::Active,
+        "until its worker stops it"
     );
 }
 
@@ -721,6 +773,7 @@ async fn read_only_refuses_every_post(backend: Backend) {
         "/api/queues/{q}/tasks/r1/run",
         "/api/queues/{q}/tasks/r1/delete",
         "/api/queues/{q}/tasks/r1/archive",
+        "/api/queues/{q}/tasks/r1/cancel",
         "/api/queues/{q}/run-all?state=retry",
         "/api/queues/{q}/delete-all?state=archived",
         "/api/queues/{q}/pause",
@@ -773,6 +826,18 @@ async fn cross_origin_posts_and_foreign_hosts_are_refused(backend: Backend) {
         assert!(msg.contains("cross-origin"), "{refused:?}: {msg}");
     }
     assert!(!d.q.inspector().is_paused().await.unwrap());
+    let cancel = d
+        .http
+        .post(d.path("/api/queues/{q}/tasks/r1/cancel"))
+        .header("origin", "http://evil.test")
+        .send()
+        .await
+        .unwrap();
+    assert_error(answer(cancel).await, StatusCode::FORBIDDEN);
+    assert_eq!(
+        d.q.inspector().get("r1").await.unwrap().unwrap().state,
+        TaskState::Retry
+    );
     // The page's own requests, and scripts without any of these headers, pass.
     for allowed in [
         vec![("origin", own.clone())],

@@ -10,13 +10,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use retry_runtime::durable::{BoxError, Task, TaskState, Worker, protocol};
+use retry_runtime::durable::{BoxError, Snooze, Task, TaskState, Worker, protocol};
 use retry_tests::durable_env::{Backend, Env, secs, worker};
 
 retry_tests::both_backends!(
     outcomes_are_counted_per_queue_kind_and_outcome,
     pickup_delay_is_due_to_claim_by_the_queue_clock,
     task_gauges_follow_the_table_on_each_maintenance_tick,
+    a_snooze_is_counted_as_its_own_outcome,
 );
 
 /// One value of one series.
@@ -135,10 +136,12 @@ async fn outcomes_are_counted_per_queue_kind_and_outcome(backend: Backend) {
         ("kind=charge,outcome=completed", 2),
         ("kind=charge,outcome=not_failure", 1),
         ("kind=charge,outcome=retried", 1),
+        ("kind=charge,outcome=snoozed", 0),
         ("kind=email,outcome=archived", 0),
         ("kind=email,outcome=completed", 1),
         ("kind=email,outcome=not_failure", 0),
         ("kind=email,outcome=retried", 0),
+        ("kind=email,outcome=snoozed", 0),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -183,6 +186,7 @@ async fn outcomes_are_counted_per_queue_kind_and_outcome(backend: Backend) {
         ("kind=email,outcome=completed", 0),
         ("kind=email,outcome=not_failure", 0),
         ("kind=email,outcome=retried", 0),
+        ("kind=email,outcome=snoozed", 0),
         ("kind=report,outcome=retried", 1),
     ]
     .into_iter()
@@ -297,4 +301,28 @@ async fn task_gauges_follow_the_table_on_each_maintenance_tick(backend: Backend)
     assert_eq!(seen, expect(2.0, 0.0, 2.0));
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
+}
+
+async fn a_snooze_is_counted_as_its_own_outcome(backend: Backend) {
+    recorder();
+    let Some(env) = Env::new(backend, "metrics-snooze").await else {
+        return;
+    };
+    let w = worker(&env).handle("settle", |_task| async {
+        Err::<(), BoxError>(Snooze::new(secs(60)).into())
+    });
+    env.q.enqueue(Task::new("settle", &1)).await.unwrap();
+    env.q.enqueue(Task::new("settle", &2)).await.unwrap();
+    assert_eq!(w.run_due().await.unwrap(), 2);
+    let expected: BTreeMap<String, u64> = [
+        ("kind=settle,outcome=archived", 0),
+        ("kind=settle,outcome=completed", 0),
+        ("kind=settle,outcome=not_failure", 0),
+        ("kind=settle,outcome=retried", 0),
+        ("kind=settle,outcome=snoozed", 2),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(counters(env.q.name()), expected);
 }

@@ -182,6 +182,7 @@ async fn task<W: Write>(
         TaskCommand::Run(task) => action(base, task, Action::Run, output).await,
         TaskCommand::Delete(task) => action(base, task, Action::Delete, output).await,
         TaskCommand::Archive(task) => action(base, task, Action::Archive, output).await,
+        TaskCommand::Cancel(task) => action(base, task, Action::Cancel, output).await,
         TaskCommand::RunAll(args) => bulk(base, args, Bulk::RunAll, output).await,
         TaskCommand::DeleteAll(args) => bulk(base, args, Bulk::DeleteAll, output).await,
     }
@@ -274,6 +275,21 @@ fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
     ];
     for (name, value) in fields {
         writeln!(out, "{:<16} {value}", format!("{name}:"))?;
+    }
+    // The failure history, oldest first: one line per failed attempt.
+    if t.errors.is_empty() {
+        writeln!(out, "{:<16} -", "errors:")?;
+    } else {
+        writeln!(out, "errors:")?;
+        for failed in &t.errors {
+            writeln!(
+                out,
+                "  #{:<3} {}  {}",
+                failed.retried,
+                rfc3339(failed.at),
+                clean(&failed.error)
+            )?;
+        }
     }
     Ok(())
 }

@@ -112,6 +112,9 @@ pub enum TaskCommand {
     Delete(TaskId),
     /// Archive the task (pending, scheduled or retry)
     Archive(TaskId),
+    /// Cancel the task: archived at once (pending, scheduled, retry), or stopped by its worker
+    /// within a second and archived (active); never retried
+    Cancel(TaskId),
     /// Run every task in a state again (scheduled, retry, archived, completed)
     RunAll(StateArgs),
     /// Delete every task in a state (not active)

@@ -41,8 +41,9 @@
 //!
 //! - A task: `TaskInfo`'s field names, `{"id", "queue", "kind", "state", "retried",
 //!   "max_retry", "payload", "enqueued_at", "next_process_at", "last_err", "last_failed_at",
-//!   "completed_at"}`; `state` lower case (`"retry"`), `payload` the stored JSON text as a
-//!   string, times RFC 3339 in UTC or `null` when absent.
+//!   "completed_at", "errors"}`; `state` lower case (`"retry"`), `payload` the stored JSON text
+//!   as a string, times RFC 3339 in UTC or `null` when absent; `errors` the failure history,
+//!   oldest first, `[{"retried", "at", "error"}…]` (the last 10).
 //! - A queue: `{"queue", "counts": {"pending": n, "scheduled": n, "active": n,
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
 //!   "oldest_pending_age_secs"}` (whole seconds, `null` without pending tasks).

@@ -17,13 +17,18 @@ use tokio::time::{Instant, MissedTickBehavior};
 use super::completer::Completer;
 use super::error::Error;
 use super::failure::Failure;
-use super::outcome::{Outcomes, persist};
+use super::outcome::{Outcomes, cancel, persist};
 use super::protocol;
 use super::queue::Queue;
+use super::store::{Fence, control};
 use super::task::ActiveTask;
 
 /// How long a claim holds a task unless renewed; renewed every third of it while the handler runs.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// How often a running attempt looks for an operator's cancel: a canceled handler is dropped
+/// within this (plus one read) of [`Inspector::cancel`](super::Inspector::cancel).
+const CANCEL_CHECK: Duration = Duration::from_millis(500);
 
 /// What a handler's future gives: `Ok`, or the failure already judged.
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send>>;
@@ -116,6 +121,10 @@ pub(crate) async fn attempt(
     tokio::pin!(timer);
     let mut renew = tokio::time::interval_at(Instant::now() + beat, beat);
     renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // An operator's cancel is looked for every CANCEL_CHECK: a read of the task's row, made
+    // only by attempts that run that long.
+    let mut cancel_check = tokio::time::interval_at(Instant::now() + CANCEL_CHECK, CANCEL_CHECK);
+    cancel_check.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let stop_requested = async move {
         // A dropped sender (never the case while the worker runs) is no stop signal.
         if stop.wait_for(|stop| *stop).await.is_err() {
@@ -156,6 +165,25 @@ pub(crate) async fn attempt(
                     }
                 }
             },
+            _ = cancel_check.tick() => {
+                let store = &queue.handle.store;
+                match control::cancel_requested(store, &queue.handle.name, Fence::of(&task)).await {
+                    Ok(false) => {}
+                    Ok(true) => match run.stop().await {
+                        // It ended in that very instant: its own outcome is written (a retry
+                        // is refused and the task archived as canceled).
+                        Some(ended) => break ended,
+                        None => {
+                            let now = queue.handle.clock.now();
+                            let metrics = &runner.outcomes.metrics;
+                            let write = || cancel(&queue, &task, Fence::of(&task), now, metrics);
+                            persist(&task, write).await;
+                            return;
+                        }
+                    },
+                    Err(e) => event!(warn, "durable worker: looking for a cancel failed", task = task.id(), error = e),
+                }
+            }
             () = &mut stop_requested => match run.stop().await {
                 Some(ended) => break ended,
                 None => {

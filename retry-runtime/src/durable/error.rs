@@ -1,4 +1,4 @@
-//! The queue's error type, the boxed error handlers return, and [`SkipRetry`].
+//! The queue's error type, the boxed error handlers return, [`SkipRetry`] and [`Snooze`].
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -224,6 +224,56 @@ impl StdError for SkipRetry {
         }
     }
 }
+
+/// A handler error that puts its task off: the task is due again `delay` from now, in the
+/// `scheduled` state, with `retried` and `last_err` unchanged (River's `JobSnooze`, Oban's
+/// `{:snooze, n}`). Not a failure: it does not count against `max_retry`, is not handed to
+/// [`Worker::on_error`](super::Worker::on_error), and is counted as its own outcome
+/// (`retry_queue_processed_total{outcome="snoozed"}`).
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::durable::{BoxError, Snooze};
+///
+/// fn wait_for_settlement(settled: bool) -> Result<(), BoxError> {
+///     if !settled {
+///         return Err(Snooze::new(Duration::from_secs(60)).into());
+///     }
+///     Ok(())
+/// }
+/// assert_eq!(
+///     wait_for_settlement(false).unwrap_err().to_string(),
+///     "snoozed for 60s"
+/// );
+/// ```
+///
+/// Like [`SkipRetry`], it is found anywhere in the error's source chain; when both are,
+/// [`SkipRetry`] wins. A snooze that would start the task after its deadline or after its
+/// idempotency key expires archives it instead, as a retry would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snooze {
+    delay: Duration,
+}
+
+impl Snooze {
+    /// Puts the task off by `delay` (from the time the attempt ended).
+    pub fn new(delay: Duration) -> Self {
+        Snooze { delay }
+    }
+
+    /// How far ahead the task is put.
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+}
+
+impl fmt::Display for Snooze {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "snoozed for {:?}", self.delay)
+    }
+}
+
+impl StdError for Snooze {}
 
 /// The error and its sources, the error itself first: the walk `Classify` uses, bounded (a
 /// buggy `source()` that returns its own error must not hang the worker).

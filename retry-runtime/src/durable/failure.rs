@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use super::clock::{DelayRng, default_retry_delay, from_ms};
-use super::error::{BoxError, Error, SkipRetry, chain, error_text, has_client_error};
+use super::error::{BoxError, Error, SkipRetry, Snooze, chain, error_text, has_client_error};
 use super::task::ActiveTask;
 use crate::Classify;
 use crate::classify::erased;
@@ -28,6 +28,8 @@ pub(crate) type FailureFn = Arc<dyn Fn(&BoxError) -> bool + Send + Sync>;
 pub(crate) enum Judgement {
     /// [`SkipRetry`] somewhere in the source chain.
     SkipRetry,
+    /// [`Snooze`] somewhere in the source chain (and no [`SkipRetry`]): put off by this much.
+    Snooze(Duration),
     /// The task itself is unusable (its payload does not decode, no handler knows its kind):
     /// no attempt can succeed.
     BadTask,
@@ -77,7 +79,7 @@ impl Failure {
         let client_error = error.is_client_error();
         let error: BoxError = error.into();
         let judgement = match judge_chain(&*error) {
-            special @ (Judgement::SkipRetry | Judgement::BadTask) => special,
+            special @ (Judgement::SkipRetry | Judgement::Snooze(_) | Judgement::BadTask) => special,
             _ if verdict.rejection => Judgement::Rejected,
             _ if verdict.transient => Judgement::Transient {
                 hint: verdict.retry_after,
@@ -94,6 +96,9 @@ impl Failure {
 fn judge_chain(error: &(dyn StdError + 'static)) -> Judgement {
     if chain(error).any(|e| e.is::<SkipRetry>()) {
         return Judgement::SkipRetry;
+    }
+    if let Some(snooze) = chain(error).find_map(|e| e.downcast_ref::<Snooze>()) {
+        return Judgement::Snooze(snooze.delay());
     }
     let bad_task = |e: &(dyn StdError + 'static)| {
         e.downcast_ref::<Error>()
@@ -181,6 +186,8 @@ pub(crate) enum Decision {
         at: SystemTime,
         last_err: String,
     },
+    /// Put off ([`Snooze`]): `scheduled`, due at `at`; `retried` and `last_err` unchanged.
+    Snooze { at: SystemTime },
     /// To the archive.
     Archive {
         reason: ArchiveReason,
@@ -200,7 +207,7 @@ pub(crate) struct Rules {
 impl Rules {
     /// The decision for a failed attempt of `task`, in this order:
     ///
-    /// 1. [`SkipRetry`] in the chain: archived.
+    /// 1. [`SkipRetry`] in the chain: archived; else [`Snooze`]: put off, not a failure.
     /// 2. The worker's `is_failure` says "not a failure": retried, not counted — unless the
     ///    task's retries are spent (`retried >= max_retry`): archived, so no task is retried
     ///    forever.
@@ -228,6 +235,13 @@ impl Rules {
             .is_some_and(|is_failure| !is_failure(&failure.error));
         let (counted, hint) = match failure.judgement {
             Judgement::SkipRetry => return archive(ArchiveReason::SkipRetry),
+            Judgement::Snooze(delay) => {
+                let at = now.checked_add(delay).unwrap_or_else(|| from_ms(i64::MAX));
+                return match bounds_exceeded(task, at) {
+                    Some(reason) => archive(reason),
+                    None => Decision::Snooze { at },
+                };
+            }
             _ if not_a_failure && exhausted => return archive(spent),
             _ if not_a_failure => (false, None),
             Judgement::BadTask => return archive(ArchiveReason::BadTask),
@@ -244,11 +258,8 @@ impl Rules {
             .delay(n, &failure.error, task)
             .max(hint.unwrap_or_default());
         let at = now.checked_add(delay).unwrap_or_else(|| from_ms(i64::MAX));
-        if let Some(expires) = task.key_expires_at().filter(|expires| at > *expires) {
-            return archive(ArchiveReason::KeyExpires { next: at, expires });
-        }
-        if let Some(deadline) = task.deadline().filter(|deadline| at >= *deadline) {
-            return archive(ArchiveReason::Deadline { next: at, deadline });
+        if let Some(reason) = bounds_exceeded(task, at) {
+            return archive(reason);
         }
         if counted && failure.judgement == Judgement::Unknown {
             report_unknown(task, failure);
@@ -275,6 +286,16 @@ impl Rules {
     pub(crate) fn draw<T>(&self, f: impl FnOnce(&mut DelayRng) -> T) -> T {
         f(&mut self.rng.lock().unwrap_or_else(PoisonError::into_inner))
     }
+}
+
+/// Why a next attempt at `at` would come too late: after the idempotency key expires, or at or
+/// after the deadline.
+fn bounds_exceeded(task: &ActiveTask, at: SystemTime) -> Option<ArchiveReason> {
+    if let Some(expires) = task.key_expires_at().filter(|expires| at > *expires) {
+        return Some(ArchiveReason::KeyExpires { next: at, expires });
+    }
+    let deadline = task.deadline().filter(|deadline| at >= *deadline)?;
+    Some(ArchiveReason::Deadline { next: at, deadline })
 }
 
 /// The task kinds whose unknown errors were reported, once each in the process.

@@ -12,8 +12,17 @@ use super::handle::Handle;
 use super::janitor;
 use super::page::{Cursor, TaskPage, page_of};
 pub use super::stats::{ErrorGroup, QueueStats};
-use super::store::{operator, tasks};
+use super::store::{control, operator, tasks};
 use super::task::{TaskInfo, TaskState};
+
+/// What [`Inspector::cancel`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Canceled {
+    /// The task was waiting (pending, scheduled or retry): it is archived.
+    Archived,
+    /// The task is running: its worker drops the attempt and archives it.
+    Stopping,
+}
 
 /// Milliseconds in a UTC day (the Unix epoch ignores leap seconds).
 const DAY_MS: i64 = 24 * 3600 * 1000;
@@ -326,6 +335,42 @@ impl Inspector {
                 _ => Ok(()),
             },
         }
+    }
+
+    /// Cancels a task (River's `JobCancel`, asynq's `CancelProcessing`): a pending, scheduled or
+    /// retry task is archived at once ([`Canceled::Archived`]); an active one is stopped by the
+    /// worker holding it, which drops its handler's future within about half a second (it
+    /// looks for cancels while the attempt runs) and archives it ([`Canceled::Stopping`]).
+    /// Either way `last_err` ends with `(canceled by operator)`, and the task is never retried:
+    /// an attempt that fails meanwhile, or whose worker dies, archives it as canceled too. (An
+    /// attempt that succeeds before its worker sees the cancel stays completed.)
+    ///
+    /// Fails with [`Error::TaskNotFound`] for an unknown id and [`Error::Invalid`] for a
+    /// completed or archived task (it has ended: there is nothing to cancel).
+    pub async fn cancel(&self, id: &str) -> Result<Canceled, Error> {
+        let (store, queue) = (&self.handle.store, &*self.handle.name);
+        // The task may change state between two statements (claimed, or its attempt ended):
+        // each round tries both ways again; three rounds, then the state it settled in decides.
+        for _ in 0..3 {
+            let now = to_ms(self.handle.clock.now());
+            if control::cancel_waiting(store, queue, id, now).await? {
+                return Ok(Canceled::Archived);
+            }
+            if control::request_cancel(store, queue, id).await? {
+                return Ok(Canceled::Stopping);
+            }
+            let Some(row) = tasks::get(store, queue, id).await? else {
+                return Err(Error::TaskNotFound);
+            };
+            if matches!(row.state, TaskState::Completed | TaskState::Archived) {
+                return Err(Error::Invalid(format!(
+                    "task {id:?} is {}: only a pending, scheduled, retry or active task can be \
+                     canceled",
+                    row.state.as_str()
+                )));
+            }
+        }
+        Err(Error::TaskActive)
     }
 
     /// [`run_task`](Inspector::run_task) for every task in `state`, in one statement: the

@@ -15,15 +15,17 @@ pub(crate) enum Outcome {
     Completed,
     Retried,
     NotFailure,
+    Snoozed,
     Archived,
 }
 
 impl Outcome {
     #[cfg(feature = "metrics")]
-    const ALL: [Outcome; 4] = [
+    const ALL: [Outcome; 5] = [
         Outcome::Completed,
         Outcome::Retried,
         Outcome::NotFailure,
+        Outcome::Snoozed,
         Outcome::Archived,
     ];
 
@@ -33,6 +35,7 @@ impl Outcome {
             Outcome::Completed => "completed",
             Outcome::Retried => "retried",
             Outcome::NotFailure => "not_failure",
+            Outcome::Snoozed => "snoozed",
             Outcome::Archived => "archived",
         }
     }
@@ -59,7 +62,7 @@ struct QueueHandles {
     tasks: [metrics::Gauge; 6],
     pickup_delay: metrics::Histogram,
     /// Per handler kind, per [`Outcome::ALL`].
-    processed: std::collections::HashMap<String, [metrics::Counter; 4]>,
+    processed: std::collections::HashMap<String, [metrics::Counter; 5]>,
 }
 
 #[cfg(feature = "metrics")]

@@ -54,6 +54,7 @@
 //! | the attempt's error | outcome | `retried` | `last_err` ends with |
 //! | --- | --- | --- | --- |
 //! | [`SkipRetry`] anywhere in the chain | archived at once | unchanged | `(SkipRetry: not retried)` |
+//! | [`Snooze`] anywhere in the chain (and no `SkipRetry`): not a failure | `scheduled`, due the snooze's delay from now (archived instead past the deadline or the key's expiry) | unchanged | `last_err` unchanged |
 //! | a payload that does not decode ([`Error::Decode`]) | archived at once | unchanged | `(bad task: no attempt can succeed)` |
 //! | known permanent: a 4xx (a `StatusError` anywhere in the chain, or [`Classify::is_client_error`](crate::Classify::is_client_error)) (R-RES-RE-X2) | archived at once | unchanged | `(permanent: not retried, R-RES-RE-X2)` |
 //! | known permanent: any other (`Classify` says not transient, e.g. `io::ErrorKind::PermissionDenied`) | archived at once | unchanged | `(permanent: not transient)` |
@@ -66,7 +67,7 @@
 //! | a retry that would start after the idempotency key expires ([`Task::key_ttl`]) | archived | unchanged | `(not retried: the next attempt, at …, would come after the idempotency key expires, at …)` |
 //! | a retry that would start at or after the deadline (or an attempt cut by it) | archived | unchanged | `(not retried: the next attempt, at …, would come after the task's deadline, …)` |
 //!
-//! The checks run in that order: `SkipRetry`; `is_failure` (archived only when exhausted); a bad
+//! The checks run in that order: `SkipRetry`; `Snooze`; `is_failure` (archived only when exhausted); a bad
 //! task or a permanent error; exhaustion; a rejection; then the delay, and the key and deadline
 //! checks on the time it gives. [`Worker::on_error`] sees every failed attempt before that, and
 //! the worker logs through `tracing`: WARN for an attempt that will be retried, ERROR when a task
@@ -278,7 +279,7 @@
 //! | metric | type | labels | what |
 //! | --- | --- | --- | --- |
 //! | `retry_queue_tasks` | gauge | `queue`, `state` | tasks per state of each served queue, read on every tick of the gauges loop of [`Worker::run_until`](Worker::run_until) (every [`recover_interval`](Worker::recover_interval), 5 s by default) |
-//! | `retry_queue_processed_total` | counter | `queue`, `kind`, `outcome` | outcomes written by the worker: `completed`; `retried` (a failure counted against `max_retry`); `not_failure` (retried without counting: [`Worker::is_failure`](Worker::is_failure) said no, or a circuit-breaker rejection); `archived` |
+//! | `retry_queue_processed_total` | counter | `queue`, `kind`, `outcome` | outcomes written by the worker: `completed`; `retried` (a failure counted against `max_retry`); `not_failure` (retried without counting: [`Worker::is_failure`](Worker::is_failure) said no, or a circuit-breaker rejection); `snoozed` (a [`Snooze`]: put off, not a failure); `archived` |
 //! | `retry_queue_pickup_delay_seconds` | histogram | `queue` | per claimed task: claim time − due time (`next_process_at`), both by the queue's clock |
 //!
 //! Outcomes are counted once written (a write fenced off, because the lease was taken over,
@@ -336,6 +337,7 @@ mod entries;
 mod error;
 mod failure;
 mod handle;
+mod history;
 mod inspector;
 mod janitor;
 #[cfg(any(test, feature = "test-util"))]
@@ -359,8 +361,9 @@ mod worker;
 
 pub use attempt::DEFAULT_LEASE;
 pub use clock::{Clock, DELAY_RAND_BOUND, DelayRng, SystemClock, default_retry_delay};
-pub use error::{BoxError, Error, SkipRetry};
-pub use inspector::{ErrorGroup, Inspector, QueueStats};
+pub use error::{BoxError, Error, SkipRetry, Snooze};
+pub use history::{FailedAttempt, MAX_HISTORY, MAX_HISTORY_ERROR};
+pub use inspector::{Canceled, ErrorGroup, Inspector, QueueStats};
 #[cfg(any(test, feature = "test-util"))]
 pub use manual_clock::ManualClock;
 pub use page::TaskPage;

@@ -8,11 +8,12 @@ use std::time::{Duration, SystemTime};
 
 use super::clock::to_ms;
 use super::error::{BoxError, Error};
-use super::failure::{Decision, Failure, Rules};
+use super::failure::{Decision, Failure, Judgement, Rules};
+use super::history;
 use super::janitor;
 use super::metrics::{Metrics, Outcome};
 use super::queue::Queue;
-use super::store::{Fence, tasks};
+use super::store::{Fence, control, tasks};
 use super::task::{ActiveTask, TaskInfo};
 
 /// The hook of [`Worker::on_error`](super::Worker::on_error).
@@ -27,7 +28,12 @@ pub(crate) struct Outcomes {
 
 impl Outcomes {
     /// Calls the worker's [`on_error`](super::Worker::on_error) hook, if any.
-    pub(crate) fn report(&self, task: &ActiveTask, error: &BoxError) {
+    /// A [`Snooze`](super::Snooze) is not a failure: the hook does not see it.
+    pub(crate) fn report(&self, task: &ActiveTask, failure: &Failure) {
+        if matches!(failure.judgement, Judgement::Snooze(_)) {
+            return;
+        }
+        let error = &failure.error;
         if let Some(on_error) = &self.on_error {
             on_error(task.info(), error);
         }
@@ -38,7 +44,7 @@ impl Outcomes {
     /// counts the attempt as failed. (A succeeded attempt goes to the
     /// [completer](super::completer).)
     pub(crate) async fn record_failure(&self, queue: &Queue, task: &ActiveTask, failure: Failure) {
-        self.report(task, &failure.error);
+        self.report(task, &failure);
         let now = queue.handle.clock.now();
         let decision = self.rules.decide(task, &failure, now);
         let write = || self.apply(queue, task, Fence::of(task), decision.clone(), now);
@@ -56,7 +62,7 @@ impl Outcomes {
         failure: Failure,
         now: SystemTime,
     ) -> Result<bool, Error> {
-        self.report(task, &failure.error);
+        self.report(task, &failure);
         let decision = self.rules.decide(task, &failure, now);
         self.apply(queue, task, fence, decision, now).await
     }
@@ -78,6 +84,7 @@ impl Outcomes {
                 last_err,
                 ..
             } => {
+                let errors = history::append(&task.info().errors, task.retried(), now, last_err);
                 let (at, now) = (to_ms(*at), to_ms(now));
                 let retried = i64::from(*retried);
                 tasks::retry(
@@ -88,26 +95,35 @@ impl Outcomes {
                     at,
                     last_err,
                     now,
+                    &errors,
                 )
                 .await?
             }
+            Decision::Snooze { at } => {
+                tasks::snooze(&queue.handle.store, &queue.handle.name, fence, to_ms(*at)).await?
+            }
             Decision::Archive { last_err, .. } => {
+                let errors = history::append(&task.info().errors, task.retried(), now, last_err);
                 tasks::archive(
                     &queue.handle.store,
                     &queue.handle.name,
                     fence,
                     last_err,
                     to_ms(now),
+                    &errors,
                 )
                 .await?
             }
         };
         if !written {
-            return Ok(false);
+            // Refused because the operator canceled the task meanwhile (or fenced off: then
+            // this changes nothing either): a canceled task is archived, never retried.
+            return cancel(queue, task, fence, now, &self.metrics).await;
         }
         let outcome = match &decision {
             Decision::Retry { counted: true, .. } => Outcome::Retried,
             Decision::Retry { counted: false, .. } => Outcome::NotFailure,
+            Decision::Snooze { .. } => Outcome::Snoozed,
             Decision::Archive { .. } => Outcome::Archived,
         };
         self.metrics
@@ -129,6 +145,15 @@ impl Outcomes {
                 counted = counted,
                 next_process_at = crate::time::http_date(at),
                 last_err = last_err,
+            ),
+            Decision::Snooze { at } => event!(
+                info,
+                "durable task snoozed",
+                kind = task.kind(),
+                id = task.id(),
+                queue = queue.name(),
+                retried = task.retried(),
+                next_process_at = crate::time::http_date(at),
             ),
             Decision::Archive { last_err, .. } => {
                 event!(
@@ -194,4 +219,29 @@ where
         }
     }
     false
+}
+
+/// Archives a claimed task whose cancel the operator asked for ([`Inspector::cancel`](super::Inspector::cancel)),
+/// fenced; counts and logs it. `Ok(false)`: no cancel was asked for, or fenced off.
+pub(crate) async fn cancel(
+    queue: &Queue,
+    task: &ActiveTask,
+    fence: Fence<'_>,
+    now: SystemTime,
+    metrics: &Metrics,
+) -> Result<bool, Error> {
+    let store = &queue.handle.store;
+    if !control::archive_canceled(store, &queue.handle.name, fence, to_ms(now)).await? {
+        return Ok(false);
+    }
+    metrics.count_outcome(queue.name(), task.kind(), Outcome::Archived);
+    event!(
+        warn,
+        "durable task canceled by operator",
+        kind = task.kind(),
+        id = task.id(),
+        queue = queue.name(),
+        retried = task.retried(),
+    );
+    Ok(true)
 }

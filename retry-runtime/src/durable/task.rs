@@ -54,6 +54,9 @@ pub struct TaskInfo {
     pub enqueued_at: SystemTime,
     /// When the task completed: set while it is [`TaskState::Completed`], `None` otherwise.
     pub completed_at: Option<SystemTime>,
+    /// The task's last [`MAX_HISTORY`](super::MAX_HISTORY) failed attempts, oldest first
+    /// (a [`Snooze`](super::Snooze) or a cancel is no failure and is not listed).
+    pub errors: Vec<super::FailedAttempt>,
 }
 
 /// A task to enqueue: a kind, a JSON payload and options.

@@ -262,7 +262,7 @@ async function tasksView(r) {
   const empty = data.tasks.length ? null : el("p", { id: "empty", class: "muted" }, "No " + LABELS[r.state].toLowerCase() + " tasks" + (r.page > 1 ? " on this page." : "."));
   return el("section", { id: "state-view" }, toolbar, el("div", { id: "confirm", hidden: true }), table, empty);
 }
-const LABELS_ACTION = { run: "Run", delete: "Delete", archive: "Archive" };
+const LABELS_ACTION = { run: "Run", delete: "Delete", archive: "Archive", cancel: "Cancel" };
 // The last time column of each tab: its header and the task field it shows.
 const LAST_COLUMN = {
   pending: ["Due", "next_process_at"], scheduled: ["Runs", "next_process_at"],

@@ -41,11 +41,12 @@ macro_rules! columns {
     () => {
         "seq, queue, id, kind, payload, state, retried, max_retry, timeout_ms, deadline_ms, \
          key_expires_ms, next_process_ms, lease_token, lease_expires_ms, last_err, \
-         last_failed_ms, created_ms, finished_ms"
+         last_failed_ms, created_ms, finished_ms, errors"
     };
 }
 
 pub(crate) mod batch;
+pub(crate) mod control;
 pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -251,7 +252,7 @@ impl Store {
             Store::Postgres(pool) => postgres::migrate(pool).await,
         };
         let Err(e) = result else {
-            return Ok(());
+            return control::migrate(self).await;
         };
         if self.has_current_columns().await {
             return Err(Error::from_sqlx(e));

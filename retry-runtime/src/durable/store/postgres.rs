@@ -21,7 +21,7 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serialises the `CREATE … IF NOT EXISTS` of processes starting together (which could otherwise
 /// race on the catalog); any constant unlikely to be used by the application.
-const MIGRATION_LOCK: i64 = 0x7265_7472_795f_7471; // "retry_tq"
+pub(super) const MIGRATION_LOCK: i64 = 0x7265_7472_795f_7471; // "retry_tq"
 
 /// The tables and indexes. `seq` grows with each insert: tasks due at the same millisecond run
 /// in enqueue order.

@@ -27,6 +27,8 @@ pub(crate) struct Row {
     pub(crate) last_failed_ms: Option<i64>,
     pub(crate) created_ms: i64,
     pub(crate) finished_ms: Option<i64>,
+    /// The failure history, a JSON array (see [`history`](crate::durable::history)).
+    pub(crate) errors: Option<String>,
 }
 
 impl<R> sqlx::FromRow<'_, R> for Row
@@ -64,6 +66,7 @@ where
             last_failed_ms: row.try_get("last_failed_ms")?,
             created_ms: row.try_get("created_ms")?,
             finished_ms: row.try_get("finished_ms")?,
+            errors: row.try_get("errors")?,
         })
     }
 }
@@ -88,6 +91,7 @@ impl Row {
             payload: self.payload,
             enqueued_at: from_ms(self.created_ms),
             completed_at: self.finished_ms.filter(|_| completed).map(from_ms),
+            errors: crate::durable::history::decode(self.errors.as_deref()),
         }
     }
 

@@ -128,15 +128,15 @@ pub(crate) async fn claim(
 
 /// Runs `statement`, an `UPDATE` fenced by `$1`–`$4` (queue, id, lease token, lease expired
 /// before), with `more` bound as `$5`, `$6`, …; true when it changed the task.
-async fn fenced(
+pub(super) async fn fenced(
     store: &Store,
     statement: &'static str,
     queue: &str,
     fence: Fence<'_>,
     more: &[Arg<'_>],
 ) -> Result<bool, Error> {
-    // No statement binds more than four values after the fence.
-    let mut args = [Arg::Int(0); 8];
+    // No statement binds more than five values after the fence.
+    let mut args = [Arg::Int(0); 9];
     args[..4].copy_from_slice(&[
         Arg::Text(queue),
         Arg::Text(fence.id),
@@ -191,7 +191,8 @@ pub(crate) async fn complete_batch(store: &Store, done: &[Done<'_>]) -> Result<V
     result.map_err(Error::from_sqlx)
 }
 
-/// Puts the task in `retry`, due at `next_process`.
+/// Puts the task in `retry`, due at `next_process`, with `errors` as its failure history.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn retry(
     store: &Store,
     queue: &str,
@@ -200,41 +201,59 @@ pub(crate) async fn retry(
     next_process: i64,
     last_err: &str,
     failed_at: i64,
+    errors: &str,
 ) -> Result<bool, Error> {
     const RETRY: &str = "UPDATE retry_tasks SET state = 'retry', retried = $5, \
-         next_process_ms = $6, last_err = $7, last_failed_ms = $8, \
+         next_process_ms = $6, last_err = $7, last_failed_ms = $8, errors = $9, \
          lease_token = NULL, lease_expires_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-         AND lease_expires_ms <= $4";
+         AND lease_expires_ms <= $4 AND NOT cancel_requested";
     let more = [
         Arg::Int(retried),
         Arg::Int(next_process),
         Arg::Text(last_err),
         Arg::Int(failed_at),
+        Arg::Text(errors),
     ];
     fenced(store, RETRY, queue, fence, &more).await
 }
 
-/// Archives the task with `last_err`.
+/// Puts the task off ([`Snooze`](crate::durable::Snooze)): `scheduled`, due at `next_process`;
+/// `retried`, `last_err` and `last_failed_ms` stay as they were.
+pub(crate) async fn snooze(
+    store: &Store,
+    queue: &str,
+    fence: Fence<'_>,
+    next_process: i64,
+) -> Result<bool, Error> {
+    const SNOOZE: &str = "UPDATE retry_tasks SET state = 'scheduled', next_process_ms = $5, \
+         lease_token = NULL, lease_expires_ms = NULL \
+         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+         AND lease_expires_ms <= $4 AND NOT cancel_requested";
+    fenced(store, SNOOZE, queue, fence, &[Arg::Int(next_process)]).await
+}
+
+/// Archives the task with `last_err`, and `errors` as its failure history.
 pub(crate) async fn archive(
     store: &Store,
     queue: &str,
     fence: Fence<'_>,
     last_err: &str,
     now: i64,
+    errors: &str,
 ) -> Result<bool, Error> {
     const ARCHIVE: &str = "UPDATE retry_tasks SET state = 'archived', last_err = $5, \
-         last_failed_ms = $6, finished_ms = $6, next_process_ms = NULL, \
+         last_failed_ms = $6, finished_ms = $6, errors = $7, next_process_ms = NULL, \
          lease_token = NULL, lease_expires_ms = NULL, \
          unique_key = NULL, unique_until_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-         AND lease_expires_ms <= $4";
+         AND lease_expires_ms <= $4 AND NOT cancel_requested";
     fenced(
         store,
         ARCHIVE,
         queue,
         fence,
-        &[Arg::Text(last_err), Arg::Int(now)],
+        &[Arg::Text(last_err), Arg::Int(now), Arg::Text(errors)],
     )
     .await
 }

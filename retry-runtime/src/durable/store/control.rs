@@ -1,0 +1,139 @@
+//! The columns of task control (issue 22, items 5–6), added by their own migration step so
+//! that a table made by an earlier version gains them in place: `errors`, the failure history
+//! as a JSON array (see [`history`](crate::durable::history)), and `cancel_requested`, set by
+//! the inspector on an active task for its worker to stop it.
+
+use super::{Arg, Fence, Store, execute, fetch_int};
+use crate::durable::error::Error;
+
+/// What a canceled task's `last_err` ends with.
+pub(crate) const CANCELED: &str = "(canceled by operator)";
+
+/// Archives a waiting (pending, scheduled or retry) task as canceled at `$3`; true when it did.
+pub(crate) async fn cancel_waiting(
+    store: &Store,
+    queue: &str,
+    id: &str,
+    now: i64,
+) -> Result<bool, Error> {
+    const CANCEL_WAITING: &str = "UPDATE retry_tasks SET state = 'archived', \
+         last_err = CASE WHEN last_err IS NULL THEN $4 ELSE last_err || ' ' || $4 END, \
+         finished_ms = $3, next_process_ms = NULL, cancel_requested = FALSE, \
+         unique_key = NULL, unique_until_ms = NULL \
+         WHERE queue = $1 AND id = $2 AND state IN ('pending', 'scheduled', 'retry')";
+    let args = [
+        Arg::Text(queue),
+        Arg::Text(id),
+        Arg::Int(now),
+        Arg::Text(CANCELED),
+    ];
+    Ok(execute(store, CANCEL_WAITING, &args).await? == 1)
+}
+
+/// Asks the worker holding an active task to stop it; true when the task is active.
+pub(crate) async fn request_cancel(store: &Store, queue: &str, id: &str) -> Result<bool, Error> {
+    const REQUEST_CANCEL: &str = "UPDATE retry_tasks SET cancel_requested = TRUE \
+         WHERE queue = $1 AND id = $2 AND state = 'active'";
+    Ok(execute(store, REQUEST_CANCEL, &[Arg::Text(queue), Arg::Text(id)]).await? == 1)
+}
+
+/// Whether the operator asked to cancel the task held under `fence`.
+pub(crate) async fn cancel_requested(
+    store: &Store,
+    queue: &str,
+    fence: Fence<'_>,
+) -> Result<bool, Error> {
+    const CANCEL_REQUESTED: &str = "SELECT COUNT(*) FROM retry_tasks \
+         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+         AND cancel_requested";
+    let args = [Arg::Text(queue), Arg::Text(fence.id), Arg::Int(fence.token)];
+    Ok(fetch_int(store, CANCEL_REQUESTED, &args).await? > 0)
+}
+
+/// Archives a claimed task whose cancel was asked for, fenced, at `now`; true when it did.
+pub(crate) async fn archive_canceled(
+    store: &Store,
+    queue: &str,
+    fence: Fence<'_>,
+    now: i64,
+) -> Result<bool, Error> {
+    const ARCHIVE_CANCELED: &str = "UPDATE retry_tasks SET state = 'archived', \
+         last_err = CASE WHEN last_err IS NULL THEN $6 ELSE last_err || ' ' || $6 END, \
+         finished_ms = $5, next_process_ms = NULL, cancel_requested = FALSE, \
+         lease_token = NULL, lease_expires_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
+         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+         AND lease_expires_ms <= $4 AND cancel_requested";
+    let more = [Arg::Int(now), Arg::Text(CANCELED)];
+    super::tasks::fenced(store, ARCHIVE_CANCELED, queue, fence, &more).await
+}
+
+#[cfg(feature = "postgres")]
+const POSTGRES_COLUMNS: &str = "ALTER TABLE retry_tasks \
+     ADD COLUMN IF NOT EXISTS errors TEXT, \
+     ADD COLUMN IF NOT EXISTS cancel_requested BOOLEAN NOT NULL DEFAULT FALSE";
+
+/// SQLite has no `ADD COLUMN IF NOT EXISTS`: each column is added when `pragma_table_info`
+/// lacks it.
+#[cfg(feature = "sqlite")]
+const SQLITE_COLUMNS: [(&str, &str); 2] = [
+    ("errors", "ALTER TABLE retry_tasks ADD COLUMN errors TEXT"),
+    (
+        "cancel_requested",
+        "ALTER TABLE retry_tasks ADD COLUMN cancel_requested BOOLEAN NOT NULL DEFAULT FALSE",
+    ),
+];
+
+/// Adds the columns where missing.
+pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
+    let result = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(pool) => {
+            const HAS: &str =
+                "SELECT COUNT(*) FROM pragma_table_info('retry_tasks') WHERE name = $1";
+            let mut result = Ok(());
+            for (column, add) in SQLITE_COLUMNS {
+                let has: i64 = match sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await {
+                    Ok(has) => has,
+                    Err(e) => return Err(Error::from_sqlx(e)),
+                };
+                if has > 0 {
+                    continue;
+                }
+                if let Err(e) = sqlx::query(add).execute(pool).await {
+                    // Another process added it in between: that is the outcome wanted.
+                    let added: Result<i64, _> =
+                        sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await;
+                    if !matches!(added, Ok(1)) {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            result
+        }
+        #[cfg(feature = "postgres")]
+        Store::Postgres(pool) => {
+            // The same lock as the schema's: processes starting together add the columns once.
+            // `ALTER TABLE` takes an exclusive lock even when the columns exist (it would stall
+            // every worker's claim behind it), so it runs only when they are missing.
+            const HAS: &str = "SELECT COUNT(*) FROM information_schema.columns \
+                 WHERE table_schema = current_schema() AND table_name = 'retry_tasks' \
+                 AND column_name IN ('errors', 'cancel_requested')";
+            let run = async {
+                let has: i64 = sqlx::query_scalar(HAS).fetch_one(pool).await?;
+                if has == 2 {
+                    return Ok(());
+                }
+                let mut tx = pool.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(super::postgres::MIGRATION_LOCK)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::raw_sql(POSTGRES_COLUMNS).execute(&mut *tx).await?;
+                tx.commit().await
+            };
+            run.await
+        }
+    };
+    result.map_err(Error::from_sqlx)
+}

@@ -105,6 +105,10 @@ impl Outcomes {
         if !written {
             return Ok(false);
         }
+        if let Decision::Retry { .. } = decision {
+            // The processor sleeps until the earliest due time it knows: this one may be earlier.
+            queue.handle.wake.ring();
+        }
         let outcome = match &decision {
             Decision::Retry { counted: true, .. } => Outcome::Retried,
             Decision::Retry { counted: false, .. } => Outcome::NotFailure,

@@ -13,6 +13,7 @@ use super::handle::Handle;
 use super::inspector::Inspector;
 use super::store::{NewTask, Store, tasks};
 use super::task::{MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState, When};
+use super::wake::Wake;
 use crate::IdempotencyKey;
 
 /// The name of the queue [`Queue::connect`] opens.
@@ -91,6 +92,7 @@ impl Queue {
             archive_max_tasks: DEFAULT_ARCHIVE_MAX_TASKS,
             archive_max_age: DEFAULT_ARCHIVE_MAX_AGE,
             completed_retention: DEFAULT_COMPLETED_RETENTION,
+            wake: Wake::new(),
         };
         Queue { handle }
     }
@@ -227,6 +229,7 @@ impl Queue {
             unique_until_ms: task.unique.map(after),
         };
         if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, &new).await? {
+            self.handle.wake.ring();
             return Ok(row.into_info());
         }
         if tasks::exists(&self.handle.store, &self.handle.name, &id).await? {
@@ -250,6 +253,7 @@ impl Queue {
     /// The last try of an insert whose conflict went away: a conflict now is reported as such.
     async fn insert_again(&self, new: &NewTask<'_>) -> Result<TaskInfo, Error> {
         if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, new).await? {
+            self.handle.wake.ring();
             return Ok(row.into_info());
         }
         if tasks::exists(&self.handle.store, &self.handle.name, new.id).await? {

@@ -167,7 +167,7 @@ async fn a_worker_survives_postgres_stopped_and_restarted_mid_run() {
     assert_eq!(done, total, "every task completed after the restart");
     stop.send(()).unwrap();
     running.await.unwrap().expect("the worker carried on");
-    let runs = runs.lock().unwrap();
+    let runs = runs.lock().unwrap().clone();
     assert_eq!(runs.len(), total, "every task ran");
     let again: Vec<_> = runs.iter().filter(|&(_, &r)| r > 1).collect();
     assert!(again.is_empty(), "tasks that ran twice: {again:?}");

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::clock::Clock;
 use super::store::Store;
+use super::wake::Wake;
 
 /// One queue of one database, as every handle on it sees it.
 #[derive(Clone)]
@@ -18,6 +19,8 @@ pub(crate) struct Handle {
     pub(crate) archive_max_tasks: u64,
     pub(crate) archive_max_age: Duration,
     pub(crate) completed_retention: Duration,
+    /// Rung when a task of the database may have become due (see [`wake`](super::wake)).
+    pub(crate) wake: Wake,
 }
 
 impl fmt::Debug for Handle {

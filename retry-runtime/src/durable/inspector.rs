@@ -116,6 +116,7 @@ impl Inspector {
     pub async fn run_task(&self, id: &str) -> Result<(), Error> {
         let now = to_ms(self.handle.clock.now());
         if operator::run_task(&self.handle.store, &self.handle.name, id, now).await? {
+            self.handle.wake.ring();
             return Ok(());
         }
         match tasks::get(&self.handle.store, &self.handle.name, id).await? {
@@ -389,7 +390,9 @@ impl Inspector {
             )));
         }
         let now = to_ms(self.handle.clock.now());
-        operator::run_all(&self.handle.store, &self.handle.name, state, now).await
+        let ran = operator::run_all(&self.handle.store, &self.handle.name, state, now).await?;
+        self.handle.wake.ring();
+        Ok(ran)
     }
 
     /// Deletes every task of the queue in `state`, in one statement; returns how many.
@@ -416,7 +419,9 @@ impl Inspector {
 
     /// Lets workers claim from the queue again. Unpausing a queue that is not paused is `Ok`.
     pub async fn unpause(&self) -> Result<(), Error> {
-        operator::set_paused(&self.handle.store, &self.handle.name, false).await
+        operator::set_paused(&self.handle.store, &self.handle.name, false).await?;
+        self.handle.wake.ring();
+        Ok(())
     }
 
     /// Whether the queue is [paused](Inspector::pause).

@@ -155,6 +155,14 @@
 //!   half-written. A worker keeps trying; an outcome it cannot write leaves the lease to expire,
 //!   and the task runs again: at least once, never lost. Handlers must therefore be idempotent,
 //!   which a keyed write is.
+//! - **Wake-ups, not polls.** An enqueue through a [`Queue`] (or a clone of it, named or not),
+//!   a retry written, a task re-run and a queue unpaused wake the workers of the same process
+//!   at once. On PostgreSQL, triggers `NOTIFY retry_tasks` on the same events from any process,
+//!   and each running worker listens on one connection of its own, reconnecting after a pause
+//!   that doubles up to 5 s (logged at WARN). After a claim that left room, a worker sleeps only
+//!   until the earliest due time of its queues: a scheduled task or a retry starts at its due
+//!   time. The poll ([`Worker::poll_interval`]) remains the fallback: a lost notification, or an
+//!   enqueue by another process on SQLite, waits at most one poll.
 //! - **Fairness.** Retries share the worker's concurrency slots with fresh tasks, oldest due
 //!   first: a backlog of retries after an outage hits the external system at the pace of the
 //!   workers, not all at once.
@@ -357,6 +365,7 @@ mod state;
 mod stats;
 mod store;
 mod task;
+mod wake;
 mod worker;
 
 pub use attempt::DEFAULT_LEASE;

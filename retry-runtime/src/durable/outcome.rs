@@ -120,6 +120,10 @@ impl Outcomes {
             // this changes nothing either): a canceled task is archived, never retried.
             return cancel(queue, task, fence, now, &self.metrics).await;
         }
+        if let Decision::Retry { .. } = decision {
+            // The processor sleeps until the earliest due time it knows: this one may be earlier.
+            queue.handle.wake.ring();
+        }
         let outcome = match &decision {
             Decision::Retry { counted: true, .. } => Outcome::Retried,
             Decision::Retry { counted: false, .. } => Outcome::NotFailure,

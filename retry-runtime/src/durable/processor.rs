@@ -19,6 +19,7 @@ use super::outcome::persist;
 use super::protocol;
 use super::queue::Queue;
 use super::task::ActiveTask;
+use super::wake::next_due;
 
 /// How often a worker looks for due tasks when the last look found fewer than it had room for.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -98,6 +99,7 @@ impl Processor {
         let mut pace = Pace::default();
         let mut eager = false;
         let mut next_claim = Instant::now();
+        let mut woken = self.queues[0].queue.handle.wake.subscribe();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             while running.len() < self.concurrency {
@@ -121,9 +123,15 @@ impl Processor {
             let room = capacity.saturating_sub(running.len() + ready.len());
             let eager_batch = (capacity / 2).max(1);
             if room > 0 && (now >= next_claim || (eager && room >= eager_batch)) {
+                // Rings from here on wake the next wait: this claim may not see their task.
+                woken.borrow_and_update();
+                next_claim = Instant::now() + self.poll_interval;
                 match self.claim(room).await {
                     Ok(claimed) => {
                         eager = claimed.len() == room;
+                        if !eager {
+                            next_claim = next_due(&self.queues, next_claim).await;
+                        }
                         let claimed_at = Instant::now();
                         ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));
                     }
@@ -136,7 +144,6 @@ impl Processor {
                         );
                     }
                 }
-                next_claim = Instant::now() + self.poll_interval;
                 if !ready.is_empty() && running.len() < self.concurrency {
                     continue;
                 }
@@ -156,6 +163,8 @@ impl Processor {
                     }
                 }
                 () = tokio::time::sleep_until(wake.unwrap_or(idle)), if wake.is_some() => {}
+                // A task may be due before the next poll: claim as soon as there is room.
+                Ok(()) = woken.changed() => next_claim = Instant::now(),
             }
         }
         // Prefetched tasks go back first, for other workers to take while these drain.

@@ -14,6 +14,7 @@ use super::inspector::Inspector;
 use super::prepare::Prepared;
 use super::store::{NewTask, Store, batch, tasks};
 use super::task::{MAX_NAME_BYTES, Task, TaskInfo};
+use super::wake::Wake;
 use crate::IdempotencyKey;
 
 /// The name of the queue [`Queue::connect`] opens.
@@ -92,6 +93,7 @@ impl Queue {
             archive_max_tasks: DEFAULT_ARCHIVE_MAX_TASKS,
             archive_max_age: DEFAULT_ARCHIVE_MAX_AGE,
             completed_retention: DEFAULT_COMPLETED_RETENTION,
+            wake: Wake::new(),
         };
         Queue { handle }
     }
@@ -186,6 +188,7 @@ impl Queue {
         let new = prepared.row();
         let (id, now_ms) = (new.id, new.created_ms);
         if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, &new).await? {
+            self.handle.wake.ring();
             return Ok(row.into_info());
         }
         if tasks::exists(&self.handle.store, &self.handle.name, id).await? {
@@ -265,7 +268,11 @@ impl Queue {
         let rows: Vec<NewTask<'_>> = prepared.iter().map(Prepared::row).collect();
         let now_ms = super::clock::to_ms(now);
         match batch::insert_many(&self.handle.store, &self.handle.name, &rows, now_ms).await? {
-            Ok(n) => Ok(n),
+            Ok(n) => {
+                // PostgreSQL's statement trigger notifies other processes; this wakes ours.
+                self.handle.wake.ring();
+                Ok(n)
+            }
             Err((index, cause)) => Err(refuse(rows[index].id, cause)),
         }
     }
@@ -273,6 +280,7 @@ impl Queue {
     /// The last try of an insert whose conflict went away: a conflict now is reported as such.
     async fn insert_again(&self, new: &NewTask<'_>) -> Result<TaskInfo, Error> {
         if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, new).await? {
+            self.handle.wake.ring();
             return Ok(row.into_info());
         }
         if tasks::exists(&self.handle.store, &self.handle.name, new.id).await? {

@@ -156,10 +156,10 @@ impl Worker {
         self
     }
 
-    /// How often due tasks are looked for while the queue is quiet (default
-    /// [`DEFAULT_POLL_INTERVAL`](super::DEFAULT_POLL_INTERVAL)). While claims come back full, the
-    /// worker claims again as soon as half its room (its slots plus [`prefetch`](Worker::prefetch))
-    /// is free.
+    /// The fallback poll while the queue is quiet, [`DEFAULT_POLL_INTERVAL`](super::DEFAULT_POLL_INTERVAL)
+    /// by default: [wake-ups](super#semantics) and a timer to the next due time start tasks
+    /// sooner. While claims come back full, it claims again once half its room (slots plus
+    /// [`prefetch`](Worker::prefetch)) is free.
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.config.poll_interval = every;
         self
@@ -331,12 +331,14 @@ impl Worker {
         let janitor = config.janitor();
         let metrics = runner.outcomes.metrics.clone();
         let interval = config.recover_interval;
+        let handle = config.base.handle.clone();
         let (stop, stopped) = watch::channel(false);
-        // The periodic components run beside the processor until it has drained.
+        // The periodic components and the listener run beside the processor until it has drained.
         let periodic = tokio::spawn(async move {
             tokio::join!(
                 recoverer.run(interval, stopped.clone()),
                 janitor.run(stopped.clone()),
+                super::wake::listen(&handle, stopped.clone()),
                 metrics.run(interval, stopped),
             );
         });

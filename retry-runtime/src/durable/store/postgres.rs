@@ -64,6 +64,48 @@ CREATE TABLE IF NOT EXISTS retry_queues (
 );
 ";
 
+/// The wake-ups ([`wake`](crate::durable::wake)): `NOTIFY retry_tasks, '<queue>'` once per
+/// inserting statement and queue (a batch notifies once), when a task becomes waiting again (a
+/// retry, a re-run, a recovered lease; a claim or a completion does not match the trigger's
+/// `WHEN` and costs no call), and when a queue is unpaused. Triggers are created only where
+/// missing: replacing one would lock the table against running workers.
+const WAKE_UP_SCHEMA: &str =
+    "CREATE OR REPLACE FUNCTION retry_tasks_inserted() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+    PERFORM pg_notify('retry_tasks', q.queue) FROM (SELECT DISTINCT queue FROM retry_woken) AS q;
+    RETURN NULL;
+END $f$;
+CREATE OR REPLACE FUNCTION retry_tasks_waiting() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+    PERFORM pg_notify('retry_tasks', NEW.queue);
+    RETURN NULL;
+END $f$;
+CREATE OR REPLACE FUNCTION retry_queues_unpaused() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+    PERFORM pg_notify('retry_tasks', OLD.queue);
+    RETURN NULL;
+END $f$;
+DO $d$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'retry_tasks'::regclass
+                   AND tgname = 'retry_tasks_inserted') THEN
+        CREATE TRIGGER retry_tasks_inserted AFTER INSERT ON retry_tasks
+            REFERENCING NEW TABLE AS retry_woken FOR EACH STATEMENT
+            EXECUTE FUNCTION retry_tasks_inserted();
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'retry_tasks'::regclass
+                   AND tgname = 'retry_tasks_waiting') THEN
+        CREATE TRIGGER retry_tasks_waiting AFTER UPDATE ON retry_tasks FOR EACH ROW
+            WHEN (NEW.state IN ('pending', 'scheduled', 'retry') AND OLD.state <> NEW.state)
+            EXECUTE FUNCTION retry_tasks_waiting();
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'retry_queues'::regclass
+                   AND tgname = 'retry_queues_unpaused') THEN
+        CREATE TRIGGER retry_queues_unpaused AFTER DELETE ON retry_queues FOR EACH ROW
+            WHEN (OLD.paused) EXECUTE FUNCTION retry_queues_unpaused();
+    END IF;
+END $d$;
+";
+
 /// Claims up to `$3` due tasks of queue `$1` at `$2` under token `$4` until `$5`, skipping rows
 /// other claims hold, and commits without waiting for the WAL flush.
 // The claim's condition besides the state and the due time: the queue is not paused, and the
@@ -114,6 +156,7 @@ pub(super) async fn migrate(pool: &PgPool) -> Result<(), sqlx::Error> {
         .execute(&mut *tx)
         .await?;
     sqlx::raw_sql(SCHEMA).execute(&mut *tx).await?;
+    sqlx::raw_sql(WAKE_UP_SCHEMA).execute(&mut *tx).await?;
     tx.commit().await
 }
 

@@ -1,0 +1,178 @@
+//! A database that goes away comes back (issue 22, item 7): a real PostgreSQL server of this
+//! test's own (`scripts/postgres.sh serve-while`: other tests keep theirs) stopped and started
+//! again while a worker runs. The worker logs, backs off, reconnects and carries on: every task
+//! ends completed, and none was lost.
+//!
+//! Waits are bounded loops; nothing asserts a wall-clock duration.
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use retry_runtime::durable::{BoxError, Queue, Task, TaskState, Worker};
+
+/// A throwaway cluster: its URL, its directory (`data/`, `bindir`) and port.
+struct Server {
+    url: String,
+    dir: String,
+    port: String,
+}
+
+impl Server {
+    /// `None` (said on stderr) when the machine has no PostgreSQL server binaries.
+    fn start() -> Option<Server> {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/postgres.sh");
+        let output = Command::new("bash")
+            .arg(script)
+            .arg("serve-while")
+            .arg(std::process::id().to_string())
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("bash runs scripts/postgres.sh");
+        if output.status.code() == Some(3) {
+            eprintln!("*** SKIPPED: no PostgreSQL server binaries: the outage test did NOT run");
+            return None;
+        }
+        assert!(
+            output.status.success(),
+            "scripts/postgres.sh serve-while failed"
+        );
+        let exports = String::from_utf8_lossy(&output.stdout).into_owned();
+        let var = |name: &str| {
+            exports
+                .lines()
+                .find_map(|line| line.strip_prefix(&format!("export {name}=")))
+                .map(str::to_owned)
+                .expect("scripts/postgres.sh prints it")
+        };
+        let url = var("RETRY_TEST_POSTGRES_URL");
+        let port = url
+            .rsplit_once(':')
+            .and_then(|(_, rest)| rest.split_once('/'))
+            .map(|(port, _)| port.to_owned())
+            .expect("the URL has a port");
+        Some(Server {
+            url,
+            dir: var("RETRY_TEST_POSTGRES_DIR"),
+            port,
+        })
+    }
+
+    /// Runs `pg_ctl ARGS` as the cluster's owner (`postgres` when run as root).
+    fn pg_ctl(&self, args: &str) {
+        let script = format!(
+            "cd '{dir}' && bin=$(cat bindir) && \
+             if [ \"$(id -u)\" = 0 ]; then run='runuser -u postgres --'; else run=''; fi && \
+             $run \"$bin/pg_ctl\" -D data -l server.log -w -t 60 {args}",
+            dir = self.dir
+        );
+        let status = Command::new("bash")
+            .arg("-c")
+            .arg(&script)
+            .stdout(Stdio::null())
+            .status()
+            .expect("bash runs pg_ctl");
+        assert!(status.success(), "pg_ctl {args} failed");
+    }
+
+    fn stop(&self) {
+        self.pg_ctl("-m fast stop");
+    }
+
+    fn start_again(&self) {
+        self.pg_ctl(&format!(
+            "-o \"-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
+             -c max_connections=300\" start",
+            self.port, self.dir
+        ));
+    }
+}
+
+/// How many tasks of `q` are completed; `None` while the database does not answer.
+async fn completed(q: &Queue) -> Option<usize> {
+    q.inspector()
+        .list(TaskState::Completed)
+        .await
+        .ok()
+        .map(|tasks| tasks.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_survives_postgres_stopped_and_restarted_mid_run() {
+    const BEFORE: usize = 200;
+    const AFTER: usize = 20;
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let q = Queue::connect(&server.url).await.expect("connect");
+    let runs: Arc<Mutex<HashMap<u64, u32>>> = Arc::default();
+    let worker = {
+        let runs = runs.clone();
+        Worker::new(q.clone())
+            .concurrency(4)
+            .poll_interval(Duration::from_millis(200))
+            .handle("job", move |task| {
+                let runs = runs.clone();
+                async move {
+                    let n: u64 = task.payload()?;
+                    *runs.lock().unwrap().entry(n).or_default() += 1;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    Ok::<(), BoxError>(())
+                }
+            })
+    };
+    for n in 0..BEFORE as u64 {
+        q.enqueue(Task::new("job", &n)).await.expect("enqueue");
+    }
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async move {
+        stopped.await.ok();
+    }));
+    // Mid-run: some tasks done, most still waiting.
+    for _ in 0..2_000 {
+        if completed(&q).await.unwrap_or(0) >= 20 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.stop();
+    assert!(
+        q.ping().await.is_err(),
+        "the server is down: the queue cannot reach it"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    server.start_again();
+    // Enqueued after the restart through the same queue: its pool reconnects.
+    for n in BEFORE as u64..(BEFORE + AFTER) as u64 {
+        let mut enqueued = false;
+        for _ in 0..100 {
+            if q.enqueue(Task::new("job", &n)).await.is_ok() {
+                enqueued = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(enqueued, "task {n} could not be enqueued after the restart");
+    }
+    let total = BEFORE + AFTER;
+    let mut done = 0;
+    for _ in 0..600 {
+        done = completed(&q).await.unwrap_or(0);
+        if done == total {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(done, total, "every task completed after the restart");
+    stop.send(()).unwrap();
+    running.await.unwrap().expect("the worker carried on");
+    let runs = runs.lock().unwrap().clone();
+    assert_eq!(runs.len(), total, "every task ran");
+    let again: Vec<_> = runs.iter().filter(|&(_, &r)| r > 1).collect();
+    assert!(again.is_empty(), "tasks that ran twice: {again:?}");
+    for state in [TaskState::Pending, TaskState::Active, TaskState::Retry] {
+        let left = q.inspector().list(state).await.unwrap();
+        assert!(left.is_empty(), "{state:?}: {left:?}");
+    }
+}

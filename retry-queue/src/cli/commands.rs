@@ -7,6 +7,7 @@ use retry_runtime::time::rfc3339;
 use serde_json::Value;
 
 use super::failure::{Failure, failure};
+use super::open::{connect, named};
 use super::table::{Align, Table, age, cell, clean};
 use super::{Cli, Command, QueueCommand, StateArgs, TaskCommand, TaskId};
 use crate::dashboard::{self, DashOptions};
@@ -78,38 +79,6 @@ impl<W: Write> Output<'_, W> {
         }
         Ok(())
     }
-}
-
-/// Opens the database at `url`. A SQLite file that does not exist is an error: an inspector
-/// with a mistyped path must not create an empty database and report it empty.
-async fn connect(url: &str) -> Result<Queue, Failure> {
-    if let Some(path) = sqlite_path(url) {
-        if !std::path::Path::new(path).exists() {
-            return Err(Failure::Message(format!(
-                "no SQLite database at \"{}\" (retry-queue opens an existing file, it does not \
-                 create one)",
-                clean(path)
-            )));
-        }
-    }
-    Queue::connect(url)
-        .await
-        .map_err(|e| Failure::Message(clean(&e.to_string())))
-}
-
-/// The file of a `sqlite:` URL (`sqlite://tasks.db`, `sqlite:///abs/tasks.db`, `sqlite:tasks.db`,
-/// options after `?` ignored); `None` for another scheme or an in-memory database.
-fn sqlite_path(url: &str) -> Option<&str> {
-    let rest = url.strip_prefix("sqlite:")?;
-    let rest = rest.strip_prefix("//").unwrap_or(rest);
-    let path = rest.split('?').next().unwrap_or(rest);
-    (!path.is_empty() && path != ":memory:").then_some(path)
-}
-
-fn named(base: &Queue, name: &str) -> Result<Queue, Failure> {
-    base.clone()
-        .try_named(name)
-        .map_err(|e| failure(e, base, None))
 }
 
 async fn stats<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Failure> {

@@ -19,6 +19,7 @@
 
 mod commands;
 mod failure;
+mod open;
 mod table;
 
 use std::net::SocketAddr;

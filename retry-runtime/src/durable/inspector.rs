@@ -2,9 +2,8 @@
 //! archive or delete tasks one by one or a whole state at a time, pause a queue, and group
 //! failures by their error.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::clock::{from_ms, to_ms};
 use super::error::Error;
@@ -157,12 +156,6 @@ impl Inspector {
         page: u32,
         size: u32,
     ) -> Result<Vec<TaskInfo>, Error> {
-        if page == 0 || size == 0 {
-            return Err(Error::Invalid(format!(
-                "pages are numbered from 1 and hold at least one task, got page {page} of size \
-                 {size}"
-            )));
-        }
         Ok(self.page_number(state, page, size).await?.tasks)
     }
 
@@ -197,28 +190,7 @@ impl Inspector {
     /// The `size` tasks in `state` after the cursor `after` (the `next` of the page before;
     /// `None`: the first page), in the order of [`list_page`](Inspector::list_page), by key: an
     /// index seek, as fast for the millionth task as for the first.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), retry_runtime::durable::Error> {
-    /// use retry_runtime::durable::{Queue, Task, TaskState};
-    /// # let dir = std::env::temp_dir().join(format!("retry-doc-after-{}", std::process::id()));
-    /// # std::fs::remove_dir_all(&dir).ok();
-    /// # std::fs::create_dir_all(&dir).unwrap();
-    /// # let url = format!("sqlite://{}/tasks.db", dir.display());
-    /// let q = Queue::connect(&url).await?;
-    /// q.enqueue_many((1..=5).map(|n| Task::new("email", &n).task_id(format!("t{n}")))).await?;
-    /// let inspector = q.inspector();
-    /// let first = inspector.list_after(TaskState::Pending, None, 2).await?;
-    /// let second = inspector.list_after(TaskState::Pending, first.next.as_deref(), 2).await?;
-    /// let third = inspector.list_after(TaskState::Pending, second.next.as_deref(), 2).await?;
-    /// let ids: Vec<_> = third.tasks.iter().map(|t| t.id.as_str()).collect();
-    /// assert_eq!(ids, ["t5"]);
-    /// assert_eq!(third.next, None); // the last page
-    /// # std::fs::remove_dir_all(&dir).ok();
-    /// # Ok(())
-    /// # }
-    /// ```
+    /// ([`TaskPage`] shows a walk to the end.)
     ///
     /// A cursor that is not one is [`Error::Invalid`]; size 0 too.
     pub async fn list_after(
@@ -279,33 +251,7 @@ impl Inspector {
         let rows =
             operator::queue_counts(&self.handle.store, day_start, day_start + DAY_MS).await?;
         let paused = operator::paused_queues(&self.handle.store).await?;
-        let mut queues = BTreeMap::new();
-        for row in rows {
-            let [pending, scheduled, active, retry, archived, completed] = row.states;
-            let oldest_pending_age = row.oldest_pending_ms.map(|due| {
-                Duration::from_millis(u64::try_from(now.saturating_sub(due)).unwrap_or(0))
-            });
-            let stats = QueueStats {
-                pending,
-                scheduled,
-                active,
-                retry,
-                archived,
-                completed,
-                processed_today: row.processed_today,
-                failed_today: row.failed_today,
-                oldest_pending_age,
-                ..QueueStats::empty(row.queue.clone())
-            };
-            queues.insert(row.queue, stats);
-        }
-        for queue in paused {
-            queues
-                .entry(queue.clone())
-                .or_insert_with(|| QueueStats::empty(queue))
-                .paused = true;
-        }
-        Ok(queues.into_values().collect())
+        Ok(QueueStats::from_counts(rows, paused, now))
     }
 
     /// Archives the task by hand: a [pending](TaskState::Pending),

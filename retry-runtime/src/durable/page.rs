@@ -8,6 +8,28 @@ use super::task::{TaskInfo, TaskState};
 
 /// One page of the tasks in a state, in the order of
 /// [`Inspector::list_page`](super::Inspector::list_page), and where the next one starts.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+/// use retry_runtime::durable::{Queue, Task, TaskState};
+/// # let dir = std::env::temp_dir().join(format!("retry-doc-after-{}", std::process::id()));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let url = format!("sqlite://{}/tasks.db", dir.display());
+/// let q = Queue::connect(&url).await?;
+/// q.enqueue_many((1..=5).map(|n| Task::new("email", &n).task_id(format!("t{n}")))).await?;
+/// let inspector = q.inspector();
+/// let first = inspector.list_after(TaskState::Pending, None, 2).await?;
+/// let second = inspector.list_after(TaskState::Pending, first.next.as_deref(), 2).await?;
+/// let third = inspector.list_after(TaskState::Pending, second.next.as_deref(), 2).await?;
+/// let ids: Vec<_> = third.tasks.iter().map(|t| t.id.as_str()).collect();
+/// assert_eq!(ids, ["t5"]);
+/// assert_eq!(third.next, None); // the last page
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct TaskPage {

@@ -1,7 +1,10 @@
 //! What the inspector reports: a queue at a glance ([`QueueStats`]) and the failures grouped by
 //! their error ([`ErrorGroup`]).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
+
+use super::store::QueueCounts;
 
 use super::task::TaskState;
 
@@ -85,4 +88,42 @@ pub struct ErrorGroup {
     pub oldest: SystemTime,
     /// The latest `last_failed_at` of these tasks.
     pub newest: SystemTime,
+}
+
+impl QueueStats {
+    /// Every queue's stats from its counts and the paused queues' names, by the clock's `now`
+    /// (ms), in name order.
+    pub(crate) fn from_counts(
+        rows: Vec<QueueCounts>,
+        paused: Vec<String>,
+        now: i64,
+    ) -> Vec<QueueStats> {
+        let mut queues = BTreeMap::new();
+        for row in rows {
+            let [pending, scheduled, active, retry, archived, completed] = row.states;
+            let oldest_pending_age = row.oldest_pending_ms.map(|due| {
+                Duration::from_millis(u64::try_from(now.saturating_sub(due)).unwrap_or(0))
+            });
+            let stats = QueueStats {
+                pending,
+                scheduled,
+                active,
+                retry,
+                archived,
+                completed,
+                processed_today: row.processed_today,
+                failed_today: row.failed_today,
+                oldest_pending_age,
+                ..QueueStats::empty(row.queue.clone())
+            };
+            queues.insert(row.queue, stats);
+        }
+        for queue in paused {
+            queues
+                .entry(queue.clone())
+                .or_insert_with(|| QueueStats::empty(queue))
+                .paused = true;
+        }
+        queues.into_values().collect()
+    }
 }

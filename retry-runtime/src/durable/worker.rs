@@ -352,9 +352,8 @@ impl Worker {
 
     /// Claims the tasks due now (at most [`concurrency`](Worker::concurrency) of them, from the
     /// served queues by their priority), runs each to its end (completed, retried or archived),
-    /// and returns how many ran: a one-shot worker, run from cron or a serverless function
-    /// instead of [`run_until`](Worker::run_until). In tests, with feature `test-util`'s
-    /// `ManualClock`, every step is exact.
+    /// and returns how many ran: a one-shot worker (cron, a serverless function), or in tests,
+    /// with feature `test-util`'s `ManualClock`, exact step by step.
     pub async fn run_due(&self) -> Result<usize, Error> {
         self.config.check()?;
         let runner = self.runner().clone();

@@ -365,20 +365,3 @@ async fn errors<W: Write>(
         },
     )
 }
-
-#[cfg(test)]
-mod tests {
-    use super::sqlite_path;
-
-    #[test]
-    fn sqlite_paths_are_read_from_the_url() {
-        assert_eq!(sqlite_path("sqlite://tasks.db"), Some("tasks.db"));
-        assert_eq!(
-            sqlite_path("sqlite:///var/t.db?mode=rwc"),
-            Some("/var/t.db")
-        );
-        assert_eq!(sqlite_path("sqlite:tasks.db"), Some("tasks.db"));
-        assert_eq!(sqlite_path("sqlite::memory:"), None);
-        assert_eq!(sqlite_path("postgres://h/db"), None);
-    }
-}

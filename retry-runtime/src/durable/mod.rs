@@ -341,6 +341,7 @@ mod attempt;
 mod clock;
 mod completer;
 mod config;
+mod due;
 mod entries;
 mod error;
 mod failure;

@@ -14,12 +14,12 @@ use tokio::time::Instant;
 
 use super::attempt::{Runner, attempt};
 use super::completer::Completer;
+use super::due::next_due;
 use super::error::Error;
 use super::outcome::persist;
 use super::protocol;
 use super::queue::Queue;
 use super::task::ActiveTask;
-use super::wake::next_due;
 
 /// How often a worker looks for due tasks when the last look found fewer than it had room for.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -130,7 +130,9 @@ impl Processor {
                     Ok(claimed) => {
                         eager = claimed.len() == room;
                         if !eager {
-                            next_claim = next_due(&self.queues, next_claim).await;
+                            next_claim =
+                                next_due(self.queues.iter().map(|s| &s.queue.handle), next_claim)
+                                    .await;
                         }
                         let claimed_at = Instant::now();
                         ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));

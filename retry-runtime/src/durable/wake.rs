@@ -20,16 +20,10 @@
 //! processor listens) only delays a task to the next poll: the poll stays as the fallback.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use tokio::sync::watch;
-use tokio::time::Instant;
 
-use super::clock::{from_ms, to_ms};
-use super::error::Error;
-use super::handle::Handle;
-use super::processor::Served;
-use super::store::{Arg, Store, fetch_optional};
+use super::store::Store;
 
 /// The bell shared by every handle on one database in this process: a counter each ring bumps,
 /// so that a processor busy claiming when it rang still sees it afterwards.
@@ -57,57 +51,13 @@ impl Wake {
     }
 }
 
-/// When the earliest task of the `served` queues that is due later than now becomes due, as an
-/// instant of the runtime's clock, if before `poll` (the next poll); `poll` otherwise, and when
-/// the database does not say.
-pub(crate) async fn next_due(served: &[Served], poll: Instant) -> Instant {
-    let mut earliest = poll;
-    for served in served {
-        let handle = &served.queue.handle;
-        let now = handle.clock.now();
-        match due_after(handle, now).await {
-            Ok(Some(due)) => {
-                let wait = due.duration_since(now).unwrap_or_default();
-                earliest = earliest.min(Instant::now() + wait);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                event!(
-                    warn,
-                    "durable worker: reading the next due time failed; polling",
-                    queue = served.queue.name(),
-                    error = e
-                );
-                return poll;
-            }
-        }
-    }
-    earliest
-}
-
-/// The earliest due time after `now` among the waiting tasks (pending, scheduled, retry) of
-/// `handle`'s queue, read from the due-time index; `None` when none waits for a later time.
-async fn due_after(handle: &Handle, now: SystemTime) -> Result<Option<SystemTime>, Error> {
-    // Only tasks due later than now: one due already but not claimable (a paused queue, a kind
-    // this worker lacks) must not make the processor spin.
-    const NEXT_DUE: &str = "SELECT MIN(next_process_ms) FROM retry_tasks \
-         WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms > $2";
-    let row: Option<(Option<i64>,)> = fetch_optional(
-        &handle.store,
-        NEXT_DUE,
-        &[Arg::Text(&handle.name), Arg::Int(to_ms(now))],
-    )
-    .await?;
-    Ok(row.and_then(|(due,)| due).map(from_ms))
-}
-
 /// Listens for the database's notifications until `stopped` turns true, ringing `handle`'s
-/// bell: PostgreSQL's `LISTEN`, through one connection of its own; nothing on SQLite, which has
+/// `wake`: PostgreSQL's `LISTEN`, through one connection of its own; nothing on SQLite, which has
 /// no notifications across processes.
-pub(crate) async fn listen(handle: &Handle, stopped: watch::Receiver<bool>) {
-    match &handle.store {
+pub(crate) async fn listen(store: &Store, wake: &Wake, stopped: watch::Receiver<bool>) {
+    match store {
         #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => listen::run(pool.clone(), handle.wake.clone(), stopped).await,
+        Store::Postgres(pool) => listen::run(pool.clone(), wake.clone(), stopped).await,
         #[cfg(feature = "sqlite")]
         Store::Sqlite(_) => drop(stopped),
     }

@@ -338,7 +338,7 @@ impl Worker {
             tokio::join!(
                 recoverer.run(interval, stopped.clone()),
                 janitor.run(stopped.clone()),
-                super::wake::listen(&handle, stopped.clone()),
+                super::wake::listen(&handle.store, &handle.wake, stopped.clone()),
                 metrics.run(interval, stopped),
             );
         });

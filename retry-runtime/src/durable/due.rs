@@ -10,15 +10,13 @@ use super::error::Error;
 use super::handle::Handle;
 use super::store::{Arg, fetch_optional};
 
-/// When the earliest task of the queues of `handles` that is due later than now becomes due, as an
+/// When the earliest task of `queues` that is due later than now becomes due, as an
 /// instant of the runtime's clock, if before `poll` (the next poll); `poll` otherwise, and when
 /// the database does not say.
-pub(crate) async fn next_due<'a>(
-    handles: impl IntoIterator<Item = &'a Handle>,
-    poll: Instant,
-) -> Instant {
+pub(crate) async fn next_due<Q: AsRef<Handle>>(queues: &[Q], poll: Instant) -> Instant {
     let mut earliest = poll;
-    for handle in handles {
+    for queue in queues {
+        let handle = queue.as_ref();
         let now = handle.clock.now();
         match due_after(handle, now).await {
             Ok(Some(due)) => {

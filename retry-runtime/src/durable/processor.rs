@@ -16,6 +16,7 @@ use super::attempt::{Runner, attempt};
 use super::completer::Completer;
 use super::due::next_due;
 use super::error::Error;
+use super::handle::Handle;
 use super::outcome::persist;
 use super::protocol;
 use super::queue::Queue;
@@ -37,6 +38,12 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
 pub(crate) struct Served {
     pub(crate) queue: Queue,
     pub(crate) weight: u32,
+}
+
+impl AsRef<Handle> for Served {
+    fn as_ref(&self) -> &Handle {
+        &self.queue.handle
+    }
 }
 
 /// The processor of one worker: what it claims, how many it runs and holds, and how it stops.
@@ -130,9 +137,7 @@ impl Processor {
                     Ok(claimed) => {
                         eager = claimed.len() == room;
                         if !eager {
-                            next_claim =
-                                next_due(self.queues.iter().map(|s| &s.queue.handle), next_claim)
-                                    .await;
+                            next_claim = next_due(&self.queues, next_claim).await;
                         }
                         let claimed_at = Instant::now();
                         ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));

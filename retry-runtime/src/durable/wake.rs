@@ -59,7 +59,9 @@ pub(crate) async fn listen(store: &Store, wake: &Wake, stopped: watch::Receiver<
         #[cfg(feature = "postgres")]
         Store::Postgres(pool) => listen::run(pool.clone(), wake.clone(), stopped).await,
         #[cfg(feature = "sqlite")]
-        Store::Sqlite(_) => drop(stopped),
+        Store::Sqlite(_) => {
+            let _ = (wake, stopped);
+        }
     }
 }
 

@@ -133,8 +133,9 @@ fn insert_sql(rows: usize) -> String {
     sql
 }
 
-/// The values of one row, in the order of [`COLUMNS`] (without `retried`).
-fn row_args<'a>(queue: &'a str, task: &NewTask<'a>) -> [Arg<'a>; PER_ROW] {
+/// The values of one row, in the order of [`COLUMNS`] (without `retried`): the one list of a
+/// new task's values, for the single insert too.
+pub(super) fn row_args<'a>(queue: &'a str, task: &NewTask<'a>) -> [Arg<'a>; PER_ROW] {
     [
         Arg::Text(queue),
         Arg::Text(task.id),

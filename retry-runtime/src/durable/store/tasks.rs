@@ -19,22 +19,7 @@ pub(crate) async fn insert(
          ON CONFLICT DO NOTHING RETURNING ",
         columns!()
     );
-    let args = [
-        Arg::Text(queue),
-        Arg::Text(task.id),
-        Arg::Text(task.kind),
-        Arg::Text(task.payload),
-        Arg::Text(task.state.as_str()),
-        Arg::Int(i64::from(task.max_retry)),
-        Arg::Int(task.timeout_ms),
-        Arg::MaybeInt(task.deadline_ms),
-        Arg::MaybeInt(task.key_expires_ms),
-        Arg::Int(task.next_process_ms),
-        Arg::Int(task.created_ms),
-        Arg::MaybeInt(task.retention_ms),
-        Arg::MaybeText(task.unique_key),
-        Arg::MaybeInt(task.unique_until_ms),
-    ];
+    let args = super::batch::row_args(queue, task);
     fetch_optional(store, INSERT, &args).await
 }
 

@@ -76,8 +76,10 @@ pub(crate) fn append(
     serde_json::to_string(&entries).unwrap_or_else(|_| "[]".to_owned())
 }
 
-/// `error` cut at [`MAX_HISTORY_ERROR`] bytes, on a char boundary, with `…` when cut.
-fn bounded(error: &str) -> String {
+/// `error` cut at [`MAX_HISTORY_ERROR`] bytes, on a char boundary, with `…` when cut: each entry
+/// of the history, and a task's `last_err` (which the error groups' index holds, and an index
+/// entry has a size limit).
+pub(crate) fn bounded(error: &str) -> String {
     if error.len() <= MAX_HISTORY_ERROR {
         return error.to_owned();
     }

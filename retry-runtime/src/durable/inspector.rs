@@ -10,8 +10,9 @@ use super::error::Error;
 use super::handle::Handle;
 use super::janitor;
 use super::page::{Cursor, TaskPage, page_of};
-pub use super::stats::{ErrorGroup, QueueStats};
-use super::store::{control, operator, tasks};
+use super::stats;
+pub use super::stats::{ErrorGroup, HistoryBucket, HistorySpan, QueueStats};
+use super::store::{control, counts, operator, tasks};
 use super::task::{TaskInfo, TaskState};
 
 /// What [`Inspector::cancel`] did.
@@ -22,9 +23,6 @@ pub enum Canceled {
     /// The task is running: its worker drops the attempt and archives it.
     Stopping,
 }
-
-/// Milliseconds in a UTC day (the Unix epoch ignores leap seconds).
-const DAY_MS: i64 = 24 * 3600 * 1000;
 
 /// The operator's handle on one queue: what [`Queue::inspector`](super::Queue::inspector) returns.
 /// Every method reads or changes the queue it was made from ([`stats`](Inspector::stats) reads
@@ -222,13 +220,17 @@ impl Inspector {
 
     /// The number of tasks of the queue in `state`.
     pub async fn count(&self, state: TaskState) -> Result<u64, Error> {
-        operator::count(&self.handle.store, &self.handle.name, state).await
+        let counts = self.count_by_state().await?;
+        Ok(counts
+            .into_iter()
+            .find(|(s, _)| *s == state)
+            .map_or(0, |(_, n)| n))
     }
 
     /// The number of tasks of the queue in each state, in the order of [`TaskState::ALL`], read
-    /// in one statement (what the worker's `retry_queue_tasks` gauges show).
+    /// from the counters the store keeps (what the worker's `retry_queue_tasks` gauges show).
     pub async fn count_by_state(&self) -> Result<[(TaskState, u64); 6], Error> {
-        let rows = operator::state_counts(&self.handle.store, &self.handle.name).await?;
+        let rows = counts::queue_state_counts(&self.handle.store, &self.handle.name).await?;
         let mut counts = TaskState::ALL.map(|state| (state, 0));
         for (state, tasks) in rows {
             if let Some(entry) = counts.iter_mut().find(|(s, _)| s.as_str() == state) {
@@ -242,16 +244,18 @@ impl Inspector {
     /// own name does not matter): counts per state, paused or not, and the daily figures
     /// described on [`QueueStats`].
     ///
-    /// "Today" is the UTC day of the queue's clock; `processed_today` and `failed_today` are
-    /// counted from `finished_ms` and `last_failed_ms` of the rows, with no write on a
-    /// worker's path.
+    /// "Today" is the UTC day of the queue's clock. Read from the store's counters, not the
+    /// tasks: as fast on a million tasks as on ten.
     pub async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
-        let now = to_ms(self.handle.clock.now());
-        let day_start = now - now.rem_euclid(DAY_MS);
-        let rows =
-            operator::queue_counts(&self.handle.store, day_start, day_start + DAY_MS).await?;
-        let paused = operator::paused_queues(&self.handle.store).await?;
-        Ok(QueueStats::from_counts(rows, paused, now))
+        stats::read(&self.handle).await
+    }
+
+    /// The queue's finished and failed attempts per hour or day over `span`, oldest first,
+    /// every bucket of the span included (asynq's processed/failed history). Kept
+    /// [`HISTORY_DAYS`](super::HISTORY_DAYS) days; fails with [`Error::Invalid`] for a longer
+    /// or empty span.
+    pub async fn history(&self, span: HistorySpan) -> Result<Vec<HistoryBucket>, Error> {
+        stats::history(&self.handle, span).await
     }
 
     /// Archives the task by hand: a [pending](TaskState::Pending),

@@ -3,7 +3,8 @@
 //! by default) are deleted as tasks are archived and on every tick of a worker's janitor;
 //! completed tasks are deleted once past their retention (the task's own
 //! [`retention`](super::Task::retention), or the queue's
-//! [`completed_retention`](super::Queue::completed_retention)).
+//! [`completed_retention`](super::Queue::completed_retention)). The hourly history of attempts
+//! is kept [`HISTORY_DAYS`](super::HISTORY_DAYS) days.
 
 use std::time::{Duration, SystemTime};
 
@@ -13,7 +14,7 @@ use super::clock::{duration_ms, to_ms};
 use super::error::Error;
 use super::handle::Handle;
 use super::periodic;
-use super::store::tasks;
+use super::store::{counts, tasks};
 
 /// A worker's janitor: trims the queues it serves every `interval`.
 pub(crate) struct Janitor {
@@ -49,6 +50,7 @@ pub(crate) async fn trim(queue: &Handle) -> Result<u64, Error> {
     let now = to_ms(queue.clock.now());
     let retention = duration_ms(queue.completed_retention);
     let completed = tasks::trim_completed(&queue.store, &queue.name, retention, now).await?;
+    counts::trim_history(&queue.store, &queue.name, now).await?;
     Ok(archived + completed)
 }
 

@@ -373,7 +373,7 @@ pub use attempt::DEFAULT_LEASE;
 pub use clock::{Clock, DELAY_RAND_BOUND, DelayRng, SystemClock, default_retry_delay};
 pub use error::{BoxError, Error, SkipRetry, Snooze};
 pub use history::{FailedAttempt, MAX_HISTORY, MAX_HISTORY_ERROR};
-pub use inspector::{Canceled, ErrorGroup, Inspector, QueueStats};
+pub use inspector::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, Inspector, QueueStats};
 #[cfg(any(test, feature = "test-util"))]
 pub use manual_clock::ManualClock;
 pub use page::TaskPage;
@@ -384,6 +384,7 @@ pub use queue::{
 };
 pub use recoverer::DEFAULT_RECOVER_INTERVAL;
 pub use scheduler::Scheduler;
+pub use store::counts::HISTORY_DAYS;
 pub use task::{
     ActiveTask, DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState,
 };

@@ -1,18 +1,26 @@
-//! What the inspector reports: a queue at a glance ([`QueueStats`]) and the failures grouped by
-//! their error ([`ErrorGroup`]).
+//! What the inspector reports: a queue at a glance ([`QueueStats`]), its attempts over time
+//! ([`HistoryBucket`]) and the failures grouped by their error ([`ErrorGroup`]). Every figure
+//! but the oldest pending task's age is read from the counters the store keeps as tasks change
+//! (see `store/counts.rs`): reading them costs the same on a table of ten tasks or ten million.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use super::store::QueueCounts;
-
+use super::clock::{from_ms, to_ms};
+use super::error::Error;
+use super::handle::Handle;
+use super::store::{counts, operator};
 use super::task::TaskState;
+
+/// Milliseconds in a UTC day (the Unix epoch ignores leap seconds).
+const DAY_MS: i64 = 24 * 3600 * 1000;
 
 /// One queue of the database at a glance: what [`super::Inspector::stats`] returns per queue.
 ///
 /// "Today" is the UTC day of the queue's clock ([`Queue::now`](super::Queue::now)) when the stats
-/// were read. Both daily figures are read from the tasks the table still holds (no counter is
-/// written on a worker's path): a task deleted, trimmed, or re-run since no longer counts.
+/// were read. Both daily figures count attempts (asynq's meaning), from the hourly
+/// [history](super::Inspector::history): deleting or re-running a task later does not change
+/// them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueStats {
     /// The queue's name.
@@ -31,12 +39,12 @@ pub struct QueueStats {
     pub completed: u64,
     /// Whether the queue is [paused](super::Inspector::pause).
     pub paused: bool,
-    /// Tasks that finished today: completed or archived today (by their finish time), and
-    /// still completed or archived. A task counts once, whatever its attempts.
+    /// Attempts finished today: each run of a task that ended in success, a retry or an
+    /// archive (a snooze and a shutdown's requeue finish none). A task that failed twice and
+    /// then succeeded counts three times.
     pub processed_today: u64,
-    /// Tasks whose last failed attempt was today (by `last_failed_at`), in any state: a task
-    /// that failed three times today counts once, and one that failed today and then completed
-    /// counts too.
+    /// The failed ones among [`processed_today`](QueueStats::processed_today): the attempts
+    /// that ended in a retry or an archive (a cancel included).
     pub failed_today: u64,
     /// How long the oldest pending task has been due: now minus the earliest
     /// `next_process_at` of a [`TaskState::Pending`] task, by the queue's clock (zero if that
@@ -58,7 +66,18 @@ impl QueueStats {
         }
     }
 
-    pub(crate) fn empty(queue: String) -> QueueStats {
+    fn count_mut(&mut self, state: TaskState) -> &mut u64 {
+        match state {
+            TaskState::Pending => &mut self.pending,
+            TaskState::Scheduled => &mut self.scheduled,
+            TaskState::Active => &mut self.active,
+            TaskState::Retry => &mut self.retry,
+            TaskState::Archived => &mut self.archived,
+            TaskState::Completed => &mut self.completed,
+        }
+    }
+
+    fn empty(queue: String) -> QueueStats {
         QueueStats {
             queue,
             pending: 0,
@@ -90,40 +109,109 @@ pub struct ErrorGroup {
     pub newest: SystemTime,
 }
 
-impl QueueStats {
-    /// Every queue's stats from its counts and the paused queues' names, by the clock's `now`
-    /// (ms), in name order.
-    pub(crate) fn from_counts(
-        rows: Vec<QueueCounts>,
-        paused: Vec<String>,
-        now: i64,
-    ) -> Vec<QueueStats> {
-        let mut queues = BTreeMap::new();
-        for row in rows {
-            let [pending, scheduled, active, retry, archived, completed] = row.states;
-            let oldest_pending_age = row.oldest_pending_ms.map(|due| {
-                Duration::from_millis(u64::try_from(now.saturating_sub(due)).unwrap_or(0))
-            });
-            let stats = QueueStats {
-                pending,
-                scheduled,
-                active,
-                retry,
-                archived,
-                completed,
-                processed_today: row.processed_today,
-                failed_today: row.failed_today,
-                oldest_pending_age,
-                ..QueueStats::empty(row.queue.clone())
-            };
-            queues.insert(row.queue, stats);
+/// How far back [`Inspector::history`](super::Inspector::history) reads, and in which buckets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistorySpan {
+    /// The last `n` UTC hours, this one included, an hour a bucket; `n` is 1 to 168 (a week).
+    Hours(u32),
+    /// The last `n` UTC days, today included, a day a bucket; `n` is 1 to
+    /// [`HISTORY_DAYS`](super::HISTORY_DAYS) (90).
+    Days(u32),
+}
+
+impl HistorySpan {
+    /// The most hours [`HistorySpan::Hours`] takes.
+    pub const MAX_HOURS: u32 = 168;
+
+    /// `(bucket length, buckets)` in ms, or why the span is refused.
+    fn buckets(self) -> Result<(i64, u32), Error> {
+        let max_days = u32::try_from(counts::HISTORY_DAYS).unwrap_or(u32::MAX);
+        match self {
+            HistorySpan::Hours(n @ 1..=HistorySpan::MAX_HOURS) => Ok((counts::HOUR_MS, n)),
+            HistorySpan::Days(n) if (1..=max_days).contains(&n) => Ok((DAY_MS, n)),
+            HistorySpan::Hours(n) => Err(Error::Invalid(format!(
+                "history of {n} hours: ask for 1 to {} hours, or for days",
+                HistorySpan::MAX_HOURS
+            ))),
+            HistorySpan::Days(n) => Err(Error::Invalid(format!(
+                "history of {n} days: 1 to {max_days} days are kept"
+            ))),
         }
-        for queue in paused {
-            queues
-                .entry(queue.clone())
-                .or_insert_with(|| QueueStats::empty(queue))
-                .paused = true;
-        }
-        queues.into_values().collect()
     }
+}
+
+/// One hour or day of a queue's attempts: what [`Inspector::history`](super::Inspector::history)
+/// returns, oldest first, one bucket for every hour or day of the span (empty ones included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryBucket {
+    /// When the bucket starts (a whole UTC hour or day).
+    pub start: SystemTime,
+    /// Attempts that finished in it (see [`QueueStats::processed_today`]).
+    pub processed: u64,
+    /// The failed ones among them.
+    pub failed: u64,
+}
+
+/// Every queue's stats at the handle's `now`; see [`Inspector::stats`](super::Inspector::stats).
+pub(crate) async fn read(handle: &Handle) -> Result<Vec<QueueStats>, Error> {
+    let now = to_ms(handle.clock.now());
+    let day_start = now - now.rem_euclid(DAY_MS);
+    let mut queues: BTreeMap<String, QueueStats> = BTreeMap::new();
+    for (queue, state, tasks) in counts::state_counts(&handle.store).await? {
+        let Some(state) = TaskState::ALL.into_iter().find(|s| s.as_str() == state) else {
+            continue;
+        };
+        let stats = queues
+            .entry(queue.clone())
+            .or_insert_with(|| QueueStats::empty(queue));
+        *stats.count_mut(state) = u64::try_from(tasks).unwrap_or(0);
+    }
+    for (queue, processed, failed) in
+        counts::attempts_between(&handle.store, day_start, day_start + DAY_MS).await?
+    {
+        if let Some(stats) = queues.get_mut(&queue) {
+            stats.processed_today = u64::try_from(processed).unwrap_or(0);
+            stats.failed_today = u64::try_from(failed).unwrap_or(0);
+        }
+    }
+    for stats in queues.values_mut().filter(|s| s.pending > 0) {
+        let oldest = counts::oldest_pending(&handle.store, &stats.queue).await?;
+        stats.oldest_pending_age = oldest
+            .map(|due| Duration::from_millis(u64::try_from(now.saturating_sub(due)).unwrap_or(0)));
+    }
+    for queue in operator::paused_queues(&handle.store).await? {
+        queues
+            .entry(queue.clone())
+            .or_insert_with(|| QueueStats::empty(queue))
+            .paused = true;
+    }
+    Ok(queues.into_values().collect())
+}
+
+/// The queue's attempts over `span`; see [`Inspector::history`](super::Inspector::history).
+pub(crate) async fn history(
+    handle: &Handle,
+    span: HistorySpan,
+) -> Result<Vec<HistoryBucket>, Error> {
+    let (length, n) = span.buckets()?;
+    let now = to_ms(handle.clock.now());
+    let first = now - now.rem_euclid(length) - length * (i64::from(n) - 1);
+    let end = first + length * i64::from(n);
+    let mut buckets: Vec<HistoryBucket> = (0..i64::from(n))
+        .map(|i| HistoryBucket {
+            start: from_ms(first + i * length),
+            processed: 0,
+            failed: 0,
+        })
+        .collect();
+    for (hour, processed, failed) in counts::hours(&handle.store, &handle.name, first, end).await? {
+        let Ok(i) = usize::try_from((hour - first) / length) else {
+            continue;
+        };
+        if let Some(bucket) = buckets.get_mut(i) {
+            bucket.processed += u64::try_from(processed).unwrap_or(0);
+            bucket.failed += u64::try_from(failed).unwrap_or(0);
+        }
+    }
+    Ok(buckets)
 }

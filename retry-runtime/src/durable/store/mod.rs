@@ -47,6 +47,7 @@ macro_rules! columns {
 
 pub(crate) mod batch;
 pub(crate) mod control;
+pub(crate) mod counts;
 pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -55,7 +56,7 @@ mod rows;
 mod sqlite;
 pub(crate) mod tasks;
 
-pub(crate) use rows::{Done, Fence, NewTask, QueueCounts, Row};
+pub(crate) use rows::{Done, Fence, NewTask, Row};
 
 /// The database behind a queue.
 #[derive(Clone, Debug)]
@@ -75,8 +76,8 @@ pub(crate) enum Arg<'a> {
     MaybeText(Option<&'a str>),
 }
 
-/// What a statement's rows decode into, on every backend compiled in: [`Row`], [`QueueCounts`],
-/// or a tuple of columns.
+/// What a statement's rows decode into, on every backend compiled in: [`Row`] or a tuple of
+/// columns.
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub(crate) trait Decoded:
     for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
@@ -252,7 +253,8 @@ impl Store {
             Store::Postgres(pool) => postgres::migrate(pool).await,
         };
         let Err(e) = result else {
-            return control::migrate(self).await;
+            control::migrate(self).await?;
+            return counts::migrate(self).await;
         };
         if self.has_current_columns().await {
             return Err(Error::from_sqlx(e));

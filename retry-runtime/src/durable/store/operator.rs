@@ -1,7 +1,7 @@
 //! What the inspector runs: pages and counts, the per-queue figures, and the operator's actions
 //! on tasks that no worker holds (each refuses an active task in its `WHERE`).
 
-use super::{Arg, QueueCounts, Row, Store, execute, fetch_all, fetch_int};
+use super::{Arg, Row, Store, execute, fetch_all, fetch_int};
 use crate::durable::error::Error;
 use crate::durable::task::TaskState;
 
@@ -119,49 +119,6 @@ pub(crate) async fn page_after(
     fetch_all(store, statement, &args).await
 }
 
-/// The number of tasks in `state`.
-pub(crate) async fn count(store: &Store, queue: &str, state: TaskState) -> Result<u64, Error> {
-    const COUNT: &str = "SELECT COUNT(*) FROM retry_tasks WHERE queue = $1 AND state = $2";
-    let count = fetch_int(store, COUNT, &[Arg::Text(queue), Arg::Text(state.as_str())]).await?;
-    Ok(u64::try_from(count).unwrap_or(0))
-}
-
-/// The counts of every queue that has tasks, "today" being `[day_start, day_end)`: tasks per
-/// state, tasks finished (completed or archived) today, tasks whose last failure is today, and
-/// the earliest due time of a pending task.
-pub(crate) async fn queue_counts(
-    store: &Store,
-    day_start: i64,
-    day_end: i64,
-) -> Result<Vec<QueueCounts>, Error> {
-    const QUEUE_COUNTS: &str = "SELECT queue, \
-         COUNT(CASE WHEN state = 'pending' THEN 1 END) AS pending, \
-         COUNT(CASE WHEN state = 'scheduled' THEN 1 END) AS scheduled, \
-         COUNT(CASE WHEN state = 'active' THEN 1 END) AS active, \
-         COUNT(CASE WHEN state = 'retry' THEN 1 END) AS retry, \
-         COUNT(CASE WHEN state = 'archived' THEN 1 END) AS archived, \
-         COUNT(CASE WHEN state = 'completed' THEN 1 END) AS completed, \
-         COUNT(CASE WHEN state IN ('completed', 'archived') \
-             AND finished_ms >= $1 AND finished_ms < $2 THEN 1 END) AS processed_today, \
-         COUNT(CASE WHEN last_failed_ms >= $1 AND last_failed_ms < $2 THEN 1 END) \
-             AS failed_today, \
-         MIN(CASE WHEN state = 'pending' THEN next_process_ms END) AS oldest_pending_ms \
-         FROM retry_tasks GROUP BY queue";
-    fetch_all(
-        store,
-        QUEUE_COUNTS,
-        &[Arg::Int(day_start), Arg::Int(day_end)],
-    )
-    .await
-}
-
-/// `(state, tasks)` of the states the queue has tasks in.
-pub(crate) async fn state_counts(store: &Store, queue: &str) -> Result<Vec<(String, i64)>, Error> {
-    const STATE_COUNTS: &str = "SELECT state, COUNT(*) AS tasks FROM retry_tasks \
-         WHERE queue = $1 GROUP BY state";
-    fetch_all(store, STATE_COUNTS, &[Arg::Text(queue)]).await
-}
-
 /// The names of the paused queues.
 pub(crate) async fn paused_queues(store: &Store) -> Result<Vec<String>, Error> {
     const PAUSED_QUEUES: &str = "SELECT queue FROM retry_queues WHERE paused";
@@ -237,22 +194,36 @@ pub(crate) async fn delete_all(store: &Store, queue: &str, state: TaskState) -> 
     .await
 }
 
+/// The statement of the error groups of one state, the state written out so that the partial
+/// index `retry_tasks_errors` (queue, state, last_err, last_failed_ms) answers it for the
+/// states it covers: an index-only walk over that state's failures, not a scan of the table.
+macro_rules! error_groups {
+    ($state:literal) => {
+        concat!(
+            "SELECT last_err, COUNT(*) AS tasks, \
+             MIN(last_failed_ms) AS oldest_ms, MAX(last_failed_ms) AS newest_ms \
+             FROM retry_tasks \
+             WHERE queue = $1 AND state = '",
+            $state,
+            "' AND last_err IS NOT NULL AND last_failed_ms IS NOT NULL \
+             GROUP BY last_err ORDER BY tasks DESC, newest_ms DESC, last_err"
+        )
+    };
+}
+
 /// `(last_err, tasks, oldest failure, newest failure)`, most tasks first.
 pub(crate) async fn error_groups(
     store: &Store,
     queue: &str,
     state: TaskState,
 ) -> Result<Vec<(String, i64, i64, i64)>, Error> {
-    const ERROR_GROUPS: &str = "SELECT last_err, COUNT(*) AS tasks, \
-         MIN(last_failed_ms) AS oldest_ms, MAX(last_failed_ms) AS newest_ms \
-         FROM retry_tasks \
-         WHERE queue = $1 AND state = $2 AND last_err IS NOT NULL \
-         AND last_failed_ms IS NOT NULL \
-         GROUP BY last_err ORDER BY tasks DESC, newest_ms DESC, last_err";
-    fetch_all(
-        store,
-        ERROR_GROUPS,
-        &[Arg::Text(queue), Arg::Text(state.as_str())],
-    )
-    .await
+    let statement = match state {
+        TaskState::Pending => error_groups!("pending"),
+        TaskState::Scheduled => error_groups!("scheduled"),
+        TaskState::Active => error_groups!("active"),
+        TaskState::Retry => error_groups!("retry"),
+        TaskState::Archived => error_groups!("archived"),
+        TaskState::Completed => error_groups!("completed"),
+    };
+    fetch_all(store, statement, &[Arg::Text(queue)]).await
 }

@@ -120,43 +120,6 @@ impl Row {
     }
 }
 
-/// One row of the inspector's per-queue counts (see [`queue_counts`](super::queue_counts)).
-#[derive(Debug)]
-pub(crate) struct QueueCounts {
-    pub(crate) queue: String,
-    /// Tasks per state, in the order of [`TaskState::ALL`].
-    pub(crate) states: [u64; 6],
-    pub(crate) processed_today: u64,
-    pub(crate) failed_today: u64,
-    pub(crate) oldest_pending_ms: Option<i64>,
-}
-
-impl<R> sqlx::FromRow<'_, R> for QueueCounts
-where
-    R: sqlx::Row,
-    for<'c> &'c str: sqlx::ColumnIndex<R>,
-    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    fn from_row(row: &R) -> Result<QueueCounts, sqlx::Error> {
-        let count = |column: &str| -> Result<u64, sqlx::Error> {
-            let v: i64 = row.try_get(column)?;
-            Ok(u64::try_from(v).unwrap_or(0))
-        };
-        let mut states = [0; 6];
-        for (n, state) in states.iter_mut().zip(TaskState::ALL) {
-            *n = count(state.as_str())?;
-        }
-        Ok(QueueCounts {
-            queue: row.try_get("queue")?,
-            states,
-            processed_today: count("processed_today")?,
-            failed_today: count("failed_today")?,
-            oldest_pending_ms: row.try_get("oldest_pending_ms")?,
-        })
-    }
-}
-
 /// A task to insert.
 #[derive(Debug)]
 pub(crate) struct NewTask<'a> {

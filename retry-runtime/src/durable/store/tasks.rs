@@ -3,6 +3,7 @@
 
 use super::{Arg, Done, Fence, NewTask, Row, Store, execute, fetch_all, fetch_int, fetch_optional};
 use crate::durable::error::Error;
+use crate::durable::history;
 use crate::durable::task::TaskState;
 
 /// Inserts `task` unless its id (or its unique key) is taken; the row as inserted, or `None`.
@@ -193,10 +194,11 @@ pub(crate) async fn retry(
          lease_token = NULL, lease_expires_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
          AND lease_expires_ms <= $4 AND NOT cancel_requested";
+    let last_err = history::bounded(last_err);
     let more = [
         Arg::Int(retried),
         Arg::Int(next_process),
-        Arg::Text(last_err),
+        Arg::Text(&last_err),
         Arg::Int(failed_at),
         Arg::Text(errors),
     ];
@@ -233,12 +235,13 @@ pub(crate) async fn archive(
          unique_key = NULL, unique_until_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
          AND lease_expires_ms <= $4 AND NOT cancel_requested";
+    let last_err = history::bounded(last_err);
     fenced(
         store,
         ARCHIVE,
         queue,
         fence,
-        &[Arg::Text(last_err), Arg::Int(now), Arg::Text(errors)],
+        &[Arg::Text(&last_err), Arg::Int(now), Arg::Text(errors)],
     )
     .await
 }

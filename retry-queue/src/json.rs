@@ -10,11 +10,14 @@
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
 //!   "oldest_pending_age_secs"}` (whole seconds, `null` without pending tasks).
 //! - An error group ([`error_group`]): `{"last_err", "count", "oldest", "newest"}`.
+//! - A history bucket: `{"start", "processed", "failed"}`, `start` the RFC 3339 time the hour
+//!   or UTC day begins.
 //!
 //! The answers: [`overview`] `{"now", "queues": [queue…]}`; [`page`] `{"tasks": [task…],
 //! "total", "actions": {"task": […], "bulk": […]}}` (the actions a task of the page's state
 //! takes, and the bulk actions of the state: what the page shows buttons for); [`errors`]
-//! `{"queue", "state", "groups": [group…]}`; [`acted`] `{"queue", "id", "action"}`;
+//! `{"queue", "state", "groups": [group…]}`; [`history`] `{"queue", "hours" or "days": n,
+//! "buckets": [bucket…]}` (oldest first, empty buckets included); [`acted`] `{"queue", "id", "action"}`;
 //! [`bulk_done`] `{"queue", "state", "count"}`; [`paused`] `{"queue", "paused"}`; and a
 //! failure, [`error`] `{"error"}`.
 
@@ -22,7 +25,9 @@ use std::time::SystemTime;
 
 use retry_runtime::time::rfc3339;
 
-use retry_runtime::durable::{ErrorGroup, QueueStats, TaskInfo, TaskState};
+use retry_runtime::durable::{
+    ErrorGroup, HistoryBucket, HistorySpan, QueueStats, TaskInfo, TaskState,
+};
 
 use crate::ops::{Action, Bulk};
 use serde_json::{Map, Value, json};
@@ -150,4 +155,23 @@ mod tests {
             json!({"tasks": [], "next": null, "total": 0, "actions": {"task": ["cancel"], "bulk": []}})
         );
     }
+}
+
+/// A queue's history over `span`: see the [module docs](self).
+pub(crate) fn history(queue: &str, span: HistorySpan, buckets: &[HistoryBucket]) -> Value {
+    let (unit, n) = match span {
+        HistorySpan::Hours(n) => ("hours", n),
+        HistorySpan::Days(n) => ("days", n),
+    };
+    let buckets: Vec<Value> = buckets
+        .iter()
+        .map(|b| {
+            json!({
+                "start": rfc3339(b.start),
+                "processed": b.processed,
+                "failed": b.failed,
+            })
+        })
+        .collect();
+    json!({ "queue": queue, unit: n, "buckets": buckets })
 }

@@ -234,6 +234,7 @@ retry_tests::both_backends!(
     queue_pause_and_unpause,
     errors_groups_tasks_by_last_err,
     stats_shows_every_queue,
+    history_prints_attempts_per_hour_or_day,
     a_bad_queue_name_is_one_clear_line,
 );
 
@@ -664,6 +665,70 @@ TASKS  OLDEST FAILURE        NEWEST FAILURE        LAST ERR
     );
 }
 
+/// Seeded at the start of the real clock's hour (the CLI reads the real clock): the attempts
+/// are in this hour or, should the hour turn meanwhile, the one before.
+async fn history_prints_attempts_per_hour_or_day(backend: Backend) {
+    let Some(fx) = Fixture::new(backend, "history").await else {
+        return;
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    fx.clock
+        .set(UNIX_EPOCH + Duration::from_secs(now - now % 3600));
+    for (msg, max_retry) in [("ok", 25), ("down", 0), ("down", 25)] {
+        fx.q.enqueue(Task::new("charge", &msg).max_retry(max_retry))
+            .await
+            .unwrap();
+        assert_eq!(worker(&fx.q).run_due().await.unwrap(), 1);
+    }
+    let json = fx.run(&["history", "--hours", "2", "--json"]).json();
+    assert_eq!(json["queue"], json!(fx.name()));
+    assert_eq!(json["hours"], json!(2));
+    let buckets = json["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), 2);
+    let sum = |field: &str| {
+        buckets
+            .iter()
+            .map(|b| b[field].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!((sum("processed"), sum("failed")), (3, 2));
+
+    let text = fx.run(&["history", "--hours", "2"]).ok().to_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        ["START", "(UTC)", "PROCESSED", "FAILED"]
+    );
+    let busy = lines[1..]
+        .iter()
+        .find(|line| line.split_whitespace().nth(1) != Some("0"))
+        .unwrap_or_else(|| panic!("no busy hour in\n{text}"));
+    let cells: Vec<&str> = busy.split_whitespace().collect();
+    // Three attempts at the busiest hour: a full bar, two thirds of it failed.
+    assert_eq!(
+        cells[1..],
+        ["3", "2", &format!("{}{}", "#".repeat(27), "=".repeat(13))]
+    );
+    assert!(cells[0].ends_with(":00:00Z"), "{busy}");
+
+    let days = fx.run(&["history", "--days", "3", "--json"]).json();
+    assert_eq!(days["days"], json!(3));
+    assert_eq!(days["buckets"].as_array().unwrap().len(), 3);
+    // clap refuses what is out of range, and both spans at once (exit code 2).
+    for bad in [
+        &["history", "--hours", "169"][..],
+        &["history", "--days", "0"],
+        &["history", "--hours", "1", "--days", "1"],
+    ] {
+        let run = fx.run(bad);
+        assert_eq!(run.code, Some(2), "{bad:?}: {run:?}");
+    }
+}
+
 /// Seeded by the real clock (the CLI reads it): "today" is today.
 async fn stats_shows_every_queue(backend: Backend) {
     let Some(fx) = Fixture::new(backend, "stats").await else {
@@ -702,7 +767,8 @@ async fn stats_shows_every_queue(backend: Backend) {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    assert_eq!(row(&name), format!("{name} 1 0 0 1 1 1 no 2 2 3d 0h"));
+    // Three attempts finished today, two of them failed.
+    assert_eq!(row(&name), format!("{name} 1 0 0 1 1 1 no 3 2 3d 0h"));
     assert_eq!(
         row(&format!("{name}-paused")),
         format!("{name}-paused 0 0 0 0 0 0 yes 0 0 -")
@@ -713,7 +779,7 @@ async fn stats_shows_every_queue(backend: Backend) {
             text,
             "\
 QUEUE           PENDING  SCHEDULED  ACTIVE  RETRY  ARCHIVED  COMPLETED  PAUSED  PROCESSED TODAY  FAILED TODAY  OLDEST PENDING
-default               1          0       0      1         1          1  no                    2             2           3d 0h
+default               1          0       0      1         1          1  no                    3             2           3d 0h
 default-paused        0          0       0      0         0          0  yes                   0             0               -
 "
         );
@@ -738,7 +804,7 @@ default-paused        0          0       0      0         0          0  yes     
             "counts": {"pending": 1, "scheduled": 0, "active": 0, "retry": 1, "archived": 1,
                        "completed": 1},
             "paused": false,
-            "processed_today": 2,
+            "processed_today": 3,
             "failed_today": 2,
             "oldest_pending_age_secs": age,
         })

@@ -21,6 +21,7 @@ const HOSTILE: &str = "<script>alert(1)</script>";
 
 retry_tests::both_backends!(
     overview_lists_every_queue_with_counts_and_daily_figures,
+    history_counts_attempts_per_hour_or_day,
     tasks_of_a_state_come_as_exact_json,
     errors_are_grouped_by_last_err,
     task_actions_run_delete_and_archive,
@@ -249,8 +250,9 @@ async fn overview_lists_every_queue_with_counts_and_daily_figures(backend: Backe
             "queue": d.q.name(),
             "counts": {"pending": 1, "scheduled": 1, "active": 0, "retry": 3, "archived": 1, "completed": 1},
             "paused": false,
-            // c1 completed and a1 archived today; r1, r2, x1 and a1 failed today.
-            "processed_today": 2,
+            // Five attempts finished today: c1 completed, a1 archived, r1, r2 and x1 retried;
+            // all but c1's failed.
+            "processed_today": 5,
             "failed_today": 4,
             "oldest_pending_age_secs": 57,
         }),
@@ -265,6 +267,64 @@ async fn overview_lists_every_queue_with_counts_and_daily_figures(backend: Backe
     ];
     expected.sort_by(|a, b| a["queue"].as_str().cmp(&b["queue"].as_str()));
     assert_eq!(mine, expected.iter().collect::<Vec<_>>());
+}
+
+async fn history_counts_attempts_per_hour_or_day(backend: Backend) {
+    let Some(d) = Dash::start(backend, "history", DashOptions::default()).await else {
+        return;
+    };
+    // The clock reads 22:14:20 on 2023-11-14; every attempt finished in the 22:00 hour.
+    let (status, body) = d.get("/api/queues/{q}/history").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["queue"], json!(d.q.name()));
+    assert_eq!(body["hours"], json!(24));
+    let buckets = body["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), 24);
+    assert_eq!(buckets[0]["start"], json!("2023-11-13T23:00:00Z"));
+    assert_eq!(
+        buckets[23],
+        json!({"start": "2023-11-14T22:00:00Z", "processed": 5, "failed": 4})
+    );
+    assert!(
+        buckets[..23]
+            .iter()
+            .all(|b| b["processed"] == json!(0) && b["failed"] == json!(0))
+    );
+
+    let (status, body) = d.get("/api/queues/{q}/history?days=2").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"queue": d.q.name(), "days": 2, "buckets": [
+            {"start": "2023-11-13T00:00:00Z", "processed": 0, "failed": 0},
+            {"start": "2023-11-14T00:00:00Z", "processed": 5, "failed": 4},
+        ]})
+    );
+    // The other queue ran nothing.
+    let (_, body) = d
+        .get(&format!("/api/queues/{}/history?hours=1", d.other))
+        .await;
+    assert_eq!(
+        body["buckets"],
+        json!([{"start": "2023-11-14T22:00:00Z", "processed": 0, "failed": 0}])
+    );
+
+    for bad in [
+        "hours=0",
+        "hours=169",
+        "days=0",
+        "days=91",
+        "hours=x",
+        "days=-1",
+        "hours=24&days=2",
+    ] {
+        let (status, body) = d.get(&format!("/api/queues/{{q}}/history?{bad}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert!(
+            body["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{bad}"
+        );
+    }
 }
 
 async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {

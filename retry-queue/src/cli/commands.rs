@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use retry_runtime::durable::{Error, Queue, TaskInfo, TaskState};
+use retry_runtime::durable::{Error, HistorySpan, Queue, TaskInfo, TaskState};
 use retry_runtime::time::rfc3339;
 use serde_json::Value;
 
@@ -55,19 +55,27 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
             let queue = named(&base, &queue)?;
             errors(&queue, state, output).await
         }
+        Command::History { hours, days, queue } => {
+            let queue = named(&base, &queue)?;
+            let span = match days {
+                Some(days) => HistorySpan::Days(days),
+                None => HistorySpan::Hours(hours.unwrap_or(24)),
+            };
+            super::history::print(&queue, span, output).await
+        }
         Command::Dash { .. } => unreachable!("handled above"),
     }
 }
 
 /// Where a command writes: a table or line, or JSON.
-struct Output<'a, W: Write> {
+pub(super) struct Output<'a, W: Write> {
     json: bool,
     out: &'a mut W,
 }
 
 impl<W: Write> Output<'_, W> {
     /// Prints `value` (JSON mode) or runs `text` (table mode).
-    fn print(
+    pub(super) fn print(
         self,
         value: impl FnOnce() -> Value,
         text: impl FnOnce(&mut W) -> std::io::Result<()>,

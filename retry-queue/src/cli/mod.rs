@@ -9,6 +9,7 @@
 //! retry-queue --db sqlite://tasks.db task run-all|delete-all --state archived [--queue q]
 //! retry-queue --db sqlite://tasks.db queue pause|unpause NAME
 //! retry-queue --db sqlite://tasks.db errors [--state retry] [--queue q]
+//! retry-queue --db sqlite://tasks.db history [--hours 24 | --days n] [--queue q]
 //! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token T]
 //! ```
 //!
@@ -19,6 +20,7 @@
 
 mod commands;
 mod failure;
+mod history;
 mod open;
 mod table;
 
@@ -66,6 +68,19 @@ pub enum Command {
         /// The state whose tasks are grouped
         #[arg(long, value_parser = state_parser(), default_value = "retry")]
         state: TaskState,
+        /// The queue
+        #[arg(long, default_value = DEFAULT_QUEUE)]
+        queue: String,
+    },
+    /// Finished and failed attempts per hour (or day) of a queue, oldest first
+    History {
+        /// The last N hours, this one included (1 to 168; 24 without --days)
+        #[arg(long, value_name = "N", conflicts_with = "days",
+              value_parser = clap::value_parser!(u32).range(1..=168))]
+        hours: Option<u32>,
+        /// The last N UTC days, today included (1 to 90)
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=90))]
+        days: Option<u32>,
         /// The queue
         #[arg(long, default_value = DEFAULT_QUEUE)]
         queue: String,

@@ -8,7 +8,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use retry_runtime::durable::{Error, Queue, TaskState};
+use retry_runtime::durable::{Error, HistorySpan, Queue, TaskState};
 use serde_json::Value;
 
 use crate::json;
@@ -201,6 +201,38 @@ pub(crate) async fn errors(
         .await
         .map_err(|e| ApiError::from_queue(e, &queue, None))?;
     Ok(Json(json::errors(queue.name(), state, &groups)))
+}
+
+/// `GET /api/queues/{queue}/history?hours=N` (1 to 168; 24 by default) or `?days=N` (1 to 90).
+pub(crate) async fn history(
+    State(base): State<Arc<Queue>>,
+    path: Result<Path<String>, PathRejection>,
+    params: Params,
+) -> Answer {
+    let Path(name) = path?;
+    let Query(params) = params?;
+    let queue = queue_of(&base, name)?;
+    let span = match (params.contains_key("hours"), params.contains_key("days")) {
+        (true, true) => {
+            return Err(ApiError::bad_request(
+                "give hours or days, not both: ?hours=24 or ?days=30",
+            ));
+        }
+        (_, true) => HistorySpan::Days(number_of(&params, "days", 1, 90, false)?),
+        _ => HistorySpan::Hours(number_of(
+            &params,
+            "hours",
+            24,
+            HistorySpan::MAX_HOURS,
+            false,
+        )?),
+    };
+    let buckets = queue
+        .inspector()
+        .history(span)
+        .await
+        .map_err(|e| ApiError::from_queue(e, &queue, None))?;
+    Ok(Json(json::history(queue.name(), span, &buckets)))
 }
 
 /// `POST /api/queues/{queue}/tasks/{id}/run|delete|archive`.

@@ -31,6 +31,7 @@
 //! | `GET /api/queues` | `{"now", "queues": [queue…]}` |
 //! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}}` |
 //! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…]}` |
+//! | `GET /api/queues/{queue}/history?hours=24` (1 to 168) or `?days=30` (1 to 90) | `{"queue", "hours" or "days", "buckets": [{"start", "processed", "failed"}…]}`, oldest first, empty buckets included |
 //! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive` | `{"queue", "id", "action"}` |
 //! | `POST /api/queues/{queue}/run-all?state=archived` | `{"queue", "state", "count"}` |
 //! | `POST /api/queues/{queue}/delete-all?state=archived` | `{"queue", "state", "count"}` |
@@ -222,6 +223,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
         .route("/api/queues", get(api::queues))
         .route("/api/queues/{queue}/tasks", get(api::tasks))
         .route("/api/queues/{queue}/errors", get(api::errors))
+        .route("/api/queues/{queue}/history", get(api::history))
         .with_state(queue.clone())
         .route("/api/queues/{queue}/pause", pause(true))
         .route("/api/queues/{queue}/unpause", pause(false));
@@ -235,6 +237,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
     Router::new()
         .route("/", get(move |req| page::index(read_only, req)))
         .route("/assets/dash.js", get(page::script))
+        .route("/assets/chart.js", get(page::chart))
         .route("/assets/dash.css", get(page::style))
         .merge(api_routes)
         .fallback(api::not_found)

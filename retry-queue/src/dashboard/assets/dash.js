@@ -210,9 +210,10 @@ async function renderQueue(r) {
     }, LABELS[state], " ", el("span", { class: "count" }, stats.counts[state]))),
     el("a", { class: "tab failing" + (r.state === "failing" ? " current" : ""), "data-state": "failing", href: queueHref(r.queue, "failing") }, "Failing"));
   const body = r.state === "failing" ? await failingView(r) : await tasksView(r);
+  const chart = await historyChart(r.queue);
   return () => {
     $("crumbs").replaceChildren(el("span", {}, " / "), el("a", { href: queueHref(r.queue, "retry") }, r.queue));
-    $("main").replaceChildren(title, tabs, body);
+    $("main").replaceChildren(title, chart, tabs, body);
   };
 }
 

@@ -272,10 +272,12 @@ pub(crate) async fn hours(
     .await
 }
 
-/// The earliest due time of a pending task of `queue`: a seek in the due index.
+/// The earliest due time of a pending task of `queue`: a walk of the due index from its start
+/// (whose condition the statement repeats, for SQLite to use it).
 pub(crate) async fn oldest_pending(store: &Store, queue: &str) -> Result<Option<i64>, Error> {
     const OLDEST_PENDING: &str = "SELECT next_process_ms FROM retry_tasks \
-         WHERE queue = $1 AND state = 'pending' ORDER BY next_process_ms, seq LIMIT 1";
+         WHERE queue = $1 AND state = 'pending' AND state IN ('pending', 'scheduled', 'retry') \
+         ORDER BY next_process_ms, seq LIMIT 1";
     let row: Option<(Option<i64>,)> =
         super::fetch_optional(store, OLDEST_PENDING, &[Arg::Text(queue)]).await?;
     Ok(row.and_then(|(due,)| due))

@@ -5,6 +5,14 @@ use super::{Arg, Row, Store, execute, fetch_all, fetch_int};
 use crate::durable::error::Error;
 use crate::durable::task::TaskState;
 
+/// The condition of the due index `retry_tasks_due`, word for word (see
+/// [`page_after!`]).
+macro_rules! waiting {
+    () => {
+        "AND state IN ('pending', 'scheduled', 'retry') "
+    };
+}
+
 /// Makes a scheduled, retry, archived or completed task pending, due at `now`.
 pub(crate) async fn run_task(
     store: &Store,
@@ -41,23 +49,31 @@ pub(crate) async fn page(
     limit: i64,
     offset: i64,
 ) -> Result<Vec<Row>, Error> {
-    const PAGE_BY_DUE: &str = concat!(
+    // Each with the condition of the partial index it walks, as `page_after!` explains.
+    const PAGE_ACTIVE: &str = concat!(
         "SELECT ",
         columns!(),
         " FROM retry_tasks WHERE queue = $1 AND state = $2 \
          ORDER BY next_process_ms, seq LIMIT $3 OFFSET $4"
     );
+    const PAGE_BY_DUE: &str = concat!(
+        "SELECT ",
+        columns!(),
+        " FROM retry_tasks WHERE queue = $1 AND state = $2 ",
+        waiting!(),
+        "ORDER BY next_process_ms, seq LIMIT $3 OFFSET $4"
+    );
     const PAGE_BY_FINISHED: &str = concat!(
         "SELECT ",
         columns!(),
         " FROM retry_tasks WHERE queue = $1 AND state = $2 \
+         AND state IN ('archived', 'completed') \
          ORDER BY finished_ms DESC, seq DESC LIMIT $3 OFFSET $4"
     );
     let statement = match state {
         TaskState::Archived | TaskState::Completed => PAGE_BY_FINISHED,
-        TaskState::Pending | TaskState::Scheduled | TaskState::Active | TaskState::Retry => {
-            PAGE_BY_DUE
-        }
+        TaskState::Active => PAGE_ACTIVE,
+        TaskState::Pending | TaskState::Scheduled | TaskState::Retry => PAGE_BY_DUE,
     };
     let args = [
         Arg::Text(queue),
@@ -69,8 +85,21 @@ pub(crate) async fn page(
 }
 
 /// The statement of one page after a cursor for one state, the state written out so that the
-/// partial indexes on `state` apply.
+/// partial indexes on `state` apply: with their own `WHERE` repeated word for word, since SQLite
+/// uses a partial index only for a query that contains its condition (PostgreSQL would infer
+/// it from `state = '…'`).
 macro_rules! page_after {
+    ($state:literal, due, waiting) => {
+        concat!(
+            "SELECT ",
+            columns!(),
+            " FROM retry_tasks WHERE queue = $1 AND state = '",
+            $state,
+            "' ",
+            waiting!(),
+            "AND (next_process_ms, seq) > ($3, $4) ORDER BY next_process_ms, seq LIMIT $2"
+        )
+    };
     ($state:literal, due) => {
         concat!(
             "SELECT ",
@@ -86,7 +115,7 @@ macro_rules! page_after {
             columns!(),
             " FROM retry_tasks WHERE queue = $1 AND state = '",
             $state,
-            "' AND (finished_ms, seq) < ($3, $4) \
+            "' AND state IN ('archived', 'completed') AND (finished_ms, seq) < ($3, $4) \
              ORDER BY finished_ms DESC, seq DESC LIMIT $2"
         )
     };
@@ -103,10 +132,10 @@ pub(crate) async fn page_after(
     seq: i64,
 ) -> Result<Vec<Row>, Error> {
     let statement = match state {
-        TaskState::Pending => page_after!("pending", due),
-        TaskState::Scheduled => page_after!("scheduled", due),
+        TaskState::Pending => page_after!("pending", due, waiting),
+        TaskState::Scheduled => page_after!("scheduled", due, waiting),
         TaskState::Active => page_after!("active", due),
-        TaskState::Retry => page_after!("retry", due),
+        TaskState::Retry => page_after!("retry", due, waiting),
         TaskState::Archived => page_after!("archived", finished),
         TaskState::Completed => page_after!("completed", finished),
     };
@@ -197,17 +226,23 @@ pub(crate) async fn delete_all(store: &Store, queue: &str, state: TaskState) -> 
 /// The statement of the error groups of one state, the state written out so that the partial
 /// index `retry_tasks_errors` (queue, state, last_err, last_failed_ms) answers it for the
 /// states it covers: an index-only walk over that state's failures, not a scan of the table.
+/// With `indexed`, the condition of the index `retry_tasks_errors` is repeated word for word
+/// (see [`page_after!`]).
 macro_rules! error_groups {
-    ($state:literal) => {
+    ($state:literal $(, $indexed:ident)?) => {
         concat!(
             "SELECT last_err, COUNT(*) AS tasks, \
              MIN(last_failed_ms) AS oldest_ms, MAX(last_failed_ms) AS newest_ms \
              FROM retry_tasks \
              WHERE queue = $1 AND state = '",
             $state,
-            "' AND last_err IS NOT NULL AND last_failed_ms IS NOT NULL \
-             GROUP BY last_err ORDER BY tasks DESC, newest_ms DESC, last_err"
+            "' AND last_err IS NOT NULL AND last_failed_ms IS NOT NULL ",
+            $(error_groups!(@$indexed),)?
+            "GROUP BY last_err ORDER BY tasks DESC, newest_ms DESC, last_err"
         )
+    };
+    (@indexed) => {
+        "AND state IN ('retry', 'archived') "
     };
 }
 
@@ -221,8 +256,8 @@ pub(crate) async fn error_groups(
         TaskState::Pending => error_groups!("pending"),
         TaskState::Scheduled => error_groups!("scheduled"),
         TaskState::Active => error_groups!("active"),
-        TaskState::Retry => error_groups!("retry"),
-        TaskState::Archived => error_groups!("archived"),
+        TaskState::Retry => error_groups!("retry", indexed),
+        TaskState::Archived => error_groups!("archived", indexed),
         TaskState::Completed => error_groups!("completed"),
     };
     fetch_all(store, statement, &[Arg::Text(queue)]).await

@@ -126,11 +126,20 @@ async fn seed(q: &Queue, total: usize) -> f64 {
             )))
         })
         .retry_delay(|_, _, _| Duration::from_secs(24 * 3600));
-    let expected = q.inspector().count(TaskState::Pending).await.expect("count");
+    let expected = q
+        .inspector()
+        .count(TaskState::Pending)
+        .await
+        .expect("count");
     let done = |stats: &[(TaskState, u64); 6]| {
         stats
             .iter()
-            .filter(|(s, _)| matches!(s, TaskState::Completed | TaskState::Retry | TaskState::Archived))
+            .filter(|(s, _)| {
+                matches!(
+                    s,
+                    TaskState::Completed | TaskState::Retry | TaskState::Archived
+                )
+            })
             .map(|(_, n)| n)
             .sum::<u64>()
     };
@@ -180,17 +189,47 @@ fn routes(cursor: &str, id: &str) -> Vec<(&'static str, String)> {
     let tasks = format!("/api/queues/{QUEUE}/tasks");
     vec![
         ("stats (GET /api/queues)", "/api/queues".to_owned()),
-        ("first page, pending", format!("{tasks}?state=pending&size=20")),
+        (
+            "first page, pending",
+            format!("{tasks}?state=pending&size=20"),
+        ),
         ("first page, retry", format!("{tasks}?state=retry&size=20")),
-        ("first page, archived", format!("{tasks}?state=archived&size=20")),
-        ("first page, completed", format!("{tasks}?state=completed&size=20")),
-        ("deep page by cursor, completed", format!("{tasks}?state=completed&size=20&after={cursor}")),
-        ("error groups, retry", format!("/api/queues/{QUEUE}/errors?state=retry")),
-        ("history, 24 hours", format!("/api/queues/{QUEUE}/history?hours=24")),
-        ("history, 90 days", format!("/api/queues/{QUEUE}/history?days=90")),
-        ("kind filter, completed", format!("{tasks}?state=completed&size=20&kind=ok")),
-        ("search, retry", format!("{tasks}?state=retry&size=20&search=upstream%2017%20")),
-        ("search, completed", format!("{tasks}?state=completed&size=20&search=no-such-text")),
+        (
+            "first page, archived",
+            format!("{tasks}?state=archived&size=20"),
+        ),
+        (
+            "first page, completed",
+            format!("{tasks}?state=completed&size=20"),
+        ),
+        (
+            "deep page by cursor, completed",
+            format!("{tasks}?state=completed&size=20&after={cursor}"),
+        ),
+        (
+            "error groups, retry",
+            format!("/api/queues/{QUEUE}/errors?state=retry"),
+        ),
+        (
+            "history, 24 hours",
+            format!("/api/queues/{QUEUE}/history?hours=24"),
+        ),
+        (
+            "history, 90 days",
+            format!("/api/queues/{QUEUE}/history?days=90"),
+        ),
+        (
+            "kind filter, completed",
+            format!("{tasks}?state=completed&size=20&kind=ok"),
+        ),
+        (
+            "search, retry",
+            format!("{tasks}?state=retry&size=20&search=upstream%2017%20"),
+        ),
+        (
+            "search, completed",
+            format!("{tasks}?state=completed&size=20&search=no-such-text"),
+        ),
         ("one task", format!("{tasks}/{id}")),
         ("workers", "/api/workers".to_owned()),
         ("schedulers", "/api/schedulers".to_owned()),
@@ -208,7 +247,9 @@ async fn measure_routes(q: &Queue) -> Vec<(&'static str, Option<(f64, f64)>)> {
     let http = reqwest::Client::new();
     let inspector = q.inspector();
     let completed = inspector.count(TaskState::Completed).await.expect("count");
-    let deep = u32::try_from((completed / 20).min(5000)).unwrap_or(1).max(1);
+    let deep = u32::try_from((completed / 20).min(5000))
+        .unwrap_or(1)
+        .max(1);
     let page = inspector
         .page_number(TaskState::Completed, deep.saturating_sub(1).max(1), 20)
         .await
@@ -253,7 +294,9 @@ async fn throughput(url: &str) -> Vec<(usize, f64)> {
 }
 
 fn cell(v: Option<(f64, f64)>) -> String {
-    v.map_or("n/a".to_owned(), |(p50, p95)| format!("{p50:.1} / {p95:.1}"))
+    v.map_or("n/a".to_owned(), |(p50, p95)| {
+        format!("{p50:.1} / {p95:.1}")
+    })
 }
 
 async fn backend(postgres: bool, total: usize) {

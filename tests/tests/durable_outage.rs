@@ -1,7 +1,8 @@
-//! A database that goes away comes back (issue 22, item 7): a real PostgreSQL server of this
+//! A database that goes away comes back (issue 22, item 7). PostgreSQL: a real server of this
 //! test's own (`scripts/postgres.sh serve-while`: other tests keep theirs) stopped and started
 //! again while a worker runs. The worker logs, backs off, reconnects and carries on: every task
-//! ends completed, and none was lost.
+//! ends completed, and none was lost. SQLite: the file locked by another connection for
+//! seconds, which every statement waits out.
 //!
 //! Waits are bounded loops; nothing asserts a wall-clock duration.
 
@@ -175,4 +176,93 @@ async fn a_worker_survives_postgres_stopped_and_restarted_mid_run() {
         let left = q.inspector().list(state).await.unwrap();
         assert!(left.is_empty(), "{state:?}: {left:?}");
     }
+}
+
+/// SQLite locked by another connection for seconds (a backup, a migration, an operator's
+/// `BEGIN EXCLUSIVE` in the `sqlite3` shell) while a worker runs and a client enqueues: every
+/// statement waits for the lock (the busy timeout is 10 s), then the work carries on. No task is
+/// lost, none runs twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_waits_out_sqlite_locked_for_seconds() {
+    use sqlx::Connection as _;
+    const BEFORE: u64 = 200;
+    const DURING: u64 = 20;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    let q = Queue::connect(&url).await.expect("connect");
+    let runs: Arc<Mutex<HashMap<u64, u32>>> = Arc::default();
+    let worker = {
+        let runs = runs.clone();
+        Worker::new(q.clone())
+            .concurrency(4)
+            .poll_interval(Duration::from_millis(100))
+            .handle("job", move |task| {
+                let runs = runs.clone();
+                async move {
+                    let n: u64 = task.payload()?;
+                    *runs.lock().unwrap().entry(n).or_default() += 1;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    Ok::<(), BoxError>(())
+                }
+            })
+    };
+    q.enqueue_many((0..BEFORE).map(|n| Task::new("job", &n)))
+        .await
+        .expect("enqueue_many");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async move {
+        stopped.await.ok();
+    }));
+    for _ in 0..2_000 {
+        if completed(&q).await.unwrap_or(0) >= 20 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Another connection takes the write lock and holds it for three seconds.
+    let mut other = sqlx::SqliteConnection::connect(&url)
+        .await
+        .expect("connect");
+    sqlx::raw_sql("BEGIN EXCLUSIVE")
+        .execute(&mut other)
+        .await
+        .expect("the lock");
+    let enqueues = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            for n in BEFORE..BEFORE + DURING {
+                q.enqueue(Task::new("job", &n))
+                    .await
+                    .expect("enqueue waits out the lock");
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !enqueues.is_finished(),
+        "enqueues wait while the file is locked"
+    );
+    sqlx::raw_sql("COMMIT")
+        .execute(&mut other)
+        .await
+        .expect("unlock");
+    other.close().await.ok();
+    enqueues.await.expect("the enqueues carried on");
+
+    let total = (BEFORE + DURING) as usize;
+    let mut done = 0;
+    for _ in 0..600 {
+        done = completed(&q).await.unwrap_or(0);
+        if done == total {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(done, total, "every task completed once the lock was gone");
+    stop.send(()).unwrap();
+    running.await.unwrap().expect("the worker carried on");
+    let runs = runs.lock().unwrap().clone();
+    assert_eq!(runs.len(), total, "every task ran");
+    let again: Vec<_> = runs.iter().filter(|&(_, &r)| r > 1).collect();
+    assert!(again.is_empty(), "tasks that ran twice: {again:?}");
 }

@@ -353,6 +353,7 @@ mod janitor;
 mod manual_clock;
 mod metrics;
 mod outcome;
+mod pace;
 mod page;
 mod periodic;
 mod prepare;

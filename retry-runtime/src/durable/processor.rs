@@ -18,6 +18,7 @@ use super::due::next_due;
 use super::error::Error;
 use super::handle::Handle;
 use super::outcome::persist;
+use super::pace::{Pace, claim_backoff};
 use super::protocol;
 use super::queue::Queue;
 use super::task::ActiveTask;
@@ -106,6 +107,8 @@ impl Processor {
         let mut pace = Pace::default();
         let mut eager = false;
         let mut next_claim = Instant::now();
+        // Claims failed in a row (the database is away): the next one waits longer.
+        let mut failed_claims = 0u32;
         let mut woken = self.queues[0].queue.handle.wake.subscribe();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
@@ -135,6 +138,14 @@ impl Processor {
                 next_claim = Instant::now() + self.poll_interval;
                 match self.claim(room).await {
                     Ok(claimed) => {
+                        if failed_claims > 0 {
+                            event!(
+                                info,
+                                "durable worker: claims succeed again",
+                                failed = failed_claims
+                            );
+                            failed_claims = 0;
+                        }
                         eager = claimed.len() == room;
                         if !eager {
                             next_claim = next_due(&self.queues, next_claim).await;
@@ -144,10 +155,14 @@ impl Processor {
                     }
                     Err(e) => {
                         eager = false;
+                        failed_claims = failed_claims.saturating_add(1);
+                        let pause = claim_backoff(self.poll_interval, failed_claims);
+                        next_claim = Instant::now() + pause;
                         event!(
                             warn,
-                            "durable worker: claim failed, retrying at the next poll",
-                            error = e
+                            "durable worker: claim failed, backing off",
+                            error = e,
+                            retry_in_ms = pause.as_millis()
                         );
                     }
                 }
@@ -170,8 +185,13 @@ impl Processor {
                     }
                 }
                 () = tokio::time::sleep_until(wake.unwrap_or(idle)), if wake.is_some() => {}
-                // A task may be due before the next poll: claim as soon as there is room.
-                Ok(()) = woken.changed() => next_claim = Instant::now(),
+                // A task may be due before the next poll: claim as soon as there is room (not
+                // sooner than a failing database's backoff allows).
+                Ok(()) = woken.changed() => {
+                    if failed_claims == 0 {
+                        next_claim = Instant::now();
+                    }
+                }
             }
         }
         // Prefetched tasks go back first, for other workers to take while these drain.
@@ -368,20 +388,4 @@ async fn timed(run: impl Future<Output = ()>) -> Duration {
     let start = Instant::now();
     run.await;
     start.elapsed()
-}
-
-/// How long recent attempts took: a moving average, each attempt weighing an eighth.
-#[derive(Clone, Copy, Debug, Default)]
-struct Pace {
-    average: Duration,
-}
-
-impl Pace {
-    fn record(&mut self, took: Duration) {
-        self.average = self.average - self.average / 8 + took / 8;
-    }
-
-    fn average(self) -> Duration {
-        self.average
-    }
 }

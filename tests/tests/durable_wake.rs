@@ -206,4 +206,90 @@ mod postgres_only {
         stop.send(()).unwrap();
         run.await.unwrap();
     }
+
+    /// The workers of one `Queue` (two queues of the database, clones of one handle) share one
+    /// listening connection, open while either runs and closed when both have stopped.
+    #[tokio::test]
+    async fn workers_of_one_queue_share_one_listening_connection() {
+        use sqlx::Connection as _;
+        let Some(env) = Env::new(Backend::Postgres, "wake-shared").await else {
+            return;
+        };
+        // A database of its own: other tests' listeners are not counted.
+        let mut admin = sqlx::PgConnection::connect(&env.url).await.unwrap();
+        let db = format!("retry_wake_shared_{}", std::process::id());
+        for statement in [
+            format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+            format!("CREATE DATABASE {db}"),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(statement))
+                .execute(&mut admin)
+                .await
+                .unwrap();
+        }
+        let (base, _) = env.url.rsplit_once('/').unwrap();
+        let url = format!("{base}/{db}");
+        let q = Queue::connect(&url).await.unwrap();
+        let listening = || async {
+            let mut probe = sqlx::PgConnection::connect(&url).await.unwrap();
+            let (n,): (i64,) = sqlx::query_as(
+                "SELECT COUNT(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND query ILIKE 'LISTEN%'",
+            )
+            .fetch_one(&mut probe)
+            .await
+            .unwrap();
+            probe.close().await.ok();
+            n
+        };
+        let runs = Arc::new(Mutex::new(Vec::new()));
+        let (stop_a, run_a) = start(sleepy_worker(&q.clone().named("a"), &runs));
+        let (stop_b, run_b) = start(sleepy_worker(&q.clone().named("b"), &runs));
+        settle().await;
+        assert_eq!(listening().await, 1, "one listener for both workers");
+        // Both are woken through it by an enqueue from another process.
+        let other = Queue::connect(&url).await.unwrap();
+        for name in ["a", "b"] {
+            other
+                .clone()
+                .named(name)
+                .enqueue(Task::new("job", &0))
+                .await
+                .unwrap();
+        }
+        for _ in 0..200 {
+            if runs.lock().unwrap().len() == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(runs.lock().unwrap().len(), 2);
+        // One worker stops: the other still listens.
+        stop_a.send(()).unwrap();
+        run_a.await.unwrap();
+        settle().await;
+        assert_eq!(
+            listening().await,
+            1,
+            "the listener outlives the first worker"
+        );
+        stop_b.send(()).unwrap();
+        run_b.await.unwrap();
+        let mut closed = false;
+        for _ in 0..100 {
+            if listening().await == 0 {
+                closed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(closed, "no listener once both workers stopped");
+        q.close().await;
+        other.close().await;
+        let drop = format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)");
+        sqlx::query(sqlx::AssertSqlSafe(drop))
+            .execute(&mut admin)
+            .await
+            .ok();
+    }
 }

@@ -7,10 +7,11 @@
 //!   Across processes on SQLite, the poll remains.
 //! - **PostgreSQL** ([`listen`]): triggers on `retry_tasks` and `retry_queues` send a
 //!   `NOTIFY retry_tasks, '<queue>'` when a task is inserted waiting, when a task becomes
-//!   waiting again (pending, scheduled or retry), and when a queue is unpaused. Each running
-//!   worker holds one listening connection, reconnecting with a growing pause, and rings the
-//!   bell of its process on each notification (and after each reconnect: notifications sent
-//!   while it was away are lost).
+//!   waiting again (pending, scheduled or retry), and when a queue is unpaused. The running
+//!   workers of one bell (the [`Queue`](super::Queue) handles of one `connect` and their
+//!   clones) share one listening connection ([`Wake::hold_listener`]), open while any of them
+//!   runs, reconnecting with a growing pause; it rings the bell on each notification (and
+//!   after each reconnect: notifications sent while it was away are lost).
 //! - **Timer** ([`next_due`]): after a claim round that left slots free, the processor asks for
 //!   the earliest due time still in the future among the waiting tasks of its queues and sleeps
 //!   no longer than that: a scheduled task or a retry starts at its due time, not up to a poll
@@ -19,7 +20,7 @@
 //! A lost wake-up (a notification dropped while the listener reconnects, a ring while no
 //! processor listens) only delays a task to the next poll: the poll stays as the fallback.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
@@ -30,12 +31,56 @@ use super::store::Store;
 #[derive(Clone, Debug)]
 pub(crate) struct Wake {
     bell: Arc<watch::Sender<u64>>,
+    listener: Arc<Mutex<Listener>>,
+}
+
+/// The one listener of a bell: how many workers hold it, and how to stop it.
+#[derive(Debug, Default)]
+struct Listener {
+    holders: usize,
+    stop: Option<watch::Sender<bool>>,
+}
+
+/// Keeps the bell's listener running while it lives: what [`Wake::hold_listener`] returns.
+#[derive(Debug)]
+pub(crate) struct ListenerHold {
+    listener: Arc<Mutex<Listener>>,
+}
+
+impl Drop for ListenerHold {
+    fn drop(&mut self) {
+        let mut listener = self.listener.lock().unwrap_or_else(PoisonError::into_inner);
+        listener.holders -= 1;
+        if listener.holders == 0
+            && let Some(stop) = listener.stop.take()
+        {
+            let _ = stop.send(true);
+        }
+    }
 }
 
 impl Wake {
     pub(crate) fn new() -> Self {
         Wake {
             bell: Arc::new(watch::Sender::new(0)),
+            listener: Arc::default(),
+        }
+    }
+
+    /// Starts the bell's listener on `store` unless it runs already, and keeps it running until
+    /// the last hold is dropped: one listening connection however many workers this process
+    /// runs on the bell. Called once per worker run, never on a task's path.
+    pub(crate) fn hold_listener(&self, store: &Store) -> ListenerHold {
+        let mut listener = self.listener.lock().unwrap_or_else(PoisonError::into_inner);
+        listener.holders += 1;
+        if listener.stop.is_none() {
+            let (stop, stopped) = watch::channel(false);
+            listener.stop = Some(stop);
+            let (store, wake) = (store.clone(), self.clone());
+            tokio::spawn(async move { listen(&store, &wake, stopped).await });
+        }
+        ListenerHold {
+            listener: self.listener.clone(),
         }
     }
 
@@ -54,7 +99,7 @@ impl Wake {
 /// Listens for the database's notifications until `stopped` turns true, ringing `handle`'s
 /// `wake`: PostgreSQL's `LISTEN`, through one connection of its own; nothing on SQLite, which has
 /// no notifications across processes.
-pub(crate) async fn listen(store: &Store, wake: &Wake, stopped: watch::Receiver<bool>) {
+async fn listen(store: &Store, wake: &Wake, stopped: watch::Receiver<bool>) {
     match store {
         #[cfg(feature = "postgres")]
         Store::Postgres(pool) => listen::run(pool.clone(), wake.clone(), stopped).await,

@@ -334,16 +334,16 @@ impl Worker {
         let handle = config.base.handle.clone();
         let (stop, stopped) = watch::channel(false);
         // The periodic components and the listener run beside the processor until it has drained.
+        let listening = handle.wake.hold_listener(&handle.store);
         let periodic = tokio::spawn(async move {
             tokio::join!(
                 recoverer.run(interval, stopped.clone()),
                 janitor.run(stopped.clone()),
-                super::wake::listen(&handle.store, &handle.wake, stopped.clone()),
                 metrics.run(interval, stopped),
             );
         });
         config.processor(runner).run(shutdown, completer).await;
-        let _ = stop.send(true);
+        let _ = (stop.send(true), drop(listening));
         log_join(periodic.await);
         // Every attempt has ended: the completions they queued are written before returning.
         log_join(writer.await);

@@ -160,8 +160,10 @@ const RECOUNT: [&str; 2] = [
 /// the tasks of a table that had no triggers. With the triggers in place this only reads the
 /// catalog: no lock is taken that a running worker would wait on.
 pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
+    #[cfg(feature = "sqlite")]
     const SQLITE_HAS: &str = "SELECT COUNT(*) FROM sqlite_master \
          WHERE type = 'trigger' AND name IN ($1, $2, $3)";
+    #[cfg(feature = "postgres")]
     const POSTGRES_HAS: &str = "SELECT COUNT(*) FROM pg_trigger \
          WHERE tgrelid = 'retry_tasks'::regclass AND tgname IN ($1, $2, $3)";
     let [a, b, c] = TRIGGERS;

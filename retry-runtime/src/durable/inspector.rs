@@ -10,18 +10,10 @@ use super::error::Error;
 use super::handle::Handle;
 use super::janitor;
 use super::page::{Cursor, TaskPage, page_of};
-pub use super::stats::{ErrorGroup, QueueStats};
+use super::presence::{self, SchedulerEntry, WorkerInfo};
+pub use super::stats::{Canceled, ErrorGroup, QueueStats};
 use super::store::{control, operator, tasks};
 use super::task::{TaskInfo, TaskState};
-
-/// What [`Inspector::cancel`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Canceled {
-    /// The task was waiting (pending, scheduled or retry): it is archived.
-    Archived,
-    /// The task is running: its worker drops the attempt and archives it.
-    Stopping,
-}
 
 /// Milliseconds in a UTC day (the Unix epoch ignores leap seconds).
 const DAY_MS: i64 = 24 * 3600 * 1000;
@@ -368,6 +360,16 @@ impl Inspector {
         operator::set_paused(&self.handle.store, &self.handle.name, false).await?;
         self.handle.wake.ring();
         Ok(())
+    }
+
+    /// The live worker processes of the database (of every queue), by id: see [`WorkerInfo`].
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        presence::workers(&self.handle).await
+    }
+
+    /// The entries of the database's live [`Scheduler`](super::Scheduler)s: [`SchedulerEntry`].
+    pub async fn schedulers(&self) -> Result<Vec<SchedulerEntry>, Error> {
+        presence::schedulers(&self.handle).await
     }
 
     /// Whether the queue is [paused](Inspector::pause).

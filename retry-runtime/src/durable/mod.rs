@@ -346,6 +346,7 @@ mod entries;
 mod error;
 mod failure;
 mod handle;
+mod heartbeat;
 mod history;
 mod inspector;
 mod janitor;
@@ -356,6 +357,7 @@ mod outcome;
 mod page;
 mod periodic;
 mod prepare;
+mod presence;
 mod processor;
 pub mod protocol;
 mod queue;
@@ -377,6 +379,7 @@ pub use inspector::{Canceled, ErrorGroup, Inspector, QueueStats};
 #[cfg(any(test, feature = "test-util"))]
 pub use manual_clock::ManualClock;
 pub use page::TaskPage;
+pub use presence::{DEFAULT_HEARTBEAT_INTERVAL, HeldTask, SchedulerEntry, WorkerInfo};
 pub use processor::{DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use queue::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,

@@ -1,5 +1,5 @@
-//! What the inspector reports: a queue at a glance ([`QueueStats`]) and the failures grouped by
-//! their error ([`ErrorGroup`]).
+//! What the inspector reports: a queue at a glance ([`QueueStats`]), the failures grouped by
+//! their error ([`ErrorGroup`]) and what a cancel did ([`Canceled`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -7,6 +7,15 @@ use std::time::{Duration, SystemTime};
 use super::store::QueueCounts;
 
 use super::task::TaskState;
+
+/// What [`Inspector::cancel`](super::Inspector::cancel) did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Canceled {
+    /// The task was waiting (pending, scheduled or retry): it is archived.
+    Archived,
+    /// The task is running: its worker drops the attempt and archives it.
+    Stopping,
+}
 
 /// One queue of the database at a glance: what [`super::Inspector::stats`] returns per queue.
 ///

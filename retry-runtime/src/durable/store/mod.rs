@@ -50,6 +50,7 @@ pub(crate) mod control;
 pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
+pub(crate) mod presence;
 mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -252,7 +253,8 @@ impl Store {
             Store::Postgres(pool) => postgres::migrate(pool).await,
         };
         let Err(e) = result else {
-            return control::migrate(self).await;
+            control::migrate(self).await?;
+            return presence::migrate(self).await;
         };
         if self.has_current_columns().await {
             return Err(Error::from_sqlx(e));

@@ -4,7 +4,9 @@
 //! and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`), with a `ManualClock`, so every stored time is
 //! exact; waits are bounded loops, and no wall-clock duration is asserted.
 //!
-//! On PostgreSQL the tests share one database, so each reads only the rows of its own queue.
+//! On PostgreSQL the tests share one database, so each reads only the rows of its own queue, and
+//! they run one at a time ([`serial`]): a beat deletes every row stale by its own clock, and the
+//! staleness tests move their clock past the rows of the others.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +25,12 @@ retry_tests::both_backends!(
     scheduler_entries_go_stale_after_three_missed_beats,
     a_scheduler_removes_its_entries_when_it_stops,
 );
+
+/// Held by each test while it runs.
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
+}
 
 /// The start of the minute of T0 (22:13:00), in seconds.
 const T0_MINUTE_SECS: u64 = 1_699_999_980;
@@ -85,6 +93,7 @@ fn start(worker: Worker) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
 }
 
 async fn a_running_worker_beats_with_the_tasks_it_holds(backend: Backend) {
+    let _serial = serial().await;
     let Some(env) = Env::new(backend, "presence-holds").await else {
         return;
     };
@@ -141,6 +150,7 @@ async fn a_running_worker_beats_with_the_tasks_it_holds(backend: Backend) {
 }
 
 async fn a_worker_three_beats_late_is_ignored_then_deleted(backend: Backend) {
+    let _serial = serial().await;
     let Some(env) = Env::new(backend, "presence-stale").await else {
         return;
     };
@@ -177,6 +187,7 @@ async fn a_worker_three_beats_late_is_ignored_then_deleted(backend: Backend) {
 }
 
 async fn a_dropped_worker_leaves_its_row_to_go_stale(backend: Backend) {
+    let _serial = serial().await;
     let Some(env) = Env::new(backend, "presence-dropped").await else {
         return;
     };
@@ -206,6 +217,7 @@ fn scheduler(q: Queue) -> Scheduler {
 }
 
 async fn scheduler_entries_show_next_run_and_last_enqueue(backend: Backend) {
+    let _serial = serial().await;
     let Some(env) = Env::new(backend, "presence-sched").await else {
         return;
     };
@@ -280,6 +292,7 @@ async fn scheduler_entries_show_next_run_and_last_enqueue(backend: Backend) {
 }
 
 async fn scheduler_entries_go_stale_after_three_missed_beats(backend: Backend) {
+    let _serial = serial().await;
     let Some(env) = Env::new(backend, "presence-sched-stale").await else {
         return;
     };
@@ -302,6 +315,7 @@ async fn scheduler_entries_go_stale_after_three_missed_beats(backend: Backend) {
 }
 
 async fn a_scheduler_removes_its_entries_when_it_stops(backend: Backend) {
+    let _serial = serial().await;
     let Some(env) = Env::new(backend, "presence-sched-stop").await else {
         return;
     };

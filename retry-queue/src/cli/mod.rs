@@ -9,6 +9,8 @@
 //! retry-queue --db sqlite://tasks.db task run-all|delete-all --state archived [--queue q]
 //! retry-queue --db sqlite://tasks.db queue pause|unpause NAME
 //! retry-queue --db sqlite://tasks.db errors [--state retry] [--queue q]
+//! retry-queue --db sqlite://tasks.db workers
+//! retry-queue --db sqlite://tasks.db schedulers
 //! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token T]
 //! ```
 //!
@@ -20,6 +22,7 @@
 mod commands;
 mod failure;
 mod open;
+mod presence;
 mod table;
 
 use std::net::SocketAddr;
@@ -70,6 +73,10 @@ pub enum Command {
         #[arg(long, default_value = DEFAULT_QUEUE)]
         queue: String,
     },
+    /// The live workers (by their heartbeats): host, pid, queues, and the tasks each is running
+    Workers,
+    /// The entries of the live schedulers: kind, spec, next run, last enqueue
+    Schedulers,
     /// Serve the web dashboard
     Dash {
         /// Where to listen; an address other than loopback needs --token

@@ -23,8 +23,8 @@ function noWorkerBanner(s) {
   const tasks = s.counts.pending + s.counts.active;
   return el("div", { id: "no-worker", class: "banner", role: "alert", hidden: !needsWorker(s) },
     el("strong", {}, "No worker is running"),
-    " for this queue: " + tasks + " pending or active task" + (tasks === 1 ? "" : "s") +
-    " wait, and no live worker heartbeat covers it. Start a worker that serves " + JSON.stringify(s.queue) + ".");
+    " for this queue: " + tasks + (tasks === 1 ? " task is" : " tasks are") +
+    " pending or active, and no live worker heartbeat covers it. Start a worker that serves " + JSON.stringify(s.queue) + ".");
 }
 
 function pageCrumbs(name) {
@@ -39,7 +39,7 @@ async function renderWorkers() {
     el("td", { class: "id", title: w.id }, el("code", {}, w.id)),
     el("td", { class: "host" }, w.host),
     el("td", { class: "num pid" }, w.pid),
-    el("td", { class: "queues" }, w.queues.map((name, i) => [i ? ", " : "", el("a", { href: queueHref(name, "active") }, name)])),
+    el("td", { class: "queues" }, w.queues.flatMap((name, i) => [i ? ", " : null, el("a", { href: queueHref(name, "active") }, name)])),
     el("td", { class: "num busy" }, w.active.length + "/" + w.concurrency),
     timeCell("started", w.started_at),
     timeCell("beat", w.last_heartbeat_at)));

@@ -306,6 +306,9 @@
 //! `deadline_ms`, `key_expires_ms`, `next_process_ms`, `lease_token`, `lease_expires_ms`,
 //! `last_err`, `last_failed_ms`, `created_ms`, `finished_ms`; times in milliseconds since the Unix
 //! epoch, from the queue's clock.
+//! Beside it, who runs: `retry_workers` (a heartbeat row per running worker) and
+//! `retry_scheduler_entries` (one per entry of each running [`Scheduler`]), read by
+//! [`Inspector::workers`] and [`Inspector::schedulers`].
 //!
 //! - **SQLite** (feature `sqlite`): one file, WAL mode, `synchronous = NORMAL`, a 10 s busy
 //!   timeout; one connection per process. A claim is one `UPDATE … WHERE id IN (SELECT … LIMIT n)

@@ -14,7 +14,7 @@ use super::clock::to_ms;
 use super::error::Error;
 use super::handle::Handle;
 use super::periodic;
-use super::presence::{HeldTask, stale_after};
+use super::presence::{HeldJson, HeldTask, stale_after};
 use super::store::presence::{self, WorkerRow};
 use super::task::ActiveTask;
 
@@ -118,7 +118,14 @@ impl Heartbeat {
             started_ms,
             heartbeat_ms: now,
             stale_ms: stale_after(now, self.interval),
-            active: json(&self.held.snapshot()),
+            active: json(
+                &self
+                    .held
+                    .snapshot()
+                    .iter()
+                    .map(HeldJson::from)
+                    .collect::<Vec<_>>(),
+            ),
         };
         presence::beat_worker(&self.handle.store, &row).await
     }

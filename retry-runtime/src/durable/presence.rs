@@ -24,6 +24,39 @@ pub(crate) const MISSED_BEATS: u32 = 3;
 
 /// A live worker process, as its last heartbeat wrote it: what
 /// [`Inspector::workers`](super::Inspector::workers) returns.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+/// use std::time::Duration;
+/// use retry_runtime::durable::{BoxError, Queue, Worker};
+/// # let dir = std::env::temp_dir().join(format!("retry-doc-workers-{}", std::process::id()));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let url = format!("sqlite://{}/tasks.db", dir.display());
+/// let q = Queue::connect(&url).await?;
+/// let worker = Worker::new(q.clone())
+///     .concurrency(2)
+///     .handle("email", |_task| async { Ok::<(), BoxError>(()) });
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// let running = tokio::spawn(worker.run_until(async { stopped.await.ok(); }));
+/// // The first heartbeat is written as the worker starts.
+/// let mut workers = Vec::new();
+/// for _ in 0..200 {
+///     workers = q.inspector().workers().await?;
+///     if !workers.is_empty() { break; }
+///     tokio::time::sleep(Duration::from_millis(10)).await;
+/// }
+/// assert_eq!(workers[0].queues, ["default"]);
+/// assert_eq!((workers[0].concurrency, workers[0].pid), (2, std::process::id()));
+/// stop.send(()).ok();
+/// running.await.unwrap()?;
+/// // A graceful stop deletes the row at once.
+/// assert!(q.inspector().workers().await?.is_empty());
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkerInfo {
     /// Unique per running [`Worker::run_until`](super::Worker::run_until):
@@ -46,7 +79,7 @@ pub struct WorkerInfo {
 }
 
 /// A task a worker is running, as of its last heartbeat.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeldTask {
     /// The task's queue.
     pub queue: String,
@@ -55,12 +88,66 @@ pub struct HeldTask {
     /// The task's kind.
     pub kind: String,
     /// When its attempt started, by the worker's queue clock.
-    #[serde(rename = "started_ms", with = "ms")]
     pub started_at: SystemTime,
+}
+
+/// A [`HeldTask`] in the `active` JSON of a worker's row.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct HeldJson {
+    queue: String,
+    id: String,
+    kind: String,
+    started_ms: i64,
+}
+
+impl From<&HeldTask> for HeldJson {
+    fn from(task: &HeldTask) -> HeldJson {
+        HeldJson {
+            queue: task.queue.clone(),
+            id: task.id.clone(),
+            kind: task.kind.clone(),
+            started_ms: to_ms(task.started_at),
+        }
+    }
+}
+
+impl From<HeldJson> for HeldTask {
+    fn from(task: HeldJson) -> HeldTask {
+        HeldTask {
+            queue: task.queue,
+            id: task.id,
+            kind: task.kind,
+            started_at: from_ms(task.started_ms),
+        }
+    }
 }
 
 /// One entry of a live [`Scheduler`](super::Scheduler): what
 /// [`Inspector::schedulers`](super::Inspector::schedulers) returns.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+/// use std::time::Duration;
+/// use retry_runtime::durable::{Queue, Scheduler, Task};
+/// # let dir = std::env::temp_dir().join(format!("retry-doc-entries-{}", std::process::id()));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let url = format!("sqlite://{}/tasks.db", dir.display());
+/// let q = Queue::connect(&url).await?;
+/// let scheduler = Scheduler::new(q.clone())
+///     .every(Duration::from_secs(3600), || Task::new("report", &"hourly"));
+/// scheduler.enqueue_due().await?;
+/// let entries = q.inspector().schedulers().await?;
+/// assert_eq!(entries[0].spec, "every:3600000ms");
+/// assert_eq!(entries[0].kind.as_deref(), Some("report"));
+/// let id = entries[0].last_task_id.as_deref().unwrap();
+/// assert!(id.starts_with("periodic:report:every:3600000ms:"));
+/// assert!(entries[0].next_run_at > entries[0].last_enqueued_at);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchedulerEntry {
     /// Unique per scheduler instance: `{host}-{pid}-{8 random hex digits}`. Several instances
@@ -128,7 +215,11 @@ impl WorkerInfo {
     fn from_row(row: WorkerRow) -> WorkerInfo {
         WorkerInfo {
             queues: serde_json::from_str(&row.queues).unwrap_or_default(),
-            active: serde_json::from_str(&row.active).unwrap_or_default(),
+            active: serde_json::from_str::<Vec<HeldJson>>(&row.active)
+                .unwrap_or_default()
+                .into_iter()
+                .map(HeldTask::from)
+                .collect(),
             id: row.id,
             host: row.host,
             pid: u32::try_from(row.pid).unwrap_or(0),
@@ -156,23 +247,6 @@ impl SchedulerEntry {
             last_task_id: row.last_task_id,
             last_heartbeat_at: from_ms(row.heartbeat_ms),
         }
-    }
-}
-
-/// A time as milliseconds since the Unix epoch in the `active` JSON of a worker's row.
-mod ms {
-    use std::time::SystemTime;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    use crate::durable::clock::{from_ms, to_ms};
-
-    pub(super) fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_i64(to_ms(*t))
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
-        i64::deserialize(d).map(from_ms)
     }
 }
 

@@ -321,7 +321,9 @@ impl Worker {
 
     /// Runs until `shutdown` completes, then drains: no new claims, running attempts get
     /// [`shutdown_timeout`](Worker::shutdown_timeout) to finish, and those still running are
-    /// dropped and their tasks returned to pending without counting a retry.
+    /// dropped and their tasks returned to pending without counting a retry. While it runs, its
+    /// [heartbeat](Worker::heartbeat_interval) row says who it is and what it runs; the row is
+    /// deleted once it has drained (a dropped future leaves it to go stale).
     ///
     /// Fails at once with [`Error::Invalid`] when no handler is registered, and with
     /// [`Error::Unreachable`] if the database does not answer at start;

@@ -8,7 +8,13 @@
 //!   failure history, oldest first: `[{"retried", "at", "error"}…]` (the last 10).
 //! - A queue ([`queue`]): `{"queue", "counts": {"pending": n, "scheduled": n, "active": n,
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
-//!   "oldest_pending_age_secs"}` (whole seconds, `null` without pending tasks).
+//!   "oldest_pending_age_secs", "workers"}` (whole seconds, `null` without pending tasks;
+//!   `workers`: how many live workers serve the queue, by their heartbeats).
+//! - A worker ([`worker`]): `{"id", "host", "pid", "queues": [name…], "concurrency",
+//!   "started_at", "last_heartbeat_at", "active": [{"queue", "id", "kind", "started_at"}…]}`.
+//! - A scheduler entry ([`entry`]): `{"scheduler", "queue", "kind", "spec", "next_run_at",
+//!   "last_enqueued_at", "last_task_id", "last_heartbeat_at"}` (`kind` `null` before the
+//!   entry made its first task; the last three `null` until this scheduler enqueued one).
 //! - An error group ([`error_group`]): `{"last_err", "count", "oldest", "newest"}`.
 //! - A history bucket: `{"start", "processed", "failed"}`, `start` the RFC 3339 time the hour
 //!   or UTC day begins.
@@ -19,14 +25,16 @@
 //! `{"queue", "state", "groups": [group…]}`; [`history`] `{"queue", "hours" or "days": n,
 //! "buckets": [bucket…]}` (oldest first, empty buckets included); [`acted`] `{"queue", "id", "action"}`;
 //! [`bulk_done`] `{"queue", "state", "count"}`; [`paused`] `{"queue", "paused"}`; and a
-//! failure, [`error`] `{"error"}`.
+//! failure, [`error`] `{"error"}`; [`workers`] `{"workers": [worker…]}`; [`schedulers`]
+//! `{"entries": [entry…]}`.
 
 use std::time::SystemTime;
 
 use retry_runtime::time::rfc3339;
 
 use retry_runtime::durable::{
-    ErrorGroup, HistoryBucket, HistorySpan, QueueStats, TaskInfo, TaskState,
+    ErrorGroup, HistoryBucket, HistorySpan, QueueStats, SchedulerEntry, TaskInfo, TaskState,
+    WorkerInfo,
 };
 
 use crate::ops::{Action, Bulk};
@@ -60,8 +68,8 @@ pub(crate) fn task(task: &TaskInfo) -> Value {
     })
 }
 
-/// A queue's stats: see the [module docs](self).
-pub(crate) fn queue(stats: &QueueStats) -> Value {
+/// A queue's stats, and how many live `workers` serve it: see the [module docs](self).
+pub(crate) fn queue(stats: &QueueStats, workers: usize) -> Value {
     let counts: Map<String, Value> = TaskState::ALL
         .into_iter()
         .map(|state| (state.as_str().to_owned(), json!(stats.count(state))))
@@ -73,7 +81,51 @@ pub(crate) fn queue(stats: &QueueStats) -> Value {
         "processed_today": stats.processed_today,
         "failed_today": stats.failed_today,
         "oldest_pending_age_secs": stats.oldest_pending_age.map(|age| age.as_secs()),
+        "workers": workers,
     })
+}
+
+/// A live worker: see the [module docs](self).
+pub(crate) fn worker(w: &WorkerInfo) -> Value {
+    let active: Vec<Value> = w
+        .active
+        .iter()
+        .map(|t| json!({"queue": t.queue, "id": t.id, "kind": t.kind, "started_at": rfc3339(t.started_at)}))
+        .collect();
+    json!({
+        "id": w.id,
+        "host": w.host,
+        "pid": w.pid,
+        "queues": w.queues,
+        "concurrency": w.concurrency,
+        "started_at": rfc3339(w.started_at),
+        "last_heartbeat_at": rfc3339(w.last_heartbeat_at),
+        "active": active,
+    })
+}
+
+/// A live scheduler's entry: see the [module docs](self).
+pub(crate) fn entry(e: &SchedulerEntry) -> Value {
+    json!({
+        "scheduler": e.scheduler,
+        "queue": e.queue,
+        "kind": e.kind,
+        "spec": e.spec,
+        "next_run_at": opt_time(e.next_run_at),
+        "last_enqueued_at": opt_time(e.last_enqueued_at),
+        "last_task_id": e.last_task_id,
+        "last_heartbeat_at": rfc3339(e.last_heartbeat_at),
+    })
+}
+
+/// Every live worker.
+pub(crate) fn workers(workers: &[WorkerInfo]) -> Value {
+    json!({ "workers": workers.iter().map(worker).collect::<Vec<Value>>() })
+}
+
+/// Every entry of the live schedulers.
+pub(crate) fn schedulers(entries: &[SchedulerEntry]) -> Value {
+    json!({ "entries": entries.iter().map(entry).collect::<Vec<Value>>() })
 }
 
 /// An error group: see the [module docs](self).
@@ -86,9 +138,12 @@ pub(crate) fn error_group(group: &ErrorGroup) -> Value {
     })
 }
 
-/// Every queue, and the queue clock's time.
-pub(crate) fn overview(now: SystemTime, stats: &[QueueStats]) -> Value {
-    let queues: Vec<Value> = stats.iter().map(queue).collect();
+/// Every queue, each with how many of the live `workers` serve it, and the queue clock's time.
+pub(crate) fn overview(now: SystemTime, stats: &[QueueStats], workers: &[WorkerInfo]) -> Value {
+    let queues: Vec<Value> = stats
+        .iter()
+        .map(|s| queue(s, workers.iter().filter(|w| w.serves(&s.queue)).count()))
+        .collect();
     json!({ "now": rfc3339(now), "queues": queues })
 }
 

@@ -13,6 +13,8 @@
 //! retry-queue --db sqlite://tasks.db task run-all|delete-all --state archived [--queue q]
 //! retry-queue --db sqlite://tasks.db queue pause|unpause NAME
 //! retry-queue --db sqlite://tasks.db errors [--state retry] [--queue q]
+//! retry-queue --db sqlite://tasks.db workers
+//! retry-queue --db sqlite://tasks.db schedulers
 //! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token T]
 //! ```
 //!

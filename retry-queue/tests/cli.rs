@@ -752,7 +752,7 @@ async fn stats_shows_every_queue(backend: Backend) {
     let out = fx.run_exact(&["stats"]);
     let text = out.ok();
     let header = "QUEUE PENDING SCHEDULED ACTIVE RETRY ARCHIVED COMPLETED PAUSED PROCESSED TODAY \
-                  FAILED TODAY OLDEST PENDING";
+                  FAILED TODAY OLDEST PENDING WORKERS";
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0].split_whitespace().collect::<Vec<_>>().join(" "),
@@ -768,19 +768,19 @@ async fn stats_shows_every_queue(backend: Backend) {
             .join(" ")
     };
     // Three attempts finished today, two of them failed.
-    assert_eq!(row(&name), format!("{name} 1 0 0 1 1 1 no 3 2 3d 0h"));
+    assert_eq!(row(&name), format!("{name} 1 0 0 1 1 1 no 3 2 3d 0h 0"));
     assert_eq!(
         row(&format!("{name}-paused")),
-        format!("{name}-paused 0 0 0 0 0 0 yes 0 0 -")
+        format!("{name}-paused 0 0 0 0 0 0 yes 0 0 - 0")
     );
     if let Backend::Sqlite = backend {
         // Alone in the file: the whole table, columns aligned.
         assert_eq!(
             text,
             "\
-QUEUE           PENDING  SCHEDULED  ACTIVE  RETRY  ARCHIVED  COMPLETED  PAUSED  PROCESSED TODAY  FAILED TODAY  OLDEST PENDING
-default               1          0       0      1         1          1  no                    3             2           3d 0h
-default-paused        0          0       0      0         0          0  yes                   0             0               -
+QUEUE           PENDING  SCHEDULED  ACTIVE  RETRY  ARCHIVED  COMPLETED  PAUSED  PROCESSED TODAY  FAILED TODAY  OLDEST PENDING  WORKERS
+default               1          0       0      1         1          1  no                    3             2           3d 0h        0
+default-paused        0          0       0      0         0          0  yes                   0             0               -        0
 "
         );
     }
@@ -807,6 +807,7 @@ default-paused        0          0       0      0         0          0  yes     
             "processed_today": 3,
             "failed_today": 2,
             "oldest_pending_age_secs": age,
+            "workers": 0,
         })
     );
     assert_eq!(
@@ -819,6 +820,7 @@ default-paused        0          0       0      0         0          0  yes     
             "processed_today": 0,
             "failed_today": 0,
             "oldest_pending_age_secs": null,
+            "workers": 0,
         })
     );
     let stamp = stats["now"].as_str().unwrap();
@@ -928,4 +930,229 @@ fn dash_refuses_a_non_loopback_address_without_a_token() {
         "{}",
         bad.stderr
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// `workers` and `schedulers` (issue 23, items 2–3).
+
+mod presence {
+    use super::*;
+
+    retry_tests::both_backends!(
+        workers_lists_live_workers_and_their_tasks,
+        schedulers_lists_the_entries_of_live_schedulers,
+    );
+
+    /// 2100-01-01T00:00:00Z: the clock of these tests' workers and schedulers. The CLI reads on
+    /// the system clock, for which rows written at this time are live; every time printed is
+    /// still exact.
+    const FUTURE: u64 = 4_102_444_800;
+    const FUTURE_TEXT: &str = "2100-01-01T00:00:00Z";
+
+    /// The fixture's queue on a clock standing at [`FUTURE`].
+    fn in_future(fx: &Fixture) -> Queue {
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(FUTURE));
+        fx.q.clone().with_clock(clock)
+    }
+
+    /// The JSON of `command` (`workers` or `schedulers`), its `list` field filtered to the
+    /// items where `key` names the fixture's queue.
+    fn mine(fx: &Fixture, command: &str, list: &str, key: &str) -> (Value, Vec<Value>) {
+        let all = fx.run_exact(&[command, "--json"]).json();
+        assert_eq!(all.as_object().unwrap().len(), 1, "only `{list}`: {all}");
+        let name = json!(fx.name());
+        let items = all[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|item| match &item[key] {
+                Value::Array(queues) => queues.contains(&name),
+                one => *one == name,
+            })
+            .cloned()
+            .collect();
+        (all, items)
+    }
+
+    /// The line of `text` whose words start with `first`, its words one space apart.
+    fn line_of(text: &str, first: &str) -> String {
+        text.lines()
+            .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+            .find(|line| line.starts_with(first))
+            .unwrap_or_else(|| panic!("no line starting with {first:?} in\n{text}"))
+    }
+
+    async fn workers_lists_live_workers_and_their_tasks(backend: Backend) {
+        let Some(fx) = Fixture::new(backend, "workers").await else {
+            return;
+        };
+        let (_, none) = mine(&fx, "workers", "workers", "queues");
+        assert_eq!(none, Vec::<Value>::new());
+        if let Backend::Sqlite = backend {
+            assert_eq!(fx.run_exact(&["workers"]).ok(), "no worker is running\n");
+        }
+        let q = in_future(&fx);
+        let release = std::sync::Arc::new(tokio::sync::Notify::new());
+        let held = release.clone();
+        let worker = Worker::new(q.clone())
+            .concurrency(4)
+            .poll_interval(Duration::from_millis(10))
+            .heartbeat_interval(Duration::from_millis(20))
+            .handle("slow", move |_task| {
+                let held = held.clone();
+                async move {
+                    held.notified().await;
+                    Ok::<(), BoxError>(())
+                }
+            });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(worker.run_until(async {
+            stopped.await.ok();
+        }));
+        q.enqueue(Task::new("slow", &1).task_id("w1"))
+            .await
+            .unwrap();
+        let mut holding = false;
+        for _ in 0..2_000 {
+            let workers = q.inspector().workers().await.unwrap();
+            if workers
+                .iter()
+                .any(|w| w.serves(fx.name()) && !w.active.is_empty())
+            {
+                holding = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(holding, "the worker never reported w1");
+
+        let (_, workers) = mine(&fx, "workers", "workers", "queues");
+        assert_eq!(workers.len(), 1, "{workers:?}");
+        let w = &workers[0];
+        let (id, host) = (w["id"].as_str().unwrap(), w["host"].as_str().unwrap());
+        let pid = std::process::id();
+        assert_eq!(
+            w,
+            &json!({
+                "id": id,
+                "host": host,
+                "pid": pid,
+                "queues": [fx.name()],
+                "concurrency": 4,
+                "started_at": FUTURE_TEXT,
+                "last_heartbeat_at": FUTURE_TEXT,
+                "active": [{"queue": fx.name(), "id": "w1", "kind": "slow", "started_at": FUTURE_TEXT}],
+            })
+        );
+        let text = fx.run_exact(&["workers"]);
+        let text = text.ok();
+        assert_eq!(
+            line_of(text, "WORKER HOST"),
+            "WORKER HOST PID QUEUES BUSY STARTED LAST HEARTBEAT"
+        );
+        assert_eq!(
+            line_of(text, id),
+            format!(
+                "{id} {host} {pid} {} 1/4 {FUTURE_TEXT} {FUTURE_TEXT}",
+                fx.name()
+            )
+        );
+        assert_eq!(
+            line_of(text, "WORKER QUEUE"),
+            "WORKER QUEUE TASK KIND STARTED"
+        );
+        assert_eq!(
+            line_of(text, &format!("{id} {}", fx.name())),
+            format!("{id} {} w1 slow {FUTURE_TEXT}", fx.name())
+        );
+
+        // Stopped gracefully: gone at once.
+        release.notify_one();
+        stop.send(()).unwrap();
+        running.await.unwrap().unwrap();
+        let (_, gone) = mine(&fx, "workers", "workers", "queues");
+        assert_eq!(gone, Vec::<Value>::new());
+    }
+
+    async fn schedulers_lists_the_entries_of_live_schedulers(backend: Backend) {
+        let Some(fx) = Fixture::new(backend, "schedulers").await else {
+            return;
+        };
+        let (_, none) = mine(&fx, "schedulers", "entries", "queue");
+        assert_eq!(none, Vec::<Value>::new());
+        if let Backend::Sqlite = backend {
+            assert_eq!(
+                fx.run_exact(&["schedulers"]).ok(),
+                "no scheduler is running\n"
+            );
+        }
+        let q = in_future(&fx);
+        let scheduler = retry_runtime::durable::Scheduler::new(q.clone())
+            .every(Duration::from_secs(60), || Task::new("tick", &0));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(scheduler.run_until(async {
+            stopped.await.ok();
+        }));
+        let task_id = format!("periodic:tick:every:60000ms:{FUTURE}000");
+        let mut listed = false;
+        for _ in 0..2_000 {
+            let entries = q.inspector().schedulers().await.unwrap();
+            if entries
+                .iter()
+                .any(|e| e.last_task_id.as_deref() == Some(task_id.as_str()))
+            {
+                listed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(listed, "the scheduler never reported its entry");
+
+        let (_, entries) = mine(&fx, "schedulers", "entries", "queue");
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        let scheduler_id = entries[0]["scheduler"].as_str().unwrap().to_owned();
+        assert_eq!(
+            entries[0],
+            json!({
+                "scheduler": scheduler_id,
+                "queue": fx.name(),
+                "kind": "tick",
+                "spec": "every:60000ms",
+                "next_run_at": "2100-01-01T00:01:00Z",
+                "last_enqueued_at": FUTURE_TEXT,
+                "last_task_id": task_id,
+                "last_heartbeat_at": FUTURE_TEXT,
+            })
+        );
+        let text = fx.run_exact(&["schedulers"]);
+        let text = text.ok();
+        assert_eq!(
+            line_of(text, "QUEUE KIND"),
+            "QUEUE KIND SPEC NEXT RUN LAST ENQUEUED LAST TASK SCHEDULER"
+        );
+        assert_eq!(
+            line_of(text, &format!("{} tick", fx.name())),
+            format!(
+                "{} tick every:60000ms 2100-01-01T00:01:00Z {FUTURE_TEXT} {task_id} {scheduler_id}",
+                fx.name()
+            )
+        );
+
+        stop.send(()).unwrap();
+        running.await.unwrap().unwrap();
+        let (_, gone) = mine(&fx, "schedulers", "entries", "queue");
+        assert_eq!(gone, Vec::<Value>::new());
+    }
+}
+
+#[test]
+fn help_lists_workers_and_schedulers() {
+    let out = run(bin().arg("--help"));
+    let text = out.ok();
+    for line in [
+        "  workers     The live workers (by their heartbeats): host, pid, queues, and the tasks each is running",
+        "  schedulers  The entries of the live schedulers: kind, spec, next run, last enqueue",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
 }

@@ -449,7 +449,7 @@ async fn operate(c: &Client, base: &str) -> Step {
     .await?;
     wait_texts(
         c,
-        "tr.queue-row[data-queue='emails'] .badge",
+        "tr.queue-row[data-queue='emails'] .badge.paused",
         "emails paused",
         |t| t == ["paused"],
     )
@@ -691,5 +691,252 @@ async fn save_screenshot(c: &Client, name: &str) -> Step {
         std::fs::create_dir_all(docs.parent().unwrap()).map_err(|e| e.to_string())?;
         std::fs::write(&docs, &png).map_err(|e| format!("writing {}: {e}", docs.display()))?;
     }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Who runs (issue 23, items 2, 3 and 9): the Workers page lists a live worker with the task it
+// runs, the Schedulers page a scheduler's entry, and a queue with pending tasks and no worker
+// says so, until a worker serving it starts.
+
+/// chromedriver, a `retry-queue dash` on `url`, and a headless Chromium session; `None` (said
+/// on stderr) without Chromium or chromedriver. The processes die with the value.
+async fn browser(url: &str) -> Option<(Client, String, [Killed; 2])> {
+    let chromium = std::env::var("RETRY_TEST_CHROMIUM").unwrap_or_else(|_| CHROMIUM.to_owned());
+    if !Path::new(&chromium).is_file() {
+        skip(&format!("no Chromium at {chromium}"));
+        return None;
+    }
+    let Some(driver) = chromedriver() else {
+        skip("no chromedriver");
+        return None;
+    };
+    let driver_port = free_port();
+    let mut chromedriver = Killed(
+        Command::new(driver)
+            .arg(format!("--port={driver_port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts"),
+    );
+    wait_for_port(driver_port, "chromedriver", &mut chromedriver.0).await;
+    let dash_port = free_port();
+    let mut dash = Killed(
+        Command::new(env!("CARGO_BIN_EXE_retry-queue"))
+            .args(["--db", url, "dash", "--listen"])
+            .arg(format!("127.0.0.1:{dash_port}"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("retry-queue dash starts"),
+    );
+    wait_for_port(dash_port, "retry-queue dash", &mut dash.0).await;
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,800", "--hide-scrollbars", "--force-device-scale-factor=1"],
+        }),
+    );
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{driver_port}")),
+    )
+    .await
+    .expect("a browser session within 60 s")
+    .expect("chromedriver opens a Chromium session");
+    Some((
+        client,
+        format!("http://127.0.0.1:{dash_port}"),
+        [chromedriver, dash],
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_who_runs_and_a_queue_without_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    // `exports`: three pending exports, no worker yet (the system clock: the dashboard reads it).
+    let q = Queue::connect(&url).await.unwrap().named("exports");
+    for n in 1..=3 {
+        q.enqueue(Task::new("export", &n).task_id(format!("export-{n}")))
+            .await
+            .unwrap();
+    }
+    let Some((client, base, _processes)) = browser(&url).await else {
+        return;
+    };
+    let outcome =
+        tokio::time::timeout(Duration::from_secs(120), who_runs(&client, &base, &q)).await;
+    let _ = client.close().await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{e}"),
+        Err(_) => panic!("the browser steps took more than 2 minutes"),
+    }
+}
+
+/// Whether the queue page's banner shows, read from the page.
+async fn banner_shown(c: &Client, shown: bool, what: &str) -> Step {
+    let css = if shown {
+        "#no-worker:not([hidden])"
+    } else {
+        "#no-worker[hidden]"
+    };
+    wait_texts(c, css, what, |t| {
+        t.len() == 1 && t[0].starts_with("No worker is running")
+    })
+    .await
+    .map(drop)
+}
+
+async fn who_runs(c: &Client, base: &str, q: &Queue) -> Step {
+    // No worker: the overview row and the queue page say so.
+    c.goto(&format!("{base}/"))
+        .await
+        .map_err(cmd("opening the page"))?;
+    viewport(c, 1280, 800).await?;
+    wait_texts(
+        c,
+        "tr.queue-row[data-queue='exports'] .badge.no-worker",
+        "the overview's flag",
+        |t| t == ["no worker is running"],
+    )
+    .await?;
+    click(c, "tr.queue-row[data-queue='exports'] a.queue-link").await?;
+    banner_shown(c, true, "the banner without a worker").await?;
+    c.goto(&format!("{base}/#/workers"))
+        .await
+        .map_err(cmd("opening the Workers page"))?;
+    wait_texts(c, "#empty", "no worker listed", |t| {
+        t == ["No worker is running."]
+    })
+    .await?;
+
+    // A worker serving the queue, running one export until told to stop, and a scheduler.
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let held = release.clone();
+    let worker = Worker::new(q.clone())
+        .concurrency(1)
+        .prefetch(0)
+        .poll_interval(Duration::from_millis(50))
+        .heartbeat_interval(Duration::from_millis(200))
+        .shutdown_timeout(Duration::from_millis(100))
+        .handle("export", move |_task| {
+            let held = held.clone();
+            async move {
+                held.notified().await;
+                Ok::<(), BoxError>(())
+            }
+        });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async {
+        stopped.await.ok();
+    }));
+    let scheduler = retry_runtime::durable::Scheduler::new(q.clone())
+        .heartbeat_interval(Duration::from_millis(200))
+        .every(Duration::from_secs(3600), || Task::new("digest", &0));
+    let (stop_scheduler, scheduler_stopped) = tokio::sync::oneshot::channel::<()>();
+    let scheduling = tokio::spawn(scheduler.run_until(async {
+        scheduler_stopped.await.ok();
+    }));
+
+    // The Workers page (reached by its nav link) lists it with the task it holds.
+    c.goto(&format!("{base}/#/"))
+        .await
+        .map_err(cmd("back to the overview"))?;
+    click(c, "#nav-workers").await?;
+    wait_texts(c, "tr.held-task td.kind", "the export it runs", |t| {
+        t == ["export"]
+    })
+    .await?;
+    wait_texts(c, "tr.held-task td.id", "export-1 held", |t| {
+        t == ["export-1"]
+    })
+    .await?;
+    wait_texts(c, "tr.worker td.queues", "its queue", |t| t == ["exports"]).await?;
+    wait_texts(c, "tr.worker td.busy", "one slot of one busy", |t| {
+        t == ["1/1"]
+    })
+    .await?;
+    wait_texts(c, "tr.worker td.pid", "this process", |t| {
+        t == [std::process::id().to_string()]
+    })
+    .await?;
+    save_screenshot(c, "dashboard-workers.png").await?;
+
+    // The Schedulers page lists the entry with its last task.
+    click(c, "#nav-schedulers").await?;
+    wait_texts(
+        c,
+        "tr.entry[data-queue='exports'] td.spec",
+        "the entry's spec",
+        |t| t == ["every:3600000ms"],
+    )
+    .await?;
+    wait_texts(
+        c,
+        "tr.entry[data-queue='exports'] td.kind",
+        "the entry's kind",
+        |t| t == ["digest"],
+    )
+    .await?;
+    wait_texts(
+        c,
+        "tr.entry[data-queue='exports'] td.last-task",
+        "the task it enqueued",
+        |t| t.len() == 1 && t[0].starts_with("periodic:digest:every:3600000ms:"),
+    )
+    .await?;
+    save_screenshot(c, "dashboard-schedulers.png").await?;
+
+    // With the worker alive, the queue page has no banner, the overview no flag.
+    c.goto(&format!("{base}/#/q/exports/pending"))
+        .await
+        .map_err(cmd("opening the queue"))?;
+    banner_shown(c, false, "no banner with a worker").await?;
+    c.goto(&format!("{base}/#/"))
+        .await
+        .map_err(cmd("back to the overview"))?;
+    find(c, "tr.queue-row[data-queue='exports']").await?;
+    wait_texts(
+        c,
+        "tr.queue-row[data-queue='exports'] .badge.no-worker",
+        "no flag with a worker",
+        |t| t.is_empty(),
+    )
+    .await?;
+
+    // Stopped gracefully: the worker leaves at once, and the banner is back.
+    stop.send(())
+        .map_err(|()| "the worker had stopped".to_owned())?;
+    stop_scheduler
+        .send(())
+        .map_err(|()| "the scheduler had stopped".to_owned())?;
+    running
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    scheduling
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    drop(release);
+    c.goto(&format!("{base}/#/q/exports/pending"))
+        .await
+        .map_err(cmd("opening the queue again"))?;
+    banner_shown(c, true, "the banner once the worker stopped").await?;
+    c.goto(&format!("{base}/#/schedulers"))
+        .await
+        .map_err(cmd("opening the Schedulers page"))?;
+    wait_texts(c, "#empty", "no scheduler listed", |t| {
+        t == ["No scheduler is running."]
+    })
+    .await?;
     Ok(())
 }

@@ -255,6 +255,7 @@ async fn overview_lists_every_queue_with_counts_and_daily_figures(backend: Backe
             "processed_today": 5,
             "failed_today": 4,
             "oldest_pending_age_secs": 57,
+            "workers": 0,
         }),
         json!({
             "queue": d.other,
@@ -263,6 +264,7 @@ async fn overview_lists_every_queue_with_counts_and_daily_figures(backend: Backe
             "processed_today": 0,
             "failed_today": 0,
             "oldest_pending_age_secs": 56,
+            "workers": 0,
         }),
     ];
     expected.sort_by(|a, b| a["queue"].as_str().cmp(&b["queue"].as_str()));
@@ -762,6 +764,8 @@ async fn a_token_guards_every_api_request(backend: Backend) {
         ("GET", "/api/queues"),
         ("GET", "/api/queues/{q}/tasks?state=retry"),
         ("GET", "/api/queues/{q}/errors?state=retry"),
+        ("GET", "/api/workers"),
+        ("GET", "/api/schedulers"),
         ("POST", "/api/queues/{q}/tasks/r1/run"),
         ("POST", "/api/queues/{q}/tasks/r1/delete"),
         ("POST", "/api/queues/{q}/tasks/r1/archive"),
@@ -1075,4 +1079,181 @@ async fn the_router_mounts_under_a_path() {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["tasks"][0]["id"], json!("j1"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Who runs (issue 23, items 2, 3 and 9): GET /api/workers, GET /api/schedulers, and the
+// `workers` count of each queue in GET /api/queues.
+
+mod presence {
+    use super::*;
+
+    retry_tests::both_backends!(
+        workers_and_schedulers_come_as_exact_json,
+        presence_routes_answer_in_read_only_mode_and_unknown_ones_are_404,
+    );
+
+    /// The live workers of the answer that serve `queue`.
+    async fn workers_serving(d: &Dash, queue: &str) -> Vec<Value> {
+        let (status, body) = d.get("/api/workers").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body.as_object().unwrap().len(), 1, "only `workers`: {body}");
+        body["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["queues"].as_array().unwrap().contains(&json!(queue)))
+            .cloned()
+            .collect()
+    }
+
+    /// The `workers` figure of `queue` in GET /api/queues.
+    async fn workers_of_queue(d: &Dash, queue: &str) -> Value {
+        let (status, body) = d.get("/api/queues").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let row = body["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["queue"] == json!(queue));
+        row.unwrap_or_else(|| panic!("no {queue} in {body}"))["workers"].clone()
+    }
+
+    async fn workers_and_schedulers_come_as_exact_json(backend: Backend) {
+        let Some(d) = Dash::start(backend, "presence", DashOptions::default()).await else {
+            return;
+        };
+        let (status, body) = d.get("/api/workers").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(workers_serving(&d, d.q.name()).await.is_empty());
+        assert_eq!(workers_of_queue(&d, d.q.name()).await, json!(0));
+
+        // A worker of both queues, running one task until released.
+        let release = std::sync::Arc::new(tokio::sync::Notify::new());
+        let held = release.clone();
+        let worker = Worker::new(d.q.clone())
+            .queues([(d.q.name().to_owned(), 2), (d.other.clone(), 1)])
+            .concurrency(2)
+            .poll_interval(Duration::from_millis(10))
+            .heartbeat_interval(Duration::from_millis(20))
+            .handle("slow", move |_task| {
+                let held = held.clone();
+                async move {
+                    held.notified().await;
+                    Ok::<(), BoxError>(())
+                }
+            });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(worker.run_until(async {
+            stopped.await.ok();
+        }));
+        d.q.enqueue(Task::new("slow", &1).task_id("w1"))
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..2_000 {
+            seen = workers_serving(&d, d.q.name()).await;
+            if seen.len() == 1 && !seen[0]["active"].as_array().unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        let w = &seen[0];
+        // The id and the host name are the machine's; every other field is exact (the queue's
+        // clock stands at T0 + 60 s).
+        assert_eq!(
+            w,
+            &json!({
+                "id": w["id"],
+                "host": w["host"],
+                "pid": std::process::id(),
+                "queues": [d.q.name(), d.other],
+                "concurrency": 2,
+                "started_at": at(60),
+                "last_heartbeat_at": at(60),
+                "active": [{"queue": d.q.name(), "id": "w1", "kind": "slow", "started_at": at(60)}],
+            })
+        );
+        let prefix = format!("{}-{}-", w["host"].as_str().unwrap(), std::process::id());
+        assert!(w["id"].as_str().unwrap().starts_with(&prefix), "{w}");
+        assert_eq!(workers_of_queue(&d, d.q.name()).await, json!(1));
+        assert_eq!(workers_of_queue(&d, &d.other).await, json!(1));
+
+        // A scheduler's entry: the minute of T0 + 60 s (22:14:20) started at T0 + 40 s.
+        let scheduler = retry_runtime::durable::Scheduler::new(d.q.clone())
+            .every(Duration::from_secs(60), || Task::new("tick", &0));
+        assert_eq!(scheduler.enqueue_due().await.unwrap(), 1);
+        let (status, body) = d.get("/api/schedulers").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body.as_object().unwrap().len(), 1, "only `entries`: {body}");
+        let mine: Vec<&Value> = body["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["queue"] == json!(d.q.name()))
+            .collect();
+        assert_eq!(mine.len(), 1, "{body}");
+        assert_eq!(
+            mine[0],
+            &json!({
+                "scheduler": mine[0]["scheduler"],
+                "queue": d.q.name(),
+                "kind": "tick",
+                "spec": "every:60000ms",
+                "next_run_at": at(100),
+                "last_enqueued_at": at(60),
+                "last_task_id": format!("periodic:tick:every:60000ms:{}000", T0_SECS + 40),
+                "last_heartbeat_at": at(60),
+            })
+        );
+
+        // A graceful stop: the worker is gone at once.
+        release.notify_one();
+        stop.send(()).unwrap();
+        running.await.unwrap().unwrap();
+        assert!(workers_serving(&d, d.q.name()).await.is_empty());
+        assert_eq!(workers_of_queue(&d, d.q.name()).await, json!(0));
+    }
+
+    async fn presence_routes_answer_in_read_only_mode_and_unknown_ones_are_404(backend: Backend) {
+        let options = DashOptions {
+            read_only: true,
+            ..DashOptions::default()
+        };
+        let Some(d) = Dash::start(backend, "presence-ro", options).await else {
+            return;
+        };
+        let (status, body) = d.get("/api/workers").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(body["workers"].is_array(), "{body}");
+        let (status, body) = d.get("/api/schedulers").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(body["entries"].is_array(), "{body}");
+        // Reads only: a POST is refused by read-only mode before any route.
+        for route in ["/api/workers", "/api/schedulers"] {
+            let msg = assert_error(d.post(route).await, StatusCode::FORBIDDEN);
+            assert!(msg.contains("read-only"), "{msg}");
+        }
+        for route in ["/api/workers/x", "/api/schedulers/x/run", "/api/worker"] {
+            assert_error(d.get(route).await, StatusCode::NOT_FOUND);
+        }
+        let page = d
+            .http
+            .get(d.path("/assets/workers.js"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), StatusCode::OK);
+        assert_eq!(
+            page.headers()["content-type"],
+            "text/javascript; charset=utf-8"
+        );
+        assert!(
+            page.text()
+                .await
+                .unwrap()
+                .contains("function renderWorkers")
+        );
+    }
 }

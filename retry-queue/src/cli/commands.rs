@@ -63,6 +63,8 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
             };
             super::history::print(&queue, span, output).await
         }
+        Command::Workers => super::presence::workers(&base, output).await,
+        Command::Schedulers => super::presence::schedulers(&base, output).await,
         Command::Dash { .. } => unreachable!("handled above"),
     }
 }
@@ -90,14 +92,18 @@ impl<W: Write> Output<'_, W> {
 }
 
 async fn stats<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Failure> {
-    let stats = base
-        .inspector()
+    let inspector = base.inspector();
+    let stats = inspector
         .stats()
+        .await
+        .map_err(|e| failure(e, base, None))?;
+    let workers = inspector
+        .workers()
         .await
         .map_err(|e| failure(e, base, None))?;
     let now = base.now();
     output.print(
-        || json::overview(now, &stats),
+        || json::overview(now, &stats, &workers),
         |out| {
             let mut table = Table::new(&[
                 ("QUEUE", Align::Left),
@@ -111,6 +117,7 @@ async fn stats<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Fail
                 ("PROCESSED TODAY", Align::Right),
                 ("FAILED TODAY", Align::Right),
                 ("OLDEST PENDING", Align::Right),
+                ("WORKERS", Align::Right),
             ]);
             for s in &stats {
                 let mut row = vec![clean(&s.queue)];
@@ -119,6 +126,13 @@ async fn stats<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Fail
                 row.push(s.processed_today.to_string());
                 row.push(s.failed_today.to_string());
                 row.push(s.oldest_pending_age.map_or_else(|| "-".to_owned(), age));
+                row.push(
+                    workers
+                        .iter()
+                        .filter(|w| w.serves(&s.queue))
+                        .count()
+                        .to_string(),
+                );
                 table.row(row);
             }
             table.write(out)

@@ -10,6 +10,8 @@
 //! retry-queue --db sqlite://tasks.db queue pause|unpause NAME
 //! retry-queue --db sqlite://tasks.db errors [--state retry] [--queue q]
 //! retry-queue --db sqlite://tasks.db history [--hours 24 | --days n] [--queue q]
+//! retry-queue --db sqlite://tasks.db workers
+//! retry-queue --db sqlite://tasks.db schedulers
 //! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token T]
 //! ```
 //!
@@ -22,6 +24,7 @@ mod commands;
 mod failure;
 mod history;
 mod open;
+mod presence;
 mod table;
 
 use std::net::SocketAddr;
@@ -85,6 +88,10 @@ pub enum Command {
         #[arg(long, default_value = DEFAULT_QUEUE)]
         queue: String,
     },
+    /// The live workers (by their heartbeats): host, pid, queues, and the tasks each is running
+    Workers,
+    /// The entries of the live schedulers: kind, spec, next run, last enqueue
+    Schedulers,
     /// Serve the web dashboard
     Dash {
         /// Where to listen; an address other than loopback needs --token

@@ -141,14 +141,28 @@ fn number_of(
     }
 }
 
-/// `GET /api/queues`: every queue of the database, and the queue clock's time.
+/// `GET /api/queues`: every queue of the database, each with its number of live workers (the
+/// page's "no worker is running" banner), and the queue clock's time.
 pub(crate) async fn queues(State(base): State<Arc<Queue>>) -> Answer {
-    let stats = base
-        .inspector()
-        .stats()
-        .await
-        .map_err(|e| ApiError::from_queue(e, &base, None))?;
-    Ok(Json(json::overview(base.now(), &stats)))
+    let fail = |e| ApiError::from_queue(e, &base, None);
+    let inspector = base.inspector();
+    let stats = inspector.stats().await.map_err(fail)?;
+    let workers = inspector.workers().await.map_err(fail)?;
+    Ok(Json(json::overview(base.now(), &stats, &workers)))
+}
+
+/// `GET /api/workers`: the live workers of the database and the tasks each is running.
+pub(crate) async fn workers(State(base): State<Arc<Queue>>) -> Answer {
+    let workers = base.inspector().workers().await;
+    let workers = workers.map_err(|e| ApiError::from_queue(e, &base, None))?;
+    Ok(Json(json::workers(&workers)))
+}
+
+/// `GET /api/schedulers`: the entries of the database's live schedulers.
+pub(crate) async fn schedulers(State(base): State<Arc<Queue>>) -> Answer {
+    let entries = base.inspector().schedulers().await;
+    let entries = entries.map_err(|e| ApiError::from_queue(e, &base, None))?;
+    Ok(Json(json::schedulers(&entries)))
 }
 
 /// `GET /api/queues/{queue}/tasks?state=…&page=1&size=20`, or `…&after=CURSOR&size=20` (the

@@ -29,6 +29,8 @@
 //! | route | answer |
 //! | --- | --- |
 //! | `GET /api/queues` | `{"now", "queues": [queue…]}` |
+//! | `GET /api/workers` | `{"workers": [worker…]}`: the live workers, by id |
+//! | `GET /api/schedulers` | `{"entries": [entry…]}`: the entries of the live schedulers, by queue and spec |
 //! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}}` |
 //! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…]}` |
 //! | `GET /api/queues/{queue}/history?hours=24` (1 to 168) or `?days=30` (1 to 90) | `{"queue", "hours" or "days", "buckets": [{"start", "processed", "failed"}…]}`, oldest first, empty buckets included |
@@ -47,8 +49,16 @@
 //!   oldest first, `[{"retried", "at", "error"}…]` (the last 10).
 //! - A queue: `{"queue", "counts": {"pending": n, "scheduled": n, "active": n,
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
-//!   "oldest_pending_age_secs"}` (whole seconds, `null` without pending tasks).
+//!   "oldest_pending_age_secs", "workers"}` (whole seconds, `null` without pending tasks;
+//!   `workers` the number of live workers serving the queue: the page shows "no worker is
+//!   running" over a queue with pending or active tasks and none).
 //! - An error group: `{"last_err", "count", "oldest", "newest"}`.
+//! - A worker: `{"id", "host", "pid", "queues": [name…], "concurrency", "started_at",
+//!   "last_heartbeat_at", "active": [{"queue", "id", "kind", "started_at"}…]}`; a worker is live
+//!   until it misses three heartbeats (every 5 s by default) or stops gracefully.
+//! - A scheduler entry: `{"scheduler", "queue", "kind", "spec", "next_run_at",
+//!   "last_enqueued_at", "last_task_id", "last_heartbeat_at"}`; `kind` is `null` before the
+//!   entry made its first task, the last enqueue `null` until this scheduler enqueued one.
 //!
 //!
 //! The `actions` of a page name the actions a task of its state takes and the bulk actions of
@@ -221,6 +231,8 @@ fn build(queue: Queue, guard: Guard) -> Router {
     };
     let mut api_routes = Router::new()
         .route("/api/queues", get(api::queues))
+        .route("/api/workers", get(api::workers))
+        .route("/api/schedulers", get(api::schedulers))
         .route("/api/queues/{queue}/tasks", get(api::tasks))
         .route("/api/queues/{queue}/errors", get(api::errors))
         .route("/api/queues/{queue}/history", get(api::history))
@@ -238,6 +250,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
         .route("/", get(move |req| page::index(read_only, req)))
         .route("/assets/dash.js", get(page::script))
         .route("/assets/chart.js", get(page::chart))
+        .route("/assets/workers.js", get(page::workers_script))
         .route("/assets/dash.css", get(page::style))
         .merge(api_routes)
         .fallback(api::not_found)

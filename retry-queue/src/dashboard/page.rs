@@ -9,6 +9,7 @@ use axum::response::{Html, IntoResponse, Response};
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/dash.js");
 const CHART: &str = include_str!("assets/chart.js");
+const WORKERS_SCRIPT: &str = include_str!("assets/workers.js");
 const STYLE: &str = include_str!("assets/dash.css");
 
 /// `GET /`: the shell, with the mount path (for the script's API calls) and read-only mode.
@@ -46,6 +47,15 @@ pub(crate) async fn chart() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         CHART,
+    )
+        .into_response()
+}
+
+/// `GET /assets/workers.js`: the Workers and Schedulers pages and the "no worker" banner.
+pub(crate) async fn workers_script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        WORKERS_SCRIPT,
     )
         .into_response()
 }

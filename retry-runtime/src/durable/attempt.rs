@@ -17,6 +17,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use super::completer::Completer;
 use super::error::Error;
 use super::failure::Failure;
+use super::heartbeat::Held;
 use super::outcome::{Outcomes, cancel, persist};
 use super::protocol;
 use super::queue::Queue;
@@ -40,6 +41,8 @@ pub(crate) struct Runner {
     pub(crate) handlers: HashMap<String, Handler>,
     pub(crate) lease: Duration,
     pub(crate) outcomes: Arc<Outcomes>,
+    /// The tasks running now, for the worker's heartbeat.
+    pub(crate) held: Arc<Held>,
 }
 
 impl Runner {
@@ -112,6 +115,7 @@ pub(crate) async fn attempt(
         return;
     }
     let mut run = Running(tokio::spawn(handler(task.clone())));
+    let _holding = runner.held.hold(queue.name(), &task, now);
     let timer = async {
         match bound {
             Some(Bound::Timeout(after) | Bound::Deadline(after)) => tokio::time::sleep(after).await,

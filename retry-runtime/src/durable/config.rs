@@ -1,12 +1,14 @@
 //! What a [`Worker`](super::Worker) is configured with, and how its components are built from
-//! it when it runs: the processor, the completer's writer, the recoverer, the janitor, and the
-//! runner its attempts share (handlers, lease, rules, metrics).
+//! it when it runs: the processor, the completer's writer, the periodic components (recoverer,
+//! janitor, heartbeat, task gauges, wake-up listener), and the runner its attempts share
+//! (handlers, lease, rules, metrics, the tasks held).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::attempt::{DEFAULT_LEASE, Handler, Runner};
@@ -14,9 +16,11 @@ use super::clock::DelayRng;
 use super::completer::{Completer, Writer};
 use super::error::Error;
 use super::failure::Rules;
+use super::heartbeat::Heartbeat;
 use super::janitor::Janitor;
 use super::metrics::Metrics;
 use super::outcome::{ErrorFn, Outcomes};
+use super::presence::DEFAULT_HEARTBEAT_INTERVAL;
 use super::processor::{
     DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT, Processor, Served,
 };
@@ -38,6 +42,7 @@ pub(crate) struct Config {
     pub(crate) prefetch: usize,
     pub(crate) poll_interval: Duration,
     pub(crate) recover_interval: Duration,
+    pub(crate) heartbeat_interval: Duration,
     pub(crate) shutdown_timeout: Duration,
 }
 
@@ -63,6 +68,7 @@ impl Config {
             prefetch: DEFAULT_PREFETCH,
             poll_interval: DEFAULT_POLL_INTERVAL,
             recover_interval: DEFAULT_RECOVER_INTERVAL,
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
         }
     }
@@ -101,6 +107,7 @@ impl Config {
             handlers: self.handlers.clone(),
             lease: self.lease,
             outcomes: Arc::new(outcomes),
+            held: Arc::default(),
         }
     }
 
@@ -141,6 +148,38 @@ impl Config {
     }
 }
 
+impl Config {
+    pub(crate) fn heartbeat(&self, runner: &Runner) -> Heartbeat {
+        Heartbeat {
+            handle: self.base.handle.clone(),
+            queues: self.served().iter().map(|q| q.name().to_owned()).collect(),
+            concurrency: self.concurrency,
+            interval: self.heartbeat_interval,
+            held: runner.held.clone(),
+        }
+    }
+
+    /// Starts the periodic components and the wake-up listener, which run beside the processor
+    /// until `true` is sent (after it has drained); the handle ends when they all have.
+    pub(crate) fn start_periodic(&self, runner: &Runner) -> (watch::Sender<bool>, JoinHandle<()>) {
+        let recoverer = self.recoverer(runner);
+        let janitor = self.janitor();
+        let heartbeat = self.heartbeat(runner);
+        let metrics = runner.outcomes.metrics.clone();
+        let interval = self.recover_interval;
+        let (stop, stopped) = watch::channel(false);
+        let periodic = tokio::spawn(async move {
+            tokio::join!(
+                recoverer.run(interval, stopped.clone()),
+                janitor.run(stopped.clone()),
+                heartbeat.run(stopped.clone()),
+                metrics.run(interval, stopped),
+            );
+        });
+        (stop, periodic)
+    }
+}
+
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kinds = self.kinds();
@@ -159,6 +198,7 @@ impl fmt::Debug for Config {
             .field("poll_interval", &self.poll_interval)
             .field("lease", &self.lease)
             .field("recover_interval", &self.recover_interval)
+            .field("heartbeat_interval", &self.heartbeat_interval)
             .field("shutdown_timeout", &self.shutdown_timeout)
             .finish_non_exhaustive()
     }

@@ -41,6 +41,19 @@ struct EntryState {
     done: Option<i64>,
     /// The start of the latest period whose task was made, and that task's kind.
     made: Option<(i64, String)>,
+    /// When this instance last enqueued the entry's task, and its id.
+    enqueued: Option<(i64, String)>,
+}
+
+/// An entry as the scheduler's heartbeat writes it.
+pub(crate) struct EntryView {
+    pub(crate) spec: String,
+    /// The kind of the latest task made, `None` before the first.
+    pub(crate) kind: Option<String>,
+    /// When the next period starts; `None` for an invalid entry.
+    pub(crate) next_run_ms: Option<i64>,
+    /// When this instance last enqueued its task, and the task's id.
+    pub(crate) enqueued: Option<(i64, String)>,
 }
 
 impl Entries {
@@ -128,6 +141,27 @@ impl Entries {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let done = &mut state[index].done;
         *done = Some(done.map_or(start, |done| done.max(start)));
+    }
+
+    /// Records that the task `id` of entry `index` was enqueued at `at_ms`.
+    pub(crate) fn mark_enqueued(&self, index: usize, at_ms: i64, id: String) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state[index].enqueued = Some((at_ms, id));
+    }
+
+    /// Every entry, in registration order, as of `now_ms`.
+    pub(crate) fn views(&self, now_ms: i64) -> Vec<EntryView> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        self.list
+            .iter()
+            .zip(state.iter())
+            .map(|(entry, state)| EntryView {
+                spec: entry.spec.clone(),
+                kind: state.made.as_ref().map(|(_, kind)| kind.clone()),
+                next_run_ms: entry.period(now_ms).map(|(_, end)| end),
+                enqueued: state.enqueued.clone(),
+            })
+            .collect()
     }
 
     /// How long until the next period of any entry starts, at most [`MAX_SLEEP`].

@@ -10,19 +10,11 @@ use super::error::Error;
 use super::handle::Handle;
 use super::janitor;
 use super::page::{Cursor, TaskPage, page_of};
+use super::presence::{self, SchedulerEntry, WorkerInfo};
 use super::stats;
-pub use super::stats::{ErrorGroup, HistoryBucket, HistorySpan, QueueStats};
+pub use super::stats::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, QueueStats};
 use super::store::{control, counts, operator, tasks};
 use super::task::{TaskInfo, TaskState};
-
-/// What [`Inspector::cancel`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Canceled {
-    /// The task was waiting (pending, scheduled or retry): it is archived.
-    Archived,
-    /// The task is running: its worker drops the attempt and archives it.
-    Stopping,
-}
 
 /// The operator's handle on one queue: what [`Queue::inspector`](super::Queue::inspector) returns.
 /// Every method reads or changes the queue it was made from ([`stats`](Inspector::stats) reads
@@ -372,6 +364,16 @@ impl Inspector {
         operator::set_paused(&self.handle.store, &self.handle.name, false).await?;
         self.handle.wake.ring();
         Ok(())
+    }
+
+    /// The live worker processes of the database (of every queue), by id: see [`WorkerInfo`].
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        presence::workers(&self.handle).await
+    }
+
+    /// The entries of the database's live [`Scheduler`](super::Scheduler)s: [`SchedulerEntry`].
+    pub async fn schedulers(&self) -> Result<Vec<SchedulerEntry>, Error> {
+        presence::schedulers(&self.handle).await
     }
 
     /// Whether the queue is [paused](Inspector::pause).

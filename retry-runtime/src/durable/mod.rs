@@ -306,6 +306,9 @@
 //! `deadline_ms`, `key_expires_ms`, `next_process_ms`, `lease_token`, `lease_expires_ms`,
 //! `last_err`, `last_failed_ms`, `created_ms`, `finished_ms`; times in milliseconds since the Unix
 //! epoch, from the queue's clock.
+//! Beside it, who runs: `retry_workers` (a heartbeat row per running worker) and
+//! `retry_scheduler_entries` (one per entry of each running [`Scheduler`]), read by
+//! [`Inspector::workers`] and [`Inspector::schedulers`].
 //!
 //! - **SQLite** (feature `sqlite`): one file, WAL mode, `synchronous = NORMAL`, a 10 s busy
 //!   timeout; one connection per process. A claim is one `UPDATE … WHERE id IN (SELECT … LIMIT n)
@@ -346,6 +349,7 @@ mod entries;
 mod error;
 mod failure;
 mod handle;
+mod heartbeat;
 mod history;
 mod inspector;
 mod janitor;
@@ -357,6 +361,7 @@ mod pace;
 mod page;
 mod periodic;
 mod prepare;
+mod presence;
 mod processor;
 pub mod protocol;
 mod queue;
@@ -378,6 +383,7 @@ pub use inspector::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, Inspector,
 #[cfg(any(test, feature = "test-util"))]
 pub use manual_clock::ManualClock;
 pub use page::TaskPage;
+pub use presence::{DEFAULT_HEARTBEAT_INTERVAL, HeldTask, SchedulerEntry, WorkerInfo};
 pub use processor::{DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use queue::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,

@@ -10,11 +10,15 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::clock::{duration_ms, to_ms};
 use super::entries::{Entries, MakeFn};
 use super::error::Error;
+use super::presence::{DEFAULT_HEARTBEAT_INTERVAL, identity, stale_after};
 use super::queue::Queue;
 use super::recurrence::Recurrence;
+use super::store::presence::{self, EntryRow};
 use super::task::Task;
 
 /// Enqueues tasks periodically: every fixed period ([`every`](Scheduler::every)) or on a cron
@@ -95,6 +99,9 @@ use super::task::Task;
 pub struct Scheduler {
     queue: Queue,
     entries: Entries,
+    /// This instance's id in its heartbeat rows.
+    id: String,
+    heartbeat: Duration,
 }
 
 /// What one pass over the entries did.
@@ -112,7 +119,20 @@ impl Scheduler {
         Scheduler {
             queue,
             entries: Entries::default(),
+            id: identity().0,
+            heartbeat: DEFAULT_HEARTBEAT_INTERVAL,
         }
+    }
+
+    /// How often [`run_until`](Scheduler::run_until) writes its entries' heartbeat rows
+    /// (default [`DEFAULT_HEARTBEAT_INTERVAL`](super::DEFAULT_HEARTBEAT_INTERVAL)): what
+    /// [`Inspector::schedulers`](super::Inspector::schedulers) shows, each entry with its next
+    /// run and the task this instance last enqueued. Rows are also written after every pass
+    /// that enqueued a task and by every [`enqueue_due`](Scheduler::enqueue_due); three missed
+    /// beats make them stale, and a graceful stop of `run_until` deletes them.
+    pub fn heartbeat_interval(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
     }
 
     /// Enqueues the task `make` returns once per `period`, periods aligned to multiples of
@@ -175,6 +195,7 @@ impl Scheduler {
         self.entries
             .warn_of_long_periods(to_ms(self.queue.now()), retention);
         let mut shutdown = std::pin::pin!(shutdown);
+        let mut next_beat = Instant::now();
         loop {
             let now_ms = to_ms(self.queue.now());
             let pass = tokio::select! {
@@ -182,6 +203,10 @@ impl Scheduler {
                 _ = &mut shutdown => break,
                 pass = self.enqueue_pass(now_ms) => pass,
             };
+            if pass.enqueued > 0 || Instant::now() >= next_beat {
+                next_beat = Instant::now() + self.heartbeat;
+                self.beat_logged().await;
+            }
             for (id, e) in pass.failed {
                 event!(
                     warn,
@@ -191,11 +216,19 @@ impl Scheduler {
                 );
             }
             let wait = self.entries.until_next_boundary(to_ms(self.queue.now()));
+            let wake = next_beat.min(Instant::now() + wait);
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
-                () = tokio::time::sleep(wait) => {}
+                () = tokio::time::sleep_until(wake) => {}
             }
+        }
+        if let Err(e) = presence::remove_scheduler(&self.queue.handle.store, &self.id).await {
+            event!(
+                warn,
+                "durable scheduler: deleting the heartbeat failed (it goes stale)",
+                error = e
+            );
         }
         Ok(())
     }
@@ -216,6 +249,7 @@ impl Scheduler {
         let now_ms = to_ms(self.queue.now());
         self.entries.check(now_ms)?;
         let pass = self.enqueue_pass(now_ms).await;
+        self.beat_logged().await;
         match pass.failed.into_iter().next() {
             Some((_, e)) => Err(e),
             None => Ok(pass.enqueued),
@@ -228,7 +262,9 @@ impl Scheduler {
         for (index, start, task) in self.entries.due_tasks(now_ms) {
             let id = task.id().unwrap_or_default().to_owned();
             match self.queue.enqueue(task).await {
-                Ok(_) => {
+                Ok(info) => {
+                    let at = to_ms(info.enqueued_at);
+                    self.entries.mark_enqueued(index, at, id.clone());
                     event!(
                         debug,
                         "durable scheduler: periodic task enqueued",
@@ -250,6 +286,35 @@ impl Scheduler {
         }
         pass
     }
+
+    /// Writes the entries' heartbeat rows (and deletes the stale rows of others), logging a
+    /// failure: the rows are for the operator, never a reason to stop enqueueing.
+    async fn beat_logged(&self) {
+        let now_ms = to_ms(self.queue.now());
+        let stale_ms = stale_after(now_ms, self.heartbeat);
+        let rows: Vec<EntryRow> = (0_i64..)
+            .zip(self.entries.views(now_ms))
+            .map(|(entry, view)| EntryRow {
+                scheduler: self.id.clone(),
+                entry,
+                queue: self.queue.name().to_owned(),
+                kind: view.kind,
+                spec: view.spec,
+                next_run_ms: view.next_run_ms,
+                last_enqueued_ms: view.enqueued.as_ref().map(|(at, _)| *at),
+                last_task_id: view.enqueued.map(|(_, id)| id),
+                heartbeat_ms: now_ms,
+                stale_ms,
+            })
+            .collect();
+        if let Err(e) = presence::beat_entries(&self.queue.handle.store, now_ms, &rows).await {
+            event!(
+                warn,
+                "durable scheduler: writing the heartbeat failed",
+                error = e
+            );
+        }
+    }
 }
 
 impl fmt::Debug for Scheduler {
@@ -258,6 +323,8 @@ impl fmt::Debug for Scheduler {
         f.debug_struct("Scheduler")
             .field("queue", &self.queue)
             .field("entries", &specs)
+            .field("id", &self.id)
+            .field("heartbeat_interval", &self.heartbeat)
             .finish_non_exhaustive()
     }
 }

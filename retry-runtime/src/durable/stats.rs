@@ -1,7 +1,8 @@
 //! What the inspector reports: a queue at a glance ([`QueueStats`]), its attempts over time
-//! ([`HistoryBucket`]) and the failures grouped by their error ([`ErrorGroup`]). Every figure
-//! but the oldest pending task's age is read from the counters the store keeps as tasks change
-//! (see `store/counts.rs`): reading them costs the same on a table of ten tasks or ten million.
+//! ([`HistoryBucket`]), the failures grouped by their error ([`ErrorGroup`]) and what a cancel
+//! did ([`Canceled`]). Every figure but the oldest pending task's age is read from the counters
+//! the store keeps as tasks change (see `store/counts.rs`): reading them costs the same on a
+//! table of ten tasks or ten million.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -14,6 +15,15 @@ use super::task::TaskState;
 
 /// Milliseconds in a UTC day (the Unix epoch ignores leap seconds).
 const DAY_MS: i64 = 24 * 3600 * 1000;
+
+/// What [`Inspector::cancel`](super::Inspector::cancel) did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Canceled {
+    /// The task was waiting (pending, scheduled or retry): it is archived.
+    Archived,
+    /// The task is running: its worker drops the attempt and archives it.
+    Stopping,
+}
 
 /// One queue of the database at a glance: what [`super::Inspector::stats`] returns per queue.
 ///

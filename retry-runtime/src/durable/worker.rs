@@ -3,14 +3,13 @@
 //! ([`processor`](super::processor): claims due tasks and runs attempts), the completer
 //! ([`completer`](super::completer): writes completions in batches), the recoverer
 //! ([`recoverer`](super::recoverer): expired leases), the janitor ([`janitor`](super::janitor):
-//! the archive's and completed tasks' limits) and the task gauges ([`metrics`](super::metrics)).
+//! the archive's and completed tasks' limits), the heartbeat ([`heartbeat`](super::heartbeat):
+//! who runs what) and the task gauges ([`metrics`](super::metrics)).
 
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-
-use tokio::sync::watch;
 
 use super::attempt::{Handler, Runner};
 use super::clock::DelayRng;
@@ -187,6 +186,14 @@ impl Worker {
         self
     }
 
+    /// How often [`run_until`](Worker::run_until) writes the worker's heartbeat (default
+    /// [`DEFAULT_HEARTBEAT_INTERVAL`](super::DEFAULT_HEARTBEAT_INTERVAL)): what
+    /// [`Inspector::workers`](super::Inspector::workers) shows. Three missed beats make it stale.
+    pub fn heartbeat_interval(mut self, every: Duration) -> Self {
+        self.config.heartbeat_interval = every;
+        self
+    }
+
     /// How long [`run_until`](Worker::run_until) waits for running attempts once its shutdown
     /// signal fires (default [`DEFAULT_SHUTDOWN_TIMEOUT`](super::DEFAULT_SHUTDOWN_TIMEOUT));
     /// attempts still running then are dropped and their tasks go back to pending, at the head of
@@ -314,7 +321,9 @@ impl Worker {
 
     /// Runs until `shutdown` completes, then drains: no new claims, running attempts get
     /// [`shutdown_timeout`](Worker::shutdown_timeout) to finish, and those still running are
-    /// dropped and their tasks returned to pending without counting a retry.
+    /// dropped and their tasks returned to pending without counting a retry. While it runs, its
+    /// [heartbeat](Worker::heartbeat_interval) row says who it is and what it runs; the row is
+    /// deleted once it has drained (a dropped future leaves it to go stale).
     ///
     /// Fails at once with [`Error::Invalid`] when no handler is registered, and with
     /// [`Error::Unreachable`] if the database does not answer at start;
@@ -327,21 +336,9 @@ impl Worker {
         config.base.ping().await?;
         let runner = self.runner().clone();
         let (completer, writer) = config.completer(&runner);
-        let recoverer = config.recoverer(&runner);
-        let janitor = config.janitor();
-        let metrics = runner.outcomes.metrics.clone();
-        let interval = config.recover_interval;
-        let handle = config.base.handle.clone();
-        let (stop, stopped) = watch::channel(false);
         // The periodic components and the listener run beside the processor until it has drained.
-        let listening = handle.wake.hold_listener(&handle.store);
-        let periodic = tokio::spawn(async move {
-            tokio::join!(
-                recoverer.run(interval, stopped.clone()),
-                janitor.run(stopped.clone()),
-                metrics.run(interval, stopped),
-            );
-        });
+        let listening = config.base.handle.wake.hold_listener(&config.base.handle.store);
+        let (stop, periodic) = config.start_periodic(&runner);
         config.processor(runner).run(shutdown, completer).await;
         let _ = (stop.send(true), drop(listening));
         log_join(periodic.await);

@@ -99,12 +99,13 @@ async function api(method, path) {
 }
 const q = encodeURIComponent;
 
-// ---- Routing: #/ (overview), #/q/NAME/STATE?page=N, #/q/NAME/failing. ----
+// ---- Routing: #/ (overview), #/q/NAME/STATE?page=N, #/q/NAME/failing, #/workers, #/schedulers. ----
 function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
   const params = new URLSearchParams(query || "");
   const parts = path.split("/").filter((p) => p !== "");
+  if (parts[0] === "workers" || parts[0] === "schedulers") return { view: parts[0] };
   if (parts[0] === "q" && parts.length >= 2) {
     let state = parts[2] || "retry";
     if (state !== "failing" && !STATES.includes(state)) state = "retry";
@@ -126,7 +127,8 @@ async function render(quiet) {
   if (!quiet) clearFlash();
   const r = route();
   try {
-    const paint = r.view === "queue" ? await renderQueue(r) : await renderOverview();
+    const views = { queue: renderQueue, workers: renderWorkers, schedulers: renderSchedulers };
+    const paint = await (views[r.view] || renderOverview)(r);
     if (seq !== renderSeq) return;
     paint();
     $("login").hidden = true;
@@ -162,7 +164,7 @@ async function renderOverview() {
     el("td", {}, el("a", { class: "queue-link", href: queueHref(s.queue, "retry") }, s.queue)),
     STATES.map((state) => el("td", { class: "num count-" + state, "data-state": state },
       el("a", { href: queueHref(s.queue, state), class: s.counts[state] ? "" : "zero" }, s.counts[state]))),
-    el("td", {}, s.paused ? el("span", { class: "badge paused" }, "paused") : el("span", { class: "badge running" }, "running")),
+    el("td", {}, s.paused ? el("span", { class: "badge paused" }, "paused") : el("span", { class: "badge running" }, "running"), " ", noWorkerBadge(s)),
     el("td", { class: "num processed" }, s.processed_today),
     el("td", { class: "num failed" + (s.failed_today ? " bad" : "") }, s.failed_today),
     el("td", { class: "num oldest" }, s.oldest_pending_age_secs === null ? "—" : span(s.oldest_pending_age_secs * 1000)),
@@ -199,7 +201,7 @@ async function act(method, path, message) {
 async function renderQueue(r) {
   const queues = await loadQueues();
   const stats = queues.find((s) => s.queue === r.queue) || {
-    queue: r.queue, counts: Object.fromEntries(STATES.map((s) => [s, 0])), paused: false,
+    queue: r.queue, counts: Object.fromEntries(STATES.map((s) => [s, 0])), paused: false, workers: 0,
   };
   const title = el("div", { class: "title" }, el("h1", { id: "queue-name" }, r.queue),
     stats.paused ? el("span", { class: "badge paused", id: "paused-badge" }, "paused") : null,
@@ -213,7 +215,7 @@ async function renderQueue(r) {
   const chart = await historyChart(r.queue);
   return () => {
     $("crumbs").replaceChildren(el("span", {}, " / "), el("a", { href: queueHref(r.queue, "retry") }, r.queue));
-    $("main").replaceChildren(title, chart, tabs, body);
+    $("main").replaceChildren(title, noWorkerBanner(stats), chart, tabs, body);
   };
 }
 

@@ -51,6 +51,7 @@ pub(crate) mod counts;
 pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
+pub(crate) mod presence;
 mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -254,6 +255,7 @@ impl Store {
         };
         let Err(e) = result else {
             control::migrate(self).await?;
+            presence::migrate(self).await?;
             return counts::migrate(self).await;
         };
         if self.has_current_columns().await {

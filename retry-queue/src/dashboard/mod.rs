@@ -73,6 +73,8 @@
 mod api;
 mod guard;
 mod page;
+mod throttle;
+mod token;
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -83,6 +85,7 @@ use axum::routing::{get, post};
 use retry_runtime::durable::Queue;
 
 pub use api::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+pub use token::{MIN_TOKEN_LEN, TOKEN_ENV, token_env, token_from};
 
 use guard::Guard;
 
@@ -100,7 +103,8 @@ pub struct DashOptions {
     /// Refuse every action (403 to every POST) and show no buttons.
     pub read_only: bool,
     /// `Some(T)`: every API request needs `Authorization: Bearer T`. Required to listen on a
-    /// non-loopback address.
+    /// non-loopback address. Trimmed of surrounding whitespace; at least [`MIN_TOKEN_LEN`]
+    /// characters ([`check`](DashOptions::check)). [`token_from`] reads it from its sources.
     pub token: Option<String>,
 }
 
@@ -116,12 +120,11 @@ impl Default for DashOptions {
 
 impl DashOptions {
     /// Checks the options as [`serve`] does before binding: a non-loopback `listen` needs a
-    /// token, and a token is not blank.
+    /// token, and a token is not blank nor shorter than [`MIN_TOKEN_LEN`] characters once
+    /// trimmed.
     pub fn check(&self) -> Result<(), DashError> {
         if let Some(token) = &self.token {
-            if token.trim().is_empty() {
-                return Err(DashError::BlankToken);
-            }
+            token::check_token(token)?;
         } else if !self.listen.ip().is_loopback() {
             return Err(DashError::TokenRequired {
                 listen: self.listen,
@@ -141,6 +144,22 @@ pub enum DashError {
     },
     /// The token is empty or only spaces.
     BlankToken,
+    /// The token, trimmed, is shorter than [`MIN_TOKEN_LEN`] characters.
+    ShortToken {
+        /// Its length in characters.
+        len: usize,
+    },
+    /// Both `--token` and `--token-file` were given.
+    TokenSources,
+    /// The token file could not be read.
+    TokenFile {
+        /// The file named.
+        path: std::path::PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// [`TOKEN_ENV`] is set to something that is not UTF-8.
+    TokenNotUnicode,
     /// The address could not be bound (in use, not allowed).
     Bind {
         /// The address asked for.
@@ -158,10 +177,26 @@ impl fmt::Display for DashError {
             DashError::TokenRequired { listen } => write!(
                 f,
                 "refusing to listen on {listen} without a token: anyone who reaches that \
-                 address could read and change the queue; pass --token T (every request then \
-                 needs `Authorization: Bearer T`) or listen on 127.0.0.1"
+                 address could read and change the queue; give a token (--token-file PATH or \
+                 RETRY_QUEUE_TOKEN; every request then needs `Authorization: Bearer T`) or \
+                 listen on 127.0.0.1"
             ),
             DashError::BlankToken => f.write_str("the dashboard's token is blank"),
+            DashError::ShortToken { len } => write!(
+                f,
+                "the dashboard's token has {len} characters: it needs at least {MIN_TOKEN_LEN} \
+                 (surrounding whitespace does not count); `openssl rand -hex 16` makes one"
+            ),
+            DashError::TokenSources => f.write_str(
+                "give the token one way: --token-file PATH or --token T, not both \
+                 (RETRY_QUEUE_TOKEN is used when neither is given)",
+            ),
+            DashError::TokenFile { path, source } => {
+                write!(f, "cannot read the token file {}: {source}", path.display())
+            }
+            DashError::TokenNotUnicode => {
+                write!(f, "{TOKEN_ENV} is set but is not UTF-8 text")
+            }
             DashError::Bind { listen, source } => {
                 write!(f, "cannot listen on {listen}: {source}")
             }
@@ -173,7 +208,7 @@ impl fmt::Display for DashError {
 impl std::error::Error for DashError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            DashError::Bind { source, .. } => Some(source),
+            DashError::Bind { source, .. } | DashError::TokenFile { source, .. } => Some(source),
             DashError::Serve(e) => Some(e),
             _ => None,
         }
@@ -196,9 +231,10 @@ pub fn router_with(queue: Queue, options: &DashOptions) -> Router {
     build(
         queue,
         Guard {
-            token: options.token.clone(),
+            token: options.token.as_deref().map(|t| t.trim().to_owned()),
             read_only: options.read_only,
             loopback_hosts_only: options.token.is_none() && options.listen.ip().is_loopback(),
+            throttle: Default::default(),
         },
     )
 }
@@ -209,6 +245,10 @@ fn build(queue: Queue, guard: Guard) -> Router {
     let action = |action: Action| {
         let queue = queue.clone();
         post(move |path| api::task_action(action, queue, path))
+    };
+    let action_by_query = |action: Action| {
+        let queue = queue.clone();
+        post(move |path, query| api::task_action_by_query(action, queue, path, query))
     };
     let bulk = |bulk: Bulk| {
         let queue = queue.clone();
@@ -228,6 +268,8 @@ fn build(queue: Queue, guard: Guard) -> Router {
     for a in Action::ALL {
         let route = format!("/api/queues/{{queue}}/tasks/{{id}}/{}", a.name());
         api_routes = api_routes.route(&route, action(a));
+        let route = format!("/api/queues/{{queue}}/task/{}", a.name());
+        api_routes = api_routes.route(&route, action_by_query(a));
     }
     for b in Bulk::ALL {
         api_routes = api_routes.route(&format!("/api/queues/{{queue}}/{}", b.name()), bulk(b));
@@ -248,7 +290,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
 /// Runs the dashboard on `options.listen` until the server fails (the `dash` subcommand).
 ///
 /// Refuses, before binding, a non-loopback address without a token
-/// ([`DashError::TokenRequired`]) and a blank token.
+/// ([`DashError::TokenRequired`]), a blank token and a short one ([`DashError::ShortToken`]).
 pub async fn serve(queue: Queue, options: DashOptions) -> Result<(), DashError> {
     options.check()?;
     let listener = tokio::net::TcpListener::bind(options.listen)

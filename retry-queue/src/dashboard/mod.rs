@@ -277,6 +277,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
     Router::new()
         .route("/", get(move |req| page::index(read_only, req)))
         .route("/assets/dash.js", get(page::script))
+        .route("/assets/views.js", get(page::views_script))
         .route("/assets/dash.css", get(page::style))
         .merge(api_routes)
         .fallback(api::not_found)

@@ -877,11 +877,7 @@ impl Drop for DashChild {
 
 /// Starts `retry-queue --db URL dash --listen 127.0.0.1:PORT ARGS…` with `env` added, and
 /// waits (bounded) until it listens; its base URL.
-async fn dash_with(
-    url: &str,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> (DashChild, String) {
+async fn dash_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> (DashChild, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .unwrap()
@@ -1001,7 +997,9 @@ fn dash_refuses_a_short_token_two_token_flags_and_an_unreadable_file() {
         both.stderr
     );
     let missing = dir.path().join("missing");
-    let out = run(bin().args(["--db", db, "dash", "--token-file"]).arg(&missing));
+    let out = run(bin()
+        .args(["--db", db, "dash", "--token-file"])
+        .arg(&missing));
     assert_eq!((out.code, out.stdout.as_str()), (Some(1), ""));
     assert!(
         out.stderr.starts_with(&format!(

@@ -706,10 +706,13 @@ const RLO_QUEUE: &str = "ops\u{2067}x";
 /// `last_err` from [`RLO_ERR`]) and a queue [`RLO_QUEUE`] with one pending task.
 async fn seed_odd(url: &str) {
     let q = Queue::connect(url).await.expect("SQLite opens a new file");
-    let worker = Worker::new(q.clone()).concurrency(8).handle("ch\u{202D}arge", |task| async move {
-        let why: String = task.payload()?;
-        Err(BoxError::from(why))
-    });
+    let worker =
+        Worker::new(q.clone())
+            .concurrency(8)
+            .handle("ch\u{202D}arge", |task| async move {
+                let why: String = task.payload()?;
+                Err(BoxError::from(why))
+            });
     for id in ["..", ".", RLO_ID] {
         q.enqueue(
             Task::new("ch\u{202D}arge", &RLO_ERR)
@@ -847,9 +850,7 @@ async fn odd_ids_and_bidi_text(c: &Client, base: &str) -> Step {
     })
     .await?;
     wait_texts(c, "#tasks td.last-err", "errors escaped", |t| {
-        t.len() == 3
-            && t.iter()
-                .all(|e| e.starts_with("card \\u{202E}deripxe"))
+        t.len() == 3 && t.iter().all(|e| e.starts_with("card \\u{202E}deripxe"))
     })
     .await?;
     // Details: the payload and the whole error, escaped too.
@@ -1009,8 +1010,10 @@ async fn refresh_chain(c: &Client, base: &str) -> Step {
     if most != 1 {
         return Err(format!("{most} requests were in flight at once: {urls:?}"));
     }
-    let one_each = |u: &String| u.ends_with("/api/queues/default/tasks?state=pending&page=1&size=20")
-        || u.ends_with("/api/queues/default/tasks?state=archived&page=1&size=20");
+    let one_each = |u: &String| {
+        u.ends_with("/api/queues/default/tasks?state=pending&page=1&size=20")
+            || u.ends_with("/api/queues/default/tasks?state=archived&page=1&size=20")
+    };
     if !urls.iter().all(one_each) {
         return Err(format!("a refresh asked for more than its tasks: {urls:?}"));
     }

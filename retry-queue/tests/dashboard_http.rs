@@ -1106,7 +1106,12 @@ async fn a_host_with_a_port_of_letters_is_refused(backend: Backend) {
         let msg = assert_error(with_host(refused).await, StatusCode::FORBIDDEN);
         assert!(msg.contains("Host"), "{refused}: {msg}");
     }
-    for allowed in ["localhost:8080", "127.0.0.1:8080", "[::1]:8080", "localhost"] {
+    for allowed in [
+        "localhost:8080",
+        "127.0.0.1:8080",
+        "[::1]:8080",
+        "localhost",
+    ] {
         assert_eq!(with_host(allowed).await.0, StatusCode::OK, "{allowed}");
     }
 }
@@ -1235,9 +1240,10 @@ async fn a_token_from_a_file_or_the_environment_is_trimmed_and_a_short_one_refus
         token: short,
         ..DashOptions::default()
     };
-    let refused = tokio::time::timeout(Duration::from_secs(5), dashboard::serve(q.clone(), options))
-        .await
-        .expect("refused at once");
+    let refused =
+        tokio::time::timeout(Duration::from_secs(5), dashboard::serve(q.clone(), options))
+            .await
+            .expect("refused at once");
     let Err(e @ DashError::ShortToken { len: 15 }) = refused else {
         panic!("{refused:?}");
     };
@@ -1279,7 +1285,16 @@ async fn dot_ids_and_ids_with_reserved_characters_are_acted_on(backend: Backend)
     let Some(d) = Dash::start(backend, "dot-ids", DashOptions::default()).await else {
         return;
     };
-    let ids = [".", "..", "a/b", "100%", "what?", "#1", "x y", "evil\u{202E}txt.exe"];
+    let ids = [
+        ".",
+        "..",
+        "a/b",
+        "100%",
+        "what?",
+        "#1",
+        "x y",
+        "evil\u{202E}txt.exe",
+    ];
     for id in ids {
         d.q.enqueue(Task::new("report", &1).task_id(id))
             .await
@@ -1292,15 +1307,33 @@ async fn dot_ids_and_ids_with_reserved_characters_are_acted_on(backend: Backend)
     let addr = d.url.trim_start_matches("http://").to_owned();
     let queue = d.q.name().to_owned();
     // In the path, percent-encoded: the server decodes `%2E` to `.` and finds the task.
-    let (status, body) = raw(&addr, "POST", &format!("/api/queues/{queue}/tasks/%2E/archive")).await;
+    let (status, body) = raw(
+        &addr,
+        "POST",
+        &format!("/api/queues/{queue}/tasks/%2E/archive"),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body, json!({"queue": queue, "id": ".", "action": "archive"}));
+    assert_eq!(
+        body,
+        json!({"queue": queue, "id": ".", "action": "archive"})
+    );
     assert_eq!(state(".").await, Some(TaskState::Archived));
-    let (status, body) = raw(&addr, "POST", &format!("/api/queues/{queue}/tasks/%2E%2E/archive")).await;
+    let (status, body) = raw(
+        &addr,
+        "POST",
+        &format!("/api/queues/{queue}/tasks/%2E%2E/archive"),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["id"], json!(".."));
     assert_eq!(state("..").await, Some(TaskState::Archived));
-    let (status, _) = raw(&addr, "POST", &format!("/api/queues/{queue}/tasks/a%2Fb/archive")).await;
+    let (status, _) = raw(
+        &addr,
+        "POST",
+        &format!("/api/queues/{queue}/tasks/a%2Fb/archive"),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(state("a/b").await, Some(TaskState::Archived));
     // A client that resolves dot segments (every browser, reqwest) sends `/tasks/run` for

@@ -261,9 +261,7 @@ pub(crate) async fn errors(
             other => ApiError::bad_request(other.to_string()),
         })?;
         if states.contains(&state) {
-            return Err(ApiError::bad_request(format!(
-                "states names {name} twice"
-            )));
+            return Err(ApiError::bad_request(format!("states names {name} twice")));
         }
         states.push(state);
     }

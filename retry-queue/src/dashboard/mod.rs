@@ -29,9 +29,11 @@
 //! | route | answer |
 //! | --- | --- |
 //! | `GET /api/queues` | `{"now", "queues": [queue…]}` |
-//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}}` |
-//! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…]}` |
-//! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive` | `{"queue", "id", "action"}` |
+//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}, "stats": queue, "now"}` |
+//! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…], "stats": queue, "now"}` |
+//! | `GET /api/queues/{queue}/errors?states=retry,archived` | `{"queue", "states": [{"state", "groups": [group…]}…], "stats": queue, "now"}` |
+//! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive\|cancel` | `{"queue", "id", "action"}` |
+//! | `POST /api/queues/{queue}/task/run\|delete\|archive\|cancel?id=ID` | the same, the id in the query (what the page uses: a browser resolves a path segment `.` or `..`, even written `%2E`, before sending) |
 //! | `POST /api/queues/{queue}/run-all?state=archived` | `{"queue", "state", "count"}` |
 //! | `POST /api/queues/{queue}/delete-all?state=archived` | `{"queue", "state", "count"}` |
 //! | `POST /api/queues/{queue}/pause\|unpause` | `{"queue", "paused"}` |
@@ -51,23 +53,46 @@
 //!
 //!
 //! The `actions` of a page name the actions a task of its state takes and the bulk actions of
-//! the state: the page shows buttons for these.
+//! the state: the page shows buttons for these. The `stats` of the tasks and errors answers is
+//! the queue's object of `GET /api/queues` (zero counts for a queue nobody used), and `now` the
+//! server's clock: the page refreshes a queue with that one request.
 //!
 //! # Security
 //!
 //! - **Token.** With [`DashOptions::token`], every request under `/api` needs
 //!   `Authorization: Bearer <token>` (401 otherwise). The page, its script and its style hold
 //!   no data and load without it; the page asks for the token once and keeps it in the tab's
-//!   `sessionStorage`, sending it with each API call.
+//!   `sessionStorage`, sending it with each API call. The token is trimmed of surrounding
+//!   whitespace and must have at least [`MIN_TOKEN_LEN`] (16) characters ([`serve`] refuses a
+//!   shorter one at start-up). `retry-queue dash` reads it from `--token-file PATH`, else
+//!   `--token T`, else [`TOKEN_ENV`] (`RETRY_QUEUE_TOKEN`); both flags at once are refused
+//!   ([`token_from`]). Prefer the file or the variable: every user of the machine can read a
+//!   process's arguments (`ps`). Compared in constant time.
+//! - **Wrong tokens slowed down.** After 10 wrong bearer tokens (from any client), each
+//!   further one locks the check for 5 s, then 10 s, 20 s, … up to 5 min: a wrong token sent
+//!   while locked answers 429 with `Retry-After`. The right token is always accepted at once.
+//!   The failures are forgotten after 15 min without one; the state is a few numbers, whatever
+//!   the number of clients.
 //! - **Loopback only without a token.** [`serve`] refuses a non-loopback `listen` address
 //!   without a token, before binding. A token-less dashboard also answers only requests whose
-//!   `Host` is `localhost`, `127.x.y.z` or `[::1]` (a page of another site cannot reach it by
-//!   DNS rebinding).
+//!   `Host` is `localhost`, `127.x.y.z` or `[::1]`, with a port of digits if any (a page of
+//!   another site cannot reach it by DNS rebinding; `localhost:evil.test` is refused).
 //! - **Read-only.** Every POST answers 403, and the page shows no buttons.
 //! - **Same origin.** A POST whose `Origin` (or, without one, `Sec-Fetch-Site`, then
-//!   `Referer`) names another origin answers 403.
+//!   `Referer`) names another origin (scheme, host or port) answers 403. The scheme expected is
+//!   `http`, or `https` when a proxy says so with `X-Forwarded-Proto: https` (or the request
+//!   URI does, HTTP/2). An application serving the router over TLS itself (HTTP/1.1) sets
+//!   that header in a layer before it.
+//! - **TLS off localhost.** The dashboard speaks plain HTTP: when it is reached from other
+//!   machines, put it behind a reverse proxy that terminates TLS (nginx, Caddy, …) and sets
+//!   `X-Forwarded-Proto: https`; otherwise the token and every task cross the network in clear.
 //! - **Escaping.** The page writes every value as text (never as HTML), under a strict
-//!   content security policy (its own script and style only).
+//!   content security policy (its own script and style only). Bidirectional control
+//!   characters (U+202A–U+202E, U+2066–U+2069, U+200E/F, U+061C) in stored text (ids, kinds,
+//!   errors, payloads, queue names) are shown as marked escapes (`\u{202E}`), so that an id
+//!   cannot pose as another. Any id can be acted on from the page (`.`, `..`, `/`, `%`, `?`,
+//!   `#`: the id travels in the query string); a malformed link (`#/q/%E0%A4%A`) shows the
+//!   overview and says so.
 //! - **Bad input** answers 400 or 404 with `{"error": "…"}`, never 500; a database failure 503.
 
 mod api;
@@ -226,7 +251,8 @@ pub fn router(queue: Queue) -> Router {
 }
 
 /// [`router`] with the token and read-only mode of `options`; a token-less router for a
-/// loopback `listen` answers only loopback `Host` names, as [`serve`] does.
+/// loopback `listen` answers only loopback `Host` names, as [`serve`] does. The token is
+/// trimmed; call [`DashOptions::check`] first to refuse a short one as [`serve`] does.
 pub fn router_with(queue: Queue, options: &DashOptions) -> Router {
     build(
         queue,

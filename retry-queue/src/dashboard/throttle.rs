@@ -142,7 +142,7 @@ mod tests {
         now += MAX_LOCK;
         assert_eq!(throttle.wrong_token(now), Verdict::Refused);
         assert_eq!(throttle.wrong_token(now), Verdict::Locked(MAX_LOCK));
-        assert!(std::mem::size_of::<Throttle>() <= 128);
+        assert!(size_of::<Throttle>() <= 128);
     }
 
     #[test]

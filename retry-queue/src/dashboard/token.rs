@@ -97,7 +97,10 @@ mod tests {
         let missing = dir.join("missing");
         let e = token_from(None, Some(&missing), None).unwrap_err();
         assert!(matches!(e, DashError::TokenFile { .. }), "{e:?}");
-        assert!(e.to_string().contains(&missing.display().to_string()), "{e}");
+        assert!(
+            e.to_string().contains(&missing.display().to_string()),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

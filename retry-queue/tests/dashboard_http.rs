@@ -758,6 +758,9 @@ async fn a_token_guards_every_api_request(backend: Backend) {
         ("POST", "/api/queues/{q}/tasks/r1/run"),
         ("POST", "/api/queues/{q}/tasks/r1/delete"),
         ("POST", "/api/queues/{q}/tasks/r1/archive"),
+        ("POST", "/api/queues/{q}/task/run?id=r1"),
+        ("POST", "/api/queues/{q}/task/delete?id=r1"),
+        ("GET", "/api/queues/{q}/errors?states=retry,archived"),
         ("POST", "/api/queues/{q}/run-all?state=retry"),
         ("POST", "/api/queues/{q}/delete-all?state=retry"),
         ("POST", "/api/queues/{q}/pause"),
@@ -798,7 +801,7 @@ async fn a_token_guards_every_api_request(backend: Backend) {
             assert_error(answer(response).await, StatusCode::UNAUTHORIZED);
         }
     }
-    assert_eq!(wrong, 11);
+    assert_eq!(wrong, 14);
     // Nothing happened.
     assert_eq!(
         d.q.inspector().get("r1").await.unwrap().unwrap().state,
@@ -843,6 +846,10 @@ async fn read_only_refuses_every_post(backend: Backend) {
         "/api/queues/{q}/tasks/r1/delete",
         "/api/queues/{q}/tasks/r1/archive",
         "/api/queues/{q}/tasks/r1/cancel",
+        "/api/queues/{q}/task/run?id=r1",
+        "/api/queues/{q}/task/delete?id=r1",
+        "/api/queues/{q}/task/archive?id=r1",
+        "/api/queues/{q}/task/cancel?id=r1",
         "/api/queues/{q}/run-all?state=retry",
         "/api/queues/{q}/delete-all?state=archived",
         "/api/queues/{q}/pause",
@@ -895,14 +902,20 @@ async fn cross_origin_posts_and_foreign_hosts_are_refused(backend: Backend) {
         assert!(msg.contains("cross-origin"), "{refused:?}: {msg}");
     }
     assert!(!d.q.inspector().is_paused().await.unwrap());
-    let cancel = d
-        .http
-        .post(d.path("/api/queues/{q}/tasks/r1/cancel"))
-        .header("origin", "http://evil.test")
-        .send()
-        .await
-        .unwrap();
-    assert_error(answer(cancel).await, StatusCode::FORBIDDEN);
+    for route in [
+        "/api/queues/{q}/tasks/r1/cancel",
+        "/api/queues/{q}/task/cancel?id=r1",
+        "/api/queues/{q}/task/delete?id=r1",
+    ] {
+        let refused = d
+            .http
+            .post(d.path(route))
+            .header("origin", "http://evil.test")
+            .send()
+            .await
+            .unwrap();
+        assert_error(answer(refused).await, StatusCode::FORBIDDEN);
+    }
     assert_eq!(
         d.q.inspector().get("r1").await.unwrap().unwrap().state,
         TaskState::Retry

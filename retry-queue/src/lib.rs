@@ -15,7 +15,7 @@
 //! retry-queue --db sqlite://tasks.db errors [--state retry] [--queue q]
 //! retry-queue --db sqlite://tasks.db workers
 //! retry-queue --db sqlite://tasks.db schedulers
-//! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token T]
+//! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token-file PATH]
 //! ```
 //!
 //! `RETRY_QUEUE_DB` stands for `--db`. Every command prints a table (or a line) for people, or

@@ -134,6 +134,7 @@ fn bin() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_retry-queue"));
     command
         .env_remove("RETRY_QUEUE_DB")
+        .env_remove("RETRY_QUEUE_TOKEN")
         .env("RUST_BACKTRACE", "1");
     command
 }
@@ -1155,4 +1156,156 @@ fn help_lists_workers_and_schedulers() {
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     }
+}
+
+/// A `retry-queue dash` child process, killed and reaped when dropped.
+struct DashChild(std::process::Child);
+
+impl Drop for DashChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `retry-queue --db URL dash --listen 127.0.0.1:PORT ARGS…` with `env` added, and
+/// waits (bounded) until it listens; its base URL.
+async fn dash_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> (DashChild, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let mut command = bin();
+    command
+        .args(["--db", url, "dash", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = DashChild(command.spawn().expect("retry-queue dash starts"));
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return (child, format!("http://127.0.0.1:{port}"));
+        }
+        if let Ok(Some(status)) = child.0.try_wait() {
+            panic!("retry-queue dash exited before listening: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("retry-queue dash did not listen within 20 s");
+}
+
+/// The status of `GET /api/queues` with `Authorization: Bearer token`.
+async fn status_with(base: &str, token: &str) -> u16 {
+    reqwest::Client::new()
+        .get(format!("{base}/api/queues"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+const FILE_TOKEN: &str = "token-from-the-file-0123";
+const ENV_TOKEN: &str = "token-from-the-environment";
+
+#[tokio::test]
+async fn dash_reads_its_token_from_a_file_or_the_environment_trimmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    Queue::connect(&url).await.unwrap().close().await;
+    let file = dir.path().join("token");
+    std::fs::write(&file, format!("  {FILE_TOKEN}\n")).unwrap();
+    let file = file.to_str().unwrap();
+
+    // From the file, trimmed.
+    let (_child, base) = dash_with(&url, &["--token-file", file], &[]).await;
+    assert_eq!(status_with(&base, FILE_TOKEN).await, 200);
+    assert_eq!(status_with(&base, &FILE_TOKEN[1..]).await, 401);
+    assert_eq!(status_with(&base, "").await, 401);
+
+    // From RETRY_QUEUE_TOKEN, trimmed.
+    let padded = format!("\t{ENV_TOKEN} ");
+    let (_child, base) = dash_with(&url, &[], &[("RETRY_QUEUE_TOKEN", &padded)]).await;
+    assert_eq!(status_with(&base, ENV_TOKEN).await, 200);
+    assert_eq!(status_with(&base, FILE_TOKEN).await, 401);
+
+    // A flag wins over the environment.
+    let (_child, base) = dash_with(
+        &url,
+        &["--token-file", file],
+        &[("RETRY_QUEUE_TOKEN", ENV_TOKEN)],
+    )
+    .await;
+    assert_eq!(status_with(&base, FILE_TOKEN).await, 200);
+    assert_eq!(status_with(&base, ENV_TOKEN).await, 401);
+}
+
+#[test]
+fn dash_refuses_a_short_token_two_token_flags_and_an_unreadable_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short");
+    std::fs::write(&short, "  fifteen-chars-x \n").unwrap();
+    let short = short.to_str().unwrap();
+    let db = "sqlite:///nonexistent/tasks.db";
+    let message = "error: the dashboard's token has 15 characters: it needs at least 16 \
+                   (surrounding whitespace does not count); `openssl rand -hex 16` makes one\n";
+    // Refused before the database is opened (the file need not exist), from every source.
+    for out in [
+        run(bin().args(["--db", db, "dash", "--token-file", short])),
+        run(bin()
+            .args(["--db", db, "dash"])
+            .env("RETRY_QUEUE_TOKEN", " fifteen-chars-x")),
+        run(bin().args(["--db", db, "dash", "--token", "fifteen-chars-x"])),
+    ] {
+        assert_eq!(
+            (out.code, out.stdout.as_str(), out.stderr.as_str()),
+            (Some(1), "", message)
+        );
+    }
+    let blank = run(bin()
+        .args(["--db", db, "dash", "--listen", "0.0.0.0:8080"])
+        .env("RETRY_QUEUE_TOKEN", "   "));
+    blank.fails_with("error: the dashboard's token is blank");
+    let both = run(bin().args([
+        "--db",
+        db,
+        "dash",
+        "--token",
+        "sixteen-chars-ok",
+        "--token-file",
+        short,
+    ]));
+    assert_eq!(both.code, Some(2));
+    assert!(
+        both.stderr.starts_with(
+            "error: the argument '--token <T>' cannot be used with '--token-file <PATH>'"
+        ),
+        "{}",
+        both.stderr
+    );
+    let missing = dir.path().join("missing");
+    let out = run(bin()
+        .args(["--db", db, "dash", "--token-file"])
+        .arg(&missing));
+    assert_eq!((out.code, out.stdout.as_str()), (Some(1), ""));
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: cannot read the token file {}: ",
+            missing.display()
+        )),
+        "{}",
+        out.stderr
+    );
+    // The help says where a token comes from, and that argv is visible.
+    let help = run(bin().args(["dash", "--help"]));
+    let help = help.ok();
+    assert!(help.contains("--token-file <PATH>"), "{help}");
+    assert!(help.contains("RETRY_QUEUE_TOKEN"), "{help}");
+    assert!(help.contains("`ps`"), "{help}");
 }

@@ -940,3 +940,356 @@ async fn who_runs(c: &Client, base: &str, q: &Queue) -> Step {
     .await?;
     Ok(())
 }
+
+// ---- Odd ids, bidirectional text, bad links and the refresh chain. ----
+
+/// An id that a browser would resolve away as a path segment, and one with U+202E (RIGHT-TO-LEFT
+/// OVERRIDE), which would show "evil\u{202E}gpj.exe" as "evilexe.jpg".
+const RLO_ID: &str = "evil\u{202E}gpj.exe";
+const RLO_ERR: &str = "card \u{202E}deripxe";
+const RLO_QUEUE: &str = "ops\u{2067}x";
+
+/// Three archived tasks in `default` (ids `..`, `.` and [`RLO_ID`], kind `ch\u{202D}arge`,
+/// `last_err` from [`RLO_ERR`]) and a queue [`RLO_QUEUE`] with one pending task.
+async fn seed_odd(url: &str) {
+    let q = Queue::connect(url).await.expect("SQLite opens a new file");
+    let worker =
+        Worker::new(q.clone())
+            .concurrency(8)
+            .handle("ch\u{202D}arge", |task| async move {
+                let why: String = task.payload()?;
+                Err(BoxError::from(why))
+            });
+    for id in ["..", ".", RLO_ID] {
+        q.enqueue(
+            Task::new("ch\u{202D}arge", &RLO_ERR)
+                .task_id(id)
+                .max_retry(0),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(worker.run_due().await.unwrap(), 3);
+    assert_eq!(q.inspector().count(TaskState::Archived).await.unwrap(), 3);
+    q.clone()
+        .named(RLO_QUEUE)
+        .enqueue(Task::new("report", &1))
+        .await
+        .unwrap();
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_ids_bidi_text_bad_links_and_the_refresh_chain_in_a_real_browser() {
+    let chromium = std::env::var("RETRY_TEST_CHROMIUM").unwrap_or_else(|_| CHROMIUM.to_owned());
+    if !Path::new(&chromium).is_file() {
+        return skip(&format!("no Chromium at {chromium}"));
+    }
+    let Some(driver) = chromedriver() else {
+        return skip("no chromedriver");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    seed_odd(&url).await;
+    let driver_port = free_port();
+    let mut chromedriver = Killed(
+        Command::new(driver)
+            .arg(format!("--port={driver_port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts"),
+    );
+    wait_for_port(driver_port, "chromedriver", &mut chromedriver.0).await;
+    let dash_port = free_port();
+    let mut dash = Killed(
+        Command::new(env!("CARGO_BIN_EXE_retry-queue"))
+            .args(["--db", &url, "dash", "--listen"])
+            .arg(format!("127.0.0.1:{dash_port}"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("retry-queue dash starts"),
+    );
+    wait_for_port(dash_port, "retry-queue dash", &mut dash.0).await;
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,800"],
+        }),
+    );
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{driver_port}")),
+    )
+    .await
+    .expect("a browser session within 60 s")
+    .expect("chromedriver opens a Chromium session");
+    let base = format!("http://127.0.0.1:{dash_port}");
+    let outcome = tokio::time::timeout(Duration::from_secs(120), async {
+        odd_ids_and_bidi_text(&client, &base).await?;
+        bad_links(&client, &base).await?;
+        refresh_chain(&client, &base).await
+    })
+    .await;
+    let _ = client.close().await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{e}"),
+        Err(_) => panic!("the browser steps took more than 2 minutes"),
+    }
+    let q = Queue::connect(&url).await.unwrap();
+    assert_eq!(
+        q.inspector().get("..").await.unwrap().unwrap().state,
+        TaskState::Pending
+    );
+    assert!(q.inspector().get(".").await.unwrap().is_none());
+    assert_eq!(
+        q.inspector().get(RLO_ID).await.unwrap().unwrap().state,
+        TaskState::Pending
+    );
+}
+
+/// Whether any bidirectional control is in the text of the page's body.
+const RAW_BIDI: &str = "return /[\\u061C\\u200E\\u200F\\u202A-\\u202E\\u2066-\\u2069]/.test(document.body.textContent) \
+                        || Array.from(document.querySelectorAll('[title]')).some(e => /[\\u202A-\\u202E\\u2066-\\u2069]/.test(e.title))";
+
+async fn no_raw_bidi(c: &Client, what: &str) -> Step {
+    let raw = c.execute(RAW_BIDI, vec![]).await.map_err(cmd(what))?;
+    match raw == json!(false) {
+        true => Ok(()),
+        false => Err(format!("{what}: a raw bidirectional control is shown")),
+    }
+}
+
+async fn odd_ids_and_bidi_text(c: &Client, base: &str) -> Step {
+    c.goto(&format!("{base}/"))
+        .await
+        .map_err(cmd("opening the page"))?;
+    // The queue's name: its U+2067 shown as a marked escape.
+    wait_texts(c, "a.queue-link", "the odd queue's name, escaped", |t| {
+        t.iter().any(|name| name == "ops\\u{2067}x")
+    })
+    .await?;
+    find(c, "a.queue-link span.bidi").await?;
+    no_raw_bidi(c, "the overview").await?;
+
+    c.goto(&format!("{base}/#/q/default/archived"))
+        .await
+        .map_err(cmd("opening Archived"))?;
+    wait_rows(c, "the three odd ids", |r| r.len() == 3).await?;
+    let mut ids = row_ids(c).await?;
+    ids.sort();
+    if ids != [".", "..", RLO_ID] {
+        return Err(format!("rows {ids:?}"));
+    }
+    let shown = wait_texts(c, "#tasks td.id", "ids shown as text", |t| t.len() == 3).await?;
+    if !shown.iter().any(|t| t == "evil\\u{202E}gpj.exe") || !shown.iter().any(|t| t == "..") {
+        return Err(format!("ids shown as {shown:?}"));
+    }
+    wait_texts(c, "#tasks td.kind", "kinds escaped", |t| {
+        t.iter().all(|k| k == "ch\\u{202D}arge")
+    })
+    .await?;
+    wait_texts(c, "#tasks td.last-err", "errors escaped", |t| {
+        t.len() == 3 && t.iter().all(|e| e.starts_with("card \\u{202E}deripxe"))
+    })
+    .await?;
+    // Details: the payload and the whole error, escaped too.
+    click(c, "button.expand[data-id='..']").await?;
+    wait_texts(
+        c,
+        "tr.payload-row[data-id='..']:not([hidden]) pre.payload",
+        "the payload, escaped",
+        |t| t == ["\"card \\u{202E}deripxe\""],
+    )
+    .await?;
+    no_raw_bidi(c, "the Archived tab").await?;
+
+    // Run on "..", Delete on ".", Run on the RLO id: each acts on its own task.
+    click(c, "button.act[data-action='run'][data-id='..']").await?;
+    wait_rows(c, "'..' ran (left Archived)", |r| {
+        r.len() == 2 && !r.iter().any(|id| id == "..")
+    })
+    .await?;
+    wait_texts(c, "#flash", "the run's message", |t| {
+        t == ["Task ..: run done."]
+    })
+    .await?;
+    click(c, "button.act[data-action='delete'][data-id='.']").await?;
+    wait_rows(c, "'.' deleted", |r| r == [RLO_ID]).await?;
+    click(
+        c,
+        &format!("button.act[data-action='run'][data-id='{RLO_ID}']"),
+    )
+    .await?;
+    wait_rows(c, "the RLO id ran", |r| r.is_empty()).await?;
+    wait_texts(c, "#flash", "its message, escaped", |t| {
+        t == ["Task evil\\u{202E}gpj.exe: run done."]
+    })
+    .await?;
+    no_raw_bidi(c, "the flash").await
+}
+
+/// Installs a capture of script errors and unhandled rejections on the current page.
+const CAPTURE_ERRORS: &str = "window.__errors = []; \
+    window.addEventListener('error', (e) => window.__errors.push(String(e.message))); \
+    window.addEventListener('unhandledrejection', (e) => window.__errors.push(String(e.reason)));";
+
+async fn bad_links(c: &Client, base: &str) -> Step {
+    // Opened directly: the overview, and a message.
+    c.goto(&format!("{base}/#/q/%E0%A4%A"))
+        .await
+        .map_err(cmd("opening a malformed link"))?;
+    find(c, "table#queues").await?;
+    wait_texts(c, "#flash", "the bad-link message", |t| {
+        t.len() == 1 && t[0].starts_with("This link is malformed")
+    })
+    .await?;
+    // Reached by a hash change (a link, the back button), with errors captured.
+    c.goto(&format!("{base}/#/q/default/pending"))
+        .await
+        .map_err(cmd("opening Pending"))?;
+    find(c, "#tasks[data-state='pending']").await?;
+    c.execute(CAPTURE_ERRORS, vec![])
+        .await
+        .map_err(cmd("capturing errors"))?;
+    for bad in ["#/q/%E0%A4%A", "#/q/%/retry", "#/%ZZ"] {
+        c.execute(
+            "document.getElementById('main').replaceChildren(); location.hash = arguments[0];",
+            vec![json!(bad)],
+        )
+        .await
+        .map_err(cmd("following a malformed link"))?;
+        find(c, "table#queues").await?;
+        wait_texts(c, "#flash", "the bad-link message", |t| {
+            t.len() == 1 && t[0].starts_with("This link is malformed")
+        })
+        .await?;
+    }
+    let errors = c
+        .execute("return window.__errors", vec![])
+        .await
+        .map_err(cmd("reading the errors"))?;
+    match errors == json!([]) {
+        true => Ok(()),
+        false => Err(format!("script errors on malformed links: {errors}")),
+    }
+}
+
+/// Wraps `fetch`: each call logged, answered 400 ms late (longer than the refresh period, so
+/// that a timer-driven refresh would overlap the one before), with the most in flight at once.
+const COUNT_FETCHES: &str = "const log = window.__fetches = { urls: [], inFlight: 0, most: 0 }; \
+    const original = window.fetch.bind(window); \
+    window.fetch = (url, init) => { \
+      log.urls.push(String(url)); log.inFlight++; log.most = Math.max(log.most, log.inFlight); \
+      return new Promise((r) => setTimeout(r, 400)).then(() => original(url, init)) \
+        .finally(() => { log.inFlight--; }); \
+    };";
+
+async fn fetches(c: &Client) -> Result<(Vec<String>, u64, u64), String> {
+    let log = c
+        .execute("return window.__fetches", vec![])
+        .await
+        .map_err(cmd("reading the fetch log"))?;
+    let urls = serde_json::from_value(log["urls"].clone()).unwrap_or_default();
+    Ok((
+        urls,
+        log["inFlight"].as_u64().unwrap_or(99),
+        log["most"].as_u64().unwrap_or(99),
+    ))
+}
+
+/// Sets `document.hidden` as a hidden or shown tab has it, and tells the page.
+async fn set_hidden(c: &Client, hidden: bool) -> Step {
+    c.execute(
+        "Object.defineProperty(document, 'hidden', { configurable: true, get: () => arguments[0] }); \
+         Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => arguments[0] ? 'hidden' : 'visible' }); \
+         document.dispatchEvent(new Event('visibilitychange'));",
+        vec![json!(hidden)],
+    )
+    .await
+    .map(|_| ())
+    .map_err(cmd("changing the visibility"))
+}
+
+async fn refresh_chain(c: &Client, base: &str) -> Step {
+    // A refresh every 200 ms (the page's knob for tests), on the Pending tab.
+    c.goto(&format!("{base}/#/q/default/pending"))
+        .await
+        .map_err(cmd("opening Pending"))?;
+    c.execute(
+        "sessionStorage.setItem('retry-queue-refresh-ms', '200'); location.reload();",
+        vec![],
+    )
+    .await
+    .map_err(cmd("setting the refresh period"))?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    find(c, "#tasks[data-state='pending']").await?;
+    c.execute(COUNT_FETCHES, vec![])
+        .await
+        .map_err(cmd("counting fetches"))?;
+    // Refreshes go on, one at a time, one request each: the tasks (with the queue's stats).
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    while start.elapsed() < PATIENCE && seen.len() < 4 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        seen = fetches(c).await?.0;
+    }
+    // A navigation while a refresh is under way waits for it.
+    c.execute("location.hash = '#/q/default/archived';", vec![])
+        .await
+        .map_err(cmd("navigating"))?;
+    find(c, "#tasks[data-state='archived']").await?;
+    c.execute("location.hash = '#/q/default/pending';", vec![])
+        .await
+        .map_err(cmd("navigating"))?;
+    find(c, "#tasks[data-state='pending']").await?;
+    let (urls, _, most) = fetches(c).await?;
+    if urls.len() < 4 {
+        return Err(format!("fewer than 4 refreshes: {urls:?}"));
+    }
+    if most != 1 {
+        return Err(format!("{most} requests were in flight at once: {urls:?}"));
+    }
+    let one_each = |u: &String| {
+        u.ends_with("/api/queues/default/tasks?state=pending&page=1&size=20")
+            || u.ends_with("/api/queues/default/tasks?state=archived&page=1&size=20")
+    };
+    if !urls.iter().all(one_each) {
+        return Err(format!("a refresh asked for more than its tasks: {urls:?}"));
+    }
+    // Hidden: no refresh at all; shown: one at once.
+    set_hidden(c, true).await?;
+    let start = Instant::now();
+    while fetches(c).await?.1 > 0 && start.elapsed() < PATIENCE {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = fetches(c).await?.0.len();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let hidden = fetches(c).await?.0.len();
+    if hidden != before {
+        return Err(format!(
+            "{} requests while the tab was hidden",
+            hidden - before
+        ));
+    }
+    set_hidden(c, false).await?;
+    let shown = fetches(c).await?.0.len();
+    if shown != hidden + 1 {
+        return Err(format!(
+            "showing the tab made {} requests at once, not 1",
+            shown - hidden
+        ));
+    }
+    let (_, _, most) = fetches(c).await?;
+    match most {
+        1 => Ok(()),
+        most => Err(format!("{most} requests were in flight at once")),
+    }
+}

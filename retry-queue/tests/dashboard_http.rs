@@ -33,6 +33,10 @@ retry_tests::both_backends!(
     read_only_refuses_every_post,
     cross_origin_posts_and_foreign_hosts_are_refused,
     a_hostile_last_err_is_never_served_as_html,
+    a_host_with_a_port_of_letters_is_refused,
+    an_origin_of_the_other_scheme_is_refused,
+    wrong_tokens_are_slowed_down_and_the_right_one_never_is,
+    dot_ids_and_ids_with_reserved_characters_are_acted_on,
 );
 
 /// A seeded queue (and a second, paused one) served by the dashboard on 127.0.0.1.
@@ -194,6 +198,39 @@ impl Dash {
     }
 }
 
+impl Dash {
+    /// `GET rest` answered 200 with `"stats"` (the queue's object, as in `GET /api/queues`)
+    /// and `"now"` (the queue clock's): the answer without those two, after checking them.
+    async fn get_with_stats(&self, rest: &str) -> Value {
+        let (status, mut body) = self.get(rest).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let map = body.as_object_mut().expect("an object");
+        let stats = map.remove("stats").expect("the queue's stats");
+        assert_eq!(map.remove("now"), Some(json!(at(60))), "{rest}");
+        let (_, overview) = self.get("/api/queues").await;
+        let listed = overview["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["queue"] == stats["queue"])
+            .cloned();
+        match listed {
+            Some(listed) => assert_eq!(stats, listed, "{rest}"),
+            // A queue nobody used: zero counts.
+            None => assert_eq!(
+                stats,
+                json!({
+                    "queue": stats["queue"],
+                    "counts": {"pending": 0, "scheduled": 0, "active": 0, "retry": 0, "archived": 0, "completed": 0},
+                    "paused": false, "processed_today": 0, "failed_today": 0, "workers": 0,
+                    "oldest_pending_age_secs": null,
+                }),
+            ),
+        }
+        body
+    }
+}
+
 /// Status and JSON body; every answer of the API is JSON, errors included.
 async fn answer(response: reqwest::Response) -> (StatusCode, Value) {
     let status = response.status();
@@ -333,10 +370,9 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
     let Some(d) = Dash::start(backend, "tasks", DashOptions::default()).await else {
         return;
     };
-    let (status, body) = d
-        .get("/api/queues/{q}/tasks?state=retry&page=1&size=2")
+    let body = d
+        .get_with_stats("/api/queues/{q}/tasks?state=retry&page=1&size=2")
         .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     let queue = d.q.name();
     // Opaque (it holds the row's sequence number, which differs by backend).
     let next = body["next"].as_str().expect("a next cursor").to_owned();
@@ -392,8 +428,9 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
     assert_eq!(d.ids("archived").await, ["a1"]);
     assert_eq!(d.ids("active").await, Vec::<String>::new());
     // A queue nobody used is empty, not an error.
-    let (status, empty) = d.get("/api/queues/nobody-here/tasks?state=retry").await;
-    assert_eq!(status, StatusCode::OK);
+    let empty = d
+        .get_with_stats("/api/queues/nobody-here/tasks?state=retry")
+        .await;
     assert_eq!(
         empty,
         json!({
@@ -475,23 +512,39 @@ async fn errors_are_grouped_by_last_err(backend: Backend) {
         ],
     });
     assert_eq!(
-        d.get("/api/queues/{q}/errors?state=retry").await,
-        (StatusCode::OK, retry.clone())
+        d.get_with_stats("/api/queues/{q}/errors?state=retry").await,
+        retry
     );
     // Retry is the default.
+    assert_eq!(d.get_with_stats("/api/queues/{q}/errors").await, retry);
+    let archived = json!({"queue": d.q.name(), "state": "archived", "groups": [
+        {"last_err": "card expired (retries exhausted: 0 of 0)", "count": 1, "oldest": at(2), "newest": at(2)},
+    ]});
     assert_eq!(
-        d.get("/api/queues/{q}/errors").await,
-        (StatusCode::OK, retry)
+        d.get_with_stats("/api/queues/{q}/errors?state=archived")
+            .await,
+        archived
     );
+    // Several states in one answer (the page's Failing view: one request).
+    let both = d
+        .get_with_stats("/api/queues/{q}/errors?states=retry,archived")
+        .await;
+    let without_queue = |mut v: Value| {
+        v.as_object_mut().unwrap().remove("queue");
+        v
+    };
     assert_eq!(
-        d.get("/api/queues/{q}/errors?state=archived").await,
-        (
-            StatusCode::OK,
-            json!({"queue": d.q.name(), "state": "archived", "groups": [
-                {"last_err": "card expired (retries exhausted: 0 of 0)", "count": 1, "oldest": at(2), "newest": at(2)},
-            ]})
-        )
+        both,
+        json!({"queue": d.q.name(), "states": [without_queue(retry), without_queue(archived)]})
     );
+    for bad in [
+        "/api/queues/{q}/errors?states=retry,dead",
+        "/api/queues/{q}/errors?states=retry,retry",
+        "/api/queues/{q}/errors?states=",
+        "/api/queues/{q}/errors?states=retry&state=retry",
+    ] {
+        assert_error(d.get(bad).await, StatusCode::BAD_REQUEST);
+    }
     assert_error(
         d.get("/api/queues/{q}/errors?state=failing").await,
         StatusCode::BAD_REQUEST,
@@ -754,7 +807,7 @@ async fn bad_ids_states_and_routes_are_4xx_json(backend: Backend) {
 
 async fn a_token_guards_every_api_request(backend: Backend) {
     let options = DashOptions {
-        token: Some("s3cret-token".into()),
+        token: Some("s3cret-token-0123".into()),
         ..DashOptions::default()
     };
     let Some(d) = Dash::start(backend, "token", options).await else {
@@ -766,27 +819,47 @@ async fn a_token_guards_every_api_request(backend: Backend) {
         ("GET", "/api/queues/{q}/errors?state=retry"),
         ("GET", "/api/workers"),
         ("GET", "/api/schedulers"),
+        ("GET", "/api/queues/{q}/history?hours=24"),
         ("POST", "/api/queues/{q}/tasks/r1/run"),
         ("POST", "/api/queues/{q}/tasks/r1/delete"),
         ("POST", "/api/queues/{q}/tasks/r1/archive"),
+        ("POST", "/api/queues/{q}/task/run?id=r1"),
+        ("POST", "/api/queues/{q}/task/delete?id=r1"),
+        ("GET", "/api/queues/{q}/errors?states=retry,archived"),
         ("POST", "/api/queues/{q}/run-all?state=retry"),
         ("POST", "/api/queues/{q}/delete-all?state=retry"),
         ("POST", "/api/queues/{q}/pause"),
         ("POST", "/api/queues/{q}/unpause"),
         ("GET", "/api/no-such-route"),
     ];
+    // Wrong bearer tokens are counted: the 10th locks the check (429 from the 11th on);
+    // no token, or another scheme, guesses nothing and is not counted.
+    let mut wrong = 0;
+    let guesses = routes.len() as u32;
     for (method, route) in routes {
         for auth in [
             None,
             Some("Bearer wrong"),
-            Some("s3cret-token"),
-            Some("Basic s3cret-token"),
+            Some("s3cret-token-0123"),
+            Some("Basic s3cret-token-0123"),
         ] {
             let mut req = d.http.request(method.parse().unwrap(), d.path(route));
             if let Some(auth) = auth {
                 req = req.header("authorization", auth);
             }
             let response = req.send().await.unwrap();
+            let guess = auth.is_some_and(|a| a.starts_with("Bearer "));
+            wrong += u32::from(guess);
+            if guess && wrong > 10 {
+                let secs: u64 = response.headers()["retry-after"]
+                    .to_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!((1..=5).contains(&secs), "{secs}");
+                assert_error(answer(response).await, StatusCode::TOO_MANY_REQUESTS);
+                continue;
+            }
             assert_eq!(
                 response.headers().get("www-authenticate").unwrap(),
                 "Bearer"
@@ -794,6 +867,7 @@ async fn a_token_guards_every_api_request(backend: Backend) {
             assert_error(answer(response).await, StatusCode::UNAUTHORIZED);
         }
     }
+    assert_eq!(wrong, guesses);
     // Nothing happened.
     assert_eq!(
         d.q.inspector().get("r1").await.unwrap().unwrap().state,
@@ -804,7 +878,7 @@ async fn a_token_guards_every_api_request(backend: Backend) {
     let ok = d
         .http
         .get(d.path("/api/queues"))
-        .bearer_auth("s3cret-token")
+        .bearer_auth("s3cret-token-0123")
         .send()
         .await
         .unwrap();
@@ -812,7 +886,7 @@ async fn a_token_guards_every_api_request(backend: Backend) {
     let run = d
         .http
         .post(d.path("/api/queues/{q}/tasks/r1/run"))
-        .bearer_auth("s3cret-token")
+        .bearer_auth("s3cret-token-0123")
         .send()
         .await
         .unwrap();
@@ -822,7 +896,7 @@ async fn a_token_guards_every_api_request(backend: Backend) {
     assert_eq!(page.status(), StatusCode::OK);
     let html = page.text().await.unwrap();
     assert!(html.contains("id=\"login\""));
-    assert!(!html.contains("s3cret-token"));
+    assert!(!html.contains("s3cret-token-0123"));
 }
 
 async fn read_only_refuses_every_post(backend: Backend) {
@@ -838,6 +912,10 @@ async fn read_only_refuses_every_post(backend: Backend) {
         "/api/queues/{q}/tasks/r1/delete",
         "/api/queues/{q}/tasks/r1/archive",
         "/api/queues/{q}/tasks/r1/cancel",
+        "/api/queues/{q}/task/run?id=r1",
+        "/api/queues/{q}/task/delete?id=r1",
+        "/api/queues/{q}/task/archive?id=r1",
+        "/api/queues/{q}/task/cancel?id=r1",
         "/api/queues/{q}/run-all?state=retry",
         "/api/queues/{q}/delete-all?state=archived",
         "/api/queues/{q}/pause",
@@ -890,14 +968,20 @@ async fn cross_origin_posts_and_foreign_hosts_are_refused(backend: Backend) {
         assert!(msg.contains("cross-origin"), "{refused:?}: {msg}");
     }
     assert!(!d.q.inspector().is_paused().await.unwrap());
-    let cancel = d
-        .http
-        .post(d.path("/api/queues/{q}/tasks/r1/cancel"))
-        .header("origin", "http://evil.test")
-        .send()
-        .await
-        .unwrap();
-    assert_error(answer(cancel).await, StatusCode::FORBIDDEN);
+    for route in [
+        "/api/queues/{q}/tasks/r1/cancel",
+        "/api/queues/{q}/task/cancel?id=r1",
+        "/api/queues/{q}/task/delete?id=r1",
+    ] {
+        let refused = d
+            .http
+            .post(d.path(route))
+            .header("origin", "http://evil.test")
+            .send()
+            .await
+            .unwrap();
+        assert_error(answer(refused).await, StatusCode::FORBIDDEN);
+    }
     assert_eq!(
         d.q.inspector().get("r1").await.unwrap().unwrap().state,
         TaskState::Retry
@@ -1027,7 +1111,7 @@ async fn serve_refuses_a_public_address_without_a_token_before_binding() {
     assert!(defaults.check().is_ok());
     let with_token = DashOptions {
         listen: "0.0.0.0:0".parse().unwrap(),
-        token: Some("t".into()),
+        token: Some("sixteen-chars-ok".into()),
         ..DashOptions::default()
     };
     assert!(with_token.check().is_ok());
@@ -1256,4 +1340,300 @@ mod presence {
                 .contains("function renderWorkers")
         );
     }
+}
+
+async fn a_host_with_a_port_of_letters_is_refused(backend: Backend) {
+    let Some(d) = Dash::start(backend, "host-port", DashOptions::default()).await else {
+        return;
+    };
+    let with_host = |host: &'static str| {
+        let req = d.http.get(d.path("/api/queues")).header("host", host);
+        async move { answer(req.send().await.unwrap()).await }
+    };
+    for refused in [
+        "localhost:evil.com",
+        "127.0.0.1:evil.com",
+        "localhost:80:81",
+        "localhost:99999",
+        "localhost:",
+        "[::1]evil.com",
+        "[::1]:evil.com",
+    ] {
+        let msg = assert_error(with_host(refused).await, StatusCode::FORBIDDEN);
+        assert!(msg.contains("Host"), "{refused}: {msg}");
+    }
+    for allowed in [
+        "localhost:8080",
+        "127.0.0.1:8080",
+        "[::1]:8080",
+        "localhost",
+    ] {
+        assert_eq!(with_host(allowed).await.0, StatusCode::OK, "{allowed}");
+    }
+}
+
+async fn an_origin_of_the_other_scheme_is_refused(backend: Backend) {
+    let Some(d) = Dash::start(backend, "origin-scheme", DashOptions::default()).await else {
+        return;
+    };
+    let own = d.url.clone();
+    let https = own.replace("http://", "https://");
+    let post = |headers: Vec<(&'static str, String)>| {
+        let mut req = d.http.post(d.path("/api/queues/{q}/pause"));
+        for (name, value) in headers {
+            req = req.header(name, value);
+        }
+        async move { answer(req.send().await.unwrap()).await }
+    };
+    for refused in [
+        vec![("origin", https.clone())],
+        vec![("referer", format!("{https}/#/"))],
+        // Behind a TLS proxy, the page is https: an http origin is another one.
+        vec![
+            ("x-forwarded-proto", "https".to_owned()),
+            ("origin", own.clone()),
+        ],
+    ] {
+        let msg = assert_error(post(refused.clone()).await, StatusCode::FORBIDDEN);
+        assert!(msg.contains("scheme"), "{refused:?}: {msg}");
+    }
+    assert!(!d.q.inspector().is_paused().await.unwrap());
+    for allowed in [
+        vec![("origin", own.clone())],
+        vec![
+            ("x-forwarded-proto", "https".to_owned()),
+            ("origin", https.clone()),
+        ],
+        vec![
+            ("x-forwarded-proto", "https".to_owned()),
+            ("referer", format!("{https}/#/")),
+        ],
+    ] {
+        assert_eq!(post(allowed.clone()).await.0, StatusCode::OK, "{allowed:?}");
+    }
+}
+
+async fn wrong_tokens_are_slowed_down_and_the_right_one_never_is(backend: Backend) {
+    const TOKEN: &str = "the-right-token-0123456789";
+    // Given with surrounding whitespace (as read from a file): trimmed.
+    let options = DashOptions {
+        token: Some(format!("  {TOKEN}\n")),
+        ..DashOptions::default()
+    };
+    let Some(d) = Dash::start(backend, "throttle", options).await else {
+        return;
+    };
+    let with = |token: &str, post: bool| {
+        let req = match post {
+            true => d.http.post(d.path("/api/queues/{q}/pause")),
+            false => d.http.get(d.path("/api/queues")),
+        };
+        let req = req.bearer_auth(token);
+        async move { req.send().await.unwrap() }
+    };
+    assert_eq!(with(TOKEN, false).await.status(), StatusCode::OK);
+    // 10 wrong tokens are answered 401, the 10th locks the check (the first lock is 5 s).
+    for i in 0..10 {
+        let response = with(&format!("guess-{i}-0123456789abc"), false).await;
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "guess {i}");
+    }
+    let locked = |response: reqwest::Response| async move {
+        let secs: u64 = response.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=5).contains(&secs), "Retry-After {secs}");
+        let msg = assert_error(answer(response).await, StatusCode::TOO_MANY_REQUESTS);
+        assert!(msg.contains("too many wrong tokens"), "{msg}");
+    };
+    locked(with("guess-10-0123456789abc", false).await).await;
+    locked(with("guess-11-0123456789abc", true).await).await;
+    // Even the right token with one character less is a wrong one.
+    locked(with(&TOKEN[1..], false).await).await;
+    // The right token is not slowed down, for reads and actions.
+    assert_eq!(answer(with(TOKEN, false).await).await.0, StatusCode::OK);
+    assert_eq!(answer(with(TOKEN, true).await).await.0, StatusCode::OK);
+    assert!(d.q.inspector().is_paused().await.unwrap());
+    // It does not unlock the check for the wrong ones.
+    locked(with("guess-12-0123456789abc", false).await).await;
+    // No token at all is not a guess: 401, and the page shows its login form.
+    let none = d.http.get(d.path("/api/queues")).send().await.unwrap();
+    assert_error(answer(none).await, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_token_from_a_file_or_the_environment_is_trimmed_and_a_short_one_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    let q = Queue::connect(&url).await.unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "\tfrom-a-file-0123456789\n").unwrap();
+    let from_file = dashboard::token_from(None, Some(&file), None).unwrap();
+    assert_eq!(from_file.as_deref(), Some("from-a-file-0123456789"));
+    let from_env =
+        dashboard::token_from(None, None, Some(" from-the-env-0123456789 ".into())).unwrap();
+    assert_eq!(from_env.as_deref(), Some("from-the-env-0123456789"));
+    for token in ["from-a-file-0123456789", "from-the-env-0123456789"] {
+        let options = DashOptions {
+            token: Some(token.to_owned()),
+            ..DashOptions::default()
+        };
+        let d = Dash::serve(q.clone(), "other".into(), None, options).await;
+        let ok = d
+            .http
+            .get(d.path("/api/queues"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer(ok).await.0, StatusCode::OK);
+    }
+    // Shorter than 16 characters once trimmed: refused before binding, with the minimum named.
+    std::fs::write(&file, "  fifteen-chars-x  \n").unwrap();
+    let short = dashboard::token_from(None, Some(&file), None).unwrap();
+    let options = DashOptions {
+        token: short,
+        ..DashOptions::default()
+    };
+    let refused =
+        tokio::time::timeout(Duration::from_secs(5), dashboard::serve(q.clone(), options))
+            .await
+            .expect("refused at once");
+    let Err(e @ DashError::ShortToken { len: 15 }) = refused else {
+        panic!("{refused:?}");
+    };
+    assert!(e.to_string().contains("at least 16"), "{e}");
+    assert_eq!(dashboard::MIN_TOKEN_LEN, 16);
+}
+
+/// Percent-encodes every byte but the unreserved ones (as `encodeURIComponent` does, and `.`).
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A raw HTTP/1.1 request, its path sent exactly as given (an HTTP client library would
+/// resolve `%2E` segments as a browser does): the status and JSON body.
+async fn raw(addr: &str, method: &str, path: &str) -> (StatusCode, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let text = String::from_utf8(response).unwrap();
+    let status: u16 = text[9..12].parse().unwrap();
+    let (_, body) = text.split_once("\r\n\r\n").unwrap();
+    (
+        StatusCode::from_u16(status).unwrap(),
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}")),
+    )
+}
+
+async fn dot_ids_and_ids_with_reserved_characters_are_acted_on(backend: Backend) {
+    let Some(d) = Dash::start(backend, "dot-ids", DashOptions::default()).await else {
+        return;
+    };
+    let ids = [
+        ".",
+        "..",
+        "a/b",
+        "100%",
+        "what?",
+        "#1",
+        "x y",
+        "evil\u{202E}txt.exe",
+    ];
+    for id in ids {
+        d.q.enqueue(Task::new("report", &1).task_id(id))
+            .await
+            .unwrap();
+    }
+    let state = |id: &'static str| {
+        let q = d.q.clone();
+        async move { q.inspector().get(id).await.unwrap().map(|t| t.state) }
+    };
+    let addr = d.url.trim_start_matches("http://").to_owned();
+    let queue = d.q.name().to_owned();
+    // In the path, percent-encoded: the server decodes `%2E` to `.` and finds the task.
+    let (status, body) = raw(
+        &addr,
+        "POST",
+        &format!("/api/queues/{queue}/tasks/%2E/archive"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"queue": queue, "id": ".", "action": "archive"})
+    );
+    assert_eq!(state(".").await, Some(TaskState::Archived));
+    let (status, body) = raw(
+        &addr,
+        "POST",
+        &format!("/api/queues/{queue}/tasks/%2E%2E/archive"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["id"], json!(".."));
+    assert_eq!(state("..").await, Some(TaskState::Archived));
+    let (status, _) = raw(
+        &addr,
+        "POST",
+        &format!("/api/queues/{queue}/tasks/a%2Fb/archive"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(state("a/b").await, Some(TaskState::Archived));
+    // A client that resolves dot segments (every browser, reqwest) sends `/tasks/run` for
+    // `/tasks/%2E%2E/…`: hence the query form, which the page uses for every id.
+    for id in ids {
+        let (status, body) = answer(
+            d.http
+                .post(d.path(&format!("/api/queues/{{q}}/task/run?id={}", encode(id))))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        // The archived ones become pending; the pending ones stay so.
+        let expected = json!({"queue": queue, "id": id, "action": "run"});
+        assert_eq!((status, body), (StatusCode::OK, expected), "{id}");
+        assert_eq!(state(id).await, Some(TaskState::Pending));
+    }
+    for id in ids {
+        let (status, body) = answer(
+            d.http
+                .post(d.path(&format!("/api/queues/{{q}}/task/delete?id={}", encode(id))))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{id}: {body}");
+        assert_eq!(body["id"], json!(id));
+        assert_eq!(state(id).await, None, "{id} deleted");
+    }
+    // The query form: an unknown id is 404, no id 400, an unknown action 404.
+    let post = |path: &str| d.http.post(d.path(path)).send();
+    assert_error(
+        answer(post("/api/queues/{q}/task/run?id=nobody").await.unwrap()).await,
+        StatusCode::NOT_FOUND,
+    );
+    let msg = assert_error(
+        answer(post("/api/queues/{q}/task/run").await.unwrap()).await,
+        StatusCode::BAD_REQUEST,
+    );
+    assert!(msg.contains("?id="), "{msg}");
+    assert_error(
+        answer(post("/api/queues/{q}/task/explode?id=r1").await.unwrap()).await,
+        StatusCode::NOT_FOUND,
+    );
 }

@@ -22,17 +22,23 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
         listen,
         read_only,
         token,
+        token_file,
     } = cli.command
     {
+        let dash_failure = |e: dashboard::DashError| Failure::Message(e.to_string());
+        let token = dashboard::token_from(
+            token,
+            token_file.as_deref(),
+            dashboard::token_env().map_err(dash_failure)?,
+        )
+        .map_err(dash_failure)?;
         let options = DashOptions {
             listen,
             read_only,
             token,
         };
         // Refuse before touching the database.
-        options
-            .check()
-            .map_err(|e| Failure::Message(e.to_string()))?;
+        options.check().map_err(dash_failure)?;
         let queue = connect(&cli.db).await?;
         let mode = if read_only { " (read-only)" } else { "" };
         writeln!(out, "dashboard on http://{listen}/{mode}")?;

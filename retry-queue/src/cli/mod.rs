@@ -12,10 +12,11 @@
 //! retry-queue --db sqlite://tasks.db history [--hours 24 | --days n] [--queue q]
 //! retry-queue --db sqlite://tasks.db workers
 //! retry-queue --db sqlite://tasks.db schedulers
-//! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token T]
+//! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token-file PATH]
 //! ```
 //!
-//! `RETRY_QUEUE_DB` stands for `--db`. Every command prints a table (or a line) for people, or
+//! `RETRY_QUEUE_DB` stands for `--db`; `RETRY_QUEUE_TOKEN` for the dashboard's token (see
+//! `dash`: `--token-file PATH` or this variable, rather than `--token T`, which `ps` shows). Every command prints a table (or a line) for people, or
 //! with `--json` the JSON of the crate's JSON module for scripts. Exit status: 0 on success, 1 when the
 //! command failed (an unknown id, a refused action, a database that cannot be reached: one
 //! line `error: …` on stderr), 2 for a command line clap rejects.
@@ -28,6 +29,7 @@ mod presence;
 mod table;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
@@ -92,17 +94,22 @@ pub enum Command {
     Workers,
     /// The entries of the live schedulers: kind, spec, next run, last enqueue
     Schedulers,
-    /// Serve the web dashboard
+    /// Serve the web dashboard. Its token (required off loopback), at least 16 characters,
+    /// comes from --token-file, else --token, else RETRY_QUEUE_TOKEN
     Dash {
-        /// Where to listen; an address other than loopback needs --token
+        /// Where to listen; an address other than loopback needs a token
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
         /// Refuse every action (the page shows no buttons)
         #[arg(long)]
         read_only: bool,
-        /// Require `Authorization: Bearer T` on every API request
-        #[arg(long, value_name = "T")]
+        /// Require `Authorization: Bearer T` on every API request. Every user of the machine
+        /// sees it in `ps`: prefer --token-file or RETRY_QUEUE_TOKEN
+        #[arg(long, value_name = "T", conflicts_with = "token_file")]
         token: Option<String>,
+        /// Read the token from this file (surrounding whitespace trimmed)
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
     },
 }
 

@@ -9,7 +9,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use retry_runtime::durable::{Error, HistorySpan, Queue, TaskState};
-use serde_json::Value;
+use retry_runtime::time::rfc3339;
+use serde_json::{Map, Value, json};
 
 use crate::json;
 use crate::ops::{Action, Bulk, Kind, Problem};
@@ -24,6 +25,8 @@ pub const MAX_PAGE_SIZE: u32 = 100;
 pub(crate) struct ApiError {
     status: StatusCode,
     message: String,
+    /// `Retry-After` (seconds) of a 429.
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -31,6 +34,21 @@ impl ApiError {
         ApiError {
             status,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// 429 after many wrong tokens: `secs` until the next one is judged.
+    pub(crate) fn too_many(secs: u64) -> ApiError {
+        ApiError {
+            retry_after: Some(secs),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "too many wrong tokens: the next one is checked in {secs} s \
+                     (the right token is always accepted)"
+                ),
+            )
         }
     }
 
@@ -68,6 +86,11 @@ impl IntoResponse for ApiError {
                 header::WWW_AUTHENTICATE,
                 header::HeaderValue::from_static("Bearer"),
             );
+        }
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
         }
         response
     }
@@ -191,15 +214,43 @@ pub(crate) async fn tasks(
     }
     .map_err(fail)?;
     let total = inspector.count(state).await.map_err(fail)?;
-    Ok(Json(json::page(
-        &tasks.tasks,
-        tasks.next.as_deref(),
-        total,
-        state,
-    )))
+    let page = json::page(&tasks.tasks, tasks.next.as_deref(), total, state);
+    with_stats(page, &queue).await
 }
 
-/// `GET /api/queues/{queue}/errors?state=retry` (the default state).
+/// `answer` with the queue's stats object (as in `GET /api/queues`) under `"stats"` and the
+/// queue clock's time under `"now"`: a page of the dashboard refreshes with this one request.
+async fn with_stats(mut answer: Value, queue: &Queue) -> Answer {
+    let fail = |e| ApiError::from_queue(e, queue, None);
+    let inspector = queue.inspector();
+    let all = inspector.stats().await.map_err(fail)?;
+    let workers = inspector.workers().await.map_err(fail)?;
+    let serving = workers.iter().filter(|w| w.serves(queue.name())).count();
+    let stats = match all.iter().find(|stats| stats.queue == queue.name()) {
+        Some(stats) => json::queue(stats, serving),
+        None => unused_queue(queue.name(), serving),
+    };
+    if let Value::Object(map) = &mut answer {
+        map.insert("stats".to_owned(), stats);
+        map.insert("now".to_owned(), json!(rfc3339(queue.now())));
+    }
+    Ok(Json(answer))
+}
+
+/// The stats object of a queue without tasks and not paused (which `stats` does not list).
+fn unused_queue(name: &str, workers: usize) -> Value {
+    let counts: Map<String, Value> = TaskState::ALL
+        .into_iter()
+        .map(|state| (state.as_str().to_owned(), json!(0)))
+        .collect();
+    json!({
+        "queue": name, "counts": counts, "paused": false, "processed_today": 0,
+        "failed_today": 0, "oldest_pending_age_secs": null, "workers": workers,
+    })
+}
+
+/// `GET /api/queues/{queue}/errors?state=retry` (the default state), or
+/// `…?states=retry,archived`: the groups of several states in one answer.
 pub(crate) async fn errors(
     State(base): State<Arc<Queue>>,
     path: Result<Path<String>, PathRejection>,
@@ -208,13 +259,37 @@ pub(crate) async fn errors(
     let Path(name) = path?;
     let Query(params) = params?;
     let queue = queue_of(&base, name)?;
-    let state = state_of(&params, Some(TaskState::Retry))?;
-    let groups = queue
-        .inspector()
-        .error_groups(state)
-        .await
-        .map_err(|e| ApiError::from_queue(e, &queue, None))?;
-    Ok(Json(json::errors(queue.name(), state, &groups)))
+    let fail = |e| ApiError::from_queue(e, &queue, None);
+    let Some(list) = params.get("states") else {
+        let state = state_of(&params, Some(TaskState::Retry))?;
+        let groups = queue.inspector().error_groups(state).await.map_err(fail)?;
+        return with_stats(json::errors(queue.name(), state, &groups), &queue).await;
+    };
+    if params.contains_key("state") {
+        return Err(ApiError::bad_request("give state or states, not both"));
+    }
+    let mut states = Vec::new();
+    for name in list.split(',') {
+        let state = name.parse::<TaskState>().map_err(|e| match e {
+            Error::Invalid(why) => ApiError::bad_request(why),
+            other => ApiError::bad_request(other.to_string()),
+        })?;
+        if states.contains(&state) {
+            return Err(ApiError::bad_request(format!("states names {name} twice")));
+        }
+        states.push(state);
+    }
+    let mut answers = Vec::with_capacity(states.len());
+    for state in states {
+        let groups = queue.inspector().error_groups(state).await.map_err(fail)?;
+        let mut one = json::errors(queue.name(), state, &groups);
+        if let Value::Object(map) = &mut one {
+            map.remove("queue");
+        }
+        answers.push(one);
+    }
+    let answer = json!({ "queue": queue.name(), "states": answers });
+    with_stats(answer, &queue).await
 }
 
 /// `GET /api/queues/{queue}/history?hours=N` (1 to 168; 24 by default) or `?days=N` (1 to 90).
@@ -262,6 +337,25 @@ pub(crate) async fn task_action(
         .await
         .map_err(|e| ApiError::from_queue(e, &queue, Some(&id)))?;
     Ok(Json(json::acted(queue.name(), &id, action)))
+}
+
+/// `POST /api/queues/{queue}/task/run|delete|archive|cancel?id=ID`: the id in the query,
+/// where a browser leaves it as it is (it resolves a path segment `.` or `..`, even written
+/// `%2E`, before sending).
+pub(crate) async fn task_action_by_query(
+    action: Action,
+    base: Arc<Queue>,
+    path: Result<Path<String>, PathRejection>,
+    params: Params,
+) -> Answer {
+    let Path(name) = path?;
+    let Query(mut params) = params?;
+    let Some(id) = params.remove("id") else {
+        return Err(ApiError::bad_request(
+            "the query needs the task's id: ?id=ID (percent-encoded)",
+        ));
+    };
+    task_action(action, base, Ok(Path((name, id)))).await
 }
 
 /// `POST /api/queues/{queue}/run-all?state=…` and `POST /api/queues/{queue}/delete-all?state=…`:

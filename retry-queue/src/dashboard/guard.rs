@@ -1,9 +1,10 @@
-//! What every request goes through before a handler: the bearer token, read-only mode, the
-//! same-origin check on POSTs, the Host check of a token-less loopback dashboard, and the
-//! security headers of every answer.
+//! What every request goes through before a handler: the bearer token (wrong ones slowed
+//! down, see [`throttle`](super::throttle)), read-only mode, the same-origin check on POSTs,
+//! the Host check of a token-less loopback dashboard, and the security headers of every answer.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -11,10 +12,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::api::ApiError;
+use super::throttle::{Throttle, Verdict, retry_after_secs};
 
 /// How the dashboard's router guards its routes (built from the options by
 /// [`router_with`](super::router_with)).
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Guard {
     /// `Some(T)`: every `/api/…` request needs `Authorization: Bearer T`.
     pub(crate) token: Option<String>,
@@ -24,32 +26,70 @@ pub(crate) struct Guard {
     /// dashboard on a loopback address, which a page of another site could otherwise reach
     /// through DNS rebinding (its own host name pointed at 127.0.0.1).
     pub(crate) loopback_hosts_only: bool,
+    /// The wrong tokens seen lately.
+    pub(crate) throttle: Throttle,
 }
 
-/// The middleware: checks in the order Host, token (401), read-only (403), origin (403);
-/// then adds the security headers.
+/// The middleware: checks in the order Host, token (401, or 429 after many wrong ones),
+/// read-only (403), origin (403); then adds the security headers.
 pub(crate) async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
     let is_api = req.uri().path().starts_with("/api/") || req.uri().path() == "/api";
-    if let Err(refusal) = guard.admit(req.method(), req.headers(), is_api) {
+    let scheme = expected_scheme(&req);
+    if let Err(refusal) = guard.admit(req.method(), req.headers(), is_api, scheme) {
         return with_headers(refusal.into_response(), true);
     }
     with_headers(next.run(req).await, is_api)
 }
 
+/// The scheme a page of this dashboard is served with: `https` when a TLS proxy in front says
+/// so (`X-Forwarded-Proto: https`, which a cross-site page cannot set on a POST without a
+/// CORS preflight this server never grants) or the request's URI does (HTTP/2); `http`
+/// otherwise (what [`serve`](super::serve) speaks).
+fn expected_scheme(req: &Request) -> &'static str {
+    let forwarded = req
+        .headers()
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .map(str::trim);
+    let https = match forwarded {
+        Some(proto) => proto.eq_ignore_ascii_case("https"),
+        None => req.uri().scheme_str() == Some("https"),
+    };
+    if https { "https" } else { "http" }
+}
+
 impl Guard {
-    fn admit(&self, method: &Method, headers: &HeaderMap, is_api: bool) -> Result<(), ApiError> {
+    fn admit(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        is_api: bool,
+        scheme: &str,
+    ) -> Result<(), ApiError> {
         if self.loopback_hosts_only && !host_is_loopback(headers) {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "this dashboard has no token and answers only to localhost, 127.0.0.1 or [::1] \
-                 as the Host",
+                 as the Host (with a port of digits, if any)",
             ));
         }
         if let Some(token) = &self.token {
             // The page and its script and style hold no data: the browser loads them without
             // a header, and the script asks for the token. Everything under /api needs it.
-            if is_api && !bearer_matches(headers, token) {
-                return Err(ApiError::unauthorized());
+            if is_api {
+                match bearer(headers) {
+                    Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => {}
+                    // A guess: counted, and slowed down once there were many.
+                    Some(_) => {
+                        return Err(match self.throttle.wrong_token(Instant::now()) {
+                            Verdict::Refused => ApiError::unauthorized(),
+                            Verdict::Locked(left) => ApiError::too_many(retry_after_secs(left)),
+                        });
+                    }
+                    // No token at all guesses nothing (the page's first call): not counted.
+                    None => return Err(ApiError::unauthorized()),
+                }
             }
         }
         if method == Method::GET || method == Method::HEAD {
@@ -61,33 +101,42 @@ impl Guard {
                 "this dashboard is read-only (started with --read-only): no action is allowed",
             ));
         }
-        same_origin(headers)
+        same_origin(headers, scheme)
     }
 }
 
-/// `Authorization: Bearer T` with exactly this token (compared in constant time).
-fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
-    let Some(given) = headers
+/// The token of `Authorization: Bearer T`, trimmed; `None` without one.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-    else {
-        return false;
-    };
-    constant_time_eq(given.trim().as_bytes(), token.as_bytes())
+        .map(str::trim)
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// `Authorization: Bearer T` with exactly this token.
+#[cfg(test)]
+fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+    bearer(headers).is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
+}
+
+/// Whether `given` is `secret`, in a time that depends on the length of `given` only (not on
+/// where it first differs, nor on the secret's length).
+fn constant_time_eq(given: &[u8], secret: &[u8]) -> bool {
+    if secret.is_empty() {
+        return given.is_empty();
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let mut diff = u8::from(given.len() != secret.len());
+    for (i, byte) in given.iter().enumerate() {
+        diff |= byte ^ secret[i % secret.len()];
+    }
+    diff == 0
 }
 
 /// A POST must come from the dashboard's own origin: its `Origin` (or, without one,
-/// `Sec-Fetch-Site`, then `Referer`) must name the host the request was sent to. A request with
-/// none of them is no browser's cross-site request (curl, scripts) and passes.
-fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+/// `Sec-Fetch-Site`, then `Referer`) must name the scheme and host the request was sent to.
+/// A request with none of them is no browser's cross-site request (curl, scripts) and passes.
+fn same_origin(headers: &HeaderMap, scheme: &str) -> Result<(), ApiError> {
     let refused = |why: &str| {
         Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -95,11 +144,16 @@ fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
         ))
     };
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let ours = |url: &str| match (origin_of(url), host) {
+        (Some((their_scheme, authority)), Some(host)) => {
+            their_scheme == scheme && authority.eq_ignore_ascii_case(host)
+        }
+        _ => false,
+    };
     if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("");
-        return match (authority(origin), host) {
-            (Some(authority), Some(host)) if authority.eq_ignore_ascii_case(host) => Ok(()),
-            _ => refused("the Origin is not this dashboard"),
+        return match ours(origin.to_str().unwrap_or("")) {
+            true => Ok(()),
+            false => refused("the Origin is not this dashboard (scheme, host and port)"),
         };
     }
     if let Some(site) = headers.get("sec-fetch-site") {
@@ -109,26 +163,30 @@ fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
         };
     }
     if let Some(referer) = headers.get(header::REFERER) {
-        let referer = referer.to_str().unwrap_or("");
-        return match (authority(referer), host) {
-            (Some(authority), Some(host)) if authority.eq_ignore_ascii_case(host) => Ok(()),
-            _ => refused("the Referer is not this dashboard"),
+        return match ours(referer.to_str().unwrap_or("")) {
+            true => Ok(()),
+            false => refused("the Referer is not this dashboard (scheme, host and port)"),
         };
     }
     Ok(())
 }
 
-/// The `host[:port]` of an `http(s)://` URL or origin; `None` for anything else (`null`).
-fn authority(url: &str) -> Option<&str> {
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"))?;
+/// The scheme (`http` or `https`) and `host[:port]` of an URL or origin; `None` for anything
+/// else (`null`, other schemes, user info).
+fn origin_of(url: &str) -> Option<(&'static str, &str)> {
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("http://") {
+        ("http", rest)
+    } else {
+        ("https", url.strip_prefix("https://")?)
+    };
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let authority = &rest[..end];
-    (!authority.is_empty() && !authority.contains('@')).then_some(authority)
+    (!authority.is_empty() && !authority.contains('@')).then_some((scheme, authority))
 }
 
-/// Whether the `Host` header names a loopback host (a missing one, HTTP/1.0, passes).
+/// Whether the `Host` header names a loopback host, with a port of digits if any (a missing
+/// header, HTTP/1.0, passes). `localhost:evil.test` is no loopback host: a browser never
+/// sends it, and whatever reads the name after us may stop at another colon.
 fn host_is_loopback(headers: &HeaderMap) -> bool {
     let Some(host) = headers.get(header::HOST) else {
         return true;
@@ -136,12 +194,36 @@ fn host_is_loopback(headers: &HeaderMap) -> bool {
     let Ok(host) = host.to_str() else {
         return false;
     };
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(name, _port)| name),
+    let (name, port) = match host.strip_prefix('[') {
+        Some(v6) => {
+            let Some((address, after)) = v6.split_once(']') else {
+                return false;
+            };
+            let port = match after {
+                "" => None,
+                after => match after.strip_prefix(':') {
+                    Some(port) => Some(port),
+                    None => return false,
+                },
+            };
+            return port.is_none_or(is_port)
+                && address.parse::<Ipv6Addr>().is_ok_and(|ip| ip.is_loopback());
+        }
+        None => match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        },
     };
-    name.eq_ignore_ascii_case("localhost")
-        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    port.is_none_or(is_port)
+        && (name.eq_ignore_ascii_case("localhost")
+            || name
+                .parse::<Ipv4Addr>()
+                .is_ok_and(|ip| IpAddr::V4(ip).is_loopback()))
+}
+
+/// A port: 1 to 5 ASCII digits, at most 65535.
+fn is_port(port: &str) -> bool {
+    !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok()
 }
 
 /// The headers of every answer: no sniffing, no framing, no referrer; a strict content
@@ -188,25 +270,51 @@ mod tests {
             ("host", "127.0.0.1:8080"),
             ("origin", "http://127.0.0.1:8080"),
         ]);
-        assert!(same_origin(&ok).is_ok());
+        assert!(same_origin(&ok, "http").is_ok());
         let other = headers(&[("host", "127.0.0.1:8080"), ("origin", "http://evil.test")]);
-        assert!(same_origin(&other).is_err());
+        assert!(same_origin(&other, "http").is_err());
         let port = headers(&[
             ("host", "127.0.0.1:8080"),
             ("origin", "http://127.0.0.1:9090"),
         ]);
-        assert!(same_origin(&port).is_err());
+        assert!(same_origin(&port, "http").is_err());
         let null = headers(&[("host", "127.0.0.1:8080"), ("origin", "null")]);
-        assert!(same_origin(&null).is_err());
+        assert!(same_origin(&null, "http").is_err());
         let site = headers(&[("host", "127.0.0.1:8080"), ("sec-fetch-site", "cross-site")]);
-        assert!(same_origin(&site).is_err());
+        assert!(same_origin(&site, "http").is_err());
         let referer = headers(&[
             ("host", "127.0.0.1:8080"),
             ("referer", "http://evil.test/page"),
         ]);
-        assert!(same_origin(&referer).is_err());
+        assert!(same_origin(&referer, "http").is_err());
         let script = headers(&[("host", "127.0.0.1:8080")]);
-        assert!(same_origin(&script).is_ok());
+        assert!(same_origin(&script, "http").is_ok());
+    }
+
+    #[test]
+    fn origin_must_name_the_scheme() {
+        let https = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "https://127.0.0.1:8080"),
+        ]);
+        assert!(same_origin(&https, "http").is_err());
+        assert!(same_origin(&https, "https").is_ok());
+        let http = headers(&[
+            ("host", "dash.example:443"),
+            ("origin", "http://dash.example:443"),
+        ]);
+        assert!(same_origin(&http, "https").is_err());
+        let referer = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("referer", "https://127.0.0.1:8080/#/"),
+        ]);
+        assert!(same_origin(&referer, "http").is_err());
+        assert!(same_origin(&referer, "https").is_ok());
+        let other = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "ftp://127.0.0.1:8080"),
+        ]);
+        assert!(same_origin(&other, "http").is_err());
     }
 
     #[test]
@@ -217,11 +325,28 @@ mod tests {
             "[::1]:80",
             "127.0.0.1",
             "LOCALHOST",
+            "localhost:65535",
+            "[::1]",
         ] {
             let map = headers(&[("host", host)]);
             assert!(host_is_loopback(&map), "{host}");
         }
-        for host in ["evil.test:8080", "10.0.0.1:80", "localhost.evil.test"] {
+        for host in [
+            "evil.test:8080",
+            "10.0.0.1:80",
+            "localhost.evil.test",
+            "localhost:evil.test",
+            "localhost:evil.com",
+            "127.0.0.1:80:81",
+            "localhost:",
+            "localhost:99999",
+            "localhost:+80",
+            "[::1]evil.test",
+            "[::1]:evil",
+            "[::1",
+            "[127.0.0.1]:80",
+            "::1",
+        ] {
             let map = headers(&[("host", host)]);
             assert!(!host_is_loopback(&map), "{host}");
         }
@@ -235,5 +360,14 @@ mod tests {
         assert!(!bearer_matches(&headers(&[]), "s3cret"));
         let basic = headers(&[("authorization", "Basic s3cret")]);
         assert!(!bearer_matches(&basic, "s3cret"));
+        let longer = headers(&[("authorization", "Bearer s3cret!")]);
+        assert!(!bearer_matches(&longer, "s3cret"));
+        // The secret's bytes repeated do not match it.
+        let repeated = headers(&[("authorization", "Bearer s3crets3cret")]);
+        assert!(!bearer_matches(&repeated, "s3cret"));
+        let spaced = headers(&[("authorization", "Bearer  s3cret ")]);
+        assert!(bearer_matches(&spaced, "s3cret"));
+        assert!(!constant_time_eq(b"", b"s3cret"));
+        assert!(!constant_time_eq(b"x", b""));
     }
 }

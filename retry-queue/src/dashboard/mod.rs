@@ -31,10 +31,12 @@
 //! | `GET /api/queues` | `{"now", "queues": [queue…]}` |
 //! | `GET /api/workers` | `{"workers": [worker…]}`: the live workers, by id |
 //! | `GET /api/schedulers` | `{"entries": [entry…]}`: the entries of the live schedulers, by queue and spec |
-//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}}` |
-//! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…]}` |
+//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}, "stats": queue, "now"}` |
+//! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…], "stats": queue, "now"}` |
+//! | `GET /api/queues/{queue}/errors?states=retry,archived` | `{"queue", "states": [{"state", "groups": [group…]}…], "stats": queue, "now"}` |
 //! | `GET /api/queues/{queue}/history?hours=24` (1 to 168) or `?days=30` (1 to 90) | `{"queue", "hours" or "days", "buckets": [{"start", "processed", "failed"}…]}`, oldest first, empty buckets included |
-//! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive` | `{"queue", "id", "action"}` |
+//! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive\|cancel` | `{"queue", "id", "action"}` |
+//! | `POST /api/queues/{queue}/task/run\|delete\|archive\|cancel?id=ID` | the same, the id in the query (what the page uses: a browser resolves a path segment `.` or `..`, even written `%2E`, before sending) |
 //! | `POST /api/queues/{queue}/run-all?state=archived` | `{"queue", "state", "count"}` |
 //! | `POST /api/queues/{queue}/delete-all?state=archived` | `{"queue", "state", "count"}` |
 //! | `POST /api/queues/{queue}/pause\|unpause` | `{"queue", "paused"}` |
@@ -62,28 +64,53 @@
 //!
 //!
 //! The `actions` of a page name the actions a task of its state takes and the bulk actions of
-//! the state: the page shows buttons for these.
+//! the state: the page shows buttons for these. The `stats` of the tasks and errors answers is
+//! the queue's object of `GET /api/queues` (zero counts for a queue nobody used), and `now` the
+//! server's clock: the page refreshes a queue with that one request.
 //!
 //! # Security
 //!
 //! - **Token.** With [`DashOptions::token`], every request under `/api` needs
 //!   `Authorization: Bearer <token>` (401 otherwise). The page, its script and its style hold
 //!   no data and load without it; the page asks for the token once and keeps it in the tab's
-//!   `sessionStorage`, sending it with each API call.
+//!   `sessionStorage`, sending it with each API call. The token is trimmed of surrounding
+//!   whitespace and must have at least [`MIN_TOKEN_LEN`] (16) characters ([`serve`] refuses a
+//!   shorter one at start-up). `retry-queue dash` reads it from `--token-file PATH`, else
+//!   `--token T`, else [`TOKEN_ENV`] (`RETRY_QUEUE_TOKEN`); both flags at once are refused
+//!   ([`token_from`]). Prefer the file or the variable: every user of the machine can read a
+//!   process's arguments (`ps`). Compared in constant time.
+//! - **Wrong tokens slowed down.** After 10 wrong bearer tokens (from any client), each
+//!   further one locks the check for 5 s, then 10 s, 20 s, … up to 5 min: a wrong token sent
+//!   while locked answers 429 with `Retry-After`. The right token is always accepted at once.
+//!   The failures are forgotten after 15 min without one; the state is a few numbers, whatever
+//!   the number of clients.
 //! - **Loopback only without a token.** [`serve`] refuses a non-loopback `listen` address
 //!   without a token, before binding. A token-less dashboard also answers only requests whose
-//!   `Host` is `localhost`, `127.x.y.z` or `[::1]` (a page of another site cannot reach it by
-//!   DNS rebinding).
+//!   `Host` is `localhost`, `127.x.y.z` or `[::1]`, with a port of digits if any (a page of
+//!   another site cannot reach it by DNS rebinding; `localhost:evil.test` is refused).
 //! - **Read-only.** Every POST answers 403, and the page shows no buttons.
 //! - **Same origin.** A POST whose `Origin` (or, without one, `Sec-Fetch-Site`, then
-//!   `Referer`) names another origin answers 403.
+//!   `Referer`) names another origin (scheme, host or port) answers 403. The scheme expected is
+//!   `http`, or `https` when a proxy says so with `X-Forwarded-Proto: https` (or the request
+//!   URI does, HTTP/2). An application serving the router over TLS itself (HTTP/1.1) sets
+//!   that header in a layer before it.
+//! - **TLS off localhost.** The dashboard speaks plain HTTP: when it is reached from other
+//!   machines, put it behind a reverse proxy that terminates TLS (nginx, Caddy, …) and sets
+//!   `X-Forwarded-Proto: https`; otherwise the token and every task cross the network in clear.
 //! - **Escaping.** The page writes every value as text (never as HTML), under a strict
-//!   content security policy (its own script and style only).
+//!   content security policy (its own script and style only). Bidirectional control
+//!   characters (U+202A–U+202E, U+2066–U+2069, U+200E/F, U+061C) in stored text (ids, kinds,
+//!   errors, payloads, queue names) are shown as marked escapes (`\u{202E}`), so that an id
+//!   cannot pose as another. Any id can be acted on from the page (`.`, `..`, `/`, `%`, `?`,
+//!   `#`: the id travels in the query string); a malformed link (`#/q/%E0%A4%A`) shows the
+//!   overview and says so.
 //! - **Bad input** answers 400 or 404 with `{"error": "…"}`, never 500; a database failure 503.
 
 mod api;
 mod guard;
 mod page;
+mod throttle;
+mod token;
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -94,6 +121,7 @@ use axum::routing::{get, post};
 use retry_runtime::durable::Queue;
 
 pub use api::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+pub use token::{MIN_TOKEN_LEN, TOKEN_ENV, token_env, token_from};
 
 use guard::Guard;
 
@@ -111,7 +139,8 @@ pub struct DashOptions {
     /// Refuse every action (403 to every POST) and show no buttons.
     pub read_only: bool,
     /// `Some(T)`: every API request needs `Authorization: Bearer T`. Required to listen on a
-    /// non-loopback address.
+    /// non-loopback address. Trimmed of surrounding whitespace; at least [`MIN_TOKEN_LEN`]
+    /// characters ([`check`](DashOptions::check)). [`token_from`] reads it from its sources.
     pub token: Option<String>,
 }
 
@@ -127,12 +156,11 @@ impl Default for DashOptions {
 
 impl DashOptions {
     /// Checks the options as [`serve`] does before binding: a non-loopback `listen` needs a
-    /// token, and a token is not blank.
+    /// token, and a token is not blank nor shorter than [`MIN_TOKEN_LEN`] characters once
+    /// trimmed.
     pub fn check(&self) -> Result<(), DashError> {
         if let Some(token) = &self.token {
-            if token.trim().is_empty() {
-                return Err(DashError::BlankToken);
-            }
+            token::check_token(token)?;
         } else if !self.listen.ip().is_loopback() {
             return Err(DashError::TokenRequired {
                 listen: self.listen,
@@ -152,6 +180,22 @@ pub enum DashError {
     },
     /// The token is empty or only spaces.
     BlankToken,
+    /// The token, trimmed, is shorter than [`MIN_TOKEN_LEN`] characters.
+    ShortToken {
+        /// Its length in characters.
+        len: usize,
+    },
+    /// Both `--token` and `--token-file` were given.
+    TokenSources,
+    /// The token file could not be read.
+    TokenFile {
+        /// The file named.
+        path: std::path::PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// [`TOKEN_ENV`] is set to something that is not UTF-8.
+    TokenNotUnicode,
     /// The address could not be bound (in use, not allowed).
     Bind {
         /// The address asked for.
@@ -169,10 +213,26 @@ impl fmt::Display for DashError {
             DashError::TokenRequired { listen } => write!(
                 f,
                 "refusing to listen on {listen} without a token: anyone who reaches that \
-                 address could read and change the queue; pass --token T (every request then \
-                 needs `Authorization: Bearer T`) or listen on 127.0.0.1"
+                 address could read and change the queue; give a token (--token-file PATH or \
+                 RETRY_QUEUE_TOKEN; every request then needs `Authorization: Bearer T`) or \
+                 listen on 127.0.0.1"
             ),
             DashError::BlankToken => f.write_str("the dashboard's token is blank"),
+            DashError::ShortToken { len } => write!(
+                f,
+                "the dashboard's token has {len} characters: it needs at least {MIN_TOKEN_LEN} \
+                 (surrounding whitespace does not count); `openssl rand -hex 16` makes one"
+            ),
+            DashError::TokenSources => f.write_str(
+                "give the token one way: --token-file PATH or --token T, not both \
+                 (RETRY_QUEUE_TOKEN is used when neither is given)",
+            ),
+            DashError::TokenFile { path, source } => {
+                write!(f, "cannot read the token file {}: {source}", path.display())
+            }
+            DashError::TokenNotUnicode => {
+                write!(f, "{TOKEN_ENV} is set but is not UTF-8 text")
+            }
             DashError::Bind { listen, source } => {
                 write!(f, "cannot listen on {listen}: {source}")
             }
@@ -184,7 +244,7 @@ impl fmt::Display for DashError {
 impl std::error::Error for DashError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            DashError::Bind { source, .. } => Some(source),
+            DashError::Bind { source, .. } | DashError::TokenFile { source, .. } => Some(source),
             DashError::Serve(e) => Some(e),
             _ => None,
         }
@@ -202,14 +262,16 @@ pub fn router(queue: Queue) -> Router {
 }
 
 /// [`router`] with the token and read-only mode of `options`; a token-less router for a
-/// loopback `listen` answers only loopback `Host` names, as [`serve`] does.
+/// loopback `listen` answers only loopback `Host` names, as [`serve`] does. The token is
+/// trimmed; call [`DashOptions::check`] first to refuse a short one as [`serve`] does.
 pub fn router_with(queue: Queue, options: &DashOptions) -> Router {
     build(
         queue,
         Guard {
-            token: options.token.clone(),
+            token: options.token.as_deref().map(|t| t.trim().to_owned()),
             read_only: options.read_only,
             loopback_hosts_only: options.token.is_none() && options.listen.ip().is_loopback(),
+            throttle: Default::default(),
         },
     )
 }
@@ -220,6 +282,10 @@ fn build(queue: Queue, guard: Guard) -> Router {
     let action = |action: Action| {
         let queue = queue.clone();
         post(move |path| api::task_action(action, queue, path))
+    };
+    let action_by_query = |action: Action| {
+        let queue = queue.clone();
+        post(move |path, query| api::task_action_by_query(action, queue, path, query))
     };
     let bulk = |bulk: Bulk| {
         let queue = queue.clone();
@@ -242,6 +308,8 @@ fn build(queue: Queue, guard: Guard) -> Router {
     for a in Action::ALL {
         let route = format!("/api/queues/{{queue}}/tasks/{{id}}/{}", a.name());
         api_routes = api_routes.route(&route, action(a));
+        let route = format!("/api/queues/{{queue}}/task/{}", a.name());
+        api_routes = api_routes.route(&route, action_by_query(a));
     }
     for b in Bulk::ALL {
         api_routes = api_routes.route(&format!("/api/queues/{{queue}}/{}", b.name()), bulk(b));
@@ -251,6 +319,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
         .route("/assets/dash.js", get(page::script))
         .route("/assets/chart.js", get(page::chart))
         .route("/assets/workers.js", get(page::workers_script))
+        .route("/assets/views.js", get(page::views_script))
         .route("/assets/dash.css", get(page::style))
         .merge(api_routes)
         .fallback(api::not_found)
@@ -264,7 +333,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
 /// Runs the dashboard on `options.listen` until the server fails (the `dash` subcommand).
 ///
 /// Refuses, before binding, a non-loopback address without a token
-/// ([`DashError::TokenRequired`]) and a blank token.
+/// ([`DashError::TokenRequired`]), a blank token and a short one ([`DashError::ShortToken`]).
 pub async fn serve(queue: Queue, options: DashOptions) -> Result<(), DashError> {
     options.check()?;
     let listener = tokio::net::TcpListener::bind(options.listen)

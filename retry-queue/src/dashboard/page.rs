@@ -10,6 +10,7 @@ const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/dash.js");
 const CHART: &str = include_str!("assets/chart.js");
 const WORKERS_SCRIPT: &str = include_str!("assets/workers.js");
+const VIEWS_SCRIPT: &str = include_str!("assets/views.js");
 const STYLE: &str = include_str!("assets/dash.css");
 
 /// `GET /`: the shell, with the mount path (for the script's API calls) and read-only mode.
@@ -56,6 +57,15 @@ pub(crate) async fn workers_script() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         WORKERS_SCRIPT,
+    )
+        .into_response()
+}
+
+/// `GET /assets/views.js`: the router and the refresh chain.
+pub(crate) async fn views_script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        VIEWS_SCRIPT,
     )
         .into_response()
 }

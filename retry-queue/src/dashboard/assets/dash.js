@@ -1,13 +1,25 @@
 // The retry-queue dashboard: plain JavaScript over the JSON API under ./api (no build step, no
-// CDN). Every value from the API goes into the page as text (textContent / text nodes), never
-// as HTML. With `--token`, the token is asked for once and kept in this tab's sessionStorage;
-// every API call sends it as `Authorization: Bearer …`.
+// CDN). Every value from the API goes into the page as text (text nodes via el()), never as
+// HTML, with bidirectional controls (U+202E …) shown as visible escapes `\u{202E}`. With a
+// token, it is asked for once and kept in this tab's sessionStorage; every API call sends it
+// as `Authorization: Bearer …`.
+//
+// Views and the refresh chain. A view is `async (r) => paint`: it makes ONE api() call, builds
+// its DOM off the page and returns a function that puts it on the page. `r` is the route:
+// {view, parts (decoded path segments after the view's name), params (URLSearchParams)}.
+// "#/" is the overview, "#/q/NAME/STATE" a queue; another script adds a page with
+//   registerView("workers", async (r) => { const data = await api("GET", "workers"); return () => … });
+// and "#/workers/…" shows it. The chain calls the current view: at once on navigation, then
+// REFRESH_MS after the previous refresh finished (a setTimeout chain: never two in flight),
+// not while the tab is hidden (it refreshes at once when shown again), nor while a question
+// or the token form is open. Scripts load with `defer`, in order, before the first render.
 "use strict";
 
 const BASE = document.body.dataset.base || "";
 const READ_ONLY = document.body.dataset.readOnly === "true";
 const TOKEN_KEY = "retry-queue-token";
-const REFRESH_MS = 5000;
+// Every 5 s; a tab may ask for another period (tests do): sessionStorage "retry-queue-refresh-ms".
+const REFRESH_MS = Math.max(200, parseInt(sessionStorage.getItem("retry-queue-refresh-ms") || "", 10) || 5000);
 const PAGE_SIZE = 20;
 const STATES = ["pending", "scheduled", "active", "retry", "archived", "completed"];
 const LABELS = {
@@ -17,10 +29,9 @@ const LABELS = {
 // Which buttons a task gets, and which bulk actions a tab has, come with each page of tasks
 // (`actions` of GET …/tasks): the server's rules, not a copy of them here.
 
-let skewMs = 0;          // server clock minus browser clock, from /api/queues
+let skewMs = 0;          // server clock minus browser clock, from each answer's `now`
 let expanded = new Set(); // task ids whose payload row is open
 let confirming = false;  // a bulk action waits for its confirmation: no auto-refresh meanwhile
-let timer = null;
 
 // ---- DOM helpers: text only. ----
 function el(tag, attrs, ...children) {
@@ -29,19 +40,36 @@ function el(tag, attrs, ...children) {
     if (value === undefined || value === null || value === false) continue;
     if (key === "onclick") node.addEventListener("click", value);
     else if (key === "class") node.className = value;
+    else if (key === "title") node.title = escapeBidi(String(value));
     else node.setAttribute(key, value === true ? "" : String(value));
   }
   for (const child of children.flat()) {
     if (child === undefined || child === null) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    node.append(child instanceof Node ? child : textOf(String(child)));
   }
   return node;
 }
+// Bidirectional controls would reorder what follows them (an id "evil\u202Etxt.exe" shows as
+// "evilexe.txt"): every stored text is shown with them as marked, visible escapes.
+const BIDI = /([\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069])/;
+const escapeOne = (c) => "\\u{" + c.codePointAt(0).toString(16).toUpperCase() + "}";
+function escapeBidi(s) {
+  return s.replace(new RegExp(BIDI.source, "g"), escapeOne);
+}
+function textOf(s) {
+  if (!BIDI.test(s)) return document.createTextNode(s);
+  const out = document.createDocumentFragment();
+  s.split(BIDI).forEach((part, i) => {
+    if (i % 2) out.append(el("span", { class: "bidi", title: "a bidirectional control character" }, escapeOne(part)));
+    else if (part) out.append(document.createTextNode(part));
+  });
+  return out;
+}
 const $ = (id) => document.getElementById(id);
 
-function flash(text, isError) {
+function flash(message, isError) {
   const box = $("flash");
-  box.textContent = text;
+  box.replaceChildren(el("span", {}, message));
   box.className = isError ? "error" : "ok";
   box.hidden = false;
 }
@@ -80,7 +108,13 @@ function timeCell(cls, iso) {
 }
 
 // ---- The API. ----
-class Unauthorized extends Error {}
+// 401, or 429 after many wrong tokens (`throttled`: its message says how long to wait).
+class Unauthorized extends Error {
+  constructor(message, throttled) {
+    super(message);
+    this.throttled = throttled;
+  }
+}
 
 async function api(method, path) {
   const headers = { Accept: "application/json" };
@@ -93,68 +127,24 @@ async function api(method, path) {
   } catch (_) {
     body = null;
   }
-  if (response.status === 401) throw new Unauthorized((body && body.error) || "token needed");
+  if (response.status === 401 || response.status === 429) {
+    throw new Unauthorized((body && body.error) || "token needed", response.status === 429);
+  }
   if (!response.ok) throw new Error((body && body.error) || "HTTP " + response.status);
   return body;
 }
 const q = encodeURIComponent;
-
-// ---- Routing: #/ (overview), #/q/NAME/STATE?page=N, #/q/NAME/failing, #/workers, #/schedulers. ----
-function route() {
-  const hash = location.hash.replace(/^#/, "") || "/";
-  const [path, query] = hash.split("?");
-  const params = new URLSearchParams(query || "");
-  const parts = path.split("/").filter((p) => p !== "");
-  if (parts[0] === "workers" || parts[0] === "schedulers") return { view: parts[0] };
-  if (parts[0] === "q" && parts.length >= 2) {
-    let state = parts[2] || "retry";
-    if (state !== "failing" && !STATES.includes(state)) state = "retry";
-    const page = Math.max(1, parseInt(params.get("page") || "1", 10) || 1);
-    return { view: "queue", queue: decodeURIComponent(parts[1]), state, page };
-  }
-  return { view: "overview" };
-}
-function queueHref(queue, state, page) {
-  return "#/q/" + q(queue) + "/" + state + (page && page > 1 ? "?page=" + page : "");
-}
-
-// Each render fetches, then paints; a render overtaken by a newer one (a click on a tab while
-// a refresh was loading) or by a question (Run all / Delete all) paints nothing.
-let renderSeq = 0;
-
-async function render(quiet) {
-  const seq = ++renderSeq;
-  if (!quiet) clearFlash();
-  const r = route();
-  try {
-    const views = { queue: renderQueue, workers: renderWorkers, schedulers: renderSchedulers };
-    const paint = await (views[r.view] || renderOverview)(r);
-    if (seq !== renderSeq) return;
-    paint();
-    $("login").hidden = true;
-    $("main").hidden = false;
-    $("refreshed").textContent = "updated " + new Date().toLocaleTimeString();
-  } catch (e) {
-    if (seq !== renderSeq) return;
-    if (e instanceof Unauthorized) {
-      $("main").hidden = true;
-      $("login").hidden = false;
-      if (sessionStorage.getItem(TOKEN_KEY)) flash("The token was refused.", true);
-    } else {
-      flash(e.message, true);
-    }
-  }
-}
-
-async function loadQueues() {
-  const data = await api("GET", "queues");
-  skewMs = Date.parse(data.now) - Date.now();
-  return data.queues;
+// A task's action: the id in the query, where the browser keeps it as it is (in the path, an
+// id "." or ".." would be resolved as a dot segment, even written %2E).
+function taskAction(queue, id, action) {
+  return "queues/" + q(queue) + "/task/" + action + "?id=" + q(id);
 }
 
 // ---- Overview: one row per queue. ----
 async function renderOverview() {
-  const queues = await loadQueues();
+  const data = await api("GET", "queues");
+  setClock(data.now);
+  const queues = data.queues;
   const head = el("tr", {}, el("th", {}, "Queue"),
     STATES.map((s) => el("th", { class: "num" }, LABELS[s])),
     el("th", {}, "State"), el("th", { class: "num" }, "Processed today"),
@@ -189,20 +179,22 @@ function pauseButton(s) {
 async function act(method, path, message) {
   try {
     await api(method, path);
-    await render(true);
+    await refresh(true);
     flash(message, false);
   } catch (e) {
-    if (e instanceof Unauthorized) return render(false);
+    if (e instanceof Unauthorized) return refresh(false);
     flash(e.message, true);
   }
 }
 
-// ---- One queue: tabs, the tasks of one state, or the failing view. ----
+// ---- One queue: tabs, the tasks of one state, or the failing view; one request, whose
+// answer carries the queue's stats (the tabs' counts) and the server's clock. ----
 async function renderQueue(r) {
-  const queues = await loadQueues();
-  const stats = queues.find((s) => s.queue === r.queue) || {
-    queue: r.queue, counts: Object.fromEntries(STATES.map((s) => [s, 0])), paused: false, workers: 0,
-  };
+  const data = r.state === "failing"
+    ? await api("GET", "queues/" + q(r.queue) + "/errors?states=retry,archived")
+    : await api("GET", "queues/" + q(r.queue) + "/tasks?state=" + r.state + "&page=" + r.page + "&size=" + PAGE_SIZE);
+  setClock(data.now);
+  const stats = data.stats;
   const title = el("div", { class: "title" }, el("h1", { id: "queue-name" }, r.queue),
     stats.paused ? el("span", { class: "badge paused", id: "paused-badge" }, "paused") : null,
     READ_ONLY ? null : pauseButton(stats));
@@ -211,7 +203,9 @@ async function renderQueue(r) {
       class: "tab" + (state === r.state ? " current" : ""), "data-state": state, href: queueHref(r.queue, state),
     }, LABELS[state], " ", el("span", { class: "count" }, stats.counts[state]))),
     el("a", { class: "tab failing" + (r.state === "failing" ? " current" : ""), "data-state": "failing", href: queueHref(r.queue, "failing") }, "Failing"));
-  const body = r.state === "failing" ? await failingView(r) : await tasksView(r);
+  const body = r.state === "failing" ? failingView(r, data) : tasksView(r, data);
+  // The chart's data is fetched when the queue or its range changes, at most once a minute
+  // otherwise: most refreshes draw it from what was fetched (see chart.js).
   const chart = await historyChart(r.queue);
   return () => {
     $("crumbs").replaceChildren(el("span", {}, " / "), el("a", { href: queueHref(r.queue, "retry") }, r.queue));
@@ -219,8 +213,7 @@ async function renderQueue(r) {
   };
 }
 
-async function tasksView(r) {
-  const data = await api("GET", "queues/" + q(r.queue) + "/tasks?state=" + r.state + "&page=" + r.page + "&size=" + PAGE_SIZE);
+function tasksView(r, data) {
   const pages = Math.max(1, Math.ceil(data.total / PAGE_SIZE));
   const first = data.tasks.length ? (r.page - 1) * PAGE_SIZE + 1 : 0;
   const toolbar = el("div", { class: "toolbar" },
@@ -251,7 +244,7 @@ async function tasksView(r) {
         el("button", { class: "expand quiet", "data-id": t.id, onclick: () => toggle(t.id) }, expanded.has(t.id) ? "Hide" : "Details"),
         actions.map((a) => el("button", {
           class: "act" + (a === "delete" ? " danger" : ""), "data-action": a, "data-id": t.id,
-          onclick: () => act("POST", "queues/" + q(r.queue) + "/tasks/" + q(t.id) + "/" + a, "Task " + t.id + ": " + a + " done."),
+          onclick: () => act("POST", taskAction(r.queue, t.id, a), "Task " + t.id + ": " + a + " done."),
         }, LABELS_ACTION[a])))));
     rows.push(el("tr", { class: "payload-row", "data-id": t.id, hidden: !expanded.has(t.id) },
       el("td", { colspan: 7 },
@@ -309,11 +302,11 @@ function confirmBulk(r, action, total) {
   box.hidden = false;
 }
 
-async function failingView(r) {
+function failingView(r, answer) {
   const section = el("section", { id: "failing" },
     el("p", { class: "muted" }, "Retry and archived tasks grouped by their last error, most frequent first. Many tasks with one error usually mean an external system is down."));
-  for (const state of ["retry", "archived"]) {
-    const data = await api("GET", "queues/" + q(r.queue) + "/errors?state=" + state);
+  for (const data of answer.states) {
+    const state = data.state;
     const rows = data.groups.map((g) => el("tr", { class: "group" },
       el("td", { class: "num count" }, g.count),
       el("td", { class: "last-err" }, g.last_err),
@@ -327,17 +320,3 @@ async function failingView(r) {
   }
   return section;
 }
-
-// ---- Start. ----
-$("login").addEventListener("submit", (event) => {
-  event.preventDefault();
-  sessionStorage.setItem(TOKEN_KEY, $("token-input").value);
-  $("token-input").value = "";
-  render(false);
-});
-window.addEventListener("hashchange", () => render(false));
-$("mode").textContent = READ_ONLY ? "read-only" : "";
-render(false);
-timer = setInterval(() => {
-  if (!document.hidden && !confirming && $("login").hidden) render(true);
-}, REFRESH_MS);

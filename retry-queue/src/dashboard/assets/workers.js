@@ -1,7 +1,7 @@
 // The Workers and Schedulers pages (#/workers, #/schedulers) and the "no worker is running"
-// banner of the overview and the queue page. Loaded before dash.js, whose helpers (el, api, q,
-// timeCell, queueHref, …) these functions call when the page renders. One request per render;
-// relative times use the server clock's offset from the last /api/queues. Every value goes
+// banner of the overview and the queue page. Loaded after dash.js and views.js, whose helpers
+// (el, api, q, timeCell, queueHref, registerView, …) these functions call. One request per
+// render; relative times use the server clock's offset from the last answer. Every value goes
 // into the page as text.
 "use strict";
 
@@ -101,3 +101,6 @@ async function renderSchedulers() {
     $("main").replaceChildren(el("h1", {}, "Schedulers"), section);
   };
 }
+
+registerView("workers", renderWorkers);
+registerView("schedulers", renderSchedulers);

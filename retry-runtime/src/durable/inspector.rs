@@ -14,6 +14,9 @@ pub use super::stats::{ErrorGroup, QueueStats};
 use super::store::{control, operator, tasks};
 use super::task::{TaskInfo, TaskState};
 
+mod find;
+pub use find::{FoundPage, MAX_KINDS, MAX_SEARCH_BYTES, SEARCH_WINDOW, TaskFilter};
+
 /// What [`Inspector::cancel`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Canceled {

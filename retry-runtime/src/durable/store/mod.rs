@@ -47,6 +47,7 @@ macro_rules! columns {
 
 pub(crate) mod batch;
 pub(crate) mod control;
+pub(crate) mod find;
 pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -252,7 +253,8 @@ impl Store {
             Store::Postgres(pool) => postgres::migrate(pool).await,
         };
         let Err(e) = result else {
-            return control::migrate(self).await;
+            control::migrate(self).await?;
+            return find::migrate(self).await;
         };
         if self.has_current_columns().await {
             return Err(Error::from_sqlx(e));

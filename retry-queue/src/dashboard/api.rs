@@ -8,7 +8,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use retry_runtime::durable::{Error, Queue, TaskState};
+use retry_runtime::durable::{Error, Queue, TaskFilter, TaskState};
 use serde_json::Value;
 
 use crate::json;
@@ -34,6 +34,11 @@ impl ApiError {
         }
     }
 
+    /// The text the answer carries.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+
     pub(crate) fn unauthorized() -> ApiError {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -41,13 +46,13 @@ impl ApiError {
         )
     }
 
-    fn bad_request(message: impl Into<String>) -> ApiError {
+    pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
     }
 
     /// A failure of the inspector, for the task `id` when the call was about one: the
     /// [`Problem`]'s text, with its kind's status.
-    fn from_queue(e: Error, queue: &Queue, id: Option<&str>) -> ApiError {
+    pub(crate) fn from_queue(e: Error, queue: &Queue, id: Option<&str>) -> ApiError {
         let problem = Problem::of(e, queue.name(), id);
         let status = match problem.kind {
             Kind::NotFound => StatusCode::NOT_FOUND,
@@ -85,18 +90,18 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
-type Answer = Result<Json<Value>, ApiError>;
-type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
+pub(crate) type Answer = Result<Json<Value>, ApiError>;
+pub(crate) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
 
 /// The queue named by a `{queue}` path segment (1 to 1 KiB: 400 otherwise).
-fn queue_of(base: &Queue, name: String) -> Result<Queue, ApiError> {
+pub(crate) fn queue_of(base: &Queue, name: String) -> Result<Queue, ApiError> {
     base.clone()
         .try_named(name)
         .map_err(|e| ApiError::from_queue(e, base, None))
 }
 
 /// The `state` parameter: required unless `default` is given; 400 when unknown.
-fn state_of(
+pub(crate) fn state_of(
     params: &HashMap<String, String>,
     default: Option<TaskState>,
 ) -> Result<TaskState, ApiError> {
@@ -114,7 +119,7 @@ fn state_of(
 
 /// A positive number parameter, `default` when absent, at most `max` (larger ones are
 /// clamped to it when `clamp`, refused otherwise).
-fn number_of(
+pub(crate) fn number_of(
     params: &HashMap<String, String>,
     name: &str,
     default: u32,
@@ -152,7 +157,9 @@ pub(crate) async fn queues(State(base): State<Arc<Queue>>) -> Answer {
 }
 
 /// `GET /api/queues/{queue}/tasks?state=…&page=1&size=20`, or `…&after=CURSOR&size=20` (the
-/// `next` of the page before: an index seek however deep).
+/// `next` of the page before: an index seek however deep); with `kind=K` and/or `search=TEXT`,
+/// the tasks found ([`Inspector::find`](retry_runtime::durable::Inspector::find)), paged by
+/// cursor only.
 pub(crate) async fn tasks(
     State(base): State<Arc<Queue>>,
     path: Result<Path<String>, PathRejection>,
@@ -166,12 +173,38 @@ pub(crate) async fn tasks(
     let size = number_of(&params, "size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, true)?;
     let fail = |e| ApiError::from_queue(e, &queue, None);
     let inspector = queue.inspector();
-    let tasks = match params.get("after") {
-        Some(_) if params.contains_key("page") => {
+    if params.contains_key("after") && params.contains_key("page") {
+        return Err(ApiError::bad_request(
+            "give page or after, not both: after (the next of a page) already says where",
+        ));
+    }
+    let kind = params
+        .get("kind")
+        .map(String::as_str)
+        .filter(|k| !k.is_empty());
+    let search = params
+        .get("search")
+        .map(String::as_str)
+        .filter(|s| !s.is_empty());
+    if kind.is_some() || search.is_some() {
+        if params.contains_key("page") {
             return Err(ApiError::bad_request(
-                "give page or after, not both: after (the next of a page) already says where",
+                "a filtered list (kind, search) pages by cursor: give after (the next of the \
+                 page before), not page",
             ));
         }
+        let mut filter = TaskFilter::default();
+        filter.kind = kind.map(str::to_owned);
+        filter.search = search.map(str::to_owned);
+        let after = params.get("after").map(String::as_str);
+        let found = inspector
+            .find(state, &filter, after, size)
+            .await
+            .map_err(fail)?;
+        let total = inspector.count(state).await.map_err(fail)?;
+        return Ok(Json(json::found(&found, total, state, kind, search)));
+    }
+    let tasks = match params.get("after") {
         Some(after) => inspector.list_after(state, Some(after), size).await,
         None => inspector.page_number(state, page, size).await,
     }

@@ -30,8 +30,12 @@
 //! | --- | --- |
 //! | `GET /api/queues` | `{"now", "queues": [queue…]}` |
 //! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}}` |
+//! | `GET /api/queues/{queue}/tasks?state=retry&kind=K&search=TEXT&size=20` (and `&after=CURSOR`; no `page`) | the tasks of kind `K` whose id, payload or last error contains `TEXT` (case-insensitive; either filter alone too): the answer above and `{"kind", "search", "searched", "search_limit_reached", "search_window"}`; a search reads at most the next `search_window` (10 000) tasks of the state, says how many it read, and sets `search_limit_reached` when it stopped there (its `next` goes on after them); `total` counts the whole state |
+//! | `GET /api/queues/{queue}/kinds?state=retry` | `{"queue", "state", "kinds": [kind…]}`, sorted, at most 200 |
+//! | `GET /api/queues/{queue}/tasks/{id}` | the task, payload and failure history included, and `"actions"`: those its state takes (404 when unknown) |
+//! | `POST /api/queues/{queue}/tasks/batch` with `{"action": "run\|delete\|archive\|cancel", "ids": [id…]}` (1 to 1 000 ids) | `{"queue", "action", "done": n, "failed": [{"id", "error"}…]}`: a task that refuses the action (`"no such task"`, an active one) is listed and the batch goes on |
 //! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…]}` |
-//! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive` | `{"queue", "id", "action"}` |
+//! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive\|cancel` | `{"queue", "id", "action"}` |
 //! | `POST /api/queues/{queue}/run-all?state=archived` | `{"queue", "state", "count"}` |
 //! | `POST /api/queues/{queue}/delete-all?state=archived` | `{"queue", "state", "count"}` |
 //! | `POST /api/queues/{queue}/pause\|unpause` | `{"queue", "paused"}` |
@@ -41,9 +45,11 @@
 //!
 //! - A task: `TaskInfo`'s field names, `{"id", "queue", "kind", "state", "retried",
 //!   "max_retry", "payload", "enqueued_at", "next_process_at", "last_err", "last_failed_at",
-//!   "completed_at", "errors"}`; `state` lower case (`"retry"`), `payload` the stored JSON text
-//!   as a string, times RFC 3339 in UTC or `null` when absent; `errors` the failure history,
-//!   oldest first, `[{"retried", "at", "error"}…]` (the last 10).
+//!   "completed_at", "lease_expires_at", "errors"}`; `state` lower case (`"retry"`), `payload`
+//!   the stored JSON text as a string, times RFC 3339 in UTC or `null` when absent;
+//!   `lease_expires_at` is set on an active task only (past it, the worker is presumed dead and
+//!   the recoverer retries the task: the page flags it); `errors` the failure history, oldest
+//!   first, `[{"retried", "at", "error"}…]` (the last 10).
 //! - A queue: `{"queue", "counts": {"pending": n, "scheduled": n, "active": n,
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
 //!   "oldest_pending_age_secs"}` (whole seconds, `null` without pending tasks).
@@ -73,6 +79,7 @@
 mod api;
 mod guard;
 mod page;
+mod task_api;
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -222,6 +229,12 @@ fn build(queue: Queue, guard: Guard) -> Router {
         .route("/api/queues", get(api::queues))
         .route("/api/queues/{queue}/tasks", get(api::tasks))
         .route("/api/queues/{queue}/errors", get(api::errors))
+        .route("/api/queues/{queue}/kinds", get(task_api::kinds))
+        .route("/api/queues/{queue}/tasks/{id}", get(task_api::task))
+        .route(
+            "/api/queues/{queue}/tasks/batch",
+            post(task_api::batch).get(task_api::task_named_batch),
+        )
         .with_state(queue.clone())
         .route("/api/queues/{queue}/pause", pause(true))
         .route("/api/queues/{queue}/unpause", pause(false));
@@ -235,6 +248,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
     Router::new()
         .route("/", get(move |req| page::index(read_only, req)))
         .route("/assets/dash.js", get(page::script))
+        .route("/assets/tasks.js", get(page::tasks_script))
         .route("/assets/dash.css", get(page::style))
         .merge(api_routes)
         .fallback(api::not_found)

@@ -8,6 +8,7 @@ use axum::response::{Html, IntoResponse, Response};
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/dash.js");
+const TASKS_SCRIPT: &str = include_str!("assets/tasks.js");
 const STYLE: &str = include_str!("assets/dash.css");
 
 /// `GET /`: the shell, with the mount path (for the script's API calls) and read-only mode.
@@ -36,6 +37,15 @@ pub(crate) async fn script() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         SCRIPT,
+    )
+        .into_response()
+}
+
+/// `GET /assets/tasks.js`: the task lists (search, selections, flags) and the task page.
+pub(crate) async fn tasks_script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        TASKS_SCRIPT,
     )
         .into_response()
 }

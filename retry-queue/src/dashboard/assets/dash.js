@@ -81,14 +81,14 @@ function timeCell(cls, iso) {
 // ---- The API. ----
 class Unauthorized extends Error {}
 
-async function api(method, path, body) {
+async function api(method, path, payload) {
   const headers = { Accept: "application/json" };
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = "Bearer " + token;
   const init = { method, headers, credentials: "same-origin" };
-  if (body !== undefined) {
+  if (payload !== undefined) {
     headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
+    init.body = JSON.stringify(payload);
   }
   const response = await fetch(BASE + "/api/" + path, init);
   let body = null;

@@ -962,6 +962,18 @@ async fn find_select_open(c: &Client, base: &str) -> Step {
         t.len() == 1 && t[0].contains("\n  \"order\": 1\n") && t[0].contains(HOSTILE)
     })
     .await?;
+    wait_texts(c, "#task-last-err", "the last error", |t| {
+        t == ["gateway timeout"]
+    })
+    .await?;
+    wait_texts(c, "#crumbs", "the way back", |t| {
+        t == [" / default / Retry / pay-1"]
+    })
+    .await?;
+    wait_texts(c, "#task-fields .field-kind", "the kind", |t| {
+        t == ["charge"]
+    })
+    .await?;
     let failures = wait_texts(c, "#failures tr.failure", "two failures", |t| t.len() == 2).await?;
     if !failures
         .iter()

@@ -17,6 +17,10 @@ function decodePart(part) {
     return part;
   }
 }
+// replaceChildren takes nodes, not arrays or nulls (it would write them as text).
+function nodes(...children) {
+  return children.flat().filter((child) => child !== null && child !== undefined);
+}
 function taskHref(queue, id) {
   return "#/q/" + q(queue) + "/task/" + q(id);
 }
@@ -326,18 +330,18 @@ async function taskPage(r) {
     : el("p", { id: "no-failures", class: "muted" }, "No failed attempt.");
   return () => {
     taskCrumbs(r, t.state);
-    $("main").replaceChildren(
+    $("main").replaceChildren(...nodes(
       el("div", { class: "title" }, el("h1", {}, "Task ", el("code", { id: "task-id" }, t.id))),
       fields, buttons, el("div", { id: "confirm", hidden: true }),
       t.last_err === null ? null : [el("h2", {}, "Last error"), el("pre", { id: "task-last-err", class: "full-err" }, t.last_err)],
       el("h2", {}, "Payload"), el("pre", { id: "task-payload", class: "payload" }, pretty(t.payload)),
-      el("h2", {}, "Failures ", el("span", { class: "muted small" }, "(the last 10, newest first)")), failures);
+      el("h2", {}, "Failures ", el("span", { class: "muted small" }, "(the last 10, newest first)")), failures));
   };
 }
 function taskCrumbs(r, state) {
-  $("crumbs").replaceChildren(el("span", {}, " / "), el("a", { href: queueHref(r.queue, "retry") }, r.queue),
+  $("crumbs").replaceChildren(...nodes(el("span", {}, " / "), el("a", { href: queueHref(r.queue, "retry") }, r.queue),
     state ? [el("span", {}, " / "), el("a", { id: "task-state-link", href: queueHref(r.queue, state) }, LABELS[state])] : null,
-    el("span", {}, " / "), el("code", {}, r.id));
+    el("span", {}, " / "), el("code", {}, r.id)));
 }
 async function taskAction(r, action) {
   try {

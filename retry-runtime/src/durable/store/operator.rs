@@ -69,15 +69,19 @@ pub(crate) async fn page(
 }
 
 /// The statement of one page after a cursor for one state, the state written out so that the
-/// partial indexes on `state` apply.
+/// partial indexes on `state` apply, and their condition repeated (`$in`): SQLite uses a
+/// partial index only when the query's `WHERE` holds the index's condition term for term
+/// (`state = 'pending'` alone read a million-row table in 250 ms instead of 0.05 ms).
 macro_rules! page_after {
-    ($state:literal, due) => {
+    ($state:literal, $in:literal, due) => {
         concat!(
             "SELECT ",
             columns!(),
             " FROM retry_tasks WHERE queue = $1 AND state = '",
             $state,
-            "' AND (next_process_ms, seq) > ($3, $4) ORDER BY next_process_ms, seq LIMIT $2"
+            "' AND state IN ",
+            $in,
+            " AND (next_process_ms, seq) > ($3, $4) ORDER BY next_process_ms, seq LIMIT $2"
         )
     };
     ($state:literal, finished) => {
@@ -86,7 +90,7 @@ macro_rules! page_after {
             columns!(),
             " FROM retry_tasks WHERE queue = $1 AND state = '",
             $state,
-            "' AND (finished_ms, seq) < ($3, $4) \
+            "' AND state IN ('archived', 'completed') AND (finished_ms, seq) < ($3, $4) \
              ORDER BY finished_ms DESC, seq DESC LIMIT $2"
         )
     };
@@ -103,10 +107,13 @@ pub(crate) async fn page_after(
     seq: i64,
 ) -> Result<Vec<Row>, Error> {
     let statement = match state {
-        TaskState::Pending => page_after!("pending", due),
-        TaskState::Scheduled => page_after!("scheduled", due),
-        TaskState::Active => page_after!("active", due),
-        TaskState::Retry => page_after!("retry", due),
+        TaskState::Pending => page_after!("pending", "('pending', 'scheduled', 'retry')", due),
+        TaskState::Scheduled => page_after!("scheduled", "('pending', 'scheduled', 'retry')", due),
+        // Active tasks, as many as workers hold, are read through the live kind index.
+        TaskState::Active => {
+            page_after!("active", "('pending', 'scheduled', 'active', 'retry')", due)
+        }
+        TaskState::Retry => page_after!("retry", "('pending', 'scheduled', 'retry')", due),
         TaskState::Archived => page_after!("archived", finished),
         TaskState::Completed => page_after!("completed", finished),
     };

@@ -61,25 +61,26 @@ macro_rules! hit {
 }
 
 /// The search of one state: the window is the first `$4 - 1` tasks after the cursor `($2, $3)`
-/// in the state's order (`$4`: one more, to learn whether the state goes on); each row comes
-/// with its place in the window (`rn`) and the window's size (`total`). It gives the window's
-/// hits, plus its last row and its `$4 - 1`-th (where a next search starts), at most `$5` rows.
-/// `$kind` is `""` or a condition on `$7`.
+/// in the state's order (`$4`: one more, to learn whether the state goes on), each matched
+/// where it is read (the payload is read once, and not carried further), numbered (`rn`) and
+/// counted (`total`). Only the window's hits, its last row and its `$4 - 1`-th (where a next
+/// search starts) are joined back to their rows, at most `$5`. `$kind` is `""` or a condition
+/// on `$7`.
 macro_rules! search_sql {
     ($state:literal, $in:literal, $key:literal, $cmp:literal, $dir:literal, $kind:literal) => {
         concat!(
             "SELECT ",
             columns!(),
-            ", w.wkey, w.wseq, w.rn, w.total, CAST(CASE WHEN ",
-            hit!(),
-            " THEN 1 ELSE 0 END AS BIGINT) AS hit FROM (SELECT wkey, wseq, \
+            ", w.wkey, w.wseq, w.rn, w.total, w.hit FROM (SELECT wkey, wseq, hit, \
              ROW_NUMBER() OVER (ORDER BY wkey ",
             $dir,
             ", wseq ",
             $dir,
             ") AS rn, COUNT(*) OVER () AS total FROM (SELECT ",
             $key,
-            " AS wkey, seq AS wseq FROM retry_tasks WHERE queue = $1 AND state = '",
+            " AS wkey, seq AS wseq, CAST(CASE WHEN ",
+            hit!(),
+            " THEN 1 ELSE 0 END AS BIGINT) AS hit FROM retry_tasks WHERE queue = $1 AND state = '",
             $state,
             "' AND state IN ",
             $in,
@@ -95,9 +96,8 @@ macro_rules! search_sql {
             ", seq ",
             $dir,
             " LIMIT $4) AS lim) AS w JOIN retry_tasks ON retry_tasks.seq = w.wseq \
-             WHERE (",
-            hit!(),
-            " AND w.rn < $4) OR w.rn = w.total OR w.rn + 1 = $4 ORDER BY w.rn LIMIT $5"
+             WHERE (w.hit = 1 AND w.rn < $4) OR w.rn = w.total OR w.rn + 1 = $4 \
+             ORDER BY w.rn LIMIT $5"
         )
     };
 }

@@ -41,7 +41,15 @@ pub(crate) async fn page(
     limit: i64,
     offset: i64,
 ) -> Result<Vec<Row>, Error> {
+    // The `state IN (…)` of the partial index, repeated for SQLite (see `page_after!`).
     const PAGE_BY_DUE: &str = concat!(
+        "SELECT ",
+        columns!(),
+        " FROM retry_tasks WHERE queue = $1 AND state = $2 \
+         AND state IN ('pending', 'scheduled', 'retry') \
+         ORDER BY next_process_ms, seq LIMIT $3 OFFSET $4"
+    );
+    const PAGE_ACTIVE: &str = concat!(
         "SELECT ",
         columns!(),
         " FROM retry_tasks WHERE queue = $1 AND state = $2 \
@@ -51,13 +59,13 @@ pub(crate) async fn page(
         "SELECT ",
         columns!(),
         " FROM retry_tasks WHERE queue = $1 AND state = $2 \
+         AND state IN ('archived', 'completed') \
          ORDER BY finished_ms DESC, seq DESC LIMIT $3 OFFSET $4"
     );
     let statement = match state {
         TaskState::Archived | TaskState::Completed => PAGE_BY_FINISHED,
-        TaskState::Pending | TaskState::Scheduled | TaskState::Active | TaskState::Retry => {
-            PAGE_BY_DUE
-        }
+        TaskState::Pending | TaskState::Scheduled | TaskState::Retry => PAGE_BY_DUE,
+        TaskState::Active => PAGE_ACTIVE,
     };
     let args = [
         Arg::Text(queue),

@@ -249,6 +249,16 @@ mod tests {
     }
 
     #[test]
+    fn an_action_reads_back_its_name_and_nothing_else() {
+        for action in Action::ALL {
+            assert_eq!(Action::parse(action.name()), Some(action));
+        }
+        for bad in ["", "Run", "run-all", "explode"] {
+            assert_eq!(Action::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn problems_name_the_task_and_queue() {
         let p = Problem::of(Error::TaskNotFound, "q", Some("a\u{1b}b"));
         assert_eq!(p.kind, Kind::NotFound);

@@ -3,9 +3,11 @@
 //!
 //! - A task ([`task`]): `TaskInfo`'s field names, `{"id", "queue", "kind", "state", "retried",
 //!   "max_retry", "payload", "enqueued_at", "next_process_at", "last_err", "last_failed_at",
-//!   "completed_at", "errors"}`; `state` lower case (`"retry"`), `payload` the stored JSON text
-//!   as a string, times RFC 3339 in UTC ([`rfc3339`]) or `null` when absent; `errors` the
-//!   failure history, oldest first: `[{"retried", "at", "error"}…]` (the last 10).
+//!   "completed_at", "lease_expires_at", "errors"}`; `state` lower case (`"retry"`), `payload`
+//!   the stored JSON text as a string, times RFC 3339 in UTC ([`rfc3339`]) or `null` when
+//!   absent (`lease_expires_at` is set on an active task only: past it, the recoverer retries
+//!   the task); `errors` the failure history, oldest first: `[{"retried", "at", "error"}…]`
+//!   (the last 10).
 //! - A queue ([`queue`]): `{"queue", "counts": {"pending": n, "scheduled": n, "active": n,
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
 //!   "oldest_pending_age_secs", "workers"}` (whole seconds, `null` without pending tasks;
@@ -23,7 +25,10 @@
 //! "total", "actions": {"task": […], "bulk": […]}}` (the actions a task of the page's state
 //! takes, and the bulk actions of the state: what the page shows buttons for); [`errors`]
 //! `{"queue", "state", "groups": [group…]}`; [`history`] `{"queue", "hours" or "days": n,
-//! "buckets": [bucket…]}` (oldest first, empty buckets included); [`acted`] `{"queue", "id", "action"}`;
+//! "buckets": [bucket…]}` (oldest first, empty buckets included); [`found`], a filtered page:
+//! [`page`] and `{"kind", "search", "searched", "search_limit_reached", "search_window"}`;
+//! [`kinds`] `{"queue", "state", "kinds": […]}`; [`batch_done`] `{"queue", "action", "done",
+//! "failed": [{"id", "error"}…]}`; [`acted`] `{"queue", "id", "action"}`;
 //! [`bulk_done`] `{"queue", "state", "count"}`; [`paused`] `{"queue", "paused"}`; and a
 //! failure, [`error`] `{"error"}`; [`workers`] `{"workers": [worker…]}`; [`schedulers`]
 //! `{"entries": [entry…]}`.
@@ -33,11 +38,11 @@ use std::time::SystemTime;
 use retry_runtime::time::rfc3339;
 
 use retry_runtime::durable::{
-    ErrorGroup, HistoryBucket, HistorySpan, QueueStats, SchedulerEntry, TaskInfo, TaskState,
-    WorkerInfo,
+    ErrorGroup, FoundPage, HistoryBucket, HistorySpan, QueueStats, SEARCH_WINDOW, SchedulerEntry,
+    TaskInfo, TaskState, WorkerInfo,
 };
 
-use crate::ops::{Action, Bulk};
+use crate::ops::{Action, BatchOutcome, Bulk};
 use serde_json::{Map, Value, json};
 
 /// [`rfc3339`] of an optional time: `null` when absent.
@@ -60,12 +65,28 @@ pub(crate) fn task(task: &TaskInfo) -> Value {
         "last_err": task.last_err,
         "last_failed_at": opt_time(task.last_failed_at),
         "completed_at": opt_time(task.completed_at),
+        "lease_expires_at": opt_time(task.lease_expires_at),
         "errors": task.errors.iter().map(|failed| json!({
             "retried": failed.retried,
             "at": rfc3339(failed.at),
             "error": failed.error,
         })).collect::<Vec<Value>>(),
     })
+}
+
+/// A task and the actions its state takes (`"actions": ["run", …]`): what the task page
+/// shows buttons for.
+pub(crate) fn task_with_actions(info: &TaskInfo) -> Value {
+    let mut value = task(info);
+    if let Value::Object(map) = &mut value {
+        let actions: Vec<&str> = Action::ALL
+            .into_iter()
+            .filter(|action| action.allowed(info.state))
+            .map(Action::name)
+            .collect();
+        map.insert("actions".into(), json!(actions));
+    }
+    value
 }
 
 /// A queue's stats, and how many live `workers` serve it: see the [module docs](self).
@@ -162,6 +183,44 @@ pub(crate) fn page(tasks: &[TaskInfo], next: Option<&str>, total: u64, state: Ta
         .map(Bulk::name)
         .collect();
     json!({ "tasks": tasks, "next": next, "total": total, "actions": { "task": task_actions, "bulk": bulk } })
+}
+
+/// A page found with a filter (`kind`, `search`: what was asked, `null` when absent):
+/// [`page`] (its `total` counts the whole state), and how much a search read.
+pub(crate) fn found(
+    found: &FoundPage,
+    total: u64,
+    state: TaskState,
+    kind: Option<&str>,
+    search: Option<&str>,
+) -> Value {
+    let mut value = page(&found.tasks, found.next.as_deref(), total, state);
+    if let Value::Object(map) = &mut value {
+        map.insert("kind".into(), json!(kind));
+        map.insert("search".into(), json!(search));
+        map.insert("searched".into(), json!(found.searched));
+        map.insert(
+            "search_limit_reached".into(),
+            json!(found.search_limit_reached),
+        );
+        map.insert("search_window".into(), json!(SEARCH_WINDOW));
+    }
+    value
+}
+
+/// The kinds present in `state` of `queue`.
+pub(crate) fn kinds(queue: &str, state: TaskState, kinds: &[String]) -> Value {
+    json!({ "queue": queue, "state": state.as_str(), "kinds": kinds })
+}
+
+/// A batch of `action` on `queue`: how many were done, and why each other task was not.
+pub(crate) fn batch_done(queue: &str, action: Action, outcome: &BatchOutcome) -> Value {
+    let failed: Vec<Value> = outcome
+        .failed
+        .iter()
+        .map(|(id, error)| json!({ "id": id, "error": error }))
+        .collect();
+    json!({ "queue": queue, "action": action.name(), "done": outcome.done, "failed": failed })
 }
 
 /// The error groups of `state` in `queue`.

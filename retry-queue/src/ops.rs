@@ -58,6 +58,11 @@ impl Action {
         }
     }
 
+    /// The action named `name` in routes and JSON.
+    pub(crate) fn parse(name: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|action| action.name() == name)
+    }
+
     pub(crate) async fn apply(self, inspector: &Inspector, id: &str) -> Result<(), Error> {
         match self {
             Action::Run => inspector.run_task(id).await,
@@ -66,6 +71,41 @@ impl Action {
             Action::Cancel => inspector.cancel(id).await.map(drop),
         }
     }
+}
+
+/// The most ids one batch takes.
+pub(crate) const MAX_BATCH: usize = 1000;
+
+/// What a batch did: how many tasks took the action, and why each other one did not.
+#[derive(Debug, Default)]
+pub(crate) struct BatchOutcome {
+    pub(crate) done: u64,
+    /// `(id, why)`: "no such task", an active task's refusal, or the state's.
+    pub(crate) failed: Vec<(String, String)>,
+}
+
+/// Applies `action` to each task of `ids` in turn. A task that refuses it (unknown, held by a
+/// worker, in a state the action does not take) is listed in `failed` and the batch goes on; a
+/// database failure stops it (`Err`, with how many were done before).
+pub(crate) async fn batch(
+    action: Action,
+    inspector: &Inspector,
+    ids: &[String],
+) -> Result<BatchOutcome, (u64, Error)> {
+    let mut outcome = BatchOutcome::default();
+    for id in ids {
+        match action.apply(inspector, id).await {
+            Ok(()) => outcome.done += 1,
+            Err(Error::TaskNotFound) => outcome.failed.push((id.clone(), "no such task".into())),
+            Err(Error::TaskActive) => outcome.failed.push((
+                id.clone(),
+                "active: a worker holds its lease; wait for the attempt to end".into(),
+            )),
+            Err(Error::Invalid(why)) => outcome.failed.push((id.clone(), clean(&why))),
+            Err(e) => return Err((outcome.done, e)),
+        }
+    }
+    Ok(outcome)
 }
 
 /// An action on every task of a state.
@@ -206,6 +246,16 @@ mod tests {
         assert!(Bulk::RunAll.allowed(TaskState::Archived));
         assert!(!Bulk::RunAll.allowed(TaskState::Pending));
         assert!(!Bulk::DeleteAll.allowed(TaskState::Active));
+    }
+
+    #[test]
+    fn an_action_reads_back_its_name_and_nothing_else() {
+        for action in Action::ALL {
+            assert_eq!(Action::parse(action.name()), Some(action));
+        }
+        for bad in ["", "Run", "run-all", "explode"] {
+            assert_eq!(Action::parse(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -319,6 +319,7 @@ page 1 of 1: 1 of 1 active tasks in queue \"{name}\"
                 "last_err": "gateway down",
                 "last_failed_at": "2023-11-14T22:13:20Z",
                 "completed_at": null,
+                "lease_expires_at": null,
                 "errors": [{"retried": 0, "at": "2023-11-14T22:13:20Z", "error": "gateway down"}],
             }],
             "total": 3,
@@ -420,6 +421,7 @@ enqueued_at:     2023-11-14T22:13:21Z
 next_process_at: 2023-11-14T22:13:43Z
 last_failed_at:  2023-11-14T22:13:21Z
 completed_at:    -
+lease_expires_at: -
 last_err:        gateway down
 payload:         \"gateway down\"
 errors:
@@ -434,7 +436,7 @@ errors:
             "retried": 0, "max_retry": 25, "payload": "\"ok\"",
             "enqueued_at": "2023-11-14T22:13:24Z",
             "next_process_at": null, "last_err": null, "last_failed_at": null,
-            "completed_at": "2023-11-14T22:13:24Z", "errors": [],
+            "completed_at": "2023-11-14T22:13:24Z", "lease_expires_at": null, "errors": [],
         })
     );
     assert_eq!(
@@ -1308,4 +1310,150 @@ fn dash_refuses_a_short_token_two_token_flags_and_an_unreadable_file() {
     assert!(help.contains("--token-file <PATH>"), "{help}");
     assert!(help.contains("RETRY_QUEUE_TOKEN"), "{help}");
     assert!(help.contains("`ps`"), "{help}");
+}
+
+/// Issue 23, items 4–5: `task ls --kind/--search`, `task kinds`, `task batch`.
+mod find_and_batch {
+    use super::*;
+
+    retry_tests::both_backends!(
+        task_ls_finds_by_kind_and_search,
+        task_kinds_lists_the_kinds_of_a_state,
+        task_batch_acts_on_each_id_and_reports_the_refusals,
+    );
+}
+
+async fn task_ls_finds_by_kind_and_search(backend: Backend) {
+    let Some(fx) = Fixture::seeded(backend, "find").await else {
+        return;
+    };
+    let name = fx.name();
+    assert_eq!(
+        fx.run(&["task", "ls", "--state", "retry", "--search", "GATEWAY"])
+            .ok(),
+        format!(
+            "\
+ID  KIND    RETRIED  NEXT PROCESS AT       LAST FAILED AT        LAST ERR
+r1  charge     1/25  2023-11-14T22:13:42Z  2023-11-14T22:13:20Z  gateway down
+r2  charge     1/25  2023-11-14T22:13:43Z  2023-11-14T22:13:21Z  gateway down
+2 found among 3 retry tasks in queue \"{name}\"
+searched 3 tasks
+"
+        )
+    );
+    let reports = fx
+        .run(&[
+            "task", "ls", "--state", "pending", "--kind", "report", "--json",
+        ])
+        .json();
+    assert_eq!(reports["tasks"][0]["id"], json!("p1"));
+    assert_eq!(
+        (
+            &reports["kind"],
+            &reports["search"],
+            &reports["searched"],
+            &reports["next"]
+        ),
+        (&json!("report"), &Value::Null, &Value::Null, &Value::Null)
+    );
+    let first = fx
+        .run(&[
+            "task", "ls", "--state", "retry", "--search", "gateway", "--size", "1", "--json",
+        ])
+        .json();
+    assert_eq!(first["tasks"][0]["id"], json!("r1"));
+    assert_eq!(first["searched"], json!(1));
+    let next = first["next"].as_str().expect("a cursor").to_owned();
+    let second = fx
+        .run(&[
+            "task", "ls", "--state", "retry", "--search", "gateway", "--size", "1", "--after",
+            &next, "--json",
+        ])
+        .json();
+    assert_eq!(second["tasks"][0]["id"], json!("r2"));
+    assert_eq!(
+        (&second["searched"], &second["next"]),
+        (&json!(2), &Value::Null)
+    );
+    // A filter pages by cursor: --page is a command-line error (clap's exit status 2).
+    let paged = fx.run(&[
+        "task", "ls", "--state", "retry", "--kind", "charge", "--page", "2",
+    ]);
+    assert_eq!(paged.code, Some(2), "{paged:?}");
+    assert!(paged.stderr.contains("--page"), "{}", paged.stderr);
+    fx.run(&[
+        "task",
+        "ls",
+        "--state",
+        "retry",
+        "--search",
+        &"x".repeat(300),
+    ])
+    .fails_with("error: a search text holds at most 256 bytes, got 300");
+}
+
+async fn task_kinds_lists_the_kinds_of_a_state(backend: Backend) {
+    let Some(fx) = Fixture::seeded(backend, "kinds").await else {
+        return;
+    };
+    assert_eq!(
+        fx.run(&["task", "kinds", "--state", "retry"]).ok(),
+        "charge\n"
+    );
+    fx.q.enqueue(Task::new("audit", &0).task_id("p2"))
+        .await
+        .unwrap();
+    assert_eq!(
+        fx.run(&["task", "kinds", "--state", "pending"]).ok(),
+        "audit\nreport\n"
+    );
+    assert_eq!(
+        fx.run(&["task", "kinds", "--state", "active", "--json"])
+            .json(),
+        json!({"queue": fx.name(), "state": "active", "kinds": ["report"]})
+    );
+}
+
+async fn task_batch_acts_on_each_id_and_reports_the_refusals(backend: Backend) {
+    let Some(fx) = Fixture::seeded(backend, "batch").await else {
+        return;
+    };
+    let name = fx.name();
+    assert_eq!(
+        fx.run(&["task", "batch", "run", "a1", "r1", "nope", "busy"])
+            .ok(),
+        format!(
+            "\
+run: 2 of 4 tasks of queue \"{name}\" done
+not done: \"nope\": no such task
+not done: \"busy\": active: a worker holds its lease; wait for the attempt to end
+"
+        )
+    );
+    let state = |id: &'static str| {
+        let q = fx.q.clone();
+        async move { q.inspector().get(id).await.unwrap().unwrap().state }
+    };
+    assert_eq!(state("a1").await, TaskState::Pending);
+    assert_eq!(state("r1").await, TaskState::Pending);
+    assert_eq!(
+        fx.run(&["task", "batch", "delete", "r2", "c1", "--json"])
+            .json(),
+        json!({"queue": name, "action": "delete", "done": 2, "failed": []})
+    );
+    assert!(fx.q.inspector().get("c1").await.unwrap().is_none());
+    let canceled = fx
+        .run(&["task", "batch", "cancel", "busy", "s1", "--json"])
+        .json();
+    assert_eq!(canceled["done"], json!(2));
+    assert_eq!(state("s1").await, TaskState::Archived);
+    // An unknown action or no id: clap refuses the command line.
+    for args in [
+        &["task", "batch", "explode", "r3"][..],
+        &["task", "batch", "run"][..],
+    ] {
+        let refused = fx.run(args);
+        assert_eq!(refused.code, Some(2), "{args:?}: {refused:?}");
+    }
+    assert_eq!(state("r3").await, TaskState::Retry);
 }

@@ -1258,8 +1258,8 @@ async fn refresh_chain(c: &Client, base: &str) -> Step {
         return Err(format!("{most} requests were in flight at once: {urls:?}"));
     }
     let one_each = |u: &String| {
-        u.ends_with("/api/queues/default/tasks?state=pending&page=1&size=20")
-            || u.ends_with("/api/queues/default/tasks?state=archived&page=1&size=20")
+        u.ends_with("/api/queues/default/tasks?state=pending&size=20&kinds=1&page=1")
+            || u.ends_with("/api/queues/default/tasks?state=archived&size=20&kinds=1&page=1")
     };
     if !urls.iter().all(one_each) {
         return Err(format!("a refresh asked for more than its tasks: {urls:?}"));
@@ -1292,4 +1292,349 @@ async fn refresh_chain(c: &Client, base: &str) -> Step {
         1 => Ok(()),
         most => Err(format!("{most} requests were in flight at once")),
     }
+}
+
+// ---- Issue 23, items 4–6 and 9: find, selections, the task page, the flags. ----
+
+/// Seeds a SQLite file for [`an_operator_finds_selects_and_opens_tasks_in_a_real_browser`]; the
+/// queue's clock starts two hours ago (the dashboard reads the system clock):
+///
+/// - active: `stuck-1`, its 30 s lease long expired (no worker runs); `live-1`, leased for a week;
+/// - retry: `pay-1` … `pay-4` (kind `charge`, failed twice; `pay-1` and `pay-2` "gateway
+///   timeout", `pay-3` and `pay-4` "card declined"; `pay-1`'s payload holds [`HOSTILE`]), due
+///   in an hour; `mail-1` (kind `send`, "smtp refused"); `late-1` (kind `charge`, "gateway
+///   timeout"), due 59 minutes ago: overdue;
+/// - pending: `odd/id 1%` (kind `report`).
+async fn seed_find(url: &str) {
+    let clock = ManualClock::new(SystemTime::now() - Duration::from_secs(2 * 3600));
+    let q = Queue::connect(url)
+        .await
+        .expect("SQLite opens a new file")
+        .with_clock(clock.clone());
+    let w = Worker::new(q.clone())
+        .concurrency(16)
+        .retry_delay(|n, _err, task| {
+            if task.id() == "late-1" {
+                Duration::from_secs(60)
+            } else {
+                Duration::from_secs(3600 * (u64::from(n) + 1))
+            }
+        })
+        .handle("charge", |task| async move {
+            let order: Value = task.payload()?;
+            Err(BoxError::from(
+                order["fail"].as_str().unwrap_or("?").to_owned(),
+            ))
+        })
+        .handle("send", |_task| async {
+            Err::<(), BoxError>("smtp refused".into())
+        });
+    for (id, lease) in [("stuck-1", 30), ("live-1", 7 * 86_400)] {
+        q.enqueue(Task::new("report", &id).task_id(id))
+            .await
+            .unwrap();
+        let claimed = retry_runtime::durable::protocol::claim(&q, 1, Duration::from_secs(lease))
+            .await
+            .unwrap();
+        assert_eq!(claimed[0].id(), id);
+    }
+    let charge = |id: &str, n: u64, fail: &str| {
+        let note = if n == 1 { HOSTILE } else { "" };
+        Task::new("charge", &json!({"order": n, "fail": fail, "note": note})).task_id(id)
+    };
+    for (n, fail) in [
+        (1, "gateway timeout"),
+        (2, "gateway timeout"),
+        (3, "card declined"),
+        (4, "card declined"),
+    ] {
+        q.enqueue(charge(&format!("pay-{n}"), n, fail))
+            .await
+            .unwrap();
+    }
+    q.enqueue(Task::new("send", &"ada@example.com").task_id("mail-1"))
+        .await
+        .unwrap();
+    assert_eq!(w.run_due().await.unwrap(), 5);
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(w.run_due().await.unwrap(), 5);
+    q.enqueue(charge("late-1", 9, "gateway timeout"))
+        .await
+        .unwrap();
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    q.enqueue(Task::new("report", &"odd").task_id("odd/id 1%"))
+        .await
+        .unwrap();
+    assert_eq!(q.inspector().count(TaskState::Retry).await.unwrap(), 6);
+    assert_eq!(q.inspector().count(TaskState::Active).await.unwrap(), 2);
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_finds_selects_and_opens_tasks_in_a_real_browser() {
+    let chromium = std::env::var("RETRY_TEST_CHROMIUM").unwrap_or_else(|_| CHROMIUM.to_owned());
+    if !Path::new(&chromium).is_file() {
+        return skip(&format!("no Chromium at {chromium}"));
+    }
+    let Some(driver) = chromedriver() else {
+        return skip("no chromedriver");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    seed_find(&url).await;
+
+    let driver_port = free_port();
+    let mut chromedriver = Killed(
+        Command::new(driver)
+            .arg(format!("--port={driver_port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts"),
+    );
+    wait_for_port(driver_port, "chromedriver", &mut chromedriver.0).await;
+    let dash_port = free_port();
+    let mut dash = Killed(
+        Command::new(env!("CARGO_BIN_EXE_retry-queue"))
+            .args(["--db", &url, "dash", "--listen"])
+            .arg(format!("127.0.0.1:{dash_port}"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("retry-queue dash starts"),
+    );
+    wait_for_port(dash_port, "retry-queue dash", &mut dash.0).await;
+
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,800", "--hide-scrollbars", "--force-device-scale-factor=1"],
+        }),
+    );
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{driver_port}")),
+    )
+    .await
+    .expect("a browser session within 60 s")
+    .expect("chromedriver opens a Chromium session");
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(120),
+        find_select_open(&client, &format!("http://127.0.0.1:{dash_port}")),
+    )
+    .await;
+    let _ = client.close().await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{e}"),
+        Err(_) => panic!("the browser steps took more than 2 minutes"),
+    }
+
+    // What the browser did is in the database.
+    let q = Queue::connect(&url).await.unwrap();
+    let state = |id: &'static str| {
+        let q = q.clone();
+        async move { q.inspector().get(id).await.unwrap().map(|t| t.state) }
+    };
+    assert_eq!(state("pay-3").await, Some(TaskState::Pending));
+    assert_eq!(state("pay-4").await, Some(TaskState::Pending));
+    assert_eq!(state("pay-1").await, Some(TaskState::Pending));
+    assert_eq!(
+        state("mail-1").await,
+        None,
+        "deleted after the confirmation"
+    );
+    assert_eq!(state("pay-2").await, Some(TaskState::Retry));
+    assert_eq!(
+        state("live-1").await,
+        Some(TaskState::Active),
+        "canceled: its worker (none runs here) would stop it"
+    );
+}
+
+/// Sets the search box to `text` and submits it.
+async fn search_for(c: &Client, text: &str) -> Step {
+    c.execute(
+        "const box = document.getElementById('search'); box.value = arguments[0]; \
+         document.getElementById('search-go').click()",
+        vec![json!(text)],
+    )
+    .await
+    .map(drop)
+    .map_err(cmd("searching"))
+}
+
+async fn find_select_open(c: &Client, base: &str) -> Step {
+    c.goto(&format!("{base}/#/q/default/retry"))
+        .await
+        .map_err(cmd("opening the page"))?;
+    viewport(c, 1280, 800).await?;
+    wait_rows(c, "6 rows in Retry", |r| r.len() == 6).await?;
+
+    // The overdue retry is flagged, not shown as "… ago"; the others are due in an hour.
+    wait_texts(
+        c,
+        "tr.task[data-id='late-1'] td.next .flag.overdue",
+        "late-1 overdue",
+        |t| t.len() == 1 && t[0].starts_with("overdue by ") && t[0].ends_with(" min"),
+    )
+    .await?;
+    wait_texts(
+        c,
+        "tr.task[data-id='pay-1'] td.next .rel",
+        "pay-1 due later",
+        |t| t.len() == 1 && t[0].starts_with("in "),
+    )
+    .await?;
+
+    // The search box: a text in the last error, any case.
+    search_for(c, "DECLINED").await?;
+    wait_rows(c, "the declined charges", |r| r == ["pay-3", "pay-4"]).await?;
+    wait_texts(c, "#search-info", "what was searched", |t| {
+        t == ["Searched 6 retry tasks."]
+    })
+    .await?;
+    // The kind selector (with the search box emptied: the two filters combine).
+    c.execute(
+        "document.getElementById('search').value = ''; \
+         const s = document.getElementById('kind-filter'); s.value = 'send'; \
+         s.dispatchEvent(new Event('change'))",
+        vec![],
+    )
+    .await
+    .map_err(cmd("choosing a kind"))?;
+    wait_rows(c, "the send task", |r| r == ["mail-1"]).await?;
+    let options = wait_texts(c, "#kind-filter option", "the kinds", |t| t.len() == 3).await?;
+    if options != ["All kinds", "charge", "send"] {
+        return Err(format!("kind options: {options:?}"));
+    }
+    click(c, "#search-clear").await?;
+    wait_rows(c, "6 rows again", |r| r.len() == 6).await?;
+
+    // Select two rows and run them.
+    click(c, "input.select-task[data-id='pay-3']").await?;
+    click(c, "input.select-task[data-id='pay-4']").await?;
+    wait_texts(c, "#selected-count", "two selected", |t| {
+        t == ["2 selected"]
+    })
+    .await?;
+    save_screenshot(c, "dashboard-selection.png").await?;
+    click(c, "#batch-run").await?;
+    wait_rows(c, "pay-3 and pay-4 gone from Retry", |r| {
+        r.len() == 4 && !r.iter().any(|id| id == "pay-3" || id == "pay-4")
+    })
+    .await?;
+    wait_texts(c, "#flash", "the batch's outcome", |t| {
+        t == ["Run: 2 done."]
+    })
+    .await?;
+    wait_texts(c, "#selection-bar:not([hidden])", "the bar gone", |t| {
+        t.is_empty()
+    })
+    .await?;
+
+    // Delete asks first: Cancel keeps the task, Yes deletes it.
+    click(c, "input.select-task[data-id='mail-1']").await?;
+    click(c, "#batch-delete").await?;
+    wait_texts(c, "#confirm-text", "a question", |t| {
+        t == ["Delete 1 selected retry tasks of default?"]
+    })
+    .await?;
+    click(c, "#confirm-no").await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_rows(c, "mail-1 kept", |r| r.iter().any(|id| id == "mail-1")).await?;
+    click(c, "#batch-delete").await?;
+    click(c, "#confirm-yes").await?;
+    wait_rows(c, "mail-1 deleted", |r| {
+        r.len() == 3 && !r.iter().any(|id| id == "mail-1")
+    })
+    .await?;
+
+    // The task page: payload as text, every failure with its time, the actions of its state.
+    click(c, "tr.task[data-id='pay-1'] a.task-link").await?;
+    wait_texts(c, "#task-id", "the task's id", |t| t == ["pay-1"]).await?;
+    wait_texts(c, "#task-payload", "the payload, pretty and as text", |t| {
+        t.len() == 1 && t[0].contains("\n  \"order\": 1\n") && t[0].contains(HOSTILE)
+    })
+    .await?;
+    wait_texts(c, "#task-last-err", "the last error", |t| {
+        t == ["gateway timeout"]
+    })
+    .await?;
+    wait_texts(c, "#crumbs", "the way back", |t| {
+        t == [" / default / Retry / pay-1"]
+    })
+    .await?;
+    wait_texts(c, "#task-fields .field-kind", "the kind", |t| {
+        t == ["charge"]
+    })
+    .await?;
+    let failures = wait_texts(c, "#failures tr.failure", "two failures", |t| t.len() == 2).await?;
+    if !failures
+        .iter()
+        .all(|f| f.contains("gateway timeout") && f.contains("UTC"))
+    {
+        return Err(format!(
+            "failures without their error or time: {failures:?}"
+        ));
+    }
+    let made = c
+        .execute(
+            "return document.querySelectorAll('main script, main img').length",
+            vec![],
+        )
+        .await
+        .map_err(cmd("counting elements"))?;
+    if made != json!(0) {
+        return Err(format!("the payload made elements: {made}"));
+    }
+    no_alert(c.get_alert_text().await)?;
+    save_screenshot(c, "dashboard-task.png").await?;
+    click(c, "#task-run").await?;
+    wait_texts(c, "#task-state", "pay-1 pending", |t| t == ["pending"]).await?;
+
+    // Ids travel percent-encoded in the fragment; an unknown one says so.
+    c.goto(&format!("{base}/#/q/default/pending"))
+        .await
+        .map_err(cmd("opening Pending"))?;
+    click(c, "tr.task[data-id='odd/id 1%'] a.task-link").await?;
+    wait_texts(c, "#task-id", "the odd id", |t| t == ["odd/id 1%"]).await?;
+    c.goto(&format!("{base}/#/q/default/task/nope"))
+        .await
+        .map_err(cmd("opening an unknown task"))?;
+    wait_texts(c, "#task-missing", "no such task", |t| {
+        t.len() == 1 && t[0].starts_with("No task nope in queue default")
+    })
+    .await?;
+
+    // The Active tab: an expired lease is flagged; Cancel on a running task.
+    c.goto(&format!("{base}/#/q/default/active"))
+        .await
+        .map_err(cmd("opening Active"))?;
+    wait_rows(c, "2 active", |r| r.len() == 2).await?;
+    wait_texts(
+        c,
+        "tr.task[data-id='stuck-1'] .flag.lease-expired",
+        "stuck-1 flagged",
+        |t| t == ["lease expired — the recoverer will retry it"],
+    )
+    .await?;
+    wait_texts(
+        c,
+        "tr.task[data-id='live-1'] .flag",
+        "live-1 not flagged",
+        |t| t.is_empty(),
+    )
+    .await?;
+    click(c, "tr.task[data-id='live-1'] button[data-action='cancel']").await?;
+    wait_texts(c, "#flash", "the cancel", |t| {
+        t == ["Task live-1: cancel done."]
+    })
+    .await?;
+    Ok(())
 }

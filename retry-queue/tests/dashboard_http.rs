@@ -199,6 +199,16 @@ impl Dash {
 }
 
 impl Dash {
+    /// `GET rest`, a filtered list: its status, and its answer without `"stats"` and `"now"`
+    /// (checked as [`Dash::get_with_stats`] does) when it is a 200.
+    async fn get_found(&self, rest: &str) -> (StatusCode, Value) {
+        let (status, body) = self.get(rest).await;
+        if status != StatusCode::OK {
+            return (status, body);
+        }
+        (status, self.get_with_stats(rest).await)
+    }
+
     /// `GET rest` answered 200 with `"stats"` (the queue's object, as in `GET /api/queues`)
     /// and `"now"` (the queue clock's): the answer without those two, after checking them.
     async fn get_with_stats(&self, rest: &str) -> Value {
@@ -386,14 +396,14 @@ async fn tasks_of_a_state_come_as_exact_json(backend: Backend) {
                     "retried": 1, "max_retry": 25, "payload": "\"gateway down: 503\"",
                     "enqueued_at": at(0), "next_process_at": at(22),
                     "last_err": "gateway down: 503", "last_failed_at": at(0), "completed_at": null,
-                    "errors": [{"retried": 0, "at": at(0), "error": "gateway down: 503"}],
+                    "lease_expires_at": null, "errors": [{"retried": 0, "at": at(0), "error": "gateway down: 503"}],
                 },
                 {
                     "id": "r2", "queue": queue, "kind": "charge", "state": "retry",
                     "retried": 1, "max_retry": 25, "payload": "\"gateway down: 503\"",
                     "enqueued_at": at(0), "next_process_at": at(22),
                     "last_err": "gateway down: 503", "last_failed_at": at(0), "completed_at": null,
-                    "errors": [{"retried": 0, "at": at(0), "error": "gateway down: 503"}],
+                    "lease_expires_at": null, "errors": [{"retried": 0, "at": at(0), "error": "gateway down: 503"}],
                 },
             ],
             "total": 3,
@@ -1636,4 +1646,369 @@ async fn dot_ids_and_ids_with_reserved_characters_are_acted_on(backend: Backend)
         answer(post("/api/queues/{q}/task/explode?id=r1").await.unwrap()).await,
         StatusCode::NOT_FOUND,
     );
+}
+
+/// Issue 23, items 4–6: finding tasks, one task, and an action on a batch of ids.
+mod tasks_routes {
+    use super::*;
+
+    retry_tests::both_backends!(
+        find_by_kind_and_search_is_exact_and_pages_by_cursor,
+        kinds_lists_the_kinds_of_a_state,
+        one_task_comes_with_payload_failures_and_actions,
+        a_batch_acts_on_each_id_and_lists_the_refusals,
+        a_bad_batch_is_400_json,
+        read_only_and_cross_origin_refuse_the_batch,
+    );
+}
+
+impl Dash {
+    /// A POST with a JSON body and these extra headers.
+    async fn post_json(
+        &self,
+        rest: &str,
+        body: &str,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, Value) {
+        let mut req = self
+            .http
+            .post(self.path(rest))
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        answer(req.send().await.unwrap()).await
+    }
+
+    async fn batch(&self, body: Value) -> (StatusCode, Value) {
+        self.post_json("/api/queues/{q}/tasks/batch", &body.to_string(), &[])
+            .await
+    }
+}
+
+/// The ids of a page's tasks.
+fn page_ids(body: &Value) -> Vec<&str> {
+    body["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tasks: {body}"))
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect()
+}
+
+async fn find_by_kind_and_search_is_exact_and_pages_by_cursor(backend: Backend) {
+    let Some(d) = Dash::start(backend, "find", DashOptions::default()).await else {
+        return;
+    };
+    // "GATEWAY" is in r1's and r2's payload and last error, whatever the case.
+    let (status, first) = d
+        .get_found("/api/queues/{q}/tasks?state=retry&search=GATEWAY&size=1")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let next = first["next"].as_str().expect("a next cursor").to_owned();
+    let mut expected = json!({
+        "tasks": [first["tasks"][0].clone()],
+        "next": next,
+        "total": 3,
+        "actions": {"task": ["run", "delete", "archive", "cancel"], "bulk": ["run-all", "delete-all"]},
+        "kind": null,
+        "search": "GATEWAY",
+        "searched": 1,
+        "search_limit_reached": false,
+        "search_window": 10000,
+    });
+    assert_eq!(first, expected);
+    assert_eq!(page_ids(&first), ["r1"]);
+    let (_, second) = d
+        .get_found(&format!(
+            "/api/queues/{{q}}/tasks?state=retry&search=GATEWAY&size=1&after={next}"
+        ))
+        .await;
+    assert_eq!(page_ids(&second), ["r2"]);
+    // r2 and x1 read, nothing after: no next page.
+    assert_eq!(
+        (&second["searched"], &second["next"]),
+        (&json!(2), &Value::Null)
+    );
+    // In the payload only (x1 carries the hostile text).
+    let (_, script) = d
+        .get_found("/api/queues/{q}/tasks?state=retry&search=%3Cscript%3E")
+        .await;
+    assert_eq!(page_ids(&script), ["x1"]);
+    // By kind, within its state; with a search too.
+    let (_, reports) = d
+        .get_found("/api/queues/{q}/tasks?state=pending&kind=report")
+        .await;
+    assert_eq!(page_ids(&reports), ["p1"]);
+    assert_eq!(
+        (&reports["kind"], &reports["searched"], &reports["total"]),
+        (&json!("report"), &Value::Null, &json!(1))
+    );
+    let (_, none) = d
+        .get_found("/api/queues/{q}/tasks?state=pending&kind=charge")
+        .await;
+    assert_eq!(page_ids(&none), Vec::<&str>::new());
+    let (_, both) = d
+        .get_found("/api/queues/{q}/tasks?state=scheduled&kind=report&search=s1")
+        .await;
+    assert_eq!(page_ids(&both), ["s1"]);
+    // An empty filter is no filter: the plain page.
+    let (_, plain) = d
+        .get("/api/queues/{q}/tasks?state=retry&kind=&search=")
+        .await;
+    assert_eq!(page_ids(&plain), ["r1", "r2", "x1"]);
+    assert!(plain.get("searched").is_none(), "{plain}");
+    // A filtered list pages by cursor only; a search text has a bound; a cursor is a cursor.
+    let msg = assert_error(
+        d.get("/api/queues/{q}/tasks?state=retry&kind=charge&page=2")
+            .await,
+        StatusCode::BAD_REQUEST,
+    );
+    assert!(msg.contains("by cursor"), "{msg}");
+    let long = "x".repeat(300);
+    let msg = assert_error(
+        d.get(&format!(
+            "/api/queues/{{q}}/tasks?state=retry&search={long}"
+        ))
+        .await,
+        StatusCode::BAD_REQUEST,
+    );
+    assert!(msg.contains("at most 256 bytes"), "{msg}");
+    assert_error(
+        d.get("/api/queues/{q}/tasks?state=retry&search=a&after=nope")
+            .await,
+        StatusCode::BAD_REQUEST,
+    );
+    expected["search"] = json!("gateway");
+    let (_, lower) = d
+        .get("/api/queues/{q}/tasks?state=retry&search=gateway&size=1")
+        .await;
+    assert_eq!(lower["tasks"], expected["tasks"]);
+}
+
+async fn kinds_lists_the_kinds_of_a_state(backend: Backend) {
+    let Some(d) = Dash::start(backend, "kinds", DashOptions::default()).await else {
+        return;
+    };
+    let queue = d.q.name().to_owned();
+    assert_eq!(
+        d.get("/api/queues/{q}/kinds?state=retry").await,
+        (
+            StatusCode::OK,
+            json!({"queue": queue, "state": "retry", "kinds": ["charge"]})
+        )
+    );
+    d.q.enqueue(Task::new("audit", &0).task_id("p2"))
+        .await
+        .unwrap();
+    let (_, pending) = d.get("/api/queues/{q}/kinds?state=pending").await;
+    assert_eq!(pending["kinds"], json!(["audit", "report"]));
+    let (_, active) = d.get("/api/queues/{q}/kinds?state=active").await;
+    assert_eq!(active["kinds"], json!([]));
+    assert_error(
+        d.get("/api/queues/{q}/kinds").await,
+        StatusCode::BAD_REQUEST,
+    );
+    assert_error(
+        d.get("/api/queues/{q}/kinds?state=dead").await,
+        StatusCode::BAD_REQUEST,
+    );
+}
+
+async fn one_task_comes_with_payload_failures_and_actions(backend: Backend) {
+    let Some(d) = Dash::start(backend, "one-task", DashOptions::default()).await else {
+        return;
+    };
+    let queue = d.q.name().to_owned();
+    assert_eq!(
+        d.get("/api/queues/{q}/tasks/r1").await,
+        (
+            StatusCode::OK,
+            json!({
+                "id": "r1", "queue": queue, "kind": "charge", "state": "retry",
+                "retried": 1, "max_retry": 25, "payload": "\"gateway down: 503\"",
+                "enqueued_at": at(0), "next_process_at": at(22),
+                "last_err": "gateway down: 503", "last_failed_at": at(0), "completed_at": null,
+                "lease_expires_at": null,
+                "errors": [{"retried": 0, "at": at(0), "error": "gateway down: 503"}],
+                "actions": ["run", "delete", "archive", "cancel"],
+                "now": at(60),
+            })
+        )
+    );
+    let (_, c1) = d.get("/api/queues/{q}/tasks/c1").await;
+    assert_eq!(c1["actions"], json!(["run", "delete"]));
+    assert_eq!(c1["completed_at"], json!(at(4)));
+    let msg = assert_error(
+        d.get("/api/queues/{q}/tasks/nope").await,
+        StatusCode::NOT_FOUND,
+    );
+    assert!(msg.contains("nope"), "{msg}");
+    // Ids that look like routes or hold a slash.
+    for id in ["batch", "a/b"] {
+        d.q.enqueue(Task::new("report", &0).task_id(id))
+            .await
+            .unwrap();
+    }
+    let (status, batch) = d.get("/api/queues/{q}/tasks/batch").await;
+    assert_eq!((status, &batch["id"]), (StatusCode::OK, &json!("batch")));
+    let (status, slash) = d.get("/api/queues/{q}/tasks/a%2Fb").await;
+    assert_eq!((status, &slash["id"]), (StatusCode::OK, &json!("a/b")));
+    // An active task carries its lease's end (the page flags it once it has passed).
+    let claimed = protocol::claim(&d.q, 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let (_, active) = d
+        .get(&format!("/api/queues/{{q}}/tasks/{}", claimed[0].id()))
+        .await;
+    assert_eq!(
+        (&active["state"], &active["lease_expires_at"]),
+        (&json!("active"), &json!(at(90)))
+    );
+    assert_eq!(active["actions"], json!(["cancel"]));
+}
+
+async fn a_batch_acts_on_each_id_and_lists_the_refusals(backend: Backend) {
+    let Some(d) = Dash::start(backend, "batch", DashOptions::default()).await else {
+        return;
+    };
+    let queue = d.q.name().to_owned();
+    // p1 is the soonest due: it becomes active.
+    let claimed = protocol::claim(&d.q, 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].id(), "p1");
+    assert_eq!(
+        d.batch(json!({"action": "run", "ids": ["a1", "r1", "nope", "p1"]}))
+            .await,
+        (
+            StatusCode::OK,
+            json!({
+                "queue": queue, "action": "run", "done": 2,
+                "failed": [
+                    {"id": "nope", "error": "no such task"},
+                    {"id": "p1", "error": "active: a worker holds its lease; wait for the attempt to end"},
+                ],
+            })
+        )
+    );
+    let state = |id: &'static str| {
+        let q = d.q.clone();
+        async move { q.inspector().get(id).await.unwrap().unwrap().state }
+    };
+    assert_eq!(state("a1").await, TaskState::Pending);
+    assert_eq!(state("r1").await, TaskState::Pending);
+    let (_, archived) = d
+        .batch(json!({"action": "archive", "ids": ["r2", "s1", "c1"]}))
+        .await;
+    assert_eq!(archived["done"], json!(2));
+    assert_eq!(archived["failed"][0]["id"], json!("c1"));
+    let why = archived["failed"][0]["error"].as_str().unwrap();
+    assert!(why.contains("completed"), "{why}");
+    assert_eq!(state("r2").await, TaskState::Archived);
+    assert_eq!(state("s1").await, TaskState::Archived);
+    let (_, deleted) = d
+        .batch(json!({"action": "delete", "ids": ["r2", "c1", "p1"]}))
+        .await;
+    assert_eq!(
+        (&deleted["done"], deleted["failed"][0]["id"].as_str()),
+        (&json!(2), Some("p1"))
+    );
+    assert!(d.q.inspector().get("c1").await.unwrap().is_none());
+    // Cancel takes an active task (its worker stops it) and a waiting one.
+    let (_, canceled) = d
+        .batch(json!({"action": "cancel", "ids": ["p1", "x1"]}))
+        .await;
+    assert_eq!(
+        (&canceled["done"], &canceled["failed"]),
+        (&json!(2), &json!([]))
+    );
+    assert_eq!(state("x1").await, TaskState::Archived);
+    assert_eq!(
+        state("p1").await,
+        TaskState::Active,
+        "until its worker stops it"
+    );
+}
+
+async fn a_bad_batch_is_400_json(backend: Backend) {
+    let Some(d) = Dash::start(backend, "batch-bad", DashOptions::default()).await else {
+        return;
+    };
+    let many: Vec<String> = (0..1001).map(|n| format!("t{n}")).collect();
+    for (body, says) in [
+        (
+            json!({"action": "explode", "ids": ["r1"]}),
+            "unknown action",
+        ),
+        (json!({"ids": ["r1"]}), "needs an action"),
+        (json!({"action": "run"}), "needs ids"),
+        (json!({"action": "run", "ids": []}), "1 to 1000 ids, got 0"),
+        (
+            json!({"action": "run", "ids": many}),
+            "1 to 1000 ids, got 1001",
+        ),
+        (json!({"action": "run", "ids": [1, 2]}), "array of strings"),
+    ] {
+        let msg = assert_error(d.batch(body.clone()).await, StatusCode::BAD_REQUEST);
+        assert!(msg.contains(says), "{body}: {msg}");
+    }
+    let msg = assert_error(
+        d.post_json("/api/queues/{q}/tasks/batch", "run r1", &[])
+            .await,
+        StatusCode::BAD_REQUEST,
+    );
+    assert!(msg.contains("must be JSON"), "{msg}");
+    assert_eq!(
+        d.q.inspector().get("r1").await.unwrap().unwrap().state,
+        TaskState::Retry,
+        "nothing was run"
+    );
+}
+
+async fn read_only_and_cross_origin_refuse_the_batch(backend: Backend) {
+    let body = json!({"action": "delete", "ids": ["r1"]}).to_string();
+    let options = DashOptions {
+        read_only: true,
+        ..DashOptions::default()
+    };
+    let Some(ro) = Dash::start(backend, "batch-read-only", options).await else {
+        return;
+    };
+    let msg = assert_error(
+        ro.post_json("/api/queues/{q}/tasks/batch", &body, &[])
+            .await,
+        StatusCode::FORBIDDEN,
+    );
+    assert!(msg.contains("read-only"), "{msg}");
+    // Reading still works in read-only mode.
+    assert_eq!(ro.get("/api/queues/{q}/tasks/r1").await.0, StatusCode::OK);
+    assert_eq!(
+        ro.get("/api/queues/{q}/kinds?state=retry").await.0,
+        StatusCode::OK
+    );
+    let Some(d) = Dash::start(backend, "batch-origin", DashOptions::default()).await else {
+        return;
+    };
+    for header in [
+        ("origin", "http://evil.test"),
+        ("sec-fetch-site", "cross-site"),
+    ] {
+        let msg = assert_error(
+            d.post_json("/api/queues/{q}/tasks/batch", &body, &[header])
+                .await,
+            StatusCode::FORBIDDEN,
+        );
+        assert!(msg.contains("cross-origin"), "{msg}");
+    }
+    assert!(
+        d.q.inspector().get("r1").await.unwrap().is_some(),
+        "not deleted"
+    );
+    let own = d.url.clone();
+    let (status, done) = d
+        .post_json("/api/queues/{q}/tasks/batch", &body, &[("origin", &own)])
+        .await;
+    assert_eq!((status, &done["done"]), (StatusCode::OK, &json!(1)));
 }

@@ -77,8 +77,8 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
 
 /// Where a command writes: a table or line, or JSON.
 pub(super) struct Output<'a, W: Write> {
-    json: bool,
-    out: &'a mut W,
+    pub(super) json: bool,
+    pub(super) out: &'a mut W,
 }
 
 impl<W: Write> Output<'_, W> {
@@ -158,13 +158,26 @@ async fn task<W: Write>(
             page,
             after,
             size,
+            kind,
+            search,
         } => {
             let queue = named(base, &queue)?;
+            if kind.is_some() || search.is_some() {
+                let filter = super::find::filter(kind, search);
+                return super::find::ls(&queue, state, &filter, after.as_deref(), size, output)
+                    .await;
+            }
             let at = match &after {
                 Some(cursor) => At::After(cursor),
                 None => At::Page(page),
             };
             ls(&queue, state, at, size, output).await
+        }
+        TaskCommand::Kinds(StateArgs { state, queue }) => {
+            super::find::kinds(&named(base, &queue)?, state, output).await
+        }
+        TaskCommand::Batch { action, ids, queue } => {
+            super::find::batch(&named(base, &queue)?, &action, &ids, output).await
         }
         TaskCommand::Show(TaskId { id, queue }) => {
             let queue = named(base, &queue)?;
@@ -211,28 +224,7 @@ async fn ls<W: Write>(
     output.print(
         || json::page(tasks, next, total, state),
         |out| {
-            let mut table = Table::new(&[
-                ("ID", Align::Left),
-                ("KIND", Align::Left),
-                ("RETRIED", Align::Right),
-                ("NEXT PROCESS AT", Align::Left),
-                ("LAST FAILED AT", Align::Left),
-                ("LAST ERR", Align::Left),
-            ]);
-            let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), rfc3339);
-            for t in tasks {
-                table.row(vec![
-                    clean(&t.id),
-                    clean(&t.kind),
-                    format!("{}/{}", t.retried, t.max_retry),
-                    time(t.next_process_at),
-                    time(t.last_failed_at),
-                    t.last_err
-                        .as_deref()
-                        .map_or_else(|| "-".to_owned(), |e| cell(e, LAST_ERR_WIDTH)),
-                ]);
-            }
-            table.write(out)?;
+            task_table(tasks, out)?;
             let (n, name) = (tasks.len(), clean(queue.name()));
             match at {
                 At::Page(page) => writeln!(
@@ -251,6 +243,32 @@ async fn ls<W: Write>(
     )
 }
 
+/// The table of `task ls`: one row per task.
+pub(super) fn task_table(tasks: &[TaskInfo], out: &mut impl Write) -> std::io::Result<()> {
+    let mut table = Table::new(&[
+        ("ID", Align::Left),
+        ("KIND", Align::Left),
+        ("RETRIED", Align::Right),
+        ("NEXT PROCESS AT", Align::Left),
+        ("LAST FAILED AT", Align::Left),
+        ("LAST ERR", Align::Left),
+    ]);
+    let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), rfc3339);
+    for t in tasks {
+        table.row(vec![
+            clean(&t.id),
+            clean(&t.kind),
+            format!("{}/{}", t.retried, t.max_retry),
+            time(t.next_process_at),
+            time(t.last_failed_at),
+            t.last_err
+                .as_deref()
+                .map_or_else(|| "-".to_owned(), |e| cell(e, LAST_ERR_WIDTH)),
+        ]);
+    }
+    table.write(out)
+}
+
 /// `task show`: one `field: value` line per field of the task JSON, values aligned.
 fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
     let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), rfc3339);
@@ -264,6 +282,7 @@ fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
         ("next_process_at", time(t.next_process_at)),
         ("last_failed_at", time(t.last_failed_at)),
         ("completed_at", time(t.completed_at)),
+        ("lease_expires_at", time(t.lease_expires_at)),
         (
             "last_err",
             t.last_err.as_deref().map_or_else(|| "-".to_owned(), clean),

@@ -4,6 +4,9 @@
 //! ```text
 //! retry-queue --db sqlite://tasks.db stats
 //! retry-queue --db sqlite://tasks.db task ls --state retry [--queue q] [--page n | --after CURSOR] [--size n]
+//! retry-queue --db sqlite://tasks.db task ls --state retry [--kind K] [--search TEXT] [--after CURSOR]
+//! retry-queue --db sqlite://tasks.db task kinds --state retry [--queue q]
+//! retry-queue --db sqlite://tasks.db task batch run|delete|archive|cancel ID… [--queue q]
 //! retry-queue --db sqlite://tasks.db task show ID [--queue q]
 //! retry-queue --db sqlite://tasks.db task run|delete|archive ID [--queue q]
 //! retry-queue --db sqlite://tasks.db task run-all|delete-all --state archived [--queue q]
@@ -23,6 +26,7 @@
 
 mod commands;
 mod failure;
+mod find;
 mod history;
 mod open;
 mod presence;
@@ -133,6 +137,28 @@ pub enum TaskCommand {
         /// Tasks per page
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
         size: u32,
+        /// Only tasks of this kind (pages by cursor: --after, not --page)
+        #[arg(long, conflicts_with = "page")]
+        kind: Option<String>,
+        /// Only tasks whose id, payload or last error contains TEXT, ignoring case; reads at
+        /// most the next 10 000 tasks of the state and says so when it stopped there
+        #[arg(long, value_name = "TEXT", conflicts_with = "page")]
+        search: Option<String>,
+    },
+    /// The kinds of the tasks in a state, sorted (at most 200)
+    Kinds(StateArgs),
+    /// One action on several tasks: each that refuses it (unknown, active, …) is reported and
+    /// the others go on (at most 1000 ids)
+    Batch {
+        /// What to do with each task
+        #[arg(value_parser = ["run", "delete", "archive", "cancel"])]
+        action: String,
+        /// The tasks' ids
+        #[arg(required = true, num_args = 1..=1000)]
+        ids: Vec<String>,
+        /// The queue
+        #[arg(long, default_value = DEFAULT_QUEUE)]
+        queue: String,
     },
     /// Everything about one task, its payload included
     Show(TaskId),

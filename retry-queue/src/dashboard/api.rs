@@ -8,7 +8,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use retry_runtime::durable::{Error, HistorySpan, Queue, TaskState};
+use retry_runtime::durable::{Error, Queue, TaskState};
 use retry_runtime::time::rfc3339;
 use serde_json::{Map, Value, json};
 
@@ -52,6 +52,11 @@ impl ApiError {
         }
     }
 
+    /// The text the answer carries.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+
     pub(crate) fn unauthorized() -> ApiError {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -59,13 +64,13 @@ impl ApiError {
         )
     }
 
-    fn bad_request(message: impl Into<String>) -> ApiError {
+    pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
     }
 
     /// A failure of the inspector, for the task `id` when the call was about one: the
     /// [`Problem`]'s text, with its kind's status.
-    fn from_queue(e: Error, queue: &Queue, id: Option<&str>) -> ApiError {
+    pub(crate) fn from_queue(e: Error, queue: &Queue, id: Option<&str>) -> ApiError {
         let problem = Problem::of(e, queue.name(), id);
         let status = match problem.kind {
             Kind::NotFound => StatusCode::NOT_FOUND,
@@ -108,18 +113,18 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
-type Answer = Result<Json<Value>, ApiError>;
-type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
+pub(crate) type Answer = Result<Json<Value>, ApiError>;
+pub(crate) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
 
 /// The queue named by a `{queue}` path segment (1 to 1 KiB: 400 otherwise).
-fn queue_of(base: &Queue, name: String) -> Result<Queue, ApiError> {
+pub(crate) fn queue_of(base: &Queue, name: String) -> Result<Queue, ApiError> {
     base.clone()
         .try_named(name)
         .map_err(|e| ApiError::from_queue(e, base, None))
 }
 
 /// The `state` parameter: required unless `default` is given; 400 when unknown.
-fn state_of(
+pub(crate) fn state_of(
     params: &HashMap<String, String>,
     default: Option<TaskState>,
 ) -> Result<TaskState, ApiError> {
@@ -137,7 +142,7 @@ fn state_of(
 
 /// A positive number parameter, `default` when absent, at most `max` (larger ones are
 /// clamped to it when `clamp`, refused otherwise).
-fn number_of(
+pub(crate) fn number_of(
     params: &HashMap<String, String>,
     name: &str,
     default: u32,
@@ -164,63 +169,9 @@ fn number_of(
     }
 }
 
-/// `GET /api/queues`: every queue of the database, each with its number of live workers (the
-/// page's "no worker is running" banner), and the queue clock's time.
-pub(crate) async fn queues(State(base): State<Arc<Queue>>) -> Answer {
-    let fail = |e| ApiError::from_queue(e, &base, None);
-    let inspector = base.inspector();
-    let stats = inspector.stats().await.map_err(fail)?;
-    let workers = inspector.workers().await.map_err(fail)?;
-    Ok(Json(json::overview(base.now(), &stats, &workers)))
-}
-
-/// `GET /api/workers`: the live workers of the database and the tasks each is running.
-pub(crate) async fn workers(State(base): State<Arc<Queue>>) -> Answer {
-    let workers = base.inspector().workers().await;
-    let workers = workers.map_err(|e| ApiError::from_queue(e, &base, None))?;
-    Ok(Json(json::workers(&workers)))
-}
-
-/// `GET /api/schedulers`: the entries of the database's live schedulers.
-pub(crate) async fn schedulers(State(base): State<Arc<Queue>>) -> Answer {
-    let entries = base.inspector().schedulers().await;
-    let entries = entries.map_err(|e| ApiError::from_queue(e, &base, None))?;
-    Ok(Json(json::schedulers(&entries)))
-}
-
-/// `GET /api/queues/{queue}/tasks?state=…&page=1&size=20`, or `…&after=CURSOR&size=20` (the
-/// `next` of the page before: an index seek however deep).
-pub(crate) async fn tasks(
-    State(base): State<Arc<Queue>>,
-    path: Result<Path<String>, PathRejection>,
-    params: Params,
-) -> Answer {
-    let Path(name) = path?;
-    let Query(params) = params?;
-    let queue = queue_of(&base, name)?;
-    let state = state_of(&params, None)?;
-    let page = number_of(&params, "page", 1, u32::MAX, false)?;
-    let size = number_of(&params, "size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, true)?;
-    let fail = |e| ApiError::from_queue(e, &queue, None);
-    let inspector = queue.inspector();
-    let tasks = match params.get("after") {
-        Some(_) if params.contains_key("page") => {
-            return Err(ApiError::bad_request(
-                "give page or after, not both: after (the next of a page) already says where",
-            ));
-        }
-        Some(after) => inspector.list_after(state, Some(after), size).await,
-        None => inspector.page_number(state, page, size).await,
-    }
-    .map_err(fail)?;
-    let total = inspector.count(state).await.map_err(fail)?;
-    let page = json::page(&tasks.tasks, tasks.next.as_deref(), total, state);
-    with_stats(page, &queue).await
-}
-
 /// `answer` with the queue's stats object (as in `GET /api/queues`) under `"stats"` and the
 /// queue clock's time under `"now"`: a page of the dashboard refreshes with this one request.
-async fn with_stats(mut answer: Value, queue: &Queue) -> Answer {
+pub(crate) async fn with_stats(mut answer: Value, queue: &Queue) -> Answer {
     let fail = |e| ApiError::from_queue(e, queue, None);
     let inspector = queue.inspector();
     let all = inspector.stats().await.map_err(fail)?;
@@ -290,38 +241,6 @@ pub(crate) async fn errors(
     }
     let answer = json!({ "queue": queue.name(), "states": answers });
     with_stats(answer, &queue).await
-}
-
-/// `GET /api/queues/{queue}/history?hours=N` (1 to 168; 24 by default) or `?days=N` (1 to 90).
-pub(crate) async fn history(
-    State(base): State<Arc<Queue>>,
-    path: Result<Path<String>, PathRejection>,
-    params: Params,
-) -> Answer {
-    let Path(name) = path?;
-    let Query(params) = params?;
-    let queue = queue_of(&base, name)?;
-    let span = match (params.contains_key("hours"), params.contains_key("days")) {
-        (true, true) => {
-            return Err(ApiError::bad_request(
-                "give hours or days, not both: ?hours=24 or ?days=30",
-            ));
-        }
-        (_, true) => HistorySpan::Days(number_of(&params, "days", 1, 90, false)?),
-        _ => HistorySpan::Hours(number_of(
-            &params,
-            "hours",
-            24,
-            HistorySpan::MAX_HOURS,
-            false,
-        )?),
-    };
-    let buckets = queue
-        .inspector()
-        .history(span)
-        .await
-        .map_err(|e| ApiError::from_queue(e, &queue, None))?;
-    Ok(Json(json::history(queue.name(), span, &buckets)))
 }
 
 /// `POST /api/queues/{queue}/tasks/{id}/run|delete|archive`.

@@ -32,6 +32,11 @@
 //! | `GET /api/workers` | `{"workers": [worker…]}`: the live workers, by id |
 //! | `GET /api/schedulers` | `{"entries": [entry…]}`: the entries of the live schedulers, by queue and spec |
 //! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}, "stats": queue, "now"}` |
+//! | `GET /api/queues/{queue}/tasks?state=retry&kind=K&search=TEXT&size=20` (and `&after=CURSOR`; no `page`) | the tasks of kind `K` whose id, payload or last error contains `TEXT` (case-insensitive; either filter alone too): the answer above and `{"kind", "search", "searched", "search_limit_reached", "search_window"}`; a search reads at most the next `search_window` (10 000) tasks of the state, says how many it read, and sets `search_limit_reached` when it stopped there (its `next` goes on after them); `total` counts the whole state |
+//! | `…/tasks?…&kinds=1` (either form) | the same, with `"kinds"`: the kinds present in the state, as `…/kinds` answers (the page's kind selector, in the same request) |
+//! | `GET /api/queues/{queue}/kinds?state=retry` | `{"queue", "state", "kinds": [kind…]}`, sorted, at most 200 |
+//! | `GET /api/queues/{queue}/tasks/{id}` (or `GET /api/queues/{queue}/task?id=ID`, what the page uses) | the task, payload and failure history included, `"actions"`: those its state takes, and `"now"` (the queue clock's; 404 when unknown) |
+//! | `POST /api/queues/{queue}/tasks/batch` with `{"action": "run\|delete\|archive\|cancel", "ids": [id…]}` (1 to 1 000 ids) | `{"queue", "action", "done": n, "failed": [{"id", "error"}…]}`: a task that refuses the action (`"no such task"`, an active one) is listed and the batch goes on |
 //! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…], "stats": queue, "now"}` |
 //! | `GET /api/queues/{queue}/errors?states=retry,archived` | `{"queue", "states": [{"state", "groups": [group…]}…], "stats": queue, "now"}` |
 //! | `GET /api/queues/{queue}/history?hours=24` (1 to 168) or `?days=30` (1 to 90) | `{"queue", "hours" or "days", "buckets": [{"start", "processed", "failed"}…]}`, oldest first, empty buckets included |
@@ -46,9 +51,11 @@
 //!
 //! - A task: `TaskInfo`'s field names, `{"id", "queue", "kind", "state", "retried",
 //!   "max_retry", "payload", "enqueued_at", "next_process_at", "last_err", "last_failed_at",
-//!   "completed_at", "errors"}`; `state` lower case (`"retry"`), `payload` the stored JSON text
-//!   as a string, times RFC 3339 in UTC or `null` when absent; `errors` the failure history,
-//!   oldest first, `[{"retried", "at", "error"}…]` (the last 10).
+//!   "completed_at", "lease_expires_at", "errors"}`; `state` lower case (`"retry"`), `payload`
+//!   the stored JSON text as a string, times RFC 3339 in UTC or `null` when absent;
+//!   `lease_expires_at` is set on an active task only (past it, the worker is presumed dead and
+//!   the recoverer retries the task: the page flags it); `errors` the failure history, oldest
+//!   first, `[{"retried", "at", "error"}…]` (the last 10).
 //! - A queue: `{"queue", "counts": {"pending": n, "scheduled": n, "active": n,
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
 //!   "oldest_pending_age_secs", "workers"}` (whole seconds, `null` without pending tasks;
@@ -108,7 +115,9 @@
 
 mod api;
 mod guard;
+mod overview_api;
 mod page;
+mod task_api;
 mod throttle;
 mod token;
 
@@ -296,12 +305,19 @@ fn build(queue: Queue, guard: Guard) -> Router {
         post(move |path| api::set_paused(paused, queue, path))
     };
     let mut api_routes = Router::new()
-        .route("/api/queues", get(api::queues))
-        .route("/api/workers", get(api::workers))
-        .route("/api/schedulers", get(api::schedulers))
-        .route("/api/queues/{queue}/tasks", get(api::tasks))
+        .route("/api/queues", get(overview_api::queues))
+        .route("/api/workers", get(overview_api::workers))
+        .route("/api/schedulers", get(overview_api::schedulers))
+        .route("/api/queues/{queue}/tasks", get(task_api::tasks))
         .route("/api/queues/{queue}/errors", get(api::errors))
-        .route("/api/queues/{queue}/history", get(api::history))
+        .route("/api/queues/{queue}/history", get(overview_api::history))
+        .route("/api/queues/{queue}/kinds", get(task_api::kinds))
+        .route("/api/queues/{queue}/tasks/{id}", get(task_api::task))
+        .route("/api/queues/{queue}/task", get(task_api::task_by_query))
+        .route(
+            "/api/queues/{queue}/tasks/batch",
+            post(task_api::batch).get(task_api::task_named_batch),
+        )
         .with_state(queue.clone())
         .route("/api/queues/{queue}/pause", pause(true))
         .route("/api/queues/{queue}/unpause", pause(false));
@@ -320,6 +336,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
         .route("/assets/chart.js", get(page::chart))
         .route("/assets/workers.js", get(page::workers_script))
         .route("/assets/views.js", get(page::views_script))
+        .route("/assets/tasks.js", get(page::tasks_script))
         .route("/assets/dash.css", get(page::style))
         .merge(api_routes)
         .fallback(api::not_found)

@@ -11,6 +11,7 @@ const SCRIPT: &str = include_str!("assets/dash.js");
 const CHART: &str = include_str!("assets/chart.js");
 const WORKERS_SCRIPT: &str = include_str!("assets/workers.js");
 const VIEWS_SCRIPT: &str = include_str!("assets/views.js");
+const TASKS_SCRIPT: &str = include_str!("assets/tasks.js");
 const STYLE: &str = include_str!("assets/dash.css");
 
 /// `GET /`: the shell, with the mount path (for the script's API calls) and read-only mode.
@@ -66,6 +67,15 @@ pub(crate) async fn views_script() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         VIEWS_SCRIPT,
+    )
+        .into_response()
+}
+
+/// `GET /assets/tasks.js`: the task lists (search, selections, flags) and the task page.
+pub(crate) async fn tasks_script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        TASKS_SCRIPT,
     )
         .into_response()
 }

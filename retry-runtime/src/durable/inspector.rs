@@ -16,6 +16,8 @@ pub use super::stats::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, QueueSt
 use super::store::{control, counts, operator, tasks};
 use super::task::{TaskInfo, TaskState};
 
+mod find;
+pub use find::{FoundPage, MAX_KINDS, MAX_SEARCH_BYTES, SEARCH_WINDOW, TaskFilter};
 /// The operator's handle on one queue: what [`Queue::inspector`](super::Queue::inspector) returns.
 /// Every method reads or changes the queue it was made from ([`stats`](Inspector::stats) reads
 /// every queue of the database).

@@ -379,7 +379,10 @@ pub use attempt::DEFAULT_LEASE;
 pub use clock::{Clock, DELAY_RAND_BOUND, DelayRng, SystemClock, default_retry_delay};
 pub use error::{BoxError, Error, SkipRetry, Snooze};
 pub use history::{FailedAttempt, MAX_HISTORY, MAX_HISTORY_ERROR};
-pub use inspector::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, Inspector, QueueStats};
+pub use inspector::{
+    Canceled, ErrorGroup, FoundPage, HistoryBucket, HistorySpan, Inspector, MAX_KINDS,
+    MAX_SEARCH_BYTES, QueueStats, SEARCH_WINDOW, TaskFilter,
+};
 #[cfg(any(test, feature = "test-util"))]
 pub use manual_clock::ManualClock;
 pub use page::TaskPage;

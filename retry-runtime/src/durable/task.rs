@@ -57,6 +57,10 @@ pub struct TaskInfo {
     /// The task's last [`MAX_HISTORY`](super::MAX_HISTORY) failed attempts, oldest first
     /// (a [`Snooze`](super::Snooze) or a cancel is no failure and is not listed).
     pub errors: Vec<super::FailedAttempt>,
+    /// When the lease of an [`Active`](TaskState::Active) task runs out unless its worker renews
+    /// it (`None` in other states). Past it, the worker is presumed dead and the recoverer
+    /// makes the task due again ([`Worker::lease`](super::Worker::lease)).
+    pub lease_expires_at: Option<SystemTime>,
 }
 
 /// A task to enqueue: a kind, a JSON payload and options.

@@ -30,7 +30,6 @@ const LABELS = {
 // (`actions` of GET …/tasks): the server's rules, not a copy of them here.
 
 let skewMs = 0;          // server clock minus browser clock, from each answer's `now`
-let expanded = new Set(); // task ids whose payload row is open
 let confirming = false;  // a bulk action waits for its confirmation: no auto-refresh meanwhile
 
 // ---- DOM helpers: text only. ----
@@ -116,11 +115,16 @@ class Unauthorized extends Error {
   }
 }
 
-async function api(method, path) {
+async function api(method, path, payload) {
   const headers = { Accept: "application/json" };
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = "Bearer " + token;
-  const response = await fetch(BASE + "/api/" + path, { method, headers, credentials: "same-origin" });
+  const init = { method, headers, credentials: "same-origin" };
+  if (payload !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(payload);
+  }
+  const response = await fetch(BASE + "/api/" + path, init);
   let body = null;
   try {
     body = await response.json();
@@ -192,7 +196,7 @@ async function act(method, path, message) {
 async function renderQueue(r) {
   const data = r.state === "failing"
     ? await api("GET", "queues/" + q(r.queue) + "/errors?states=retry,archived")
-    : await api("GET", "queues/" + q(r.queue) + "/tasks?state=" + r.state + "&page=" + r.page + "&size=" + PAGE_SIZE);
+    : await api("GET", tasksQuery(r));
   setClock(data.now);
   const stats = data.stats;
   const title = el("div", { class: "title" }, el("h1", { id: "queue-name" }, r.queue),
@@ -213,94 +217,7 @@ async function renderQueue(r) {
   };
 }
 
-function tasksView(r, data) {
-  const pages = Math.max(1, Math.ceil(data.total / PAGE_SIZE));
-  const first = data.tasks.length ? (r.page - 1) * PAGE_SIZE + 1 : 0;
-  const toolbar = el("div", { class: "toolbar" },
-    el("span", { id: "page-info", class: "muted" },
-      data.total ? first + "–" + (first + data.tasks.length - 1) + " of " + data.total : "0 tasks"),
-    el("a", { id: "prev", class: "pager" + (r.page > 1 ? "" : " disabled"), href: r.page > 1 ? queueHref(r.queue, r.state, r.page - 1) : null }, "‹ Prev"),
-    el("span", { class: "muted" }, "page " + r.page + " of " + pages),
-    el("a", { id: "next", class: "pager" + (r.page < pages ? "" : " disabled"), href: r.page < pages ? queueHref(r.queue, r.state, r.page + 1) : null }, "Next ›"),
-    el("span", { class: "spacer" }),
-    !READ_ONLY && data.actions.bulk.includes("run-all") && data.total
-      ? el("button", { id: "run-all", onclick: () => confirmBulk(r, "run-all", data.total) }, "Run all") : null,
-    !READ_ONLY && data.actions.bulk.includes("delete-all") && data.total
-      ? el("button", { id: "delete-all", class: "danger", onclick: () => confirmBulk(r, "delete-all", data.total) }, "Delete all") : null);
-  const [lastCol, lastTime] = LAST_COLUMN[r.state];
-  const head = el("tr", {}, el("th", {}, "ID"), el("th", {}, "Kind"), el("th", { class: "num" }, "Retried"),
-    el("th", {}, "Last error"), el("th", {}, "Last failed"), el("th", {}, lastCol), el("th", {}, ""));
-  const rows = [];
-  for (const t of data.tasks) {
-    const actions = READ_ONLY ? [] : data.actions.task;
-    rows.push(el("tr", { class: "task", "data-id": t.id },
-      el("td", { class: "id", title: t.id }, el("code", {}, t.id)),
-      el("td", { class: "kind" }, t.kind),
-      el("td", { class: "num retried" }, t.retried + "/" + t.max_retry),
-      el("td", { class: "last-err", title: t.last_err }, t.last_err === null ? el("span", { class: "muted" }, "—") : el("div", { class: "clamp" }, t.last_err)),
-      timeCell("last-failed", t.last_failed_at),
-      timeCell("next", t[lastTime]),
-      el("td", { class: "actions" },
-        el("button", { class: "expand quiet", "data-id": t.id, onclick: () => toggle(t.id) }, expanded.has(t.id) ? "Hide" : "Details"),
-        actions.map((a) => el("button", {
-          class: "act" + (a === "delete" ? " danger" : ""), "data-action": a, "data-id": t.id,
-          onclick: () => act("POST", taskAction(r.queue, t.id, a), "Task " + t.id + ": " + a + " done."),
-        }, LABELS_ACTION[a])))));
-    rows.push(el("tr", { class: "payload-row", "data-id": t.id, hidden: !expanded.has(t.id) },
-      el("td", { colspan: 7 },
-        el("div", { class: "meta muted" }, "enqueued " + absolute(t.enqueued_at) + " (" + relative(t.enqueued_at) + ")",
-          t.completed_at ? " · completed " + absolute(t.completed_at) : ""),
-        t.last_err === null ? null : [el("div", { class: "label muted" }, "Last error"), el("pre", { class: "full-err" }, t.last_err)],
-        el("div", { class: "label muted" }, "Payload"),
-        el("pre", { class: "payload" }, pretty(t.payload)))));
-  }
-  const table = el("table", { id: "tasks", "data-state": r.state }, el("thead", {}, head), el("tbody", {}, rows));
-  const empty = data.tasks.length ? null : el("p", { id: "empty", class: "muted" }, "No " + LABELS[r.state].toLowerCase() + " tasks" + (r.page > 1 ? " on this page." : "."));
-  return el("section", { id: "state-view" }, toolbar, el("div", { id: "confirm", hidden: true }), table, empty);
-}
-const LABELS_ACTION = { run: "Run", delete: "Delete", archive: "Archive", cancel: "Cancel" };
-// The last time column of each tab: its header and the task field it shows.
-const LAST_COLUMN = {
-  pending: ["Due", "next_process_at"], scheduled: ["Runs", "next_process_at"],
-  active: ["Enqueued", "enqueued_at"], retry: ["Next attempt", "next_process_at"],
-  archived: ["Enqueued", "enqueued_at"], completed: ["Completed", "completed_at"],
-};
-
-function pretty(payload) {
-  try {
-    return JSON.stringify(JSON.parse(payload), null, 2);
-  } catch (_) {
-    return payload;
-  }
-}
-
-function toggle(id) {
-  if (expanded.has(id)) expanded.delete(id);
-  else expanded.add(id);
-  for (const row of document.querySelectorAll("tr.payload-row")) {
-    if (row.dataset.id === id) row.hidden = !expanded.has(id);
-  }
-  for (const button of document.querySelectorAll("button.expand")) {
-    if (button.dataset.id === id) button.textContent = expanded.has(id) ? "Hide" : "Details";
-  }
-}
-
-function confirmBulk(r, action, total) {
-  const verb = action === "run-all" ? "Run" : "Delete";
-  const box = $("confirm");
-  confirming = true;
-  renderSeq++; // a refresh under way does not wipe the question
-  box.replaceChildren(
-    el("span", { id: "confirm-text" }, verb + " all " + total + " " + r.state + " tasks of " + r.queue + "?"),
-    el("button", {
-      id: "confirm-yes", class: action === "delete-all" ? "danger" : "", onclick: () => {
-        confirming = false;
-        act("POST", "queues/" + q(r.queue) + "/" + action + "?state=" + r.state, verb + " all " + r.state + " tasks: done.");
-      },
-    }, "Yes, " + verb.toLowerCase() + " all"),
-    el("button", { id: "confirm-no", class: "quiet", onclick: () => { confirming = false; box.hidden = true; } }, "Cancel"));
-  box.hidden = false;
-}
+// The tabs of one state (tasksView) and the task page (taskPage) are in tasks.js.
 
 function failingView(r, answer) {
   const section = el("section", { id: "failing" },

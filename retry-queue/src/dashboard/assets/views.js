@@ -8,7 +8,8 @@ function registerView(name, render) {
   VIEWS[name] = render;
 }
 
-// ---- Routing: #/ (overview), #/q/NAME/STATE?page=N, #/q/NAME/failing, #/VIEW/…. ----
+// ---- Routing: #/ (overview), #/q/NAME/STATE?page=N (or ?kind=K&search=S&after=CURSOR),
+// #/q/NAME/failing, #/q/NAME/task/ID (tasks.js), #/VIEW/…. ----
 function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
@@ -18,6 +19,9 @@ function route() {
     parts = path.split("/").filter((p) => p !== "").map(decodeURIComponent);
   } catch (_) {
     return { view: "overview", parts: [], params, bad: true }; // a malformed %-escape
+  }
+  if (parts[0] === "q" && parts[2] === "task" && parts.length >= 4) {
+    return { view: "task", queue: parts[1], id: parts[3], parts: parts.slice(1), params };
   }
   if (parts[0] === "q" && parts.length >= 2) {
     let state = parts[2] || "retry";

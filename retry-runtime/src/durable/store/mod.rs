@@ -48,6 +48,7 @@ macro_rules! columns {
 pub(crate) mod batch;
 pub(crate) mod control;
 pub(crate) mod counts;
+pub(crate) mod find;
 pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -256,6 +257,7 @@ impl Store {
         let Err(e) = result else {
             control::migrate(self).await?;
             presence::migrate(self).await?;
+            find::migrate(self).await?;
             return counts::migrate(self).await;
         };
         if self.has_current_columns().await {

@@ -92,6 +92,10 @@ impl Row {
             enqueued_at: from_ms(self.created_ms),
             completed_at: self.finished_ms.filter(|_| completed).map(from_ms),
             errors: crate::durable::history::decode(self.errors.as_deref()),
+            lease_expires_at: self
+                .lease_expires_ms
+                .filter(|_| self.state == TaskState::Active)
+                .map(from_ms),
         }
     }
 

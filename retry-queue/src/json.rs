@@ -249,6 +249,25 @@ pub(crate) fn error(message: &str) -> Value {
     json!({ "error": message })
 }
 
+/// A queue's history over `span`: see the [module docs](self).
+pub(crate) fn history(queue: &str, span: HistorySpan, buckets: &[HistoryBucket]) -> Value {
+    let (unit, n) = match span {
+        HistorySpan::Hours(n) => ("hours", n),
+        HistorySpan::Days(n) => ("days", n),
+    };
+    let buckets: Vec<Value> = buckets
+        .iter()
+        .map(|b| {
+            json!({
+                "start": rfc3339(b.start),
+                "processed": b.processed,
+                "failed": b.failed,
+            })
+        })
+        .collect();
+    json!({ "queue": queue, unit: n, "buckets": buckets })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,23 +288,4 @@ mod tests {
             json!({"tasks": [], "next": null, "total": 0, "actions": {"task": ["cancel"], "bulk": []}})
         );
     }
-}
-
-/// A queue's history over `span`: see the [module docs](self).
-pub(crate) fn history(queue: &str, span: HistorySpan, buckets: &[HistoryBucket]) -> Value {
-    let (unit, n) = match span {
-        HistorySpan::Hours(n) => ("hours", n),
-        HistorySpan::Days(n) => ("days", n),
-    };
-    let buckets: Vec<Value> = buckets
-        .iter()
-        .map(|b| {
-            json!({
-                "start": rfc3339(b.start),
-                "processed": b.processed,
-                "failed": b.failed,
-            })
-        })
-        .collect();
-    json!({ "queue": queue, unit: n, "buckets": buckets })
 }

@@ -15,6 +15,7 @@ use super::error::Error;
 use super::handle::Handle;
 use super::periodic;
 use super::store::{counts, tasks};
+use super::task::TaskState;
 
 /// A worker's janitor: trims the queues it serves every `interval`.
 pub(crate) struct Janitor {
@@ -62,5 +63,11 @@ pub(crate) async fn trim_archive(queue: &Handle) -> Result<u64, Error> {
         .checked_sub(queue.archive_max_age)
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let keep = i64::try_from(queue.archive_max_tasks).unwrap_or(i64::MAX);
-    tasks::trim_archive(&queue.store, &queue.name, to_ms(cutoff), keep).await
+    // The kept count says whether any task is beyond the limit, without a scan.
+    let archived = counts::queue_state_counts(&queue.store, &queue.name)
+        .await?
+        .into_iter()
+        .find_map(|(state, n)| (state == TaskState::Archived.as_str()).then_some(n))
+        .unwrap_or(0);
+    tasks::trim_archive(&queue.store, &queue.name, to_ms(cutoff), keep, archived > keep).await
 }

@@ -284,23 +284,30 @@ pub(crate) async fn expired(
     .await
 }
 
-/// Deletes the archived tasks finished before `older_than` or beyond the newest `keep`.
+/// Deletes the archived tasks finished before `older_than`, and, when `over` (the queue holds
+/// more than `keep` archived tasks), those beyond the newest `keep`. Both walk the index of
+/// finished tasks (its condition repeated, for SQLite to use it): a trim costs the tasks it
+/// deletes, not the table, and the common case (within the limit) only the old ones.
 pub(crate) async fn trim_archive(
     store: &Store,
     queue: &str,
     older_than: i64,
     keep: i64,
+    over: bool,
 ) -> Result<u64, Error> {
-    const TRIM_ARCHIVE: &str = "DELETE FROM retry_tasks \
-         WHERE queue = $1 AND state = 'archived' AND (finished_ms < $2 OR id NOT IN ( \
-             SELECT id FROM retry_tasks WHERE queue = $1 AND state = 'archived' \
-             ORDER BY finished_ms DESC, seq DESC LIMIT $3))";
-    execute(
-        store,
-        TRIM_ARCHIVE,
-        &[Arg::Text(queue), Arg::Int(older_than), Arg::Int(keep)],
-    )
-    .await
+    const TRIM_OLD: &str = "DELETE FROM retry_tasks \
+         WHERE queue = $1 AND state = 'archived' AND state IN ('archived', 'completed') \
+         AND finished_ms < $2";
+    const TRIM_BEYOND: &str = "DELETE FROM retry_tasks WHERE seq IN ( \
+         SELECT seq FROM retry_tasks \
+         WHERE queue = $1 AND state = 'archived' AND state IN ('archived', 'completed') \
+         ORDER BY finished_ms DESC, seq DESC LIMIT $3 OFFSET $2)";
+    let old = execute(store, TRIM_OLD, &[Arg::Text(queue), Arg::Int(older_than)]).await?;
+    if !over {
+        return Ok(old);
+    }
+    let args = [Arg::Text(queue), Arg::Int(keep), Arg::Int(i64::MAX)];
+    Ok(old + execute(store, TRIM_BEYOND, &args).await?)
 }
 
 /// Deletes the completed tasks past their retention (`retention`: the queue's; a task's own
@@ -311,8 +318,9 @@ pub(crate) async fn trim_completed(
     retention: i64,
     now: i64,
 ) -> Result<u64, Error> {
+    // The condition of the index of finished tasks, repeated for SQLite (see `operator.rs`).
     const TRIM_COMPLETED: &str = "DELETE FROM retry_tasks \
-         WHERE queue = $1 AND state = 'completed' \
+         WHERE queue = $1 AND state = 'completed' AND state IN ('archived', 'completed') \
          AND finished_ms < $3 - COALESCE(retention_ms, $2)";
     execute(
         store,

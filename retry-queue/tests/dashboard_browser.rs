@@ -4,7 +4,10 @@
 //! **Run** on a task and sees it leave the tab, presses **Delete** on an archived task and sees
 //! it gone, opens the Failing view, and checks that a `last_err` of
 //! `<script>alert(1)</script>` shows as text (and runs nothing). It takes the screenshot of the
-//! README: `target/tmp/dashboard.png`, and `docs/dashboard.png` with `UPDATE_SCREENSHOT=1`.
+//! README: `target/tmp/dashboard.png`, and `docs/dashboard.png` (with `dashboard-workers.png`
+//! and `dashboard-task.png`) with `UPDATE_SCREENSHOT=1`. The last case does it all again on a
+//! database of a million tasks (`RETRY_BROWSER_TASKS` to change the size) and reports the first
+//! paint of a queue page with its chart on stderr.
 //!
 //! Needs the Debian packages `chromium` and `chromium-driver` (`.ci/run` installs them), or
 //! `RETRY_TEST_CHROMIUM` naming a Chromium binary and a `chromedriver` on the PATH; without
@@ -686,8 +689,16 @@ async fn save_screenshot(c: &Client, name: &str) -> Step {
     }
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::write(&tmp, &png).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
-    if name == "dashboard.png" && std::env::var_os("UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/dashboard.png");
+    // The README shows these: the queue page with its chart, the Workers page, a task's page.
+    let shown = [
+        "dashboard.png",
+        "dashboard-workers.png",
+        "dashboard-task.png",
+    ];
+    if shown.contains(&name) && std::env::var_os("UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs")
+            .join(name);
         std::fs::create_dir_all(docs.parent().unwrap()).map_err(|e| e.to_string())?;
         std::fs::write(&docs, &png).map_err(|e| format!("writing {}: {e}", docs.display()))?;
     }
@@ -1636,5 +1647,264 @@ async fn find_select_open(c: &Client, base: &str) -> Step {
         t == ["Task live-1: cancel done."]
     })
     .await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// At production size (issue 23, item 10): the pages and actions once more, on a database of
+// `RETRY_BROWSER_TASKS` tasks (1 000 000 by default) seeded through `enqueue_many`, with a day of
+// attempts in its history, a live worker holding a task and a live scheduler. The first paint of
+// a queue page with its chart is measured and reported on stderr, not asserted.
+
+/// Seeds `total` tasks into `url`: all but 600 scheduled a month ahead (kinds report, email and
+/// charge in turn, ids `bulk-0000000`…), through `enqueue_many` in batches of 10 000; then, an
+/// hour apart over the last day, 20 successes and 5 failures an hour. Returns the seeding time.
+async fn seed_at_scale(url: &str, total: usize) -> Duration {
+    const KINDS: [&str; 3] = ["report", "email", "charge"];
+    let start = Instant::now();
+    let q = Queue::connect(url).await.expect("SQLite opens a new file");
+    let bulk = total.saturating_sub(600);
+    let month = Duration::from_secs(30 * 86_400);
+    let mut n = 0;
+    while n < bulk {
+        let batch: Vec<Task> = (n..(n + 10_000).min(bulk))
+            .map(|i| {
+                Task::new(KINDS[i % 3], &json!({"n": i}))
+                    .task_id(format!("bulk-{i:07}"))
+                    .process_in(month)
+            })
+            .collect();
+        n += batch.len();
+        q.enqueue_many(batch).await.expect("enqueue_many");
+    }
+    let clock = ManualClock::new(SystemTime::now() - Duration::from_secs(23 * 3600));
+    let past = q.clone().with_clock(clock.clone());
+    let worker = Worker::new(past.clone())
+        .concurrency(16)
+        .retry_delay(|_, _, _| Duration::from_secs(7 * 86_400))
+        .handle("ok", |_task| async { Ok::<(), BoxError>(()) })
+        .handle("flaky", |task| async move {
+            let n: u64 = task.payload()?;
+            Err(BoxError::from(format!(
+                "upstream {} unavailable (503)",
+                n % 4
+            )))
+        });
+    for hour in 0..24u64 {
+        let tasks = (0..25u64).map(|i| {
+            let n = hour * 25 + i;
+            if i < 20 {
+                Task::new("ok", &n)
+            } else {
+                Task::new("flaky", &n).task_id(format!("flaky-{n:03}"))
+            }
+        });
+        past.enqueue_many(tasks).await.expect("enqueue_many");
+        while worker.run_due().await.expect("run_due") > 0 {}
+        clock.advance(Duration::from_secs(3600));
+    }
+    q.close().await;
+    start.elapsed()
+}
+
+/// Straight to stderr (past the harness's capture): the figures of the run.
+fn report(line: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_at_a_million_tasks_in_a_real_browser() {
+    let total: usize = std::env::var("RETRY_BROWSER_TASKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    if !Path::new(&std::env::var("RETRY_TEST_CHROMIUM").unwrap_or_else(|_| CHROMIUM.to_owned()))
+        .is_file()
+        || chromedriver().is_none()
+    {
+        return skip("no Chromium or no chromedriver");
+    }
+    let seeded = seed_at_scale(&url, total).await;
+    report(&format!(
+        "dashboard at scale: seeded {total} tasks in {:.1} s",
+        seeded.as_secs_f64()
+    ));
+
+    // A live worker holding one task (it serves only that kind), and a live scheduler.
+    let q = Queue::connect(&url).await.unwrap();
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let held = release.clone();
+    let worker = Worker::new(q.clone())
+        .concurrency(1)
+        .poll_interval(Duration::from_millis(50))
+        .heartbeat_interval(Duration::from_millis(200))
+        .handle("slow", move |_task| {
+            let held = held.clone();
+            async move {
+                held.notified().await;
+                Ok::<(), BoxError>(())
+            }
+        });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async {
+        stopped.await.ok();
+    }));
+    q.enqueue(Task::new("slow", &0).task_id("held-1"))
+        .await
+        .unwrap();
+    let scheduler = retry_runtime::durable::Scheduler::new(q.clone())
+        .heartbeat_interval(Duration::from_millis(200))
+        .every(Duration::from_secs(3600), || Task::new("digest", &0));
+    let (stop_scheduler, scheduler_stopped) = tokio::sync::oneshot::channel::<()>();
+    let scheduling = tokio::spawn(scheduler.run_until(async {
+        scheduler_stopped.await.ok();
+    }));
+
+    let Some((client, base, _processes)) = browser(&url).await else {
+        return;
+    };
+    let outcome =
+        tokio::time::timeout(Duration::from_secs(180), at_scale(&client, &base, total)).await;
+    let _ = client.close().await;
+    release.notify_waiters();
+    let _ = stop.send(());
+    let _ = stop_scheduler.send(());
+    running.await.unwrap().expect("the worker");
+    scheduling.await.unwrap().expect("the scheduler");
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{e}"),
+        Err(_) => panic!("the browser steps took more than 3 minutes"),
+    }
+    // What the browser did is in the database: two tasks run, one canceled.
+    let inspector = q.inspector();
+    for id in ["bulk-0000000", "bulk-0000001"] {
+        let state = inspector.get(id).await.unwrap().unwrap().state;
+        assert!(
+            matches!(
+                state,
+                TaskState::Pending | TaskState::Active | TaskState::Completed
+            ),
+            "{id}: {state:?}"
+        );
+    }
+    let canceled = inspector.get("held-1").await.unwrap().unwrap();
+    assert_eq!(canceled.state, TaskState::Archived);
+    assert!(
+        canceled
+            .last_err
+            .is_some_and(|e| e.ends_with("(canceled by operator)"))
+    );
+}
+
+async fn at_scale(c: &Client, base: &str, total: usize) -> Step {
+    // First paint: from the navigation to the chart's 24 bars and the tab's 20 rows on screen.
+    let start = Instant::now();
+    c.goto(&format!("{base}/#/q/default/scheduled"))
+        .await
+        .map_err(cmd("opening the queue page"))?;
+    viewport(c, 1280, 800).await?;
+    wait_texts(c, "#history-chart title", "the chart", |t| !t.is_empty()).await?;
+    let bars = c
+        .execute(
+            "return document.querySelectorAll('#history-chart g.bucket').length",
+            vec![],
+        )
+        .await
+        .map_err(cmd("counting the bars"))?;
+    wait_rows(c, "a page of scheduled tasks", |r| r.len() == 20).await?;
+    report(&format!(
+        "dashboard at scale: first paint of the queue page with its chart on {total} tasks: \
+         {} ms (headless Chromium, {bars} bars)",
+        start.elapsed().as_millis()
+    ));
+    if bars != json!(24) {
+        return Err(format!("24 hourly bars, got {bars}"));
+    }
+    // A day of attempts: 480 successes and 120 failures (the flaky ones fail once).
+    wait_texts(c, "#history-processed", "the day's attempts", |t| {
+        t == ["600"]
+    })
+    .await?;
+    wait_texts(c, "#history-failed", "the day's failures", |t| t == ["120"]).await?;
+    click(c, "#history-ranges button[data-range='7d']").await?;
+    wait_texts(c, "#history-caption", "the week", |t| {
+        t.len() == 1 && t[0].ends_with("in the last 7 days (UTC).")
+    })
+    .await?;
+    wait_texts(
+        c,
+        "#tabs a[data-state='scheduled'] .count",
+        "the count",
+        |t| t == [(total - 600).to_string()],
+    )
+    .await?;
+
+    // Find: a text within the searched window, then a kind.
+    search_for(c, "bulk-0000042").await?;
+    wait_rows(c, "the one task found", |r| r == ["bulk-0000042"]).await?;
+    wait_texts(c, "#search-info", "what was searched", |t| {
+        t.len() == 1 && t[0].starts_with("Searched 10000 scheduled tasks")
+    })
+    .await?;
+    click(c, "#search-clear").await?;
+    wait_rows(c, "the first page again", |r| r.len() == 20).await?;
+    c.execute(
+        "const s = document.getElementById('kind-filter'); s.value = 'email'; \
+         s.dispatchEvent(new Event('change'))",
+        vec![],
+    )
+    .await
+    .map_err(cmd("choosing a kind"))?;
+    wait_texts(c, "#tasks tr.task td.kind", "a page of emails", |t| {
+        t.len() == 20 && t.iter().all(|k| k == "email")
+    })
+    .await?;
+    click(c, "#search-clear").await?;
+
+    // A selection of two, run.
+    wait_rows(c, "the first page", |r| r.len() == 20).await?;
+    click(c, "input.select-task[data-id='bulk-0000000']").await?;
+    click(c, "input.select-task[data-id='bulk-0000001']").await?;
+    click(c, "#batch-run").await?;
+    wait_rows(c, "the two run tasks left Scheduled", |r| {
+        r.len() == 20
+            && !r
+                .iter()
+                .any(|id| id == "bulk-0000000" || id == "bulk-0000001")
+    })
+    .await?;
+
+    // One task's page.
+    click(c, "tr.task[data-id='bulk-0000002'] a.task-link").await?;
+    wait_texts(c, "#task-id", "the task page", |t| t == ["bulk-0000002"]).await?;
+    wait_texts(c, "#task-payload", "its payload", |t| {
+        t.len() == 1 && t[0].contains("\"n\": 2")
+    })
+    .await?;
+
+    // Who runs, and a cancel of the running task.
+    c.goto(&format!("{base}/#/workers"))
+        .await
+        .map_err(cmd("opening the Workers page"))?;
+    wait_texts(c, "tr.held-task td.id", "the held task", |t| {
+        t == ["held-1"]
+    })
+    .await?;
+    c.goto(&format!("{base}/#/schedulers"))
+        .await
+        .map_err(cmd("opening the Schedulers page"))?;
+    wait_texts(c, "tr.entry td.kind", "the scheduler's entry", |t| {
+        t == ["digest"]
+    })
+    .await?;
+    c.goto(&format!("{base}/#/q/default/active"))
+        .await
+        .map_err(cmd("opening the Active tab"))?;
+    wait_rows(c, "the held task", |r| r == ["held-1"]).await?;
+    click(c, "tr.task[data-id='held-1'] button[data-action='cancel']").await?;
+    wait_rows(c, "no active task", |r| r.is_empty()).await?;
     Ok(())
 }

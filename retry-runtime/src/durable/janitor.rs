@@ -69,5 +69,12 @@ pub(crate) async fn trim_archive(queue: &Handle) -> Result<u64, Error> {
         .into_iter()
         .find_map(|(state, n)| (state == TaskState::Archived.as_str()).then_some(n))
         .unwrap_or(0);
-    tasks::trim_archive(&queue.store, &queue.name, to_ms(cutoff), keep, archived > keep).await
+    tasks::trim_archive(
+        &queue.store,
+        &queue.name,
+        to_ms(cutoff),
+        keep,
+        archived > keep,
+    )
+    .await
 }

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use retry_runtime::durable::{Error, HistorySpan, Queue, TaskInfo, TaskState};
+use retry_runtime::durable::{Error, Queue, TaskInfo, TaskState};
 use retry_runtime::time::rfc3339;
 use serde_json::Value;
 
@@ -59,15 +59,10 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
         Command::Queue(QueueCommand::Unpause { name }) => pause(&base, &name, false, output).await,
         Command::Errors { state, queue } => {
             let queue = named(&base, &queue)?;
-            errors(&queue, state, output).await
+            super::errors::print(&queue, state, output).await
         }
         Command::History { hours, days, queue } => {
-            let queue = named(&base, &queue)?;
-            let span = match days {
-                Some(days) => HistorySpan::Days(days),
-                None => HistorySpan::Hours(hours.unwrap_or(24)),
-            };
-            super::history::print(&queue, span, output).await
+            super::history::print(&named(&base, &queue)?, hours, days, output).await
         }
         Command::Workers => super::presence::workers(&base, output).await,
         Command::Schedulers => super::presence::schedulers(&base, output).await,
@@ -377,38 +372,6 @@ async fn pause<W: Write>(
         |out| {
             let what = if paused { "paused" } else { "unpaused" };
             writeln!(out, "queue \"{}\" {what}", clean(queue.name()))
-        },
-    )
-}
-
-async fn errors<W: Write>(
-    queue: &Queue,
-    state: TaskState,
-    output: Output<'_, W>,
-) -> Result<(), Failure> {
-    let groups = queue
-        .inspector()
-        .error_groups(state)
-        .await
-        .map_err(|e| failure(e, queue, None))?;
-    output.print(
-        || json::errors(queue.name(), state, &groups),
-        |out| {
-            let mut table = Table::new(&[
-                ("TASKS", Align::Right),
-                ("OLDEST FAILURE", Align::Left),
-                ("NEWEST FAILURE", Align::Left),
-                ("LAST ERR", Align::Left),
-            ]);
-            for g in &groups {
-                table.row(vec![
-                    g.count.to_string(),
-                    rfc3339(g.oldest),
-                    rfc3339(g.newest),
-                    clean(&g.last_err),
-                ]);
-            }
-            table.write(out)
         },
     )
 }

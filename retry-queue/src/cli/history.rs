@@ -14,13 +14,19 @@ use crate::json;
 /// The widest bar of the text chart, in characters.
 const BAR_WIDTH: u64 = 40;
 
-/// Prints the queue's history over `span`: one row per bucket with a bar of its attempts
-/// (`#` failed, `=` succeeded), or the JSON of the API.
+/// Prints the queue's history over the last `days` UTC days, or else the last `hours` hours (24
+/// without either): one row per bucket with a bar of its attempts (`#` failed, `=` succeeded),
+/// or the JSON of the API.
 pub(super) async fn print<W: Write>(
     queue: &Queue,
-    span: HistorySpan,
+    hours: Option<u32>,
+    days: Option<u32>,
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
+    let span = match days {
+        Some(days) => HistorySpan::Days(days),
+        None => HistorySpan::Hours(hours.unwrap_or(24)),
+    };
     let buckets = queue
         .inspector()
         .history(span)

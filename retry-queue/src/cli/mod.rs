@@ -25,6 +25,7 @@
 //! line `error: …` on stderr), 2 for a command line clap rejects.
 
 mod commands;
+mod errors;
 mod failure;
 mod find;
 mod history;

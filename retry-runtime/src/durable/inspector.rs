@@ -8,13 +8,12 @@ use std::time::SystemTime;
 use super::clock::{from_ms, to_ms};
 use super::error::Error;
 use super::handle::Handle;
-use super::janitor;
 use super::page::{Cursor, TaskPage, page_of};
 use super::presence::{self, SchedulerEntry, WorkerInfo};
-use super::stats;
 pub use super::stats::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, QueueStats};
 use super::store::{control, counts, operator, tasks};
 use super::task::{TaskInfo, TaskState};
+use super::{janitor, stats};
 
 mod find;
 pub use find::{FoundPage, MAX_KINDS, MAX_SEARCH_BYTES, SEARCH_WINDOW, TaskFilter};
@@ -244,10 +243,9 @@ impl Inspector {
         stats::read(&self.handle).await
     }
 
-    /// The queue's finished and failed attempts per hour or day over `span`, oldest first,
-    /// every bucket of the span included (asynq's processed/failed history). Kept
-    /// [`HISTORY_DAYS`](super::HISTORY_DAYS) days; fails with [`Error::Invalid`] for a longer
-    /// or empty span.
+    /// The queue's finished and failed attempts per hour or day over `span`, oldest first, every
+    /// bucket included (asynq's processed/failed history), kept
+    /// [`HISTORY_DAYS`](super::HISTORY_DAYS) days; [`Error::Invalid`] for a longer or empty span.
     pub async fn history(&self, span: HistorySpan) -> Result<Vec<HistoryBucket>, Error> {
         stats::history(&self.handle, span).await
     }

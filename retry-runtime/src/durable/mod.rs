@@ -1,5 +1,4 @@
-//! The durable tier: a task queue with asynq's retry semantics, on SQLite or PostgreSQL
-//! (features `sqlite` and `postgres`).
+//! The durable tier: a task queue with asynq's retry semantics, on SQLite or PostgreSQL.
 //!
 //! In-memory retry (`#[retry]`) stops at 5 attempts and about 5 s of pauses (R-RES-RE-3,
 //! R-RES-RE-4). Work that must survive longer failures, or restarts, goes through a task table

@@ -337,11 +337,8 @@ impl Worker {
         let runner = self.runner().clone();
         let (completer, writer) = config.completer(&runner);
         // The periodic components and the listener run beside the processor until it has drained.
-        let listening = config
-            .base
-            .handle
-            .wake
-            .hold_listener(&config.base.handle.store);
+        let handle = &config.base.handle;
+        let listening = handle.wake.hold_listener(&handle.store);
         let (stop, periodic) = config.start_periodic(&runner);
         config.processor(runner).run(shutdown, completer).await;
         let _ = (stop.send(true), drop(listening));

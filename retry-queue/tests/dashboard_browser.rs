@@ -992,56 +992,12 @@ async fn seed_odd(url: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn odd_ids_bidi_text_bad_links_and_the_refresh_chain_in_a_real_browser() {
-    let chromium = std::env::var("RETRY_TEST_CHROMIUM").unwrap_or_else(|_| CHROMIUM.to_owned());
-    if !Path::new(&chromium).is_file() {
-        return skip(&format!("no Chromium at {chromium}"));
-    }
-    let Some(driver) = chromedriver() else {
-        return skip("no chromedriver");
-    };
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
     seed_odd(&url).await;
-    let driver_port = free_port();
-    let mut chromedriver = Killed(
-        Command::new(driver)
-            .arg(format!("--port={driver_port}"))
-            .arg("--allowed-ips=127.0.0.1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts"),
-    );
-    wait_for_port(driver_port, "chromedriver", &mut chromedriver.0).await;
-    let dash_port = free_port();
-    let mut dash = Killed(
-        Command::new(env!("CARGO_BIN_EXE_retry-queue"))
-            .args(["--db", &url, "dash", "--listen"])
-            .arg(format!("127.0.0.1:{dash_port}"))
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("retry-queue dash starts"),
-    );
-    wait_for_port(dash_port, "retry-queue dash", &mut dash.0).await;
-    let mut capabilities = serde_json::Map::new();
-    capabilities.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": chromium,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,800"],
-        }),
-    );
-    let client = tokio::time::timeout(
-        Duration::from_secs(60),
-        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(&format!("http://127.0.0.1:{driver_port}")),
-    )
-    .await
-    .expect("a browser session within 60 s")
-    .expect("chromedriver opens a Chromium session");
-    let base = format!("http://127.0.0.1:{dash_port}");
+    let Some((client, base, _processes)) = browser(&url).await else {
+        return;
+    };
     let outcome = tokio::time::timeout(Duration::from_secs(120), async {
         odd_ids_and_bidi_text(&client, &base).await?;
         bad_links(&client, &base).await?;
@@ -1383,62 +1339,14 @@ async fn seed_find(url: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_finds_selects_and_opens_tasks_in_a_real_browser() {
-    let chromium = std::env::var("RETRY_TEST_CHROMIUM").unwrap_or_else(|_| CHROMIUM.to_owned());
-    if !Path::new(&chromium).is_file() {
-        return skip(&format!("no Chromium at {chromium}"));
-    }
-    let Some(driver) = chromedriver() else {
-        return skip("no chromedriver");
-    };
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
     seed_find(&url).await;
-
-    let driver_port = free_port();
-    let mut chromedriver = Killed(
-        Command::new(driver)
-            .arg(format!("--port={driver_port}"))
-            .arg("--allowed-ips=127.0.0.1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts"),
-    );
-    wait_for_port(driver_port, "chromedriver", &mut chromedriver.0).await;
-    let dash_port = free_port();
-    let mut dash = Killed(
-        Command::new(env!("CARGO_BIN_EXE_retry-queue"))
-            .args(["--db", &url, "dash", "--listen"])
-            .arg(format!("127.0.0.1:{dash_port}"))
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("retry-queue dash starts"),
-    );
-    wait_for_port(dash_port, "retry-queue dash", &mut dash.0).await;
-
-    let mut capabilities = serde_json::Map::new();
-    capabilities.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": chromium,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,800", "--hide-scrollbars", "--force-device-scale-factor=1"],
-        }),
-    );
-    let client = tokio::time::timeout(
-        Duration::from_secs(60),
-        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(&format!("http://127.0.0.1:{driver_port}")),
-    )
-    .await
-    .expect("a browser session within 60 s")
-    .expect("chromedriver opens a Chromium session");
-    let outcome = tokio::time::timeout(
-        Duration::from_secs(120),
-        find_select_open(&client, &format!("http://127.0.0.1:{dash_port}")),
-    )
-    .await;
+    let Some((client, base, _processes)) = browser(&url).await else {
+        return;
+    };
+    let outcome =
+        tokio::time::timeout(Duration::from_secs(120), find_select_open(&client, &base)).await;
     let _ = client.close().await;
     match outcome {
         Ok(Ok(())) => {}

@@ -290,25 +290,7 @@ async fn an_operator_reads_runs_and_deletes_tasks_in_a_real_browser() {
     )
     .await;
 
-    let mut capabilities = serde_json::Map::new();
-    capabilities.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": chromium,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,800", "--hide-scrollbars", "--force-device-scale-factor=1"],
-        }),
-    );
-    // Chromium's first start on a busy 2-core machine can take a while.
-    let client = tokio::time::timeout(
-        Duration::from_secs(60),
-        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(&format!("http://127.0.0.1:{driver_port}")),
-    )
-    .await
-    .expect("a browser session within 60 s")
-    .expect("chromedriver opens a Chromium session");
+    let client = chromium_session(&chromium, driver_port).await;
 
     // The steps run inside a block, so that the browser is closed whatever they find.
     let outcome = tokio::time::timeout(Duration::from_secs(120), async {
@@ -710,6 +692,30 @@ async fn save_screenshot(c: &Client, name: &str) -> Step {
 // runs, the Schedulers page a scheduler's entry, and a queue with pending tasks and no worker
 // says so, until a worker serving it starts.
 
+/// A headless Chromium session (binary `chromium`) through the chromedriver on `driver_port`,
+/// at the window size of the screenshots.
+async fn chromium_session(chromium: &str, driver_port: u16) -> Client {
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,800", "--hide-scrollbars", "--force-device-scale-factor=1"],
+        }),
+    );
+    // Chromium's first start on a busy 2-core machine can take a while.
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{driver_port}")),
+    )
+    .await
+    .expect("a browser session within 60 s")
+    .expect("chromedriver opens a Chromium session")
+}
+
 /// chromedriver, a `retry-queue dash` on `url`, and a headless Chromium session; `None` (said
 /// on stderr) without Chromium or chromedriver. The processes die with the value.
 async fn browser(url: &str) -> Option<(Client, String, [Killed; 2])> {
@@ -743,24 +749,7 @@ async fn browser(url: &str) -> Option<(Client, String, [Killed; 2])> {
             .expect("retry-queue dash starts"),
     );
     wait_for_port(dash_port, "retry-queue dash", &mut dash.0).await;
-    let mut capabilities = serde_json::Map::new();
-    capabilities.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": chromium,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,800", "--hide-scrollbars", "--force-device-scale-factor=1"],
-        }),
-    );
-    let client = tokio::time::timeout(
-        Duration::from_secs(60),
-        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(&format!("http://127.0.0.1:{driver_port}")),
-    )
-    .await
-    .expect("a browser session within 60 s")
-    .expect("chromedriver opens a Chromium session");
+    let client = chromium_session(&chromium, driver_port).await;
     Some((
         client,
         format!("http://127.0.0.1:{dash_port}"),

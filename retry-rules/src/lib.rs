@@ -15,6 +15,7 @@
 //! The rule ids (`R-RES-RE-3`, …) are those of the resilience style guide that
 //! `retry-runtime`'s documentation lists.
 
+pub mod duration;
 pub mod hedge;
 
 /// A length of time in nanoseconds.

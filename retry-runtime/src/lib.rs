@@ -19,8 +19,9 @@
 //   crate's types (anyhow, failsafe, reqwest, sqlx, tonic, uuid) is under `integrations/`.
 mod attempt;
 mod backoff;
-mod budget;
+pub(crate) mod budget;
 mod classify;
+pub mod config;
 mod deadline;
 mod describe;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -30,6 +31,7 @@ pub mod http;
 mod integrations;
 mod key;
 mod observe;
+mod protect;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
 mod retrier;
@@ -64,6 +66,10 @@ pub use hedge::{Hedge, HedgeError};
 #[cfg(feature = "uuid")]
 pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};
 pub use key::IdempotencyKey;
+pub use protect::{
+    Breaker, BreakerState, Bulkhead, BulkheadState, Rejected, breaker_state, bulkhead_state,
+    set_breaker, set_bulkhead,
+};
 pub use retrier::hand_over::HandOver;
 pub use timeout::AttemptTimedOut;
 
@@ -126,6 +132,9 @@ pub mod manual {
 
     #[doc = include_str!("../docs/storms.md")]
     pub mod storms {}
+
+    #[doc = include_str!("../docs/protect.md")]
+    pub mod protect {}
 
     #[doc = include_str!("../docs/integrations.md")]
     pub mod integrations {}

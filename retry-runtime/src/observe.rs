@@ -14,12 +14,16 @@
 //! | transient failure of a `hand_over` write, safe in the queue | WARN (with the task id) | `handed_over` |
 //! | transient failure of a `hand_over` write, the hand-over failed | ERROR | `exhausted` / `budget_exhausted` / `deadline` |
 //! | permanent failure | none (the caller gets the error) | `permanent` |
+//! | refused by the system's breaker (`protect`) | none (the breaker's opening is a WARN) | `breaker_open` |
+//! | transient failure, not retried: the breaker is open now (`protect`) | ERROR | `breaker_open` |
+//! | refused by the system's bulkhead (`protect`) | none | `bulkhead_full` |
 //!
 //! Each attempt is counted once, so the outcomes add up to the attempts made. A hedged fn has
 //! two more outcomes, `hedged` and `hedge_won`, counted by `hedge::report`.
 
 use crate::describe::ErrorText;
 use crate::key::IdempotencyKey;
+use crate::protect::Rejected;
 use crate::retrier::{GiveUp, Site};
 use std::time::Duration;
 
@@ -33,7 +37,7 @@ pub(crate) struct Failure<'a> {
 }
 
 /// How many values the `outcome` label has: one counter per outcome and site.
-pub(crate) const OUTCOMES: usize = 7;
+pub(crate) const OUTCOMES: usize = 9;
 
 /// The values of the `outcome` label.
 #[derive(Clone, Copy)]
@@ -46,6 +50,8 @@ pub(crate) enum Outcome {
     BudgetExhausted = 4,
     Deadline = 5,
     HandedOver = 6,
+    BreakerOpen = 7,
+    BulkheadFull = 8,
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
@@ -58,6 +64,8 @@ impl Outcome {
         Outcome::BudgetExhausted,
         Outcome::Deadline,
         Outcome::HandedOver,
+        Outcome::BreakerOpen,
+        Outcome::BulkheadFull,
     ];
 
     pub const fn label(self) -> &'static str {
@@ -69,6 +77,8 @@ impl Outcome {
             Outcome::BudgetExhausted => "budget_exhausted",
             Outcome::Deadline => "deadline",
             Outcome::HandedOver => "handed_over",
+            Outcome::BreakerOpen => "breaker_open",
+            Outcome::BulkheadFull => "bulkhead_full",
         }
     }
 }
@@ -113,6 +123,7 @@ fn given_up(reason: GiveUp) -> Outcome {
     match reason {
         GiveUp::Budget => Outcome::BudgetExhausted,
         GiveUp::Deadline => Outcome::Deadline,
+        GiveUp::BreakerOpen => Outcome::BreakerOpen,
         _ => Outcome::Exhausted,
     }
 }
@@ -187,6 +198,18 @@ pub(crate) fn hand_over_failed(failure: &Failure<'_>, reason: GiveUp, why: &dyn 
     );
     #[cfg(not(feature = "tracing"))]
     let _ = (reason, why);
+}
+
+/// A call the system's breaker or bulkhead refused: counted, not logged one by one (an open
+/// breaker refuses thousands a second; its opening and closing are logged once each).
+pub(crate) fn rejected(site: &'static Site, rejected: Rejected) {
+    count(
+        site,
+        match rejected {
+            Rejected::BreakerOpen { .. } => Outcome::BreakerOpen,
+            Rejected::BulkheadFull { .. } => Outcome::BulkheadFull,
+        },
+    );
 }
 
 pub(crate) fn permanent(failure: &Failure<'_>) {

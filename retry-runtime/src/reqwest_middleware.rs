@@ -10,6 +10,7 @@ use crate::classify::Verdict;
 use crate::classify::erased;
 use crate::describe::ErrorText;
 use crate::http::{StatusError, idempotency_key, is_safe, is_transient_status};
+use crate::protect::enter_waiting;
 use crate::retrier::{BuiltSite, Retrier};
 
 /// A `reqwest_middleware::Middleware` that retries requests under the retry rules, like
@@ -66,6 +67,22 @@ impl RetryMiddleware {
             site: self.site.with_policy(policy),
         }
     }
+
+    /// Consults the system's circuit breaker and bulkhead, shared with every
+    /// `#[retry(…, protect)]` site naming the system, as
+    /// [`RetryLayer::protect`](crate::tower::RetryLayer::protect) does: a permit per request,
+    /// the breaker's admission before each attempt; a refusal is an
+    /// `Error::Middleware` holding a [`Rejected`](crate::Rejected), never retried.
+    pub fn protect(self) -> Self {
+        RetryMiddleware {
+            site: self.site.protected(),
+        }
+    }
+}
+
+/// A refusal, as the middleware's error.
+fn refused(rejected: crate::Rejected) -> Error {
+    Error::middleware(rejected)
 }
 
 /// What an error of the chain says, through `Classify`.
@@ -88,13 +105,33 @@ impl Middleware for RetryMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> Result<Response, Error> {
+        let site = self.site.get();
+        let _permit = match site.protect {
+            true => Some(enter_waiting(site).await.map_err(refused)?),
+            false => None,
+        };
         let key = idempotency_key(request.headers());
         let retryable = key.is_some() || is_safe(request.method());
         if !retryable || request.try_clone().is_none() {
-            return next.run(request, extensions).await;
+            if site.protect {
+                site.admit().map_err(refused)?;
+            }
+            let outcome = next.run(request, extensions).await;
+            site.feed_breaker(match &outcome {
+                Ok(response) if !is_transient_status(response.status().as_u16()) => None,
+                Ok(response) => Some(Verdict::of(&StatusError::from_parts(
+                    response.status(),
+                    response.headers(),
+                ))),
+                Err(error) => Some(verdict(error)),
+            });
+            return outcome;
         }
-        let mut retrier = Retrier::read_or_write(self.site.get(), key.as_ref().map(|key| key as _));
+        let mut retrier = Retrier::read_or_write(site, key.as_ref().map(|key| key as _));
         loop {
+            if site.protect {
+                retrier.admit().map_err(refused)?;
+            }
             let Some(attempt) = request.try_clone() else {
                 return next.run(request, extensions).await;
             };

@@ -69,6 +69,7 @@ proptest! {
             ms(policy.delay()),
             ms(policy.max_delay()),
             policy.jitter(),
+            false,
         )));
         let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
         let mut retrier = Retrier::read(site);

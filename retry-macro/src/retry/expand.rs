@@ -126,6 +126,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
     let init = retrier(config, &locals);
     let decide = decide(config, &locals, &ret, sig.asyncness.is_some());
     let (attempt, sleep) = attempt(config, &locals, &ret, sig.asyncness.is_some(), &block);
+    let (enter, admit) = protect(config, &locals, &ret, sig.asyncness.is_some());
     let Locals {
         pause, out, inner, ..
     } = &locals;
@@ -133,10 +134,12 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         #(#attrs)*
         #vis #sig {
             #site
+            #enter
             #init
             // `loop` is spanned at the attribute: a borrow error about a by-value argument
             // moved "in the previous iteration of the loop" points at `#[retry]` as the loop.
             loop {
+                #admit
                 let #pause = {
                     // Each attempt runs in a scope that a `#[retry]` loop inside it marks when it
                     // gives up: then this loop does not retry the same failure again.
@@ -149,10 +152,13 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
     }
 }
 
-/// The call site's `static`: its label and policy, checked by the runtime in a const context.
+/// The call site's `static`: its label and policy, checked by the runtime in a const context,
+/// and its entry in the runtime's link-time list of sites (for the configuration, which checks
+/// a value against what each site compiled, and for the warning about unprotected sites).
 pub(super) fn site(config: &Config, locals: &Locals) -> TokenStream {
     let (krate, site) = (&config.krate, &locals.site);
     let (system, operation) = (&config.system, &config.operation);
+    let protect = config.protect.is_some();
     let (attempts, delay_ms, max_delay_ms) =
         (config.attempts, config.delay_ms, config.max_delay_ms);
     let jitter = match config.jitter {
@@ -163,8 +169,60 @@ pub(super) fn site(config: &Config, locals: &Locals) -> TokenStream {
     quote! {
         static #site: #krate::__private::Site = #krate::__private::site(
             #system, #operation, #attempts, #delay_ms, #max_delay_ms, #krate::Jitter::#jitter,
+            #protect,
         );
+        #krate::__private::inventory::submit! {
+            #krate::__private::SiteEntry::new(&#site)
+        }
     }
+}
+
+/// With `protect`: the bulkhead's permit, taken before the first attempt and held until the fn
+/// returns (pauses included), and the breaker's admission before each attempt. A refusal
+/// returns `Err(E::from(Rejected))` at once; the conversion is named once, spanned at
+/// `protect`, so that an error type without it is reported there.
+fn protect(
+    config: &Config,
+    locals: &Locals,
+    ret: &Ret,
+    is_async: bool,
+) -> (TokenStream, TokenStream) {
+    let Some(span) = config.protect else {
+        return (TokenStream::new(), TokenStream::new());
+    };
+    let (site, retrier) = (&locals.site, &locals.retrier);
+    let krate = &config.krate;
+    let krate_at = located_at(krate, span);
+    let ty = &ret.ty;
+    let local = |name: &str| Ident::new(name, Span::mixed_site());
+    let (reject, permit, queued, refused) = (
+        local("__retry_reject"),
+        local("__retry_permit"),
+        local("__retry_queued"),
+        local("__retry_refused"),
+    );
+    let wait = if is_async {
+        quote!(#queued.wait().await)
+    } else {
+        quote!(::core::result::Result::<#krate::__private::Permit, _>::Err(#queued.refuse()))
+    };
+    let convert = quote_spanned!(span=> #krate_at::__private::from_rejected);
+    let enter = quote! {
+        let #reject = #krate::__private::Reject::<#ty>::new(#convert);
+        let #permit = match #krate::__private::enter(&#site) {
+            ::core::result::Result::Ok(#permit) => #permit,
+            ::core::result::Result::Err(#queued) => match #wait {
+                ::core::result::Result::Ok(#permit) => #permit,
+                ::core::result::Result::Err(#refused) => return #reject.failed(#refused),
+            },
+        };
+    };
+    let admit = quote! {
+        if let ::core::result::Result::Err(#refused) = #retrier.admit() {
+            return #reject.failed(#refused);
+        }
+    };
+    (enter, admit)
 }
 
 /// The retrier of this call: a read's, or a write's with its key evaluated once.

@@ -75,6 +75,9 @@ pub struct Options {
     pub hedge: Setting<Given<hedge::Spec>>,
     /// `hedge_load = 0.05`, in thousandths.
     pub hedge_load: Setting<Given<u32>>,
+    /// `protect`: consult the system's breaker and bulkhead before each attempt. The word, to
+    /// blame for a missing `From<Rejected>`.
+    pub protect: Option<Ident>,
     /// Unknown options seen so far, refused once each.
     unknown: Vec<Ident>,
 }
@@ -113,6 +116,10 @@ impl Options {
             }
             "hedge" => hedge::set_hedge(errors, &mut self.hedge, &name, &value),
             "hedge_load" => hedge::set_load(errors, &mut self.hedge_load, &name, &value),
+            "protect" => errors.at(
+                &name,
+                "`protect` is a flag and takes no value: write `protect`, as in `#[retry(read, system = \"payments\", protect)]`; the breaker and bulkhead it consults are set per system (`retry_runtime::set_breaker`, `set_bulkhead`) or by configuration",
+            ),
             label => {
                 if self.unknown.contains(&name) {
                     errors.at(&name, twice(&name));
@@ -124,8 +131,11 @@ impl Options {
         }
     }
 
-    /// A bare word: `read` or `write`, first.
+    /// A bare word: `read` or `write`, first; or the flag `protect`.
     fn set_kind(&mut self, errors: &mut Errors, word: Ident, index: usize) {
+        if word == "protect" {
+            return self.set_protect(errors, word);
+        }
         let parsed = if word == "read" {
             Kind::Read
         } else if word == "write" {
@@ -160,6 +170,14 @@ impl Options {
             );
         }
         self.kind = Some((parsed, word));
+    }
+
+    fn set_protect(&mut self, errors: &mut Errors, word: Ident) {
+        if self.protect.is_some() {
+            errors.at(&word, "`protect` is given twice: keep one");
+            return;
+        }
+        self.protect = Some(word);
     }
 
     fn set_key(&mut self, errors: &mut Errors, name: &Ident, value: Expr) {

@@ -55,6 +55,8 @@ pub struct Config {
     pub hand_over: Option<Expr>,
     /// `hedge = "..."`: attempts race instead of waiting for each other ([`hedge`]).
     pub hedge: Option<Hedge>,
+    /// `protect`: the word, where a missing `From<Rejected>` is blamed.
+    pub protect: Option<Span>,
 }
 
 /// The schedule the attribute asks for, defaults filled in.
@@ -72,6 +74,12 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
     let schedule = check_schedule(&mut errors, &options);
     signature::check(&mut errors, func);
     let hedge = hedge::check(&mut errors, &options, func, schedule.attempts);
+    if let (Some(protect), Some(_)) = (&options.protect, &options.hedge.name) {
+        errors.at(
+            protect,
+            "`protect` does not combine with `hedge` yet: a hedged call starts attempts side by side, and the breaker would have to admit each of them. Protect the system with `protect` on a plain loop (remove `hedge`), or keep `hedge` without `protect`",
+        );
+    }
     if let (Some(timeout), None) = (&options.timeout.value, &func.sig.asyncness) {
         errors.at_span(
             timeout.span,
@@ -95,6 +103,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
         krate: options.krate.value.unwrap_or_else(krate::default),
         hand_over: options.hand_over.value,
         hedge,
+        protect: options.protect.map(|word| word.span()),
     })
 }
 

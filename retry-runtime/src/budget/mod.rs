@@ -70,7 +70,7 @@ mod config;
 mod registry;
 mod slot;
 mod state;
-mod stripes;
+pub(crate) mod stripes;
 #[cfg(test)]
 mod tests;
 mod window;

@@ -34,7 +34,7 @@ impl Stripe {
 /// budget has twice as many stripes in all: these, each written by one thread at a time with a
 /// plain load and store, and as many shared ones for the threads beyond them, written with
 /// `fetch_add`.
-pub(super) fn count() -> usize {
+pub(crate) fn count() -> usize {
     static COUNT: OnceLock<usize> = OnceLock::new();
     *COUNT.get_or_init(|| {
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
@@ -45,7 +45,7 @@ pub(super) fn count() -> usize {
 /// The running thread's stripe: below [`count`] one it owns (no other thread writes it while
 /// it lives), from [`count`] on a shared one. A thread-local read after its first deposit.
 #[inline]
-pub(super) fn this_thread() -> usize {
+pub(crate) fn this_thread() -> usize {
     let stripe = STRIPE.with(Cell::get);
     if stripe == UNASSIGNED {
         assign_this_thread()

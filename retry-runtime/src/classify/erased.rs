@@ -29,6 +29,9 @@ pub(crate) const MAX_CHAIN: usize = 32;
 /// - `tokio::time::error::Elapsed`, and [`AttemptTimedOut`](crate::AttemptTimedOut) (so a
 ///   `timeout = "…"` fn whose error type is `anyhow::Error` or a `Box<dyn Error>` retries its own
 ///   timed-out attempts);
+/// - [`Rejected`](crate::Rejected): a refusal of a system's breaker or bulkhead, a rejection
+///   (R-RES-RE-X4) however it is wrapped (the tower layer's `BoxError`, the reqwest middleware's
+///   `anyhow::Error`);
 /// - `reqwest::Error` (feature `reqwest`);
 /// - `tonic::Status` (feature `tonic`): a status often travels boxed (a service's
 ///   `Box<dyn Error>`, an `anyhow::Error` of a gRPC adapter), and its code and pushback decide.
@@ -103,6 +106,9 @@ fn verdict(error: &(dyn Error + 'static)) -> Option<Verdict> {
     }
     if let Some(timed_out) = error.downcast_ref::<crate::AttemptTimedOut>() {
         return Some(Verdict::of(timed_out));
+    }
+    if let Some(rejected) = error.downcast_ref::<crate::Rejected>() {
+        return Some(Verdict::of(rejected));
     }
     #[cfg(feature = "failsafe")]
     if crate::integrations::failsafe::is_erased_rejection(error) {

@@ -26,7 +26,7 @@ use crate::backoff::MAX_ATTEMPTS;
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::retrier::{GiveUp, Site};
-use crate::{attempt, deadline, observe};
+use crate::{attempt, config, deadline, observe};
 
 /// Attempts that can run beside the inline one.
 const SPARE: usize = MAX_ATTEMPTS as usize - 1;
@@ -130,9 +130,11 @@ where
                     *this.first_start = Some(now);
                 }
             }
-            let can_hedge = !*this.no_more_hedges
-                && *this.running > 0
-                && *this.launched + *this.reserved < this.site.policy.attempts();
+            let can_hedge = !*this.no_more_hedges && *this.running > 0 && {
+                // The configuration may turn hedges off or lower the attempts.
+                let effective = config::effective(this.site);
+                effective.hedges && *this.launched + *this.reserved < effective.attempts
+            };
             if this.timer.is_none() && can_hedge {
                 if let Some(start) = *this.last_start {
                     this.timer
@@ -307,8 +309,13 @@ where
         if inner_gave_up {
             return Err(GiveUp::InnerLoop);
         }
-        if self.launched + self.reserved >= self.site.policy.attempts() {
-            return Err(GiveUp::Attempts);
+        let attempts = config::effective(self.site).attempts;
+        if self.launched + self.reserved >= attempts {
+            return Err(if attempts == 1 {
+                GiveUp::RetriesOff
+            } else {
+                GiveUp::Attempts
+            });
         }
         let wait = hint.unwrap_or(Duration::ZERO);
         if wait > self.hedge.max_gap {

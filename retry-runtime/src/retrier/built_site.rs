@@ -13,6 +13,7 @@ pub(crate) struct BuiltSite {
     system: &'static str,
     operation: &'static str,
     policy: Policy,
+    protect: bool,
     // A clone made after the first use shares the site; one made before leaks its own, when
     // it is used: at most one per layer value, so build layers at start-up.
     site: OnceLock<&'static Site>,
@@ -25,6 +26,7 @@ impl BuiltSite {
             system,
             operation: system,
             policy: Policy::DEFAULT,
+            protect: false,
             site: OnceLock::new(),
         }
     }
@@ -47,9 +49,18 @@ impl BuiltSite {
         }
     }
 
+    /// The same settings, consulting and feeding the system's breaker and bulkhead.
+    pub(crate) fn protected(self) -> Self {
+        BuiltSite {
+            protect: true,
+            site: OnceLock::new(),
+            ..self
+        }
+    }
+
     /// The site, leaked on the first call for this value.
     pub(crate) fn get(&self) -> &'static Site {
         self.site
-            .get_or_init(|| Site::leaked(self.system, self.operation, self.policy))
+            .get_or_init(|| Site::leaked(self.system, self.operation, self.policy, self.protect))
     }
 }

@@ -16,7 +16,8 @@ use crate::budget::{self, Budget};
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::key::IdempotencyKey;
-use crate::{attempt, deadline, observe};
+use crate::protect::{self, Protection, Rejected};
+use crate::{attempt, config, deadline, observe};
 
 pub(crate) mod hand_over;
 
@@ -32,10 +33,14 @@ pub struct Site {
     /// The operation's label (`name = "..."`, or the fn's name): read only when an event is
     /// emitted or the counters are registered, never on the happy path.
     pub operation: &'static str,
-    /// The schedule.
+    /// The schedule, as compiled (the configuration may tighten it: `config::effective`).
     pub policy: Policy,
+    /// `protect`: the loop consults the system's breaker and bulkhead, and feeds the breaker.
+    pub protect: bool,
     /// The system's retry budget, looked up on the site's first call and kept.
     budget: OnceLock<&'static Budget>,
+    /// The system's breaker and bulkhead, likewise.
+    protection: OnceLock<&'static Protection>,
     #[cfg(feature = "metrics")]
     counters: OnceLock<[metrics::Counter; observe::OUTCOMES]>,
 }
@@ -43,12 +48,19 @@ pub struct Site {
 impl Site {
     /// A site for `policy` at run time: leaked, once per layer or middleware ([`BuiltSite`]).
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    fn leaked(system: &'static str, operation: &'static str, policy: Policy) -> &'static Site {
+    fn leaked(
+        system: &'static str,
+        operation: &'static str,
+        policy: Policy,
+        protect: bool,
+    ) -> &'static Site {
         Box::leak(Box::new(Site {
             system,
             operation,
             policy,
+            protect,
             budget: OnceLock::new(),
+            protection: OnceLock::new(),
             #[cfg(feature = "metrics")]
             counters: OnceLock::new(),
         }))
@@ -60,6 +72,42 @@ impl Site {
         self.budget.get_or_init(|| budget::for_system(self.system))
     }
 
+    /// The breaker and bulkhead of this site's system.
+    #[inline]
+    pub(crate) fn protection(&'static self) -> &'static Protection {
+        self.protection
+            .get_or_init(|| protect::for_system(self.system))
+    }
+
+    /// Whether the system's breaker lets an attempt through now; a refusal is counted.
+    #[inline]
+    pub(crate) fn admit(&'static self) -> Result<(), Rejected> {
+        if self.protection().breaker.admit() {
+            return Ok(());
+        }
+        let rejected = Rejected::BreakerOpen {
+            system: self.system,
+        };
+        observe::rejected(self, rejected);
+        Err(rejected)
+    }
+
+    /// Tells a protected site's breaker what became of an attempt: `None` a success, else its
+    /// verdict. A transient failure counts against the system, a permanent error is an answer
+    /// (the system is up), a rejection is nothing (R-RES-RE-X4).
+    #[inline]
+    pub(crate) fn feed_breaker(&'static self, verdict: Option<Verdict>) {
+        if !self.protect {
+            return;
+        }
+        let breaker = &self.protection().breaker;
+        match verdict {
+            Some(v) if v.rejection => {}
+            Some(v) if v.transient => breaker.on_failure(),
+            _ => breaker.on_answer(),
+        }
+    }
+
     #[cfg(feature = "metrics")]
     pub(crate) fn counters(&'static self) -> &'static [metrics::Counter; observe::OUTCOMES] {
         self.counters
@@ -69,6 +117,7 @@ impl Site {
 
 /// Builds a [`Site`] in a `static`: a policy the macro let through but the runtime refuses
 /// fails the build here, in const evaluation.
+#[allow(clippy::too_many_arguments)]
 pub const fn site(
     system: &'static str,
     operation: &'static str,
@@ -76,6 +125,7 @@ pub const fn site(
     delay_ms: u64,
     max_delay_ms: u64,
     jitter: Jitter,
+    protect: bool,
 ) -> Site {
     match Policy::new(
         attempts,
@@ -87,7 +137,9 @@ pub const fn site(
             system,
             operation,
             policy,
+            protect,
             budget: OnceLock::new(),
+            protection: OnceLock::new(),
             #[cfg(feature = "metrics")]
             counters: OnceLock::new(),
         },
@@ -199,6 +251,7 @@ impl<K: KeySlot> Retrier<K> {
     /// system's budget; a first attempt writes nothing to it.
     #[inline]
     pub fn succeeded(&self) {
+        self.site.feed_breaker(None);
         if self.attempt > 1 {
             self.site.budget().retry_finished(self.site.system, true);
         }
@@ -231,6 +284,7 @@ impl<K: KeySlot> Retrier<K> {
             key: self.key.key(),
             error,
         };
+        self.feed_breaker(verdict);
         if !verdict.transient {
             observe::permanent(&failure);
             return None;
@@ -256,6 +310,19 @@ impl<K: KeySlot> Retrier<K> {
         }
     }
 
+    /// Whether the system's breaker lets the next attempt through (`#[retry(…, protect)]` asks
+    /// before each attempt). A refusal is counted (`breaker_open`) and returned, to be turned
+    /// into the fn's error: the loop then ends without another attempt.
+    #[inline]
+    pub fn admit(&self) -> Result<(), Rejected> {
+        self.site.admit()
+    }
+
+    /// Tells a protected site's breaker what became of an attempt (see [`Site::feed_breaker`]).
+    fn feed_breaker(&self, verdict: Verdict) {
+        self.site.feed_breaker(Some(verdict));
+    }
+
     /// The pause before the next attempt, or why there is none.
     fn next_pause<R: rand::Rng + ?Sized>(
         &self,
@@ -275,7 +342,22 @@ impl<K: KeySlot> Retrier<K> {
                 },
             );
         }
-        let policy = &self.site.policy;
+        // A protected site whose breaker opened (this failure may have opened it) does not
+        // pause for an attempt the breaker would refuse: it returns this failure now.
+        if self.site.protect && self.site.protection().breaker.is_open() {
+            return Err(GiveUp::BreakerOpen);
+        }
+        // The configuration may have tightened the compiled schedule (read here, on the failure
+        // path only: a load of the map in force and a lookup).
+        let effective = config::effective(self.site);
+        if self.attempt >= effective.attempts {
+            return Err(if effective.attempts == 1 {
+                GiveUp::RetriesOff
+            } else {
+                GiveUp::Attempts
+            });
+        }
+        let policy = &effective.policy;
         let mut pause = policy.pause(self.attempt, rng);
         if let Some(hint) = hint {
             if hint > policy.max_delay() {
@@ -314,6 +396,10 @@ pub enum GiveUp {
     Deadline,
     /// The pause would take the call's pauses past the 5 s window (R-RES-RE-4).
     Window,
+    /// The configuration turned retries off for the system (`RETRY_<SYSTEM>_RETRIES=off`).
+    RetriesOff,
+    /// The system's circuit breaker is open (`protect`): the next attempt would be refused.
+    BreakerOpen,
 }
 
 impl GiveUp {
@@ -327,6 +413,8 @@ impl GiveUp {
             GiveUp::InnerLoop => "an inner retry loop gave up",
             GiveUp::Deadline => "the next pause would pass the deadline",
             GiveUp::Budget => "retry budget exhausted",
+            GiveUp::RetriesOff => "retries turned off by configuration",
+            GiveUp::BreakerOpen => "the circuit breaker is open",
         }
     }
 }

@@ -5,8 +5,8 @@ use super::*;
 use rand::SeedableRng as _;
 
 const MS: Duration = Duration::from_millis(1);
-static NONE: Site = site("test", "test", 3, 200, 5000, Jitter::None);
-static FIVE: Site = site("test", "test", 5, 100, 2000, Jitter::None);
+static NONE: Site = site("test", "test", 3, 200, 5000, Jitter::None, false);
+static FIVE: Site = site("test", "test", 5, 100, 2000, Jitter::None, false);
 
 fn verdict(transient: bool, retry_after: Option<Duration>) -> Verdict {
     Verdict {

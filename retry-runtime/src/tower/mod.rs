@@ -89,6 +89,28 @@ impl RetryLayer {
         }
     }
 
+    /// Consults the system's circuit breaker and bulkhead ([`set_breaker`](crate::set_breaker),
+    /// [`set_bulkhead`](crate::set_bulkhead)), shared with every `#[retry(…, protect)]` site
+    /// naming the system: each request holds a bulkhead permit from its first attempt to its
+    /// last (pauses included), and the breaker admits each attempt and hears its outcome. A
+    /// refused request fails with a boxed [`Rejected`](crate::Rejected), never retried
+    /// (R-RES-RE-X4). A request sent once, or hedged, is admitted once and reported by its final
+    /// outcome.
+    ///
+    /// ```
+    /// use retry_runtime::tower::RetryLayer;
+    /// use retry_runtime::{set_breaker, Breaker};
+    ///
+    /// set_breaker("partner-api", Breaker::new());
+    /// let layer = RetryLayer::new("partner-api").protect();
+    /// ```
+    pub fn protect(self) -> Self {
+        RetryLayer {
+            site: self.site.protected(),
+            ..self
+        }
+    }
+
     /// Hedges safe requests (`GET`, `HEAD`, `OPTIONS`, `TRACE`): when an attempt has not
     /// answered after the [`Hedge`] delay, the next starts beside it and the first answer wins.
     /// Attempts count the hedges; each hedge draws on the system's retry budget and on this

@@ -16,6 +16,44 @@ use crate::http::StatusError;
 use crate::http::{idempotency_key, is_safe};
 use crate::retrier::{Retrier, Site};
 
+/// A protected layer's permit and admission (nothing for an unprotected one).
+mod protect {
+    use crate::BoxError;
+    use crate::protect::{Permit, enter_waiting};
+    use crate::retrier::Site;
+
+    /// The bulkhead's permit and the breaker's admission of a call made once.
+    pub(super) async fn enter(site: &'static Site) -> Result<Option<Permit>, BoxError> {
+        let permit = enter_for_loop(site).await?;
+        if site.protect {
+            site.admit()?;
+        }
+        Ok(permit)
+    }
+
+    /// The bulkhead's permit of a call whose loop asks the breaker before each attempt.
+    pub(super) async fn enter_for_loop(site: &'static Site) -> Result<Option<Permit>, BoxError> {
+        if !site.protect {
+            return Ok(None);
+        }
+        Ok(Some(enter_waiting(site).await?))
+    }
+}
+
+/// What the breaker hears of a call made once: `None` a success (a response that is not a
+/// transient status), else the verdict on the status or the error.
+fn verdict_of<B>(outcome: &Result<Response<B>, BoxError>) -> Option<Verdict> {
+    match outcome {
+        Ok(response) => transient_response(response).map(|hint| {
+            Verdict::of(&StatusError {
+                status: response.status().as_u16(),
+                retry_after: hint,
+            })
+        }),
+        Err(error) => Some(Verdict::of(error)),
+    }
+}
+
 /// The error a [`RetryService`] returns: its inner service's error, boxed (the crate's one
 /// [`BoxError`](crate::BoxError)).
 pub use crate::BoxError;
@@ -74,17 +112,32 @@ where
         let site = self.site;
         let key = idempotency_key(request.headers());
         if key.is_none() && !is_safe(request.method()) {
-            // Not retryable: one attempt, as if there were no layer (R-RES-RE-X1).
-            return Box::pin(async move { inner.call(request).await.map_err(Into::into) });
+            // Not retryable: one attempt, as if there were no layer (R-RES-RE-X1); a protected
+            // layer still asks the breaker and the bulkhead, and tells the breaker the outcome.
+            return Box::pin(async move {
+                let _permit = protect::enter(site).await?;
+                let outcome = inner.call(request).await.map_err(Into::into);
+                site.feed_breaker(verdict_of(&outcome));
+                outcome
+            });
         }
         if let (Some(hedge), None, true) = (self.hedge, &key, is_safe(request.method())) {
-            return Box::pin(super::hedged::call(inner, site, hedge, request));
+            return Box::pin(async move {
+                let _permit = protect::enter(site).await?;
+                let outcome = super::hedged::call(inner, site, hedge, request).await;
+                site.feed_breaker(verdict_of(&outcome));
+                outcome
+            });
         }
         let (parts, body) = request.into_parts();
         Box::pin(async move {
+            let _permit = protect::enter_for_loop(site).await?;
             let mut retrier = Retrier::read_or_write(site, key.as_ref().map(|key| key as _));
             let mut first = true;
             loop {
+                if site.protect {
+                    retrier.admit()?;
+                }
                 if !first {
                     std::future::poll_fn(|cx| inner.poll_ready(cx))
                         .await

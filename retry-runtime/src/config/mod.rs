@@ -1,0 +1,226 @@
+//! Configuration an operator can change during an incident, per external system, without a
+//! rebuild: `RETRY_<SYSTEM>_<KEY>` variables ([`from_env`]) or a TOML file's
+//! `[systems.<name>]` tables ([`from_file`], feature `toml`), **tighten-only**.
+//!
+#![doc = include_str!("../../docs/config.md")]
+
+mod keys;
+mod report;
+mod state;
+mod tighten;
+
+#[cfg(feature = "toml")]
+mod file;
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+pub use report::{Applied, Refusal, Report};
+pub(crate) use state::{effective, protections};
+
+use crate::protect;
+use tighten::Given;
+
+/// Serialises configuration calls: each builds a whole map, swaps it in, then brings every
+/// system's breaker and bulkhead up to date.
+static APPLYING: Mutex<()> = Mutex::new(());
+
+/// Reads `RETRY_<SYSTEM>_<KEY>` from the environment and puts into effect every value that
+/// tightens what the code compiled; refuses the others (the compiled value stays). Replaces
+/// any configuration applied before. Every `RETRY_…` variable that names a known key but no
+/// system the program knows (no `#[retry]` site, breaker or bulkhead names it) is refused too;
+/// other `RETRY_…` variables are not ours and are left alone.
+///
+/// ```
+/// // RETRY_PAYMENTS_ATTEMPTS=2 RETRY_PAYMENTS_BULKHEAD=20 ./server
+/// let report = retry_runtime::config::from_env();
+/// for refused in &report.refused {
+///     eprintln!("{refused}");
+/// }
+/// ```
+pub fn from_env() -> Report {
+    from_vars(utf8_vars())
+}
+
+/// [`from_env`] over the given `(name, value)` pairs instead of the process's environment.
+pub fn from_vars<I, K, V>(vars: I) -> Report
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    apply(read_vars(vars), Partial::Allowed)
+}
+
+/// [`from_env`] as a reload: the whole new configuration, or nothing. When any value is refused
+/// the configuration in force stays as it was and the report comes back as the error.
+pub fn reload_from_env() -> Result<Report, Report> {
+    reload_from_vars(utf8_vars())
+}
+
+/// [`reload_from_env`] over the given pairs.
+pub fn reload_from_vars<I, K, V>(vars: I) -> Result<Report, Report>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    whole(apply(read_vars(vars), Partial::Refused))
+}
+
+/// Reads the `[systems.<name>]` tables of the TOML file at `path` (keys as in the variables,
+/// lower-case: `attempts = 2`, `delay = "300ms"`, `retries = "off"`) and applies them like
+/// [`from_env`]. A file that cannot be read or parsed is refused as a whole: the report says
+/// why, and nothing changes.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("retry.toml");
+/// std::fs::write(&path, "[systems.payments]\nretries = \"off\"\n").unwrap();
+/// let report = retry_runtime::config::from_file(&path);
+/// assert!(report.is_clean(), "{report}");
+/// ```
+#[cfg(feature = "toml")]
+pub fn from_file(path: impl AsRef<std::path::Path>) -> Report {
+    match file::read(path.as_ref()) {
+        Ok(given) => apply(given, Partial::Allowed),
+        Err(report) => report,
+    }
+}
+
+/// [`from_file`] as a reload: all of it, or nothing (see [`reload_from_env`]).
+#[cfg(feature = "toml")]
+pub fn reload_from_file(path: impl AsRef<std::path::Path>) -> Result<Report, Report> {
+    match file::read(path.as_ref()) {
+        Ok(given) => whole(apply(given, Partial::Refused)),
+        Err(report) => Err(report),
+    }
+}
+
+/// Values given, by system.
+type BySystem = BTreeMap<String, Vec<Given>>;
+
+/// Whether a configuration with refused values is applied (its other values) or not at all.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Partial {
+    Allowed,
+    Refused,
+}
+
+fn whole(report: Report) -> Result<Report, Report> {
+    if report.is_clean() {
+        Ok(report)
+    } else {
+        Err(report)
+    }
+}
+
+fn utf8_vars() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+}
+
+/// Every system the program knows: named by a `#[retry]` site, or given a breaker or bulkhead.
+fn known_systems() -> Vec<&'static str> {
+    let mut systems: Vec<&'static str> = protect::sites::every()
+        .map(|site| site.system)
+        .chain(protect::all().into_iter().map(|p| p.system))
+        .collect();
+    systems.sort_unstable();
+    systems.dedup();
+    systems
+}
+
+/// The `RETRY_<SYSTEM>_<KEY>` pairs, by system: the longest known system whose name leads to a
+/// known key wins (`RETRY_PAYMENTS_EU_ATTEMPTS` is `payments_eu`'s if it exists).
+fn read_vars<I, K, V>(vars: I) -> (BySystem, Report)
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    let systems: Vec<(String, &str)> = known_systems()
+        .into_iter()
+        .map(|s| (keys::env_name(s), s))
+        .collect();
+    let (mut given, mut report) = (BySystem::new(), Report::default());
+    for (name, text) in vars {
+        let (name, text) = (name.as_ref(), text.as_ref());
+        let Some(rest) = name.strip_prefix("RETRY_") else {
+            continue;
+        };
+        let matched = systems
+            .iter()
+            .filter_map(|(env, system)| {
+                let key = rest.strip_prefix(env.as_str())?.strip_prefix('_')?;
+                keys::KEYS
+                    .contains(&key)
+                    .then_some((env.len(), key, *system))
+            })
+            .max_by_key(|(len, ..)| *len);
+        let entry = |key: &str| Given {
+            source: name.to_owned(),
+            text: text.to_owned(),
+            value: keys::read(key, text),
+        };
+        match matched {
+            Some((len, key, _)) => {
+                // Every system with this variable name (`pay-ments` and `pay_ments`).
+                for (_, system) in systems
+                    .iter()
+                    .filter(|(env, _)| env.len() == len && rest.starts_with(env.as_str()))
+                {
+                    given
+                        .entry((*system).to_owned())
+                        .or_default()
+                        .push(entry(key));
+                }
+            }
+            None => {
+                if let Some(key) = keys::KEYS
+                    .iter()
+                    .filter(|k| rest.ends_with(&format!("_{k}")))
+                    .max_by_key(|k| k.len())
+                {
+                    let system = &rest[..rest.len() - key.len() - 1];
+                    report.refuse(
+                        name,
+                        text,
+                        format!(
+                            "no system named like `{system}`: the systems this program knows are {}",
+                            systems.iter().map(|(_, s)| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    (given, report)
+}
+
+/// Checks every value, builds the new map and, unless refusals forbid it, puts it into effect.
+fn apply((given, mut report): (BySystem, Report), partial: Partial) -> Report {
+    let _applying = APPLYING.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut map = state::Map::new();
+    for (system, values) in &given {
+        let code = protect::lookup(system)
+            .map(|p| p.code())
+            .unwrap_or_default();
+        let sites: Vec<_> = protect::sites::of(system).collect();
+        let overrides = tighten::system(system, values, code, &sites, &mut report);
+        map.insert(system.as_str().into(), overrides);
+    }
+    if partial == Partial::Refused && !report.is_clean() {
+        report.applied.clear();
+        report.log();
+        return report;
+    }
+    state::swap(map);
+    for system in given.keys() {
+        protect::for_system(system);
+    }
+    for protection in protect::all() {
+        protection.refresh();
+    }
+    report.log();
+    report
+}

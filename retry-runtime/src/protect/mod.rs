@@ -1,0 +1,26 @@
+//! The protections beside the retry loop, one of each per external system: a circuit breaker
+//! ([`Breaker`], `breaker.rs` with its window in `window.rs` and success tally in `tally.rs`)
+//! and a bulkhead ([`Bulkhead`], `bulkhead.rs`), in a registry keyed by the system's name
+//! (`registry.rs`). `#[retry(…, protect)]` consults them (`admission.rs`); a refusal is a
+//! [`Rejected`] (`rejected.rs`). `sites.rs` lists every `#[retry]` site for the configuration
+//! and the warnings. The chapter: `docs/protect.md`.
+
+mod admission;
+mod breaker;
+mod bulkhead;
+mod registry;
+mod rejected;
+pub(crate) mod sites;
+mod tally;
+mod window;
+
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) use admission::enter_waiting;
+pub use admission::{Queued, Reject, enter};
+pub(crate) use breaker::MAX_PROBES;
+pub use breaker::{Breaker, BreakerState};
+pub use bulkhead::{Bulkhead, BulkheadState, Permit};
+pub(crate) use registry::{Code, Protection, all, for_system, lookup};
+pub use registry::{breaker_state, bulkhead_state, set_breaker, set_bulkhead};
+pub use rejected::{FromRejected, Rejected, from_rejected};
+pub use sites::SiteEntry;

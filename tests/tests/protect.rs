@@ -1,0 +1,549 @@
+//! `#[retry(…, protect)]`: the system's circuit breaker and bulkhead beside the loop, on a paused
+//! tokio clock. Each test names systems of its own (the registries are process-wide).
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
+use std::time::Duration;
+
+use retry_runtime::{
+    Breaker, BreakerState, Bulkhead, BulkheadState, Classify, Rejected, breaker_state,
+    bulkhead_state, retry, set_breaker, set_bulkhead,
+};
+use retry_tests::capture::events;
+use tokio::time::{Instant, sleep};
+
+/// An external system that is down (503 at once) or up, optionally slow, and counts calls and
+/// the calls in flight.
+#[derive(Default)]
+struct Dependency {
+    down: std::sync::atomic::AtomicBool,
+    /// 0: answers at once.
+    latency_ms: AtomicU32,
+    calls: AtomicUsize,
+    in_flight: AtomicU32,
+    most_in_flight: AtomicU32,
+    /// When each call was made.
+    log: Mutex<Vec<Instant>>,
+    /// A 400 instead of a 503 while down.
+    client_errors: std::sync::atomic::AtomicBool,
+}
+
+impl Dependency {
+    fn down() -> Dependency {
+        let d = Dependency::default();
+        d.down.store(true, SeqCst);
+        d
+    }
+
+    fn set_down(&self, down: bool) {
+        self.down.store(down, SeqCst);
+    }
+
+    async fn call(&self) -> Result<u32, CallError> {
+        let n = self.calls.fetch_add(1, SeqCst) + 1;
+        self.log.lock().unwrap().push(Instant::now());
+        let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, SeqCst);
+        let latency = self.latency_ms.load(SeqCst);
+        if latency > 0 {
+            sleep(Duration::from_millis(latency.into())).await;
+        }
+        self.in_flight.fetch_sub(1, SeqCst);
+        if !self.down.load(SeqCst) {
+            return Ok(u32::try_from(n).unwrap());
+        }
+        if self.client_errors.load(SeqCst) {
+            Err(CallError::Status(400))
+        } else {
+            Err(CallError::Status(503))
+        }
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(SeqCst)
+    }
+
+    fn calls_after(&self, t: Instant) -> usize {
+        self.log.lock().unwrap().iter().filter(|c| **c > t).count()
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum CallError {
+    Status(u16),
+    Rejected(Rejected),
+}
+
+impl From<Rejected> for CallError {
+    fn from(rejected: Rejected) -> Self {
+        CallError::Rejected(rejected)
+    }
+}
+
+impl Classify for CallError {
+    fn is_transient(&self) -> bool {
+        matches!(self, CallError::Status(s) if *s >= 500)
+    }
+    fn is_rejection(&self) -> bool {
+        matches!(self, CallError::Rejected(_))
+    }
+}
+
+const OPEN_FOR: Duration = Duration::from_secs(5);
+
+#[retry(read, jitter = "none", system = "consecutive", protect)]
+async fn consecutive(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn consecutive_failures_open_the_breaker_and_it_refuses_without_calling() {
+    set_breaker(
+        "consecutive",
+        Breaker::new().consecutive_failures(3).open_for(OPEN_FOR),
+    );
+    assert_eq!(breaker_state("consecutive"), Some(BreakerState::Closed));
+    let d = Dependency::down();
+    // Three attempts, three transient failures: the third opens it.
+    assert_eq!(consecutive(&d).await, Err(CallError::Status(503)));
+    assert_eq!(d.calls(), 3);
+    let opened = Instant::now();
+    assert_eq!(
+        breaker_state("consecutive"),
+        Some(BreakerState::Open {
+            until: opened + OPEN_FOR
+        })
+    );
+    // Refused at once: no call, no pause, the rejection as the fn's error.
+    for _ in 0..100 {
+        assert_eq!(
+            consecutive(&d).await,
+            Err(CallError::Rejected(Rejected::BreakerOpen {
+                system: "consecutive"
+            }))
+        );
+    }
+    assert_eq!(d.calls(), 3);
+    assert_eq!(Instant::now(), opened, "a refusal does not pause");
+}
+
+#[retry(read, jitter = "none", system = "probes", protect)]
+async fn probed(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn half_open_probes_close_the_breaker_or_open_it_again() {
+    set_breaker(
+        "probes",
+        Breaker::new()
+            .consecutive_failures(1)
+            .open_for(OPEN_FOR)
+            .probes(2),
+    );
+    let d = Dependency::down();
+    // The first failure opens it; the loop does not pause for an attempt it would be refused.
+    assert_eq!(probed(&d).await, Err(CallError::Status(503)));
+    assert_eq!(d.calls(), 1);
+    sleep(OPEN_FOR).await;
+    assert_eq!(breaker_state("probes"), Some(BreakerState::HalfOpen));
+    // A probe that fails opens it again for another interval.
+    assert_eq!(probed(&d).await, Err(CallError::Status(503)));
+    assert_eq!(d.calls(), 2);
+    assert!(matches!(
+        breaker_state("probes"),
+        Some(BreakerState::Open { .. })
+    ));
+    sleep(OPEN_FOR).await;
+    d.set_down(false);
+    // Two probes that succeed close it.
+    assert_eq!(probed(&d).await, Ok(3));
+    assert_eq!(breaker_state("probes"), Some(BreakerState::HalfOpen));
+    assert_eq!(probed(&d).await, Ok(4));
+    assert_eq!(breaker_state("probes"), Some(BreakerState::Closed));
+}
+
+#[retry(
+    read,
+    attempts = 2,
+    delay = "1ms",
+    max_delay = "2ms",
+    jitter = "none",
+    system = "rate",
+    protect
+)]
+async fn rated(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_failure_rate_opens_it_only_over_enough_calls() {
+    set_breaker(
+        "rate",
+        Breaker::new()
+            .failure_rate(0.5)
+            .min_calls(20)
+            .consecutive_failures(0)
+            .window(Duration::from_secs(10)),
+    );
+    let d = Dependency::default();
+    // 100 successes in the window, then the system fails every call: with attempts = 2, each
+    // call is 2 failed attempts. 50 % of the window's calls are failures after 100 of them.
+    for _ in 0..100 {
+        rated(&d).await.unwrap();
+        sleep(Duration::from_millis(10)).await;
+    }
+    d.set_down(true);
+    let mut failed_attempts = 0;
+    while breaker_state("rate") == Some(BreakerState::Closed) {
+        let before = d.calls();
+        assert_eq!(rated(&d).await, Err(CallError::Status(503)));
+        failed_attempts += d.calls() - before;
+        sleep(Duration::from_millis(10)).await;
+        assert!(failed_attempts <= 100, "never opened");
+    }
+    assert_eq!(
+        failed_attempts, 100,
+        "opens at the 100th failure of 200 calls"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_few_failures_among_much_traffic_do_not_open_it() {
+    set_breaker(
+        "rate-busy",
+        Breaker::new().min_calls(20).consecutive_failures(0),
+    );
+    let d = Dependency::default();
+    // Ten busy seconds (10 000 successes), then ten failures in a row: 10 of ~10 000 calls.
+    for _ in 0..10_000 {
+        busy(&d).await.unwrap();
+        sleep(Duration::from_millis(1)).await;
+    }
+    d.set_down(true);
+    for _ in 0..10 {
+        busy_once(&d).await.unwrap_err();
+    }
+    assert_eq!(breaker_state("rate-busy"), Some(BreakerState::Closed));
+}
+
+#[retry(read, system = "rate-busy", protect)]
+async fn busy(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[retry(read, attempts = 1, system = "rate-busy", name = "busy_once", protect)]
+async fn busy_once(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[retry(read, jitter = "none", system = "answers", protect)]
+async fn answered(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_4xx_is_an_answer_and_never_opens_it() {
+    set_breaker("answers", Breaker::new().consecutive_failures(2));
+    let d = Dependency::down();
+    d.client_errors.store(true, SeqCst);
+    for _ in 0..50 {
+        assert_eq!(answered(&d).await, Err(CallError::Status(400)));
+    }
+    assert_eq!(d.calls(), 50, "a 4xx is never retried (R-RES-RE-X2)");
+    assert_eq!(breaker_state("answers"), Some(BreakerState::Closed));
+}
+
+#[retry(read, jitter = "none", system = "budgeted", protect)]
+async fn budgeted(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budget_refusal_is_not_counted_as_a_failure() {
+    // No retries at all: each call is one attempt, its retry refused by the budget.
+    retry_runtime::set_budget(
+        "budgeted",
+        retry_runtime::Budget::new(0.0, 0, Duration::from_secs(10)),
+    );
+    set_breaker("budgeted", Breaker::new().consecutive_failures(3));
+    let d = Dependency::down();
+    budgeted(&d).await.unwrap_err();
+    budgeted(&d).await.unwrap_err();
+    assert_eq!(d.calls(), 2);
+    assert_eq!(
+        breaker_state("budgeted"),
+        Some(BreakerState::Closed),
+        "2 failures, not 4"
+    );
+    budgeted(&d).await.unwrap_err();
+    assert!(matches!(
+        breaker_state("budgeted"),
+        Some(BreakerState::Open { .. })
+    ));
+}
+
+#[retry(
+    read,
+    attempts = 3,
+    delay = "1s",
+    max_delay = "2s",
+    jitter = "none",
+    system = "held",
+    protect
+)]
+async fn held(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permit_is_held_through_backoff_pauses() {
+    set_bulkhead("held", Bulkhead::new(2));
+    let d = Arc::new(Dependency::down());
+    let calls: Vec<_> = (0..2)
+        .map(|_| {
+            let d = d.clone();
+            tokio::spawn(async move { held(&d).await })
+        })
+        .collect();
+    // Both fail at once and pause 1 s: they are waiting, not calling, and still hold permits.
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(d.in_flight.load(SeqCst), 0);
+    assert_eq!(
+        bulkhead_state("held"),
+        Some(BulkheadState {
+            in_flight: 2,
+            limit: 2
+        })
+    );
+    assert_eq!(
+        held(&d).await,
+        Err(CallError::Rejected(Rejected::BulkheadFull {
+            system: "held"
+        }))
+    );
+    for call in calls {
+        assert_eq!(call.await.unwrap(), Err(CallError::Status(503)));
+    }
+    assert_eq!(
+        bulkhead_state("held"),
+        Some(BulkheadState {
+            in_flight: 0,
+            limit: 2
+        })
+    );
+    assert_eq!(d.calls(), 6);
+}
+
+#[retry(read, attempts = 1, system = "queued", protect)]
+async fn queued(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_wait_lets_a_call_wait_for_a_permit_and_a_cancelled_one_gives_it_back() {
+    set_bulkhead(
+        "queued",
+        Bulkhead::new(1).max_wait(Duration::from_millis(300)),
+    );
+    let d = Arc::new(Dependency::default());
+    d.latency_ms.store(200, SeqCst);
+    let first = tokio::spawn({
+        let d = d.clone();
+        async move { queued(&d).await }
+    });
+    tokio::task::yield_now().await;
+    // Waits up to 300 ms; the first call ends after 200 ms.
+    let start = Instant::now();
+    assert_eq!(queued(&d).await, Ok(2));
+    assert_eq!(start.elapsed(), Duration::from_millis(400));
+    assert_eq!(first.await.unwrap(), Ok(1));
+    // Now one whose wait runs out: refused after 300 ms.
+    d.latency_ms.store(1_000, SeqCst);
+    let slow = tokio::spawn({
+        let d = d.clone();
+        async move { queued(&d).await }
+    });
+    tokio::task::yield_now().await;
+    let start = Instant::now();
+    assert_eq!(
+        queued(&d).await,
+        Err(CallError::Rejected(Rejected::BulkheadFull {
+            system: "queued"
+        }))
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(300));
+    // The slow call is cancelled: its permit comes back.
+    slow.abort();
+    let _ = slow.await;
+    assert_eq!(
+        bulkhead_state("queued"),
+        Some(BulkheadState {
+            in_flight: 0,
+            limit: 1
+        })
+    );
+}
+
+#[retry(read, system = "unprotected-mix", name = "protected_site", protect)]
+async fn protected_site(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[retry(read, system = "unprotected-mix", name = "forgotten_site")]
+async fn forgotten_site(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_on_a_system_with_unprotected_sites_warns_once_naming_them() {
+    let seen = events(async {
+        set_breaker("unprotected-mix", Breaker::new());
+    })
+    .await;
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].level, tracing::Level::WARN);
+    assert_eq!(seen[0].fields["system"], "unprotected-mix");
+    assert_eq!(seen[0].fields["sites"], "forgotten_site");
+    // Both still run.
+    let d = Dependency::default();
+    assert_eq!(protected_site(&d).await, Ok(1));
+    assert_eq!(forgotten_site(&d).await, Ok(2));
+}
+
+/// The outage: a dead system, 1 000 callers at 200 calls/s in all, for 60 s.
+#[retry(read, system = "dead", protect)]
+async fn dead(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_system_gets_at_most_one_call_per_probe_interval_once_open() {
+    set_breaker("dead", Breaker::new());
+    let d = Arc::new(Dependency::down());
+    let start = Instant::now();
+    let callers: Vec<_> = (0..1_000u64)
+        .map(|i| {
+            let d = d.clone();
+            tokio::spawn(async move {
+                // Caller i calls every 5 s, 5 ms after caller i − 1: 200 calls/s in all.
+                sleep(Duration::from_millis(5 * i)).await;
+                let mut refused = 0;
+                while start.elapsed() < Duration::from_secs(60) {
+                    if let Err(CallError::Rejected(_)) = dead(&d).await {
+                        refused += 1;
+                    }
+                    sleep(Duration::from_secs(5)).await;
+                }
+                refused
+            })
+        })
+        .collect();
+    let mut refused = 0;
+    for caller in callers {
+        refused += caller.await.unwrap();
+    }
+    let log = d.log.lock().unwrap().clone();
+    // The default breaker opens at 10 consecutive failures: the first callers' attempts.
+    let opened = log[9];
+    let after = d.calls_after(opened);
+    let intervals =
+        (start + Duration::from_secs(60) - opened).as_secs_f64() / OPEN_FOR.as_secs_f64();
+    assert!(
+        after as f64 <= intervals.ceil(),
+        "{after} calls reached the dead system in {intervals:.1} probe intervals"
+    );
+    assert!(refused >= 11_900, "{refused} of 12 000 calls refused");
+}
+
+#[retry(read, system = "recovering", protect)]
+async fn recovering(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_breaker_closes_within_two_probe_intervals_of_recovery() {
+    set_breaker("recovering", Breaker::new());
+    let d = Arc::new(Dependency::down());
+    let start = Instant::now();
+    let back_at = start + Duration::from_millis(32_500);
+    let closed_at = Arc::new(Mutex::new(None));
+    let callers: Vec<_> = (0..100u64)
+        .map(|i| {
+            let (d, closed_at) = (d.clone(), closed_at.clone());
+            tokio::spawn(async move {
+                sleep(Duration::from_millis(50 * i)).await;
+                while start.elapsed() < Duration::from_secs(60) {
+                    if Instant::now() >= back_at {
+                        d.set_down(false);
+                    }
+                    let _ = recovering(&d).await;
+                    if Instant::now() >= back_at
+                        && breaker_state("recovering") == Some(BreakerState::Closed)
+                    {
+                        closed_at.lock().unwrap().get_or_insert(Instant::now());
+                    }
+                    sleep(Duration::from_secs(5)).await;
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    let closed_at = closed_at.lock().unwrap().expect("the breaker closed");
+    assert!(
+        closed_at - back_at <= 2 * OPEN_FOR,
+        "closed {:?} after the system came back",
+        closed_at - back_at
+    );
+}
+
+#[retry(read, system = "stuck", protect)]
+async fn stuck(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_of_20_holds_1000_concurrent_callers_of_a_stuck_system() {
+    set_bulkhead("stuck", Bulkhead::new(20));
+    let d = Arc::new(Dependency::down());
+    d.latency_ms.store(2_000, SeqCst);
+    let start = Instant::now();
+    // Samples the permits held every 10 ms while the calls run (pauses included).
+    let sampler = tokio::spawn(async move {
+        let mut most = 0;
+        while start.elapsed() < Duration::from_secs(10) {
+            most = most.max(bulkhead_state("stuck").unwrap().in_flight);
+            sleep(Duration::from_millis(10)).await;
+        }
+        most
+    });
+    let callers: Vec<_> = (0..1_000)
+        .map(|_| {
+            let d = d.clone();
+            tokio::spawn(async move {
+                let result = stuck(&d).await;
+                (result, Instant::now())
+            })
+        })
+        .collect();
+    let mut refused = 0;
+    for caller in callers {
+        let (result, at) = caller.await.unwrap();
+        if let Err(CallError::Rejected(Rejected::BulkheadFull { .. })) = result {
+            refused += 1;
+            assert_eq!(at, start, "refused at once, not after a wait");
+        }
+    }
+    assert_eq!(refused, 980);
+    assert_eq!(d.most_in_flight.load(SeqCst), 20);
+    assert_eq!(
+        sampler.await.unwrap(),
+        20,
+        "never more than 20 permits held"
+    );
+    // 20 calls, 3 attempts each, one after the other within each call.
+    assert_eq!(d.calls(), 60);
+}

@@ -322,6 +322,38 @@ async fn metered_hand_over(flaky: &Flaky, key: &str, queue_up: bool) -> Result<u
     flaky.call()
 }
 
+#[retry(read, jitter = "none", system = "metered-protect", protect)]
+async fn metered_protect(flaky: &Flaky) -> Result<u32, Protected> {
+    flaky.call().map_err(Protected::Gateway)
+}
+
+#[retry(read, jitter = "none", system = "metered-bulkhead", protect)]
+async fn metered_bulkhead(flaky: &Flaky) -> Result<u32, Protected> {
+    flaky.call().map_err(Protected::Gateway)
+}
+
+/// The fixture's error, or a refusal of the breaker or the bulkhead.
+#[derive(Debug)]
+enum Protected {
+    Gateway(GatewayError),
+    Rejected(#[allow(dead_code, reason = "shown by `Debug`")] retry_runtime::Rejected),
+}
+
+impl From<retry_runtime::Rejected> for Protected {
+    fn from(rejected: retry_runtime::Rejected) -> Self {
+        Protected::Rejected(rejected)
+    }
+}
+
+impl retry_runtime::Classify for Protected {
+    fn is_transient(&self) -> bool {
+        matches!(self, Protected::Gateway(e) if retry_runtime::Classify::is_transient(e))
+    }
+    fn is_rejection(&self) -> bool {
+        matches!(self, Protected::Rejected(_))
+    }
+}
+
 /// The counter's values since the last snapshot (a snapshot resets them), by system and
 /// operation, then outcome. Every series has exactly the labels `system`, `operation`, `outcome`.
 type Series = BTreeMap<(String, String), BTreeMap<String, u64>>;
@@ -390,6 +422,8 @@ fn the_counter_counts_each_attempt_by_outcome() {
         ("deadline", 1),
         ("budget_exhausted", 0),
         ("handed_over", 0),
+        ("breaker_open", 0),
+        ("bulkhead_full", 0),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -426,7 +460,56 @@ fn the_counter_counts_each_attempt_by_outcome() {
     );
     assert_eq!(handed.values().sum::<u64>(), 6, "one count per attempt");
 
-    // Two operations of one system: their series are apart, seven outcomes each.
+    // A protected site: a failure opens its breaker (one attempt: not retried, the breaker is
+    // open), the next call is refused by it; with the breaker gone, a full bulkhead refuses.
+    retry_runtime::set_breaker(
+        "metered-protect",
+        retry_runtime::Breaker::new().consecutive_failures(1),
+    );
+    rt.block_on(async {
+        metered_protect(&Flaky::always(UNAVAILABLE))
+            .await
+            .unwrap_err();
+        metered_protect(&Flaky::failing([])).await.unwrap_err();
+    });
+    retry_runtime::set_bulkhead("metered-bulkhead", retry_runtime::Bulkhead::new(1));
+    rt.block_on(async {
+        let held = async {
+            metered_bulkhead(&Flaky::failing([UNAVAILABLE]))
+                .await
+                .unwrap();
+        };
+        let refused = async {
+            tokio::task::yield_now().await;
+            metered_bulkhead(&Flaky::failing([])).await.unwrap_err();
+        };
+        tokio::join!(held, refused);
+    });
+    // One snapshot for both (a snapshot resets every counter).
+    let mut protected = series(&snapshotter);
+    let mut take = |system: &str, operation: &str| {
+        protected
+            .remove(&(system.to_owned(), operation.to_owned()))
+            .unwrap_or_default()
+    };
+    let protect = take("metered-protect", "metered_protect");
+    assert_eq!(
+        (protect["breaker_open"], protect.values().sum::<u64>()),
+        (2, 2),
+        "{protect:?}"
+    );
+    let bulkhead = take("metered-bulkhead", "metered_bulkhead");
+    assert_eq!(
+        (
+            bulkhead["bulkhead_full"],
+            bulkhead["retry"],
+            bulkhead["success"]
+        ),
+        (1, 1, 1),
+        "{bulkhead:?}"
+    );
+
+    // Two operations of one system: their series are apart, nine outcomes each.
     rt.block_on(async {
         metered_get(&Flaky::failing([UNAVAILABLE])).await.unwrap();
         metered_create(&Flaky::failing([Failure::BadRequest]), "order-10:create")
@@ -437,8 +520,8 @@ fn the_counter_counts_each_attempt_by_outcome() {
     let key = |operation: &str| ("metered-api".to_owned(), operation.to_owned());
     let get_payment = series.remove(&key("get_payment")).unwrap_or_default();
     let create_payment = series.remove(&key("create_payment")).unwrap_or_default();
-    assert_eq!(get_payment.len(), 7);
-    assert_eq!(create_payment.len(), 7);
+    assert_eq!(get_payment.len(), 9);
+    assert_eq!(create_payment.len(), 9);
     assert_eq!((get_payment["retry"], get_payment["success"]), (1, 1));
     assert_eq!(get_payment["permanent"], 0);
     assert_eq!(create_payment["permanent"], 1);

@@ -25,6 +25,9 @@
 //! The last two lines compare them: `naive duplicate charges: N` and `duplicate charges: 0`,
 //! both counted by the gateway. The demo exits non-zero if the keyed run ever charged an order
 //! twice or retried a 4xx.
+//!
+//! `-- --outage` runs the outage instead (`retry_examples::outage`): the gateway down for 10 s,
+//! the same charges with and without `protect` (a circuit breaker and a bulkhead).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -373,13 +376,16 @@ where
 struct Args {
     seed: u64,
     orders: usize,
+    /// `--outage`: the outage run instead (`retry_examples::outage`).
+    outage: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
-    const USAGE: &str = "usage: cargo run --example payments [-- --seed N --orders N]";
+    const USAGE: &str = "usage: cargo run --example payments [-- --seed N --orders N | --outage]";
     let mut parsed = Args {
         seed: 42,
         orders: 300,
+        outage: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -401,6 +407,7 @@ fn parse_args() -> Result<Args, String> {
                     return Err(format!("--orders: 1 to 10000\n{USAGE}"));
                 }
             }
+            "--outage" => parsed.outage = true,
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -430,6 +437,15 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if args.outage {
+        return match retry_examples::outage::demo().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("outage demo failed: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match demo(args).await {
         Ok(code) => code,
         Err(error) => {

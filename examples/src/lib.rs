@@ -1,1 +1,4 @@
 //! Examples of retry-runtime live in `examples/`; run them with `cargo run --example NAME`.
+//! What one of them needs beyond a screen of code lives here.
+
+pub mod outage;

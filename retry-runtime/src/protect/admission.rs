@@ -21,6 +21,7 @@ pub fn enter(site: &'static Site) -> Result<Permit, Queued> {
 
 /// A permit of the site's system's bulkhead, waiting for one where it lets calls wait: for the
 /// sites built at run time (the tower layer, the reqwest middleware).
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) async fn enter_waiting(site: &'static Site) -> Result<Permit, Rejected> {
     match enter(site) {
         Ok(permit) => Ok(permit),

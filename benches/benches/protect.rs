@@ -9,18 +9,16 @@
 //!
 //! `cargo bench -p retry-benches --bench protect`
 
+use std::future::Future as _;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::future::Future as _;
 use std::task::{Context, Waker};
 use std::time::Duration;
 
 use criterion::Criterion;
 use retry_benches::poll_once;
-use retry_runtime::{
-    Breaker, Bulkhead, Classify, Rejected, retry, set_breaker, set_bulkhead,
-};
+use retry_runtime::{Breaker, Bulkhead, Classify, Rejected, retry, set_breaker, set_bulkhead};
 use tokio::time::Instant;
 
 #[derive(Debug)]
@@ -98,14 +96,22 @@ async fn dead_protect(s: &System) -> Result<u64, CallError> {
 }
 
 fn costs(criterion: &mut Criterion) {
-    let up = System { down: false, calls: AtomicU64::new(0) };
-    let down = System { down: true, calls: AtomicU64::new(0) };
+    let up = System {
+        down: false,
+        calls: AtomicU64::new(0),
+    };
+    let down = System {
+        down: true,
+        calls: AtomicU64::new(0),
+    };
     set_breaker("bench-protect-breaker", Breaker::new());
     set_breaker("bench-protect-both", Breaker::new());
     set_bulkhead("bench-protect-both", Bulkhead::new(1 << 20));
     set_breaker(
         "bench-protect-open",
-        Breaker::new().consecutive_failures(1).open_for(Duration::from_secs(3_600)),
+        Breaker::new()
+            .consecutive_failures(1)
+            .open_for(Duration::from_secs(3_600)),
     );
     let rt = retry_benches::runtime(false);
     rt.block_on(async {
@@ -114,7 +120,12 @@ fn costs(criterion: &mut Criterion) {
     // One call holds the only permit for the whole benchmark: pending forever.
     set_bulkhead("bench-protect-full", Bulkhead::new(1));
     let mut holder = Box::pin(bulkhead_full(&up));
-    assert!(holder.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+    assert!(
+        holder
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+    );
 
     let mut group = criterion.benchmark_group("protect");
     group.bench_function("retry", |b| b.iter(|| poll_once(|| plain(black_box(&up)))));
@@ -142,7 +153,10 @@ fn outage(protect: bool) -> (f64, f64) {
         set_breaker("bench-dead-protect", Breaker::new());
     }
     rt.block_on(async move {
-        let system = Arc::new(System { down: true, calls: AtomicU64::new(0) });
+        let system = Arc::new(System {
+            down: true,
+            calls: AtomicU64::new(0),
+        });
         let requests = Arc::new(AtomicU64::new(0));
         let first_refusal = Arc::new(std::sync::Mutex::new(None::<(Instant, u64)>));
         let start = Instant::now();
@@ -174,10 +188,13 @@ fn outage(protect: bool) -> (f64, f64) {
             caller.await.unwrap();
         }
         let calls = system.calls.load(Relaxed) as f64;
-        let per_interval = first_refusal.lock().unwrap().map_or(f64::NAN, |(at, before)| {
-            let intervals = (start + Duration::from_secs(60) - at).as_secs_f64() / 5.0;
-            (calls - before as f64) / intervals
-        });
+        let per_interval = first_refusal
+            .lock()
+            .unwrap()
+            .map_or(f64::NAN, |(at, before)| {
+                let intervals = (start + Duration::from_secs(60) - at).as_secs_f64() / 5.0;
+                (calls - before as f64) / intervals
+            });
         (calls / requests.load(Relaxed) as f64, per_interval)
     })
 }
@@ -194,7 +211,9 @@ fn main() {
     let (budget, _) = outage(false);
     let (protected, per_interval) = outage(true);
     println!("\ndead system, 1 000 callers at 200 calls/s for 60 s (paused clock):");
-    println!("| | calls reaching the system per request | after the breaker opened, per 5 s probe interval |");
+    println!(
+        "| | calls reaching the system per request | after the breaker opened, per 5 s probe interval |"
+    );
     println!("| --- | ---: | ---: |");
     println!("| default budget alone | {budget:.3} | — |");
     println!("| `protect`, default breaker | {protected:.4} | {per_interval:.2} |");

@@ -14,13 +14,8 @@ use retry_runtime::{
 };
 use tokio::time::Instant;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+/// Held by each test for its whole run (an async lock: the tests await while holding it).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[derive(Debug, PartialEq)]
 enum CallError {
@@ -87,7 +82,7 @@ fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[tokio::test(start_paused = true)]
 async fn fewer_attempts_apply_and_more_are_refused_naming_the_rule_and_the_compiled_value() {
-    let _serial = serial();
+    let _serial = SERIAL.lock().await;
     let report = config::from_vars(vars(&[("RETRY_CFG_PAYMENTS_ATTEMPTS", "2")]));
     assert!(report.is_clean(), "{report}");
     assert_eq!(report.applied[0].system, "cfg-payments");
@@ -114,7 +109,7 @@ async fn fewer_attempts_apply_and_more_are_refused_naming_the_rule_and_the_compi
 
 #[tokio::test(start_paused = true)]
 async fn retries_off_makes_exactly_one_attempt() {
-    let _serial = serial();
+    let _serial = SERIAL.lock().await;
     let report = config::from_vars(vars(&[("RETRY_CFG_PAYMENTS_RETRIES", "off")]));
     assert!(report.is_clean(), "{report}");
     charge().await.unwrap_err();
@@ -126,7 +121,7 @@ async fn retries_off_makes_exactly_one_attempt() {
 
 #[tokio::test(start_paused = true)]
 async fn configured_delays_shape_the_pauses_within_the_five_second_window() {
-    let _serial = serial();
+    let _serial = SERIAL.lock().await;
     let report = config::from_vars(vars(&[
         ("RETRY_CFG_PAYMENTS_DELAY", "50ms"),
         ("RETRY_CFG_PAYMENTS_MAX_DELAY", "80ms"),
@@ -167,7 +162,7 @@ async fn configured_delays_shape_the_pauses_within_the_five_second_window() {
 
 #[tokio::test(start_paused = true)]
 async fn a_reload_applies_within_one_call_and_a_refused_one_keeps_the_old() {
-    let _serial = serial();
+    let _serial = SERIAL.lock().await;
     config::from_vars(vars(&[]));
     charge().await.unwrap_err();
     assert_eq!(CHARGE.take().0, 3);
@@ -190,7 +185,7 @@ async fn a_reload_applies_within_one_call_and_a_refused_one_keeps_the_old() {
 
 #[tokio::test(start_paused = true)]
 async fn the_code_s_bulkhead_and_breaker_may_be_tightened_never_loosened() {
-    let _serial = serial();
+    let _serial = SERIAL.lock().await;
     set_bulkhead("cfg-partner", Bulkhead::new(20));
     set_breaker("cfg-partner", Breaker::new().consecutive_failures(5));
     let report = config::from_vars(vars(&[
@@ -270,7 +265,7 @@ async fn legacy() -> Result<(), CallError> {
 
 #[tokio::test(start_paused = true)]
 async fn the_configuration_alone_may_give_a_system_a_breaker_and_a_bulkhead() {
-    let _serial = serial();
+    let _serial = SERIAL.lock().await;
     assert_eq!(breaker_state("cfg-legacy"), None);
     let report = config::from_vars(vars(&[
         ("RETRY_CFG_LEGACY_BREAKER_CONSECUTIVE", "2"),
@@ -299,7 +294,7 @@ async fn the_configuration_alone_may_give_a_system_a_breaker_and_a_bulkhead() {
 
 #[tokio::test(start_paused = true)]
 async fn unknown_systems_and_keys_are_refused_and_other_variables_left_alone() {
-    let _serial = serial();
+    let _serial = SERIAL.lock().await;
     let report = config::from_vars(vars(&[
         ("RETRY_NO_SUCH_SYSTEM_ATTEMPTS", "2"),
         ("RETRY_TEST_POSTGRES_URL", "postgres://127.0.0.1/x"),
@@ -329,7 +324,7 @@ async fn unknown_systems_and_keys_are_refused_and_other_variables_left_alone() {
 
 #[tokio::test(start_paused = true)]
 async fn a_file_takes_the_same_keys_and_a_broken_one_changes_nothing() {
-    let _serial = serial();
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("retry.toml");
     std::fs::write(

@@ -217,6 +217,8 @@ fn half_open_parts(word: u64) -> (u64, u32, u32) {
 
 /// One system's breaker: its settings (replaced in place) and its state.
 pub(crate) struct BreakerCell {
+    /// For its events.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     system: &'static str,
     enabled: AtomicBool,
     rate_per_mille: AtomicU32,

@@ -114,9 +114,13 @@
 //! - **Bad input** answers 400 or 404 with `{"error": "…"}`, never 500; a database failure 503.
 
 mod api;
+mod error;
 mod guard;
+mod openapi;
 mod overview_api;
 mod page;
+mod params;
+mod server;
 mod task_api;
 mod throttle;
 mod token;
@@ -130,11 +134,13 @@ use axum::routing::{get, post};
 use retry_runtime::durable::Queue;
 
 pub use api::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
-pub use token::{MIN_TOKEN_LEN, TOKEN_ENV, token_env, token_from};
+pub use server::{BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, MAX_BODY_BYTES};
+pub use token::{
+    MAX_TOKEN_FILE_BYTES, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, TOKEN_ENV, token_env, token_from,
+};
 
 use guard::Guard;
 
-use crate::ops::{Action, Bulk};
 
 /// The address [`serve`] listens on by default: `127.0.0.1:8080`.
 pub const DEFAULT_LISTEN: SocketAddr =
@@ -151,6 +157,12 @@ pub struct DashOptions {
     /// non-loopback address. Trimmed of surrounding whitespace; at least [`MIN_TOKEN_LEN`]
     /// characters ([`check`](DashOptions::check)). [`token_from`] reads it from its sources.
     pub token: Option<String>,
+    /// How long a request's headers may take to arrive before [`serve`] cuts the connection
+    /// off (an idle keep-alive connection too): [`DEFAULT_HEADER_TIMEOUT`] by default.
+    pub header_timeout: std::time::Duration,
+    /// How many connections [`serve`] serves at once (the next ones wait):
+    /// [`DEFAULT_MAX_CONNECTIONS`] by default.
+    pub max_connections: usize,
 }
 
 impl Default for DashOptions {
@@ -159,6 +171,8 @@ impl Default for DashOptions {
             listen: DEFAULT_LISTEN,
             read_only: false,
             token: None,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -193,6 +207,16 @@ pub enum DashError {
     ShortToken {
         /// Its length in characters.
         len: usize,
+    },
+    /// The token has fewer than [`MIN_TOKEN_DISTINCT`] different characters.
+    WeakToken {
+        /// How many different characters it has.
+        distinct: usize,
+    },
+    /// The token file holds more than [`MAX_TOKEN_FILE_BYTES`] bytes.
+    TokenFileTooLarge {
+        /// The file named.
+        path: std::path::PathBuf,
     },
     /// Both `--token` and `--token-file` were given.
     TokenSources,
@@ -231,6 +255,17 @@ impl fmt::Display for DashError {
                 f,
                 "the dashboard's token has {len} characters: it needs at least {MIN_TOKEN_LEN} \
                  (surrounding whitespace does not count); `openssl rand -hex 16` makes one"
+            ),
+            DashError::WeakToken { distinct } => write!(
+                f,
+                "the dashboard's token has only {distinct} different characters: it needs at \
+                 least {MIN_TOKEN_DISTINCT}; `openssl rand -hex 16` makes one"
+            ),
+            DashError::TokenFileTooLarge { path } => write!(
+                f,
+                "the token file {} holds more than {MAX_TOKEN_FILE_BYTES} bytes: it should hold \
+                 the token alone",
+                path.display()
             ),
             DashError::TokenSources => f.write_str(
                 "give the token one way: --token-file PATH or --token T, not both \
@@ -277,7 +312,7 @@ pub fn router_with(queue: Queue, options: &DashOptions) -> Router {
     build(
         queue,
         Guard {
-            token: options.token.as_deref().map(|t| t.trim().to_owned()),
+            token: options.token.as_deref().map(|t| guard::TokenDigest::of(t.trim())),
             read_only: options.read_only,
             loopback_hosts_only: options.token.is_none() && options.listen.ip().is_loopback(),
             throttle: Default::default(),
@@ -287,24 +322,8 @@ pub fn router_with(queue: Queue, options: &DashOptions) -> Router {
 
 fn build(queue: Queue, guard: Guard) -> Router {
     let read_only = guard.read_only;
-    let queue = Arc::new(queue);
-    let action = |action: Action| {
-        let queue = queue.clone();
-        post(move |path| api::task_action(action, queue, path))
-    };
-    let action_by_query = |action: Action| {
-        let queue = queue.clone();
-        post(move |path, query| api::task_action_by_query(action, queue, path, query))
-    };
-    let bulk = |bulk: Bulk| {
-        let queue = queue.clone();
-        post(move |path, query| api::bulk(bulk, queue, path, query))
-    };
-    let pause = |paused: bool| {
-        let queue = queue.clone();
-        post(move |path| api::set_paused(paused, queue, path))
-    };
-    let mut api_routes = Router::new()
+    let api_routes = Router::new()
+        .route("/api/openapi.json", get(openapi::openapi_json))
         .route("/api/queues", get(overview_api::queues))
         .route("/api/workers", get(overview_api::workers))
         .route("/api/schedulers", get(overview_api::schedulers))
@@ -318,18 +337,16 @@ fn build(queue: Queue, guard: Guard) -> Router {
             "/api/queues/{queue}/tasks/batch",
             post(task_api::batch).get(task_api::task_named_batch),
         )
-        .with_state(queue.clone())
-        .route("/api/queues/{queue}/pause", pause(true))
-        .route("/api/queues/{queue}/unpause", pause(false));
-    for a in Action::ALL {
-        let route = format!("/api/queues/{{queue}}/tasks/{{id}}/{}", a.name());
-        api_routes = api_routes.route(&route, action(a));
-        let route = format!("/api/queues/{{queue}}/task/{}", a.name());
-        api_routes = api_routes.route(&route, action_by_query(a));
-    }
-    for b in Bulk::ALL {
-        api_routes = api_routes.route(&format!("/api/queues/{{queue}}/{}", b.name()), bulk(b));
-    }
+        .route("/api/queues/{queue}/tasks/{id}/{action}", post(api::task_action))
+        .route(
+            "/api/queues/{queue}/task/{action}",
+            post(api::task_action_by_query),
+        )
+        .route("/api/queues/{queue}/run-all", post(api::run_all))
+        .route("/api/queues/{queue}/delete-all", post(api::delete_all))
+        .route("/api/queues/{queue}/pause", post(api::pause))
+        .route("/api/queues/{queue}/unpause", post(api::unpause))
+        .with_state(Arc::new(queue));
     Router::new()
         .route("/", get(move |req| page::index(read_only, req)))
         .route("/assets/dash.js", get(page::script))
@@ -341,6 +358,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
         .merge(api_routes)
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::wrong_method)
+        .layer(axum::middleware::from_fn(server::read_body))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(guard),
             guard::check,
@@ -371,5 +389,11 @@ pub async fn serve_on(
 ) -> Result<(), DashError> {
     options.check()?;
     let app = router_with(queue, &options);
-    axum::serve(listener, app).await.map_err(DashError::Serve)
+    let limits = server::Limits {
+        header_timeout: options.header_timeout,
+        max_connections: options.max_connections,
+    };
+    server::run(listener, app, limits)
+        .await
+        .map_err(DashError::Serve)
 }

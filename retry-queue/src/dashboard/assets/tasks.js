@@ -60,7 +60,7 @@ function filterOf(r) {
 // The one request of a state's tab: a page by number, or with a filter a page by cursor.
 function tasksQuery(r) {
   const filter = filterOf(r);
-  const base = "queues/" + q(r.queue) + "/tasks?state=" + r.state + "&size=" + PAGE_SIZE + "&kinds=1";
+  const base = queuePath(r.queue, "tasks", "state=" + r.state + "&size=" + PAGE_SIZE + "&kinds=1");
   if (!filter.kind && !filter.search) return base + "&page=" + r.page;
   return base + (filter.kind ? "&kind=" + q(filter.kind) : "") + (filter.search ? "&search=" + q(filter.search) : "")
     + (filter.after ? "&after=" + q(filter.after) : "");
@@ -241,7 +241,7 @@ function confirmBatch(r, action) {
 async function runBatch(r, action) {
   const ids = [...selected];
   try {
-    const result = await api("POST", "queues/" + q(r.queue) + "/tasks/batch", { action, ids });
+    const result = await api("POST", queuePath(r.queue, "tasks/batch"), { action, ids });
     selected = new Set();
     await refresh(true);
     const failed = result.failed.map((f) => f.id + " (" + f.error + ")");
@@ -281,7 +281,7 @@ function confirmBulk(r, action, total) {
     el("button", {
       id: "confirm-yes", class: action === "delete-all" ? "danger" : "", onclick: () => {
         confirming = false;
-        act("POST", "queues/" + q(r.queue) + "/" + action + "?state=" + r.state, verb + " all " + r.state + " tasks: done.");
+        act("POST", queuePath(r.queue, action, "state=" + r.state), verb + " all " + r.state + " tasks: done.");
       },
     }, "Yes, " + verb.toLowerCase() + " all"),
     el("button", { id: "confirm-no", class: "quiet", onclick: () => { confirming = false; box.hidden = true; } }, "Cancel"));
@@ -292,7 +292,7 @@ function confirmBulk(r, action, total) {
 async function taskPage(r) {
   let t;
   try {
-    t = await api("GET", "queues/" + q(r.queue) + "/task?id=" + q(r.id));
+    t = await api("GET", queuePath(r.queue, "task", "id=" + q(r.id)));
     setClock(t.now); // the server's clock, for the relative times and the flags
   } catch (e) {
     if (e instanceof Unauthorized || !/^no task/.test(e.message)) throw e;

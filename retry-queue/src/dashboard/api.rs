@@ -41,7 +41,7 @@ pub(crate) async fn stats_of(queue: &Queue) -> Result<(QueueJson, String), ApiEr
 /// `GET /api/queues/{queue}/errors?state=retry` (the default state), or
 /// `…?states=retry,archived`: the groups of several states in one answer.
 #[utoipa::path(get, path = "/api/queues/{queue}/errors", tag = "queues",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam, ErrorsQuery),
     responses((status = 200, description = "The error groups", body = Errors)))]
 pub(crate) async fn errors(
@@ -76,8 +76,8 @@ pub(crate) async fn errors(
 
 /// `POST /api/queues/{queue}/tasks/{id}/{action}`: `run`, `delete`, `archive` or `cancel`.
 #[utoipa::path(post, path = "/api/queues/{queue}/tasks/{id}/{action}", tag = "tasks",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
-        ("id" = String, Path, description = "The task's id"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
+        ("id" = String, Path, description = "The task's id", example = "r1"),
         ("action" = Action, Path, description = "The action"), super::params::QueueParam),
     responses((status = 200, description = "The action was done", body = Acted)))]
 pub(crate) async fn task_action(
@@ -99,7 +99,7 @@ async fn act(queue: &Queue, id: &str, action: Action) -> Answer<Acted> {
 /// `POST /api/queues/{queue}/task/{action}?id=ID`: the id in the query, where a browser leaves
 /// it as it is (it resolves a path segment `.` or `..`, even written `%2E`, before sending).
 #[utoipa::path(post, path = "/api/queues/{queue}/task/{action}", tag = "tasks",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         ("action" = Action, Path, description = "The action"), IdQuery),
     responses((status = 200, description = "The action was done", body = Acted)))]
 pub(crate) async fn task_action_by_query(
@@ -123,7 +123,7 @@ async fn bulk(bulk: Bulk, queue: Queue, query: StateQuery) -> Answer<BulkDone> {
 
 /// `POST /api/queues/{queue}/run-all?state=…`: every task of the state made pending.
 #[utoipa::path(post, path = "/api/queues/{queue}/run-all", tag = "queues",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam, StateQuery),
     responses((status = 200, description = "How many tasks now wait", body = BulkDone)))]
 pub(crate) async fn run_all(
@@ -135,7 +135,7 @@ pub(crate) async fn run_all(
 
 /// `POST /api/queues/{queue}/delete-all?state=…`: every task of the state deleted.
 #[utoipa::path(post, path = "/api/queues/{queue}/delete-all", tag = "queues",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam, StateQuery),
     responses((status = 200, description = "How many tasks were deleted", body = BulkDone)))]
 pub(crate) async fn delete_all(
@@ -157,7 +157,7 @@ async fn set_paused(queue: Queue, paused: bool) -> Answer<Paused> {
 
 /// `POST /api/queues/{queue}/pause`: workers claim nothing more from it.
 #[utoipa::path(post, path = "/api/queues/{queue}/pause", tag = "queues",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam),
     responses((status = 200, description = "Paused", body = Paused)))]
 pub(crate) async fn pause(Target(queue): Target) -> Answer<Paused> {
@@ -166,7 +166,7 @@ pub(crate) async fn pause(Target(queue): Target) -> Answer<Paused> {
 
 /// `POST /api/queues/{queue}/unpause`.
 #[utoipa::path(post, path = "/api/queues/{queue}/unpause", tag = "queues",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam),
     responses((status = 200, description = "Unpaused", body = Paused)))]
 pub(crate) async fn unpause(Target(queue): Target) -> Answer<Paused> {

@@ -78,10 +78,7 @@ pub(crate) async fn check(State(guard): State<Arc<Guard>>, req: Request, next: N
 /// The request line and headers within [`MAX_URI_BYTES`], [`MAX_HEADERS`] and
 /// [`MAX_HEADER_BYTES`] (the server's own limits are above these, so these answer as JSON).
 fn within_limits(req: &Request) -> Result<(), ApiError> {
-    let target = req
-        .uri()
-        .path_and_query()
-        .map_or(0, |p| p.as_str().len());
+    let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if target > MAX_URI_BYTES {
         return Err(ApiError::new(
             StatusCode::URI_TOO_LONG,

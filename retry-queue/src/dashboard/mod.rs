@@ -141,7 +141,6 @@ pub use token::{
 
 use guard::Guard;
 
-
 /// The address [`serve`] listens on by default: `127.0.0.1:8080`.
 pub const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8080);
@@ -312,7 +311,10 @@ pub fn router_with(queue: Queue, options: &DashOptions) -> Router {
     build(
         queue,
         Guard {
-            token: options.token.as_deref().map(|t| guard::TokenDigest::of(t.trim())),
+            token: options
+                .token
+                .as_deref()
+                .map(|t| guard::TokenDigest::of(t.trim())),
             read_only: options.read_only,
             loopback_hosts_only: options.token.is_none() && options.listen.ip().is_loopback(),
             throttle: Default::default(),
@@ -337,7 +339,10 @@ fn build(queue: Queue, guard: Guard) -> Router {
             "/api/queues/{queue}/tasks/batch",
             post(task_api::batch).get(task_api::task_named_batch),
         )
-        .route("/api/queues/{queue}/tasks/{id}/{action}", post(api::task_action))
+        .route(
+            "/api/queues/{queue}/tasks/{id}/{action}",
+            post(api::task_action),
+        )
         .route(
             "/api/queues/{queue}/task/{action}",
             post(api::task_action_by_query),

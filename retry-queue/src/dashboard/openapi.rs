@@ -10,12 +10,12 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use crate::json::{
-    Acted, BatchDone, BucketJson, Counts, EntryJson, ErrorBody, ErrorGroupJson, Errors, FailedJson,
-    Filtered, HeldJson, History, Kinds, Overview, Paused, QueueJson, Schedulers, StateGroups,
-    StateName, TaskAnswer, TaskJson, TasksPage, Workers, BulkDone, BatchFailure, Actions,
-};
 use super::params::{BatchBody, Flag};
+use crate::json::{
+    Acted, Actions, BatchDone, BatchFailure, BucketJson, BulkDone, Counts, EntryJson, ErrorBody,
+    ErrorGroupJson, Errors, FailedJson, Filtered, HeldJson, History, Kinds, Overview, Paused,
+    QueueJson, Schedulers, StateGroups, StateName, TaskAnswer, TaskJson, TasksPage, Workers,
+};
 use crate::ops::Action;
 
 /// The document.
@@ -121,10 +121,5 @@ pub(crate) fn document() -> String {
 #[utoipa::path(get, path = "/api/openapi.json", tag = "meta",
     responses((status = 200, description = "The OpenAPI document of this API", content_type = "application/json")))]
 pub(crate) async fn openapi_json() -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        document(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "application/json")], document()).into_response()
 }
-

@@ -49,7 +49,7 @@ pub(crate) async fn schedulers(State(base): State<Arc<Queue>>) -> Answer<Schedul
 
 /// `GET /api/queues/{queue}/history?hours=N` (1 to 168; 24 by default) or `?days=N` (1 to 90).
 #[utoipa::path(get, path = "/api/queues/{queue}/history", tag = "queues",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam, HistoryQuery),
     responses((status = 200, description = "Attempts per hour or day, oldest first", body = History)))]
 pub(crate) async fn history(

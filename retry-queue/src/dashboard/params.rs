@@ -16,9 +16,11 @@ use super::error::ApiError;
 use crate::json::StateName;
 use crate::ops::Action;
 
-/// The queue a request is about: its `{queue}` path segment, or, when that segment is `~`, the
-/// `queue` query parameter (how the page reaches a queue named `.` or `..`, which a browser
-/// would resolve as a path segment, even written `%2E`). 1 to 1 KiB: 400 otherwise.
+/// The queue a request is about: its `{queue}` path segment, or, when that segment is `~` and
+/// the query has a `queue` parameter, that parameter (how the page reaches a queue named `.`
+/// or `..`, which a browser would resolve as a path segment, even written `%2E`; a queue named
+/// `~` is the segment `~` without the parameter). The parameter is ignored after any other
+/// segment. 1 to 1 KiB: 400 otherwise.
 pub(crate) struct Target(pub(crate) Queue);
 
 /// The path segment that defers to `?queue=`.
@@ -27,10 +29,7 @@ pub(crate) const QUEUE_IN_QUERY: &str = "~";
 impl FromRequestParts<Arc<Queue>> for Target {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        base: &Arc<Queue>,
-    ) -> Result<Target, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, base: &Arc<Queue>) -> Result<Target, ApiError> {
         let Path(mut segments) = Path::<HashMap<String, String>>::from_request_parts(parts, base)
             .await
             .map_err(ApiError::from)?;
@@ -40,14 +39,10 @@ impl FromRequestParts<Arc<Queue>> for Target {
         let Query(query) = Query::<QueueParam>::from_request_parts(parts, base)
             .await
             .map_err(ApiError::from)?;
+        // `?queue=` names the queue after the segment `~` only (elsewhere the path does).
         let name = match (segment.as_str(), query.queue) {
             (QUEUE_IN_QUERY, Some(name)) => name,
-            (_, None) => segment,
-            (_, Some(_)) => {
-                return Err(ApiError::bad_request(
-                    "the queue is named in the path: ?queue=NAME goes with the path segment ~ only",
-                ));
-            }
+            _ => segment,
         };
         let queue = Queue::clone(base)
             .try_named(name)
@@ -179,6 +174,7 @@ pub(crate) struct HistoryQuery {
 #[into_params(parameter_in = Query)]
 pub(crate) struct IdQuery {
     /// The task's id (percent-encoded).
+    #[param(example = "r1")]
     pub(crate) id: String,
 }
 
@@ -187,7 +183,8 @@ pub(crate) struct IdQuery {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct QueueParam {
-    /// The queue's name, with the path segment `~` only (a queue named `.` or `..`).
+    /// The queue's name after the path segment `~` (a queue named `.` or `..`); ignored
+    /// after any other.
     pub(crate) queue: Option<String>,
 }
 
@@ -234,7 +231,17 @@ mod tests {
         assert_eq!(size("1"), Ok(Bounded(1)));
         assert_eq!(size("0020"), Ok(Bounded(20)));
         assert_eq!(size("1000"), Ok(Bounded(1000)));
-        for bad in ["0", "000", "1001", "", "+1", "1.0", "-5", "ten", "99999999999999999999"] {
+        for bad in [
+            "0",
+            "000",
+            "1001",
+            "",
+            "+1",
+            "1.0",
+            "-5",
+            "ten",
+            "99999999999999999999",
+        ] {
             assert!(size(bad).is_err(), "{bad:?}");
         }
     }

@@ -61,7 +61,9 @@ pub(crate) async fn run(listener: TcpListener, app: Router, limits: Limits) -> s
             let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(ConnectInfo(client));
                 let mut app = app.clone();
-                async move { Ok::<Response, Infallible>(app.call(req.map(Body::new)).await.into_response()) }
+                async move {
+                    Ok::<Response, Infallible>(app.call(req.map(Body::new)).await.into_response())
+                }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -105,10 +107,14 @@ pub(crate) async fn read_body(req: Request, next: Next) -> Response {
         Err(_) => {
             return ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
-                format!("the body took longer than {} s to arrive", BODY_TIMEOUT.as_secs()),
+                format!(
+                    "the body took longer than {} s to arrive",
+                    BODY_TIMEOUT.as_secs()
+                ),
             )
             .into_response();
         }
     };
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }

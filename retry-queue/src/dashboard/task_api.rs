@@ -17,7 +17,7 @@ use crate::ops::{self, MAX_BATCH};
 
 /// `GET /api/queues/{queue}/kinds?state=S`: the kinds present in the state, sorted.
 #[utoipa::path(get, path = "/api/queues/{queue}/kinds", tag = "tasks",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam, StateQuery),
     responses((status = 200, description = "The kinds, at most 200", body = Kinds)))]
 pub(crate) async fn kinds(
@@ -36,8 +36,8 @@ pub(crate) async fn kinds(
 /// `GET /api/queues/{queue}/tasks/{id}`: the task, payload and failure history included; 404
 /// when the queue has no such task.
 #[utoipa::path(get, path = "/api/queues/{queue}/tasks/{id}", tag = "tasks",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
-        ("id" = String, Path, description = "The task's id"), super::params::QueueParam),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
+        ("id" = String, Path, description = "The task's id", example = "r1"), super::params::QueueParam),
     responses((status = 200, description = "The task", body = TaskAnswer)))]
 pub(crate) async fn task(
     Target(queue): Target,
@@ -50,7 +50,7 @@ pub(crate) async fn task(
 /// `GET /api/queues/{queue}/task?id=ID`: [`task`] with the id in the query, where a browser
 /// leaves it as it is (it resolves a path segment `.` or `..`, even written `%2E`).
 #[utoipa::path(get, path = "/api/queues/{queue}/task", tag = "tasks",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         IdQuery),
     responses((status = 200, description = "The task", body = TaskAnswer)))]
 pub(crate) async fn task_by_query(
@@ -84,7 +84,7 @@ async fn one(queue: &Queue, id: &str) -> Answer<TaskAnswer> {
 /// `failed` and the batch goes on; a database failure stops it (503, saying how many were
 /// done).
 #[utoipa::path(post, path = "/api/queues/{queue}/tasks/batch", tag = "tasks",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam),
     request_body = BatchBody,
     responses((status = 200, description = "What was done", body = BatchDone)))]
@@ -120,7 +120,7 @@ pub(crate) async fn batch(
 /// the tasks found ([`Inspector::find`](retry_runtime::durable::Inspector::find)), paged by
 /// cursor only.
 #[utoipa::path(get, path = "/api/queues/{queue}/tasks", tag = "tasks",
-    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)"),
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam, TasksQuery),
     responses((status = 200, description = "A page of the state", body = TasksPage)))]
 pub(crate) async fn tasks(

@@ -193,16 +193,24 @@ mod tests {
         assert_eq!(throttle.locked(v4(2), t0), None);
         assert_eq!(throttle.wrong_token(v4(2), t0), Verdict::Refused);
         // One IPv6 /64 is one client; the next /64 another.
-        let a = Client::of(Some(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, 1))));
-        let b = Client::of(Some(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 9, 9, 9, 9))));
-        let c = Client::of(Some(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 2, 0, 0, 0, 1))));
+        let a = Client::of(Some(IpAddr::V6(Ipv6Addr::new(
+            0x2001, 0xdb8, 0, 1, 0, 0, 0, 1,
+        ))));
+        let b = Client::of(Some(IpAddr::V6(Ipv6Addr::new(
+            0x2001, 0xdb8, 0, 1, 9, 9, 9, 9,
+        ))));
+        let c = Client::of(Some(IpAddr::V6(Ipv6Addr::new(
+            0x2001, 0xdb8, 0, 2, 0, 0, 0, 1,
+        ))));
         for _ in 0..FREE_FAILURES {
             throttle.wrong_token(a, t0);
         }
         assert_eq!(throttle.locked(b, t0), Some(FIRST_LOCK));
         assert_eq!(throttle.locked(c, t0), None);
         // An IPv4-mapped IPv6 address is its IPv4 address.
-        let mapped = Client::of(Some(IpAddr::V6(Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped())));
+        let mapped = Client::of(Some(IpAddr::V6(
+            Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped(),
+        )));
         assert_eq!(mapped, v4(1));
     }
 

@@ -66,7 +66,8 @@ fn read_bounded(path: &Path) -> Result<String, DashError> {
             path: path.to_path_buf(),
         });
     }
-    String::from_utf8(bytes).map_err(|e| failed(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+    String::from_utf8(bytes)
+        .map_err(|e| failed(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
 /// The value of [`TOKEN_ENV`], `None` when unset; an error when it is not UTF-8.
@@ -163,10 +164,8 @@ mod tests {
     }
 
     fn tempfile_dir(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "retry-queue-token-{name}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("retry-queue-token-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }

@@ -84,13 +84,19 @@ fn task_actions(state: TaskState) -> Vec<&'static str> {
 }
 
 /// What a filtered page adds: the filters asked (`null` when absent) and how much a search
-/// read (at most `search_window` tasks; `search_limit_reached` when it stopped there).
+/// read (at most `search_window` tasks; `search_limit_reached` when it stopped there). Its
+/// fields are not `required` in the schema: an unfiltered page has none of them.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Filtered {
+    #[schema(required = false)]
     kind: Option<String>,
+    #[schema(required = false)]
     search: Option<String>,
+    #[schema(required = false)]
     searched: Option<u64>,
+    #[schema(required = false)]
     search_limit_reached: bool,
+    #[schema(required = false)]
     search_window: u32,
 }
 
@@ -117,7 +123,12 @@ pub(crate) struct TasksPage {
 
 /// A page of the tasks in `state`, of `total`, with the actions of the state and the cursor of
 /// the next page.
-pub(crate) fn page(tasks: &[TaskInfo], next: Option<&str>, total: u64, state: TaskState) -> TasksPage {
+pub(crate) fn page(
+    tasks: &[TaskInfo],
+    next: Option<&str>,
+    total: u64,
+    state: TaskState,
+) -> TasksPage {
     TasksPage {
         tasks: tasks.iter().map(task).collect(),
         next: next.map(str::to_owned),

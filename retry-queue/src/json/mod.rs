@@ -164,7 +164,11 @@ pub(crate) struct QueueJson {
 
 /// A queue's stats, the earliest due time of its scheduled and retry tasks, and the live
 /// workers' figures: how many serve it, how many of its tasks they run.
-pub(crate) fn queue(stats: &QueueStats, next_due: Option<SystemTime>, live: &[WorkerInfo]) -> QueueJson {
+pub(crate) fn queue(
+    stats: &QueueStats,
+    next_due: Option<SystemTime>,
+    live: &[WorkerInfo],
+) -> QueueJson {
     let name = stats.queue.as_str();
     let workers = live.iter().filter(|w| w.serves(name)).count();
     let running: usize = live

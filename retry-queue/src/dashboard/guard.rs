@@ -1,5 +1,4 @@
-//! What every request goes through before a handler: the limits on the request line and
-//! headers (414, 431), the bearer token (a client address guessing it is locked out, see
+//! What every request goes through before a handler: the bearer token (a client address guessing it is locked out, see
 //! [`throttle`](super::throttle)), read-only mode, the same-origin check on POSTs, the Host
 //! check of a token-less loopback dashboard, and the security headers of every answer.
 
@@ -16,13 +15,6 @@ use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use super::throttle::{Client, Throttle, Verdict, retry_after_secs};
-
-/// The longest request target (path and query) answered: 8 KiB (414 beyond, as JSON).
-pub(crate) const MAX_URI_BYTES: usize = 8 * 1024;
-/// The most header bytes (names and values) answered: 16 KiB (431 beyond, as JSON).
-pub(crate) const MAX_HEADER_BYTES: usize = 16 * 1024;
-/// The most headers answered: 64 (431 beyond, as JSON).
-pub(crate) const MAX_HEADERS: usize = 64;
 
 /// The SHA-256 of a token: what the guard compares, in constant time, so that neither where a
 /// guess first differs nor the secret's length shows in the time taken.
@@ -56,13 +48,11 @@ pub(crate) struct Guard {
     pub(crate) throttle: Throttle,
 }
 
-/// The middleware: checks in the order size (414, 431), Host, lock-out (429), token (401),
-/// read-only (403), origin (403); then adds the security headers.
+/// The middleware: checks in the order Host, lock-out (429), token (401), read-only (403),
+/// origin (403); then adds the security headers (to every answer, the refusals of
+/// [`limits`](super::limits) and of the handlers included).
 pub(crate) async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
     let is_api = req.uri().path().starts_with("/api/") || req.uri().path() == "/api";
-    if let Err(refusal) = within_limits(&req) {
-        return with_headers(refusal.into_response(), true);
-    }
     let scheme = expected_scheme(&req);
     let client = Client::of(
         req.extensions()
@@ -73,34 +63,6 @@ pub(crate) async fn check(State(guard): State<Arc<Guard>>, req: Request, next: N
         return with_headers(refusal.into_response(), true);
     }
     with_headers(next.run(req).await, is_api)
-}
-
-/// The request line and headers within [`MAX_URI_BYTES`], [`MAX_HEADERS`] and
-/// [`MAX_HEADER_BYTES`] (the server's own limits are above these, so these answer as JSON).
-fn within_limits(req: &Request) -> Result<(), ApiError> {
-    let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
-    if target > MAX_URI_BYTES {
-        return Err(ApiError::new(
-            StatusCode::URI_TOO_LONG,
-            format!("the request target has {target} bytes: at most {MAX_URI_BYTES}"),
-        ));
-    }
-    let headers = req.headers();
-    let bytes: usize = headers
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len())
-        .sum();
-    if headers.len() > MAX_HEADERS || bytes > MAX_HEADER_BYTES {
-        return Err(ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            format!(
-                "{} headers of {bytes} bytes: at most {MAX_HEADERS} headers of \
-                 {MAX_HEADER_BYTES} bytes",
-                headers.len()
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// The scheme a page of this dashboard is served with: `https` when a TLS proxy in front says

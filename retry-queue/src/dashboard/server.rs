@@ -1,10 +1,10 @@
 //! The dashboard's own HTTP/1.1 server (what [`serve_on`](super::serve_on) runs): one task a
 //! connection, at most [`Limits::max_connections`] at once (the next ones wait in the
 //! listener's backlog), each cut off when a request's headers take longer than
-//! [`Limits::header_timeout`] to arrive (an idle keep-alive connection too), and each request
-//! body read within [`BODY_TIMEOUT`] and [`MAX_BODY_BYTES`] ([`read_body`], also in the
-//! router an application mounts). Every request carries its client's address
-//! (`ConnectInfo<SocketAddr>`), which the token's lock-out counts by.
+//! [`Limits::header_timeout`] to arrive (an idle keep-alive connection too). Its parser's own
+//! limits are above those of [`limits`](super::limits), which answer as JSON. Every request
+//! carries its client's address (`ConnectInfo<SocketAddr>`), which the token's lock-out
+//! counts by.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -13,8 +13,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
-use axum::http::{Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -22,17 +20,10 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower_service::Service;
 
-use super::error::ApiError;
-
 /// How long a request's headers may take to arrive by default: 10 s.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many connections are served at once by default: 256.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
-/// How long a request's body may take to arrive: 10 s (408 beyond, as JSON).
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest request body read: 1 MiB (413 beyond, as JSON); a batch of 1 000 ids fits.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-
 /// The server's limits (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Limits {
@@ -85,36 +76,4 @@ fn is_transient(e: &std::io::Error) -> bool {
         e.kind(),
         ConnectionAborted | ConnectionReset | ConnectionRefused | Interrupted | WouldBlock
     ) || e.raw_os_error().is_some()
-}
-
-/// The middleware that reads a request's body before any handler: at most [`MAX_BODY_BYTES`]
-/// (413), within [`BODY_TIMEOUT`] (408), both answered as JSON. A GET or HEAD carries none.
-pub(crate) async fn read_body(req: Request, next: Next) -> Response {
-    if req.method() == Method::GET || req.method() == Method::HEAD {
-        return next.run(req).await;
-    }
-    let (parts, body) = req.into_parts();
-    let read = tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY_BYTES));
-    let bytes = match read.await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(_)) => {
-            return ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the body is larger than {MAX_BODY_BYTES} bytes, or was cut short"),
-            )
-            .into_response();
-        }
-        Err(_) => {
-            return ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the body took longer than {} s to arrive",
-                    BODY_TIMEOUT.as_secs()
-                ),
-            )
-            .into_response();
-        }
-    };
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
 }

@@ -108,7 +108,7 @@ fn make_room(clients: &mut HashMap<Client, State>, now: Instant) {
             || now.saturating_duration_since(s.last_failure) < QUIET
     });
     if clients.len() >= MAX_CLIENTS {
-        let unlocked = |s: &State| !s.locked_until.is_some_and(|until| now < until);
+        let unlocked = |s: &State| s.locked_until.is_none_or(|until| now >= until);
         let oldest = clients
             .iter()
             .filter(|(_, s)| unlocked(s))

@@ -1209,7 +1209,68 @@ mod presence {
         workers_and_schedulers_come_as_exact_json,
         presence_routes_answer_in_read_only_mode_and_unknown_ones_are_404,
         a_claim_of_three_tasks_shows_three_busy_slots,
+        prefetched_tasks_are_active_but_not_running,
     );
+
+    /// A worker of one slot that prefetches two: three tasks active in the database, one
+    /// running. `running` says so (the Active tab showed 3 as if all ran: "Active 15 with 3
+    /// running").
+    async fn prefetched_tasks_are_active_but_not_running(backend: Backend) {
+        let Some(d) = Dash::start(backend, "prefetch", DashOptions::default()).await else {
+            return;
+        };
+        let q = d.q.clone().named(format!("{}-prefetch", d.q.name()));
+        for n in 1..=3 {
+            q.enqueue(Task::new("slow", &n).task_id(format!("p{n}")))
+                .await
+                .unwrap();
+        }
+        let release = std::sync::Arc::new(tokio::sync::Notify::new());
+        let held = release.clone();
+        let worker = Worker::new(q.clone())
+            .concurrency(1)
+            .prefetch(2)
+            .poll_interval(Duration::from_millis(10))
+            .heartbeat_interval(Duration::from_millis(20))
+            .handle("slow", move |_task| {
+                let held = held.clone();
+                async move {
+                    held.notified().await;
+                    Ok::<(), BoxError>(())
+                }
+            });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(worker.run_until(async {
+            stopped.await.ok();
+        }));
+        let mut row = Value::Null;
+        for _ in 0..2_000 {
+            let (_, body) = d.get("/api/queues").await;
+            row = body["queues"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["queue"] == json!(q.name()))
+                .cloned()
+                .unwrap_or(Value::Null);
+            if row["counts"]["active"] == json!(3) && row["running"] == json!(1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            (
+                &row["counts"]["active"],
+                &row["counts"]["pending"],
+                &row["running"]
+            ),
+            (&json!(3), &json!(0), &json!(1)),
+            "{row}"
+        );
+        stop.send(()).unwrap();
+        release.notify_waiters();
+        running.await.unwrap().unwrap();
+    }
 
     /// One claim takes three tasks under one lease token; each runs in its own slot, and the
     /// worker's row lists the three (it listed one, keyed by the shared token: BUSY 1/3).

@@ -58,4 +58,5 @@ url="http://127.0.0.1:$port"
   --seed 1 \
   --no-color \
   --request-timeout 10 \
-  --max-failures 20
+  --max-failures 20 \
+  ${SCHEMATHESIS_ARGS:-}

@@ -1493,3 +1493,50 @@ not done: \"busy\": active: a worker holds its lease; wait for the attempt to en
     }
     assert_eq!(state("r3").await, TaskState::Retry);
 }
+
+/// A queue name, an id, a kind and an error carrying U+202E (RIGHT-TO-LEFT OVERRIDE): every
+/// table shows it as `\u{202e}`, never raw (which reversed what followed it on the terminal).
+#[tokio::test]
+async fn bidirectional_controls_are_escaped_in_errors_stats_and_task_ls() {
+    let fx = Fixture::new(Backend::Sqlite, "bidi").await.unwrap();
+    let worker = Worker::new(fx.q.clone()).rng(DelayRng::fixed(0)).handle(
+        "ch\u{202E}arge",
+        |task| async move {
+            let why: String = task.payload()?;
+            Err(BoxError::from(why))
+        },
+    );
+    fx.q.enqueue(
+        Task::new("ch\u{202E}arge", &"card \u{202E}deripxe").task_id("evil\u{202E}gpj.exe"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(worker.run_due().await.unwrap(), 1);
+    fx.q.clone()
+        .named("ops\u{202E}x")
+        .enqueue(Task::new("report", &1))
+        .await
+        .unwrap();
+    for args in [
+        &["stats"][..],
+        &["task", "ls", "--state", "retry"],
+        &["errors", "--state", "retry"],
+        &["task", "show", "evil\u{202E}gpj.exe"],
+    ] {
+        let out = fx.run(args);
+        let text = out.ok();
+        assert!(
+            !text.contains('\u{202E}'),
+            "{args:?}: a raw U+202E in\n{text}"
+        );
+        assert!(text.contains("\\u{202e}"), "{args:?}: no escape in\n{text}");
+    }
+    let ls = fx.run(&["task", "ls", "--state", "retry"]);
+    assert!(
+        ls.ok().contains("evil\\u{202e}gpj.exe  ch\\u{202e}arge"),
+        "{}",
+        ls.stdout
+    );
+    let stats = fx.run(&["stats"]);
+    assert!(stats.ok().contains("ops\\u{202e}x"), "{}", stats.stdout);
+}

@@ -266,3 +266,35 @@ async fn weak_tokens_are_refused_at_start() {
         }
     }
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_slow_body_is_refused_with_408() {
+    let (q, _dir) = queue().await;
+    tokio::time::pause();
+    let addr = serve(q, DashOptions::default()).await;
+    let start = tokio::time::Instant::now();
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    // 100 bytes announced, 10 sent, then nothing.
+    stream
+        .write_all(
+            b"POST /api/queues/q/tasks/batch HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+              Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"action\":",
+        )
+        .await
+        .unwrap();
+    let answer = read_all(&mut stream).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 408 Request Timeout"),
+        "{answer}"
+    );
+    assert!(answer.contains("application/json"), "{answer}");
+    assert!(
+        answer.contains("the body took longer than 10 s"),
+        "{answer}"
+    );
+    assert!(
+        start.elapsed() >= dashboard::BODY_TIMEOUT,
+        "{:?}",
+        start.elapsed()
+    );
+}

@@ -3,13 +3,14 @@
 //! OpenAPI document ([`openapi`](super::openapi)).
 
 use axum::Json;
-use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use retry_runtime::durable::{Queue, TaskState};
 use retry_runtime::time::rfc3339;
 
 use super::error::ApiError;
-use super::params::{ActionOnly, ActionPath, ErrorsQuery, IdQuery, StateQuery, Target};
+use super::params::{
+    ActionOnly, ActionPath, ApiPath, ApiQuery, ErrorsQuery, IdQuery, StateQuery, Target,
+};
 use crate::json::{self, Acted, BulkDone, Errors, Paused, QueueJson};
 use crate::ops::{Action, Bulk};
 
@@ -46,9 +47,8 @@ pub(crate) async fn stats_of(queue: &Queue) -> Result<(QueueJson, String), ApiEr
     responses((status = 200, description = "The error groups", body = Errors)))]
 pub(crate) async fn errors(
     Target(queue): Target,
-    query: Result<Query<ErrorsQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(query): ApiQuery<ErrorsQuery>,
 ) -> Answer<Errors> {
-    let Query(query) = query?;
     let fail = |e| ApiError::from_queue(e, &queue, None);
     let inspector = queue.inspector();
     let mut answer = match (query.state, query.states) {
@@ -82,9 +82,8 @@ pub(crate) async fn errors(
     responses((status = 200, description = "The action was done", body = Acted)))]
 pub(crate) async fn task_action(
     Target(queue): Target,
-    path: Result<Path<ActionPath>, axum::extract::rejection::PathRejection>,
+    ApiPath(ActionPath { id, action }): ApiPath<ActionPath>,
 ) -> Answer<Acted> {
-    let Path(ActionPath { id, action }) = path?;
     act(&queue, &id, action).await
 }
 
@@ -104,11 +103,9 @@ async fn act(queue: &Queue, id: &str, action: Action) -> Answer<Acted> {
     responses((status = 200, description = "The action was done", body = Acted)))]
 pub(crate) async fn task_action_by_query(
     Target(queue): Target,
-    path: Result<Path<ActionOnly>, axum::extract::rejection::PathRejection>,
-    query: Result<Query<IdQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath(ActionOnly { action }): ApiPath<ActionOnly>,
+    ApiQuery(query): ApiQuery<IdQuery>,
 ) -> Answer<Acted> {
-    let Path(ActionOnly { action }) = path?;
-    let Query(query) = query?;
     act(&queue, &query.id, action).await
 }
 
@@ -128,9 +125,9 @@ async fn bulk(bulk: Bulk, queue: Queue, query: StateQuery) -> Answer<BulkDone> {
     responses((status = 200, description = "How many tasks now wait", body = BulkDone)))]
 pub(crate) async fn run_all(
     Target(queue): Target,
-    query: Result<Query<StateQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(query): ApiQuery<StateQuery>,
 ) -> Answer<BulkDone> {
-    bulk(Bulk::RunAll, queue, query?.0).await
+    bulk(Bulk::RunAll, queue, query).await
 }
 
 /// `POST /api/queues/{queue}/delete-all?state=…`: every task of the state deleted.
@@ -140,9 +137,9 @@ pub(crate) async fn run_all(
     responses((status = 200, description = "How many tasks were deleted", body = BulkDone)))]
 pub(crate) async fn delete_all(
     Target(queue): Target,
-    query: Result<Query<StateQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(query): ApiQuery<StateQuery>,
 ) -> Answer<BulkDone> {
-    bulk(Bulk::DeleteAll, queue, query?.0).await
+    bulk(Bulk::DeleteAll, queue, query).await
 }
 
 async fn set_paused(queue: Queue, paused: bool) -> Answer<Paused> {

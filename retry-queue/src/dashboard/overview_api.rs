@@ -4,13 +4,12 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use retry_runtime::durable::{HistorySpan, Queue};
 
 use super::api::Answer;
 use super::error::ApiError;
-use super::params::{HistoryQuery, Target};
+use super::params::{ApiQuery, HistoryQuery, Target};
 use crate::json::{self, History, Overview, Schedulers, Workers};
 
 /// `GET /api/queues`: every queue of the database, each with its number of live workers and
@@ -54,9 +53,8 @@ pub(crate) async fn schedulers(State(base): State<Arc<Queue>>) -> Answer<Schedul
     responses((status = 200, description = "Attempts per hour or day, oldest first", body = History)))]
 pub(crate) async fn history(
     Target(queue): Target,
-    query: Result<Query<HistoryQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<HistoryQuery>,
 ) -> Answer<History> {
-    let Query(query) = query?;
     let span = match (query.hours, query.days) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_request(

@@ -1,14 +1,17 @@
-//! What a request names, as types: the queue of a `{queue}` path segment (an extractor), the
-//! query strings of each route (`Deserialize` structs whose limits are types: a page size of
-//! 1 to 1 000, a state that parses, hours of 1 to 168) and the batch's body. A request that
-//! does not fit answers 400 with `{"error": "…"}`, before any handler runs.
+//! What a request names, as types: the queue of a `{queue}` path segment (the [`Target`]
+//! extractor), the query strings of each route (`Deserialize` structs whose limits are types:
+//! a page size of 1 to 1 000, a state that parses, hours of 1 to 168) and the batch's body,
+//! read through [`ApiQuery`], [`ApiPath`] and [`ApiJson`] (axum's extractors, rejecting with
+//! the one [`ApiError`]). A request that does not fit answers 400 with `{"error": "…"}`,
+//! before any handler runs.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, Path, Query};
+use axum::extract::{FromRequest, FromRequestParts, Json, Path, Query, Request};
 use axum::http::request::Parts;
 use retry_runtime::durable::{Queue, TaskState};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use utoipa::{IntoParams, ToSchema};
 
@@ -48,6 +51,42 @@ impl FromRequestParts<Arc<Queue>> for Target {
             .try_named(name)
             .map_err(|e| ApiError::from_queue(e, base, None))?;
         Ok(Target(queue))
+    }
+}
+
+/// axum's `Query<T>` whose rejection is an [`ApiError`] (400 `{"error"}`).
+pub(crate) struct ApiQuery<T>(pub(crate) T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Query(value) = Query::<T>::from_request_parts(parts, state).await?;
+        Ok(ApiQuery(value))
+    }
+}
+
+/// axum's `Path<T>` whose rejection is an [`ApiError`] (400 `{"error"}`).
+pub(crate) struct ApiPath<T>(pub(crate) T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(value) = Path::<T>::from_request_parts(parts, state).await?;
+        Ok(ApiPath(value))
+    }
+}
+
+/// axum's `Json<T>` body whose rejection is an [`ApiError`] (400, 413 or 415 `{"error"}`).
+pub(crate) struct ApiJson<T>(pub(crate) T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let Json(value) = Json::<T>::from_request(req, state).await?;
+        Ok(ApiJson(value))
     }
 }
 

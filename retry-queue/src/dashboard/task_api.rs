@@ -3,15 +3,15 @@
 //! history, and an action on a batch of ids.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use retry_runtime::durable::{Error, Queue, TaskFilter, TaskState};
 use retry_runtime::time::rfc3339;
 
 use super::api::{Answer, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, stats_of};
 use super::error::ApiError;
-use super::params::{BatchBody, Flag, IdPath, IdQuery, StateQuery, Target, TasksQuery};
+use super::params::{
+    ApiJson, ApiPath, ApiQuery, BatchBody, Flag, IdPath, IdQuery, StateQuery, Target, TasksQuery,
+};
 use crate::json::{self, BatchDone, Kinds, TaskAnswer, TasksPage};
 use crate::ops::{self, MAX_BATCH};
 
@@ -22,9 +22,9 @@ use crate::ops::{self, MAX_BATCH};
     responses((status = 200, description = "The kinds, at most 200", body = Kinds)))]
 pub(crate) async fn kinds(
     Target(queue): Target,
-    query: Result<Query<StateQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<StateQuery>,
 ) -> Answer<Kinds> {
-    let state = TaskState::from(query?.0.state);
+    let state = TaskState::from(query.state);
     let kinds = queue
         .inspector()
         .kinds(state)
@@ -41,9 +41,8 @@ pub(crate) async fn kinds(
     responses((status = 200, description = "The task", body = TaskAnswer)))]
 pub(crate) async fn task(
     Target(queue): Target,
-    path: Result<Path<IdPath>, PathRejection>,
+    ApiPath(IdPath { id }): ApiPath<IdPath>,
 ) -> Answer<TaskAnswer> {
-    let Path(IdPath { id }) = path?;
     one(&queue, &id).await
 }
 
@@ -55,9 +54,9 @@ pub(crate) async fn task(
     responses((status = 200, description = "The task", body = TaskAnswer)))]
 pub(crate) async fn task_by_query(
     Target(queue): Target,
-    query: Result<Query<IdQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<IdQuery>,
 ) -> Answer<TaskAnswer> {
-    one(&queue, &query?.0.id).await
+    one(&queue, &query.id).await
 }
 
 /// `GET /api/queues/{queue}/tasks/batch`: the task whose id is `batch` (the route of the same
@@ -90,9 +89,8 @@ async fn one(queue: &Queue, id: &str) -> Answer<TaskAnswer> {
     responses((status = 200, description = "What was done", body = BatchDone)))]
 pub(crate) async fn batch(
     Target(queue): Target,
-    body: Result<Json<BatchBody>, JsonRejection>,
+    ApiJson(BatchBody { action, ids }): ApiJson<BatchBody>,
 ) -> Answer<BatchDone> {
-    let Json(BatchBody { action, ids }) = body?;
     if ids.is_empty() || ids.len() > MAX_BATCH {
         return Err(ApiError::bad_request(format!(
             "a batch takes 1 to {MAX_BATCH} ids, got {}",
@@ -125,9 +123,8 @@ pub(crate) async fn batch(
     responses((status = 200, description = "A page of the state", body = TasksPage)))]
 pub(crate) async fn tasks(
     Target(queue): Target,
-    query: Result<Query<TasksQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<TasksQuery>,
 ) -> Answer<TasksPage> {
-    let Query(query) = query?;
     let state = TaskState::from(query.state);
     let size = query
         .size

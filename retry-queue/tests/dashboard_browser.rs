@@ -1836,16 +1836,47 @@ async fn seed_dots_and_late(url: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dots_queue_overdue_retries_and_control_characters_in_a_real_browser() {
+async fn a_dots_queue_overdue_retries_prefetched_tasks_and_control_characters_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
     seed_dots_and_late(&url).await;
     let Some((client, base, _processes)) = browser(&url).await else {
         return;
     };
-    let outcome =
-        tokio::time::timeout(Duration::from_secs(120), dots_and_late(&client, &base)).await;
+    // `busy`: a worker of one slot that prefetches two, on three slow tasks.
+    let busy = Queue::connect(&url).await.unwrap().named("busy");
+    for n in 1..=3 {
+        busy.enqueue(Task::new("slow", &n).task_id(format!("busy-{n}")))
+            .await
+            .unwrap();
+    }
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let held = release.clone();
+    let worker = Worker::new(busy.clone())
+        .concurrency(1)
+        .prefetch(2)
+        .poll_interval(Duration::from_millis(10))
+        .heartbeat_interval(Duration::from_millis(100))
+        .handle("slow", move |_task| {
+            let held = held.clone();
+            async move {
+                held.notified().await;
+                Ok::<(), BoxError>(())
+            }
+        });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async {
+        stopped.await.ok();
+    }));
+    let outcome = tokio::time::timeout(Duration::from_secs(120), async {
+        dots_and_late(&client, &base).await?;
+        prefetched_wait(&client, &base).await
+    })
+    .await;
     let _ = client.close().await;
+    stop.send(()).ok();
+    release.notify_waiters();
+    running.await.unwrap().unwrap();
     match outcome {
         Ok(Ok(())) => {}
         Ok(Err(e)) => panic!("{e}"),
@@ -1853,6 +1884,29 @@ async fn a_dots_queue_overdue_retries_and_control_characters_in_a_real_browser()
     }
     let q = Queue::connect(&url).await.unwrap();
     assert!(q.named("..").inspector().is_paused().await.unwrap());
+}
+
+/// The Active tab of `busy`: three active tasks, one running, two prefetched and waiting.
+async fn prefetched_wait(c: &Client, base: &str) -> Step {
+    c.goto(&format!("{base}/#/q/busy/active"))
+        .await
+        .map_err(cmd("opening busy"))?;
+    wait_texts(
+        c,
+        "a.tab[data-state='active'] .waiting",
+        "the Active tab's split",
+        |t| t == [" (1 running, 2 waiting)"],
+    )
+    .await?;
+    wait_rows(c, "the three active tasks", |r| r.len() == 3).await?;
+    wait_texts(
+        c,
+        "#tasks td.id .badge.waiting",
+        "two rows marked waiting",
+        |t| t == ["waiting", "waiting"],
+    )
+    .await
+    .map(drop)
 }
 
 async fn dots_and_late(c: &Client, base: &str) -> Step {

@@ -1267,6 +1267,23 @@ mod presence {
             (&json!(3), &json!(0), &json!(1)),
             "{row}"
         );
+        // The Active tab's answer names the one that runs (the page marks the others waiting).
+        let path = format!("/api/queues/{}/tasks?state=active", q.name());
+        let (status, page) = d.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let runs = page["running"].as_array().expect("running ids").clone();
+        assert_eq!(runs.len(), 1, "{page}");
+        let ids: Vec<&Value> = page["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| &t["id"])
+            .collect();
+        assert_eq!(ids.len(), 3, "{page}");
+        assert!(ids.contains(&&runs[0]), "{page}");
+        // Another state's answer has no `running`.
+        let path = format!("/api/queues/{}/tasks?state=pending", q.name());
+        assert_eq!(d.get(&path).await.1.get("running"), None);
         stop.send(()).unwrap();
         release.notify_waiters();
         running.await.unwrap().unwrap();

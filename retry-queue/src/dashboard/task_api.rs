@@ -170,6 +170,22 @@ pub(crate) async fn tasks(
     if query.kinds == Some(Flag::Yes) {
         answer.kinds = Some(inspector.kinds(state).await.map_err(fail)?);
     }
+    // Which active tasks run, by the live workers' heartbeats (the others are prefetched).
+    if state == TaskState::Active {
+        let live = inspector.workers().await.map_err(fail)?;
+        let runs = |id: &str| {
+            live.iter()
+                .flat_map(|w| &w.active)
+                .any(|t| t.queue == queue.name() && t.id == id)
+        };
+        answer.running = Some(
+            answer
+                .ids()
+                .filter(|id| runs(id))
+                .map(str::to_owned)
+                .collect(),
+        );
+    }
     let (stats, now) = stats_of(&queue).await?;
     answer.stats = Some(stats);
     answer.now = Some(now);

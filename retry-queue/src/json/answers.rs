@@ -114,6 +114,10 @@ pub(crate) struct TasksPage {
     filtered: Option<Filtered>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) kinds: Option<Vec<String>>,
+    /// In the Active state: the ids of the page's tasks a live worker runs, by its last
+    /// heartbeat; the others were claimed ahead (prefetched) and wait for a slot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) running: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) stats: Option<QueueJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -143,8 +147,16 @@ pub(crate) fn page(
         },
         filtered: None,
         kinds: None,
+        running: None,
         stats: None,
         now: None,
+    }
+}
+
+impl TasksPage {
+    /// The ids of the page's tasks, in order.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = &str> {
+        self.tasks.iter().map(TaskJson::id)
     }
 }
 

@@ -103,6 +103,13 @@ pub(crate) struct TaskJson {
     errors: Vec<FailedJson>,
 }
 
+impl TaskJson {
+    /// The task's id.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+}
+
 /// A task as JSON.
 pub(crate) fn task(task: &TaskInfo) -> TaskJson {
     TaskJson {

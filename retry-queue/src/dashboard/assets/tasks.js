@@ -35,6 +35,10 @@ function overdueMs(t) {
   const late = nowMs() - Date.parse(t.next_process_at);
   return late > OVERDUE_MS ? late : 0;
 }
+// An active task no live worker runs (by the heartbeats): claimed ahead, it waits for a slot.
+function prefetched(data, t) {
+  return t.state === "active" && Array.isArray(data.running) && !data.running.includes(t.id);
+}
 // The cell of a task's time column, flagged when the time has passed and nothing happened.
 function flaggedTimeCell(t, field) {
   if (field === "lease_expires_at" && leaseExpired(t)) {
@@ -101,7 +105,8 @@ function tasksView(r, data) {
         type: "checkbox", class: "select-task", "data-id": t.id, checked: selected.has(t.id),
         onclick: (event) => selectOne(t.id, event.target.checked),
       })) : null,
-      el("td", { class: "id", title: t.id }, el("a", { class: "task-link", href: taskHref(r.queue, t.id) }, el("code", {}, t.id))),
+      el("td", { class: "id", title: t.id }, el("a", { class: "task-link", href: taskHref(r.queue, t.id) }, el("code", {}, t.id)),
+        prefetched(data, t) ? [" ", el("span", { class: "badge waiting", title: "claimed ahead by a worker (prefetched): waits for a free slot" }, "waiting")] : null),
       el("td", { class: "kind" }, t.kind),
       el("td", { class: "num retried" }, t.retried + "/" + t.max_retry),
       el("td", { class: "last-err", title: t.last_err }, t.last_err === null ? el("span", { class: "muted" }, "—") : el("div", { class: "clamp" }, t.last_err)),

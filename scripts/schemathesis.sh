@@ -51,14 +51,18 @@ cd "$dir"
 # The document the server serves is the one checked in (a test holds them equal); fuzz from
 # the served one. The checks: no 5xx; each status documented; each answer's content type and
 # body match the document (every refusal documented as {"error"}).
-"$st" run "$url/api/openapi.json" \
-  --url "$url" \
-  --header "Authorization: Bearer $token" \
-  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
-  --max-examples "$max_examples" \
-  --phases examples,coverage,fuzzing \
-  --seed 1 \
-  --no-color \
-  --request-timeout 10 \
-  --max-failures 20 \
-  ${SCHEMATHESIS_ARGS:-}
+# schemathesis leaves the route that serves the document out of a whole run ("16 selected /
+# 16 total"): a second, small run covers it.
+for only in "" "--include-path /api/openapi.json"; do
+  "$st" run "$url/api/openapi.json" \
+    --url "$url" \
+    --header "Authorization: Bearer $token" \
+    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
+    --max-examples "$max_examples" \
+    --phases examples,coverage,fuzzing \
+    --seed 1 \
+    --no-color \
+    --request-timeout 10 \
+    --max-failures 20 \
+    ${SCHEMATHESIS_ARGS:-} $only
+done

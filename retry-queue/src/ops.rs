@@ -3,10 +3,45 @@
 //! buttons come from here, through the API), and what an inspector's failure says
 //! ([`Problem`]: one text for both, and a kind the API turns into a status).
 
-use retry_runtime::durable::{Error, Inspector, TaskState};
+use std::time::SystemTime;
 
-/// An action on one task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+use retry_runtime::durable::{Error, Inspector, Queue, QueueStats, TaskState, WorkerInfo};
+
+use crate::json::{self, QueueJson};
+
+/// The earliest due time of `queue`'s scheduled and retry tasks (`None` without any): due work
+/// waits for a worker even with nothing pending, as workers claim it straight from its state.
+/// One index seek per state (the first task of each, soonest due first).
+pub(crate) async fn next_due(queue: &Queue) -> Result<Option<SystemTime>, Error> {
+    let inspector = queue.inspector();
+    let mut due: Option<SystemTime> = None;
+    for state in [TaskState::Scheduled, TaskState::Retry] {
+        let first = inspector.list_after(state, None, 1).await?;
+        if let Some(at) = first.tasks.first().and_then(|t| t.next_process_at) {
+            due = Some(due.map_or(at, |d| d.min(at)));
+        }
+    }
+    Ok(due)
+}
+
+/// The figures of every queue in `stats`: each with its earliest due scheduled or retry task
+/// and how many of the live `workers` serve it (what the overview shows).
+pub(crate) async fn figures(
+    base: &Queue,
+    stats: &[QueueStats],
+    workers: &[WorkerInfo],
+) -> Result<Vec<QueueJson>, Error> {
+    let mut queues = Vec::with_capacity(stats.len());
+    for s in stats {
+        let due = next_due(&base.clone().try_named(s.queue.clone())?).await?;
+        queues.push(json::queue(s, due, workers));
+    }
+    Ok(queues)
+}
+
+/// An action on one task (in routes and JSON: `run`, `delete`, `archive`, `cancel`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub(crate) enum Action {
     Run,
     Delete,
@@ -206,13 +241,14 @@ impl Problem {
     }
 }
 
-/// `text` safe to print on a terminal: control characters (newlines, escapes) written as Rust
-/// escapes (`\n`, `\u{1b}`), so a hostile `last_err` cannot move the cursor or recolour the
-/// screen, and a table row stays one line.
+/// `text` safe to print on a terminal: control characters (newlines, escapes) and
+/// bidirectional controls (U+202E, U+2066, …) written as Rust escapes (`\n`, `\u{1b}`,
+/// `\u{202e}`), so a hostile `last_err` cannot move the cursor, recolour the screen or
+/// reorder what follows it, and a table row stays one line.
 pub(crate) fn clean(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() {
+        if c.is_control() || is_bidi(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -221,9 +257,21 @@ pub(crate) fn clean(text: &str) -> String {
     out
 }
 
+/// A bidirectional control: U+061C, U+200E/F, U+202A–U+202E, U+2066–U+2069.
+fn is_bidi(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clean_escapes_control_and_bidirectional_characters() {
+        assert_eq!(clean("a\u{202E}b"), "a\\u{202e}b");
+        assert_eq!(clean("\u{7}\0x\n"), "\\u{7}\\u{0}x\\n");
+        assert_eq!(clean("\u{2066}\u{61C}é"), "\\u{2066}\\u{61c}é");
+    }
 
     #[test]
     fn actions_follow_what_the_inspector_accepts() {

@@ -810,7 +810,10 @@ default-paused        0          0       0      0         0          0  yes     
             "processed_today": 3,
             "failed_today": 2,
             "oldest_pending_age_secs": age,
+            // The retry task's next attempt (the real clock's: 15 to 44 s from its failure).
+            "next_due_at": ours[0]["next_due_at"].as_str().expect("a due time"),
             "workers": 0,
+            "running": 0,
         })
     );
     assert_eq!(
@@ -823,7 +826,9 @@ default-paused        0          0       0      0         0          0  yes     
             "processed_today": 0,
             "failed_today": 0,
             "oldest_pending_age_secs": null,
+            "next_due_at": null,
             "workers": 0,
+            "running": 0,
         })
     );
     let stamp = stats["now"].as_str().unwrap();
@@ -1274,6 +1279,37 @@ fn dash_refuses_a_short_token_two_token_flags_and_an_unreadable_file() {
         .args(["--db", db, "dash", "--listen", "0.0.0.0:8080"])
         .env("RETRY_QUEUE_TOKEN", "   "));
     blank.fails_with("error: the dashboard's token is blank");
+    // An empty variable is a blank token, not "no token": before, the dashboard started
+    // without one and without a word.
+    let empty = run(bin()
+        .args(["--db", db, "dash"])
+        .env("RETRY_QUEUE_TOKEN", ""));
+    assert_eq!(
+        (empty.code, empty.stdout.as_str(), empty.stderr.as_str()),
+        (Some(1), "", "error: the dashboard's token is blank\n")
+    );
+    // Long enough, but 16 times the same character.
+    let weak = run(bin()
+        .args(["--db", db, "dash"])
+        .env("RETRY_QUEUE_TOKEN", "aaaaaaaaaaaaaaaa"));
+    assert_eq!(
+        (weak.code, weak.stderr.as_str()),
+        (
+            Some(1),
+            "error: the dashboard's token has only 1 different characters: it needs at least 8; \
+             `openssl rand -hex 16` makes one\n"
+        )
+    );
+    // An endless token file is refused after 4 KiB, not read for ever.
+    let endless = run(bin().args(["--db", db, "dash", "--token-file", "/dev/zero"]));
+    assert_eq!(
+        (endless.code, endless.stderr.as_str()),
+        (
+            Some(1),
+            "error: the token file /dev/zero holds more than 4096 bytes: it should hold the \
+             token alone\n"
+        )
+    );
     let both = run(bin().args([
         "--db",
         db,
@@ -1456,4 +1492,51 @@ not done: \"busy\": active: a worker holds its lease; wait for the attempt to en
         assert_eq!(refused.code, Some(2), "{args:?}: {refused:?}");
     }
     assert_eq!(state("r3").await, TaskState::Retry);
+}
+
+/// A queue name, an id, a kind and an error carrying U+202E (RIGHT-TO-LEFT OVERRIDE): every
+/// table shows it as `\u{202e}`, never raw (which reversed what followed it on the terminal).
+#[tokio::test]
+async fn bidirectional_controls_are_escaped_in_errors_stats_and_task_ls() {
+    let fx = Fixture::new(Backend::Sqlite, "bidi").await.unwrap();
+    let worker = Worker::new(fx.q.clone()).rng(DelayRng::fixed(0)).handle(
+        "ch\u{202E}arge",
+        |task| async move {
+            let why: String = task.payload()?;
+            Err(BoxError::from(why))
+        },
+    );
+    fx.q.enqueue(
+        Task::new("ch\u{202E}arge", &"card \u{202E}deripxe").task_id("evil\u{202E}gpj.exe"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(worker.run_due().await.unwrap(), 1);
+    fx.q.clone()
+        .named("ops\u{202E}x")
+        .enqueue(Task::new("report", &1))
+        .await
+        .unwrap();
+    for args in [
+        &["stats"][..],
+        &["task", "ls", "--state", "retry"],
+        &["errors", "--state", "retry"],
+        &["task", "show", "evil\u{202E}gpj.exe"],
+    ] {
+        let out = fx.run(args);
+        let text = out.ok();
+        assert!(
+            !text.contains('\u{202E}'),
+            "{args:?}: a raw U+202E in\n{text}"
+        );
+        assert!(text.contains("\\u{202e}"), "{args:?}: no escape in\n{text}");
+    }
+    let ls = fx.run(&["task", "ls", "--state", "retry"]);
+    assert!(
+        ls.ok().contains("evil\\u{202e}gpj.exe  ch\\u{202e}arge"),
+        "{}",
+        ls.stdout
+    );
+    let stats = fx.run(&["stats"]);
+    assert!(stats.ok().contains("ops\\u{202e}x"), "{}", stats.stdout);
 }

@@ -1805,3 +1805,148 @@ async fn at_scale(c: &Client, base: &str, total: usize) -> Step {
     wait_rows(c, "no active task", |r| r.is_empty()).await?;
     Ok(())
 }
+
+/// A queue named `..` with one pending task, and a queue `late` whose only work is two retry
+/// tasks overdue by an hour (their `last_err` holds a BEL and a NUL), with no worker.
+async fn seed_dots_and_late(url: &str) {
+    let q = Queue::connect(url).await.expect("SQLite opens a new file");
+    q.clone()
+        .named("..")
+        .enqueue(Task::new("report", &1).task_id("d1"))
+        .await
+        .unwrap();
+    // An hour ago, by a clock of its own: the retries fell due long before now.
+    let clock = ManualClock::new(SystemTime::now() - Duration::from_secs(3600));
+    let late = q.clone().named("late").with_clock(clock);
+    let worker = Worker::new(late.clone())
+        .concurrency(2)
+        .retry_delay(|_n, _err, _task| Duration::from_secs(60))
+        .handle("charge", |_task| async move {
+            Err(BoxError::from("bell\u{7}nul\u{0}end"))
+        });
+    for n in 1..=2 {
+        late.enqueue(Task::new("charge", &n).task_id(format!("late-{n}")))
+            .await
+            .unwrap();
+    }
+    assert_eq!(worker.run_due().await.unwrap(), 2);
+    assert_eq!(late.inspector().count(TaskState::Retry).await.unwrap(), 2);
+    assert_eq!(late.inspector().count(TaskState::Pending).await.unwrap(), 0);
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dots_queue_overdue_retries_prefetched_tasks_and_control_characters_in_a_real_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    seed_dots_and_late(&url).await;
+    let Some((client, base, _processes)) = browser(&url).await else {
+        return;
+    };
+    // `busy`: a worker of one slot that prefetches two, on three slow tasks.
+    let busy = Queue::connect(&url).await.unwrap().named("busy");
+    for n in 1..=3 {
+        busy.enqueue(Task::new("slow", &n).task_id(format!("busy-{n}")))
+            .await
+            .unwrap();
+    }
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let held = release.clone();
+    let worker = Worker::new(busy.clone())
+        .concurrency(1)
+        .prefetch(2)
+        .poll_interval(Duration::from_millis(10))
+        .heartbeat_interval(Duration::from_millis(100))
+        .handle("slow", move |_task| {
+            let held = held.clone();
+            async move {
+                held.notified().await;
+                Ok::<(), BoxError>(())
+            }
+        });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async {
+        stopped.await.ok();
+    }));
+    let outcome = tokio::time::timeout(Duration::from_secs(120), async {
+        dots_and_late(&client, &base).await?;
+        prefetched_wait(&client, &base).await
+    })
+    .await;
+    let _ = client.close().await;
+    stop.send(()).ok();
+    release.notify_waiters();
+    running.await.unwrap().unwrap();
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{e}"),
+        Err(_) => panic!("the browser steps took more than 2 minutes"),
+    }
+    let q = Queue::connect(&url).await.unwrap();
+    assert!(q.named("..").inspector().is_paused().await.unwrap());
+}
+
+/// The Active tab of `busy`: three active tasks, one running, two prefetched and waiting.
+async fn prefetched_wait(c: &Client, base: &str) -> Step {
+    c.goto(&format!("{base}/#/q/busy/active"))
+        .await
+        .map_err(cmd("opening busy"))?;
+    wait_texts(
+        c,
+        "a.tab[data-state='active'] .waiting",
+        "the Active tab's split",
+        |t| t == [" (1 running, 2 waiting)"],
+    )
+    .await?;
+    wait_rows(c, "the three active tasks", |r| r.len() == 3).await?;
+    wait_texts(
+        c,
+        "#tasks td.id .badge.waiting",
+        "two rows marked waiting",
+        |t| t == ["waiting", "waiting"],
+    )
+    .await
+    .map(drop)
+}
+
+async fn dots_and_late(c: &Client, base: &str) -> Step {
+    // The queue named `..`: opened from the overview's link, its task listed, paused.
+    c.goto(&format!("{base}/"))
+        .await
+        .map_err(cmd("opening the page"))?;
+    click(c, "tr.queue-row[data-queue='..'] a.queue-link").await?;
+    click(c, "a.tab[data-state='pending']").await?;
+    wait_rows(c, "the task of the queue `..`", |r| r == ["d1"]).await?;
+    wait_texts(c, "#queue-name", "the queue's name", |t| t == [".."]).await?;
+    click(c, "#main .title button.pause-toggle[data-action='pause']").await?;
+    find(c, "#paused-badge").await?;
+    // The header's clock is UTC, as every other time of the page.
+    wait_texts(c, "#refreshed", "the header's clock", |t| {
+        t.len() == 1 && t[0].starts_with("updated ") && t[0].ends_with(" UTC") && t[0].len() == 20
+    })
+    .await?;
+
+    // `late`: nothing pending, two retries overdue, no worker: the banner says so.
+    c.goto(&format!("{base}/#/q/late/retry"))
+        .await
+        .map_err(cmd("opening late"))?;
+    banner_shown(c, true, "the banner over overdue retries").await?;
+    wait_texts(c, "#no-worker", "the banner's words", |t| {
+        t.len() == 1 && t[0].contains("0 tasks are pending or active") && t[0].contains("due since")
+    })
+    .await?;
+    // BEL and NUL in the last error: shown as marked escapes, not as empty boxes.
+    wait_texts(
+        c,
+        "#tasks td.last-err",
+        "the control characters, escaped",
+        |t| t.len() == 2 && t.iter().all(|e| e == "bell\\u{7}nul\\u{0}end"),
+    )
+    .await?;
+    find(c, "#tasks td.last-err span.bidi").await?;
+    c.goto(&format!("{base}/"))
+        .await
+        .map_err(cmd("opening the overview"))?;
+    find(c, "tr.queue-row[data-queue='late'] .badge.no-worker").await?;
+    Ok(())
+}

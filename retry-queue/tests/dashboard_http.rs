@@ -35,7 +35,7 @@ retry_tests::both_backends!(
     a_hostile_last_err_is_never_served_as_html,
     a_host_with_a_port_of_letters_is_refused,
     an_origin_of_the_other_scheme_is_refused,
-    wrong_tokens_are_slowed_down_and_the_right_one_never_is,
+    a_guessing_address_is_locked_out_even_with_the_right_token,
     dot_ids_and_ids_with_reserved_characters_are_acted_on,
 );
 
@@ -233,7 +233,7 @@ impl Dash {
                     "queue": stats["queue"],
                     "counts": {"pending": 0, "scheduled": 0, "active": 0, "retry": 0, "archived": 0, "completed": 0},
                     "paused": false, "processed_today": 0, "failed_today": 0, "workers": 0,
-                    "oldest_pending_age_secs": null,
+                    "oldest_pending_age_secs": null, "next_due_at": null, "running": 0,
                 }),
             ),
         }
@@ -302,7 +302,10 @@ async fn overview_lists_every_queue_with_counts_and_daily_figures(backend: Backe
             "processed_today": 5,
             "failed_today": 4,
             "oldest_pending_age_secs": 57,
+            // r1 and r2 retry at T0 + 22 s (s1 is due later): the earliest due time.
+            "next_due_at": at(22),
             "workers": 0,
+            "running": 0,
         }),
         json!({
             "queue": d.other,
@@ -311,7 +314,9 @@ async fn overview_lists_every_queue_with_counts_and_daily_figures(backend: Backe
             "processed_today": 0,
             "failed_today": 0,
             "oldest_pending_age_secs": 56,
+            "next_due_at": null,
             "workers": 0,
+            "running": 0,
         }),
     ];
     expected.sort_by(|a, b| a["queue"].as_str().cmp(&b["queue"].as_str()));
@@ -699,12 +704,20 @@ async fn page_size_is_clamped_and_bad_pages_are_400(backend: Backend) {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["total"], json!(131));
     assert_eq!(body["tasks"].as_array().unwrap().len(), 100);
-    // However large.
-    let (status, huge) = d
-        .get("/api/queues/{q}/tasks?state=pending&size=99999999999999999999")
-        .await;
+    // Up to the 1 000 a request may ask for; more is refused (the size is a type: 1 to 1 000).
+    let (status, huge) = d.get("/api/queues/{q}/tasks?state=pending&size=1000").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(huge["tasks"].as_array().unwrap().len(), 100);
+    for size in ["1001", "99999999999999999999"] {
+        let msg = assert_error(
+            d.get(&format!(
+                "/api/queues/{{q}}/tasks?state=pending&size={size}"
+            ))
+            .await,
+            StatusCode::BAD_REQUEST,
+        );
+        assert!(msg.contains("from 1 to 1000"), "{msg}");
+    }
     let (_, page2) = d
         .get("/api/queues/{q}/tasks?state=pending&size=100&page=2")
         .await;
@@ -800,12 +813,17 @@ async fn bad_ids_states_and_routes_are_4xx_json(backend: Backend) {
         d.post(&format!("/api/queues/{{q}}/tasks/{huge}/run")).await,
         StatusCode::NOT_FOUND,
     );
-    // Unknown routes and actions: 404; a known route with the wrong method: 405.
-    for route in [
-        "/api/queues/{q}/tasks/r1/explode",
-        "/api/nothing",
-        "/api/queues/{q}",
-    ] {
+    // An unknown action: 400, naming the actions.
+    let msg = assert_error(
+        d.post("/api/queues/{q}/tasks/r1/explode").await,
+        StatusCode::BAD_REQUEST,
+    );
+    assert!(
+        msg.contains("`run`, `delete`, `archive`, `cancel`"),
+        "{msg}"
+    );
+    // Unknown routes: 404; a known route with the wrong method: 405.
+    for route in ["/api/nothing", "/api/queues/{q}"] {
         assert_error(d.post(route).await, StatusCode::NOT_FOUND);
     }
     assert_error(
@@ -840,10 +858,11 @@ async fn a_token_guards_every_api_request(backend: Backend) {
         ("POST", "/api/queues/{q}/delete-all?state=retry"),
         ("POST", "/api/queues/{q}/pause"),
         ("POST", "/api/queues/{q}/unpause"),
+        ("GET", "/api/openapi.json"),
         ("GET", "/api/no-such-route"),
     ];
-    // Wrong bearer tokens are counted: the 10th locks the check (429 from the 11th on);
-    // no token, or another scheme, guesses nothing and is not counted.
+    // Wrong bearer tokens are counted: the 10th locks this address out (429 to every request
+    // from it after that); no token, or another scheme, guesses nothing and is not counted.
     let mut wrong = 0;
     let guesses = routes.len() as u32;
     for (method, route) in routes {
@@ -859,8 +878,9 @@ async fn a_token_guards_every_api_request(backend: Backend) {
             }
             let response = req.send().await.unwrap();
             let guess = auth.is_some_and(|a| a.starts_with("Bearer "));
+            let locked = wrong >= 10;
             wrong += u32::from(guess);
-            if guess && wrong > 10 {
+            if locked {
                 let secs: u64 = response.headers()["retry-after"]
                     .to_str()
                     .unwrap()
@@ -885,16 +905,19 @@ async fn a_token_guards_every_api_request(backend: Backend) {
     );
     assert!(!d.q.inspector().is_paused().await.unwrap());
 
-    let ok = d
-        .http
+    // 127.0.0.1 is locked out now, the right token included: an operator on another address.
+    let operator = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let ok = operator
         .get(d.path("/api/queues"))
         .bearer_auth("s3cret-token-0123")
         .send()
         .await
         .unwrap();
     assert_eq!(answer(ok).await.0, StatusCode::OK);
-    let run = d
-        .http
+    let run = operator
         .post(d.path("/api/queues/{q}/tasks/r1/run"))
         .bearer_auth("s3cret-token-0123")
         .send()
@@ -1185,7 +1208,158 @@ mod presence {
     retry_tests::both_backends!(
         workers_and_schedulers_come_as_exact_json,
         presence_routes_answer_in_read_only_mode_and_unknown_ones_are_404,
+        a_claim_of_three_tasks_shows_three_busy_slots,
+        prefetched_tasks_are_active_but_not_running,
     );
+
+    /// A worker of one slot that prefetches two: three tasks active in the database, one
+    /// running. `running` says so (the Active tab showed 3 as if all ran: "Active 15 with 3
+    /// running").
+    async fn prefetched_tasks_are_active_but_not_running(backend: Backend) {
+        let Some(d) = Dash::start(backend, "prefetch", DashOptions::default()).await else {
+            return;
+        };
+        let q = d.q.clone().named(format!("{}-prefetch", d.q.name()));
+        for n in 1..=3 {
+            q.enqueue(Task::new("slow", &n).task_id(format!("p{n}")))
+                .await
+                .unwrap();
+        }
+        let release = std::sync::Arc::new(tokio::sync::Notify::new());
+        let held = release.clone();
+        let worker = Worker::new(q.clone())
+            .concurrency(1)
+            .prefetch(2)
+            .poll_interval(Duration::from_millis(10))
+            .heartbeat_interval(Duration::from_millis(20))
+            .handle("slow", move |_task| {
+                let held = held.clone();
+                async move {
+                    held.notified().await;
+                    Ok::<(), BoxError>(())
+                }
+            });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(worker.run_until(async {
+            stopped.await.ok();
+        }));
+        let mut row = Value::Null;
+        for _ in 0..2_000 {
+            let (_, body) = d.get("/api/queues").await;
+            row = body["queues"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["queue"] == json!(q.name()))
+                .cloned()
+                .unwrap_or(Value::Null);
+            if row["counts"]["active"] == json!(3) && row["running"] == json!(1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            (
+                &row["counts"]["active"],
+                &row["counts"]["pending"],
+                &row["running"]
+            ),
+            (&json!(3), &json!(0), &json!(1)),
+            "{row}"
+        );
+        // The Active tab's answer names the one that runs (the page marks the others waiting).
+        let path = format!("/api/queues/{}/tasks?state=active", q.name());
+        let (status, page) = d.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let runs = page["running"].as_array().expect("running ids").clone();
+        assert_eq!(runs.len(), 1, "{page}");
+        let ids: Vec<&Value> = page["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| &t["id"])
+            .collect();
+        assert_eq!(ids.len(), 3, "{page}");
+        assert!(ids.contains(&&runs[0]), "{page}");
+        // Another state's answer has no `running`.
+        let path = format!("/api/queues/{}/tasks?state=pending", q.name());
+        assert_eq!(d.get(&path).await.1.get("running"), None);
+        stop.send(()).unwrap();
+        release.notify_waiters();
+        running.await.unwrap().unwrap();
+    }
+
+    /// One claim takes three tasks under one lease token; each runs in its own slot, and the
+    /// worker's row lists the three (it listed one, keyed by the shared token: BUSY 1/3).
+    async fn a_claim_of_three_tasks_shows_three_busy_slots(backend: Backend) {
+        let Some(d) = Dash::start(backend, "three", DashOptions::default()).await else {
+            return;
+        };
+        let q = d.q.clone().named(format!("{}-three", d.q.name()));
+        for n in 1..=3 {
+            q.enqueue(Task::new("slow", &n).task_id(format!("t{n}")))
+                .await
+                .unwrap();
+        }
+        let release = std::sync::Arc::new(tokio::sync::Notify::new());
+        let started = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+        let (held, began) = (release.clone(), started.clone());
+        let worker = Worker::new(q.clone())
+            .concurrency(3)
+            .poll_interval(Duration::from_millis(10))
+            .heartbeat_interval(Duration::from_millis(20))
+            .handle("slow", move |_task| {
+                let (held, began) = (held.clone(), began.clone());
+                async move {
+                    began.add_permits(1);
+                    held.notified().await;
+                    Ok::<(), BoxError>(())
+                }
+            });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(worker.run_until(async {
+            stopped.await.ok();
+        }));
+        // The three attempts run at once.
+        let all = tokio::time::timeout(Duration::from_secs(30), started.acquire_many(3)).await;
+        all.expect("three attempts started").unwrap().forget();
+        let mut ids: Vec<Value> = Vec::new();
+        for _ in 0..2_000 {
+            let seen = workers_serving(&d, q.name()).await;
+            ids = seen
+                .iter()
+                .flat_map(|w| {
+                    w["active"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| t["id"].clone())
+                })
+                .collect();
+            if ids.len() == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        ids.sort_by_key(|id| id.to_string());
+        assert_eq!(ids, [json!("t1"), json!("t2"), json!("t3")]);
+        // The queue's figures: three active, the three running (none merely prefetched).
+        let (_, body) = d.get("/api/queues").await;
+        let row = body["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["queue"] == json!(q.name()))
+            .cloned()
+            .unwrap();
+        assert_eq!(
+            (&row["counts"]["active"], &row["running"]),
+            (&json!(3), &json!(3))
+        );
+        release.notify_waiters();
+        stop.send(()).unwrap();
+        running.await.unwrap().unwrap();
+    }
 
     /// The live workers of the answer that serve `queue`.
     async fn workers_serving(d: &Dash, queue: &str) -> Vec<Value> {
@@ -1423,7 +1597,7 @@ async fn an_origin_of_the_other_scheme_is_refused(backend: Backend) {
     }
 }
 
-async fn wrong_tokens_are_slowed_down_and_the_right_one_never_is(backend: Backend) {
+async fn a_guessing_address_is_locked_out_even_with_the_right_token(backend: Backend) {
     const TOKEN: &str = "the-right-token-0123456789";
     // Given with surrounding whitespace (as read from a file): trimmed.
     let options = DashOptions {
@@ -1433,18 +1607,23 @@ async fn wrong_tokens_are_slowed_down_and_the_right_one_never_is(backend: Backen
     let Some(d) = Dash::start(backend, "throttle", options).await else {
         return;
     };
-    let with = |token: &str, post: bool| {
+    // The guesser on 127.0.0.1 (d.http); an operator on 127.0.0.2, another address.
+    let operator = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let with = |http: &reqwest::Client, token: &str, post: bool| {
         let req = match post {
-            true => d.http.post(d.path("/api/queues/{q}/pause")),
-            false => d.http.get(d.path("/api/queues")),
+            true => http.post(d.path("/api/queues/{q}/pause")),
+            false => http.get(d.path("/api/queues")),
         };
         let req = req.bearer_auth(token);
         async move { req.send().await.unwrap() }
     };
-    assert_eq!(with(TOKEN, false).await.status(), StatusCode::OK);
-    // 10 wrong tokens are answered 401, the 10th locks the check (the first lock is 5 s).
+    assert_eq!(with(&d.http, TOKEN, false).await.status(), StatusCode::OK);
+    // 10 wrong tokens are answered 401; the 10th locks the address out (the first lock: 5 s).
     for i in 0..10 {
-        let response = with(&format!("guess-{i}-0123456789abc"), false).await;
+        let response = with(&d.http, &format!("guess-{i}-0123456789abc"), false).await;
         assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "guess {i}");
     }
     let locked = |response: reqwest::Response| async move {
@@ -1457,19 +1636,27 @@ async fn wrong_tokens_are_slowed_down_and_the_right_one_never_is(backend: Backen
         let msg = assert_error(answer(response).await, StatusCode::TOO_MANY_REQUESTS);
         assert!(msg.contains("too many wrong tokens"), "{msg}");
     };
-    locked(with("guess-10-0123456789abc", false).await).await;
-    locked(with("guess-11-0123456789abc", true).await).await;
-    // Even the right token with one character less is a wrong one.
-    locked(with(&TOKEN[1..], false).await).await;
-    // The right token is not slowed down, for reads and actions.
-    assert_eq!(answer(with(TOKEN, false).await).await.0, StatusCode::OK);
-    assert_eq!(answer(with(TOKEN, true).await).await.0, StatusCode::OK);
+    locked(with(&d.http, "guess-10-0123456789abc", false).await).await;
+    locked(with(&d.http, "guess-11-0123456789abc", true).await).await;
+    // While the lock holds, the right token from that address is refused too: a guesser
+    // learns nothing from its guesses (before, the right one got 200 after 2 000 wrong ones).
+    locked(with(&d.http, TOKEN, false).await).await;
+    locked(with(&d.http, TOKEN, true).await).await;
+    assert!(!d.q.inspector().is_paused().await.unwrap());
+    // No token at all from it: refused as well.
+    locked(d.http.get(d.path("/api/queues")).send().await.unwrap()).await;
+    // Another address is not locked out: the operators keep working while a guesser is.
+    assert_eq!(
+        answer(with(&operator, TOKEN, false).await).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        answer(with(&operator, TOKEN, true).await).await.0,
+        StatusCode::OK
+    );
     assert!(d.q.inspector().is_paused().await.unwrap());
-    // It does not unlock the check for the wrong ones.
-    locked(with("guess-12-0123456789abc", false).await).await;
-    // No token at all is not a guess: 401, and the page shows its login form.
-    let none = d.http.get(d.path("/api/queues")).send().await.unwrap();
-    assert_error(answer(none).await, StatusCode::UNAUTHORIZED);
+    let wrong = with(&operator, "guess-0123456789abcdef", false).await;
+    assert_error(answer(wrong).await, StatusCode::UNAUTHORIZED);
 }
 
 #[tokio::test]
@@ -1641,10 +1828,10 @@ async fn dot_ids_and_ids_with_reserved_characters_are_acted_on(backend: Backend)
         answer(post("/api/queues/{q}/task/run").await.unwrap()).await,
         StatusCode::BAD_REQUEST,
     );
-    assert!(msg.contains("?id="), "{msg}");
+    assert!(msg.contains("missing field `id`"), "{msg}");
     assert_error(
         answer(post("/api/queues/{q}/task/explode?id=r1").await.unwrap()).await,
-        StatusCode::NOT_FOUND,
+        StatusCode::BAD_REQUEST,
     );
 }
 
@@ -1940,16 +2127,16 @@ async fn a_bad_batch_is_400_json(backend: Backend) {
     for (body, says) in [
         (
             json!({"action": "explode", "ids": ["r1"]}),
-            "unknown action",
+            "unknown variant `explode`",
         ),
-        (json!({"ids": ["r1"]}), "needs an action"),
-        (json!({"action": "run"}), "needs ids"),
+        (json!({"ids": ["r1"]}), "missing field `action`"),
+        (json!({"action": "run"}), "missing field `ids`"),
         (json!({"action": "run", "ids": []}), "1 to 1000 ids, got 0"),
         (
             json!({"action": "run", "ids": many}),
             "1 to 1000 ids, got 1001",
         ),
-        (json!({"action": "run", "ids": [1, 2]}), "array of strings"),
+        (json!({"action": "run", "ids": [1, 2]}), "expected a string"),
     ] {
         let msg = assert_error(d.batch(body.clone()).await, StatusCode::BAD_REQUEST);
         assert!(msg.contains(says), "{body}: {msg}");

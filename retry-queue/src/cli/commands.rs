@@ -4,7 +4,6 @@ use std::io::Write;
 
 use retry_runtime::durable::{Error, Queue, TaskInfo, TaskState};
 use retry_runtime::time::rfc3339;
-use serde_json::Value;
 
 use super::failure::{Failure, failure};
 use super::open::{connect, named};
@@ -36,6 +35,7 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
             listen,
             read_only,
             token,
+            ..DashOptions::default()
         };
         // Refuse before touching the database.
         options.check().map_err(dash_failure)?;
@@ -78,13 +78,14 @@ pub(super) struct Output<'a, W: Write> {
 
 impl<W: Write> Output<'_, W> {
     /// Prints `value` (JSON mode) or runs `text` (table mode).
-    pub(super) fn print(
+    pub(super) fn print<T: serde::Serialize>(
         self,
-        value: impl FnOnce() -> Value,
+        value: impl FnOnce() -> T,
         text: impl FnOnce(&mut W) -> std::io::Result<()>,
     ) -> Result<(), Failure> {
         if self.json {
-            writeln!(self.out, "{}", value())?;
+            let text = serde_json::to_string(&value()).map_err(std::io::Error::other)?;
+            writeln!(self.out, "{text}")?;
         } else {
             text(self.out)?;
         }
@@ -103,8 +104,11 @@ async fn stats<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Fail
         .await
         .map_err(|e| failure(e, base, None))?;
     let now = base.now();
+    let figures = crate::ops::figures(base, &stats, &workers)
+        .await
+        .map_err(|e| failure(e, base, None))?;
     output.print(
-        || json::overview(now, &stats, &workers),
+        || json::overview(now, figures),
         |out| {
             let mut table = Table::new(&[
                 ("QUEUE", Align::Left),

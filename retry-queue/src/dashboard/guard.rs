@@ -1,41 +1,65 @@
-//! What every request goes through before a handler: the bearer token (wrong ones slowed
-//! down, see [`throttle`](super::throttle)), read-only mode, the same-origin check on POSTs,
-//! the Host check of a token-less loopback dashboard, and the security headers of every answer.
+//! What every request goes through before a handler: the bearer token (a client address guessing it is locked out, see
+//! [`throttle`](super::throttle)), read-only mode, the same-origin check on POSTs, the Host
+//! check of a token-less loopback dashboard, and the security headers of every answer.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
-use super::api::ApiError;
-use super::throttle::{Throttle, Verdict, retry_after_secs};
+use super::error::ApiError;
+use super::throttle::{Client, Throttle, Verdict, retry_after_secs};
+
+/// The SHA-256 of a token: what the guard compares, in constant time, so that neither where a
+/// guess first differs nor the secret's length shows in the time taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TokenDigest([u8; 32]);
+
+impl TokenDigest {
+    pub(crate) fn of(token: &str) -> TokenDigest {
+        TokenDigest(Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// Whether `given` is the token, in constant time (`subtle`).
+    fn matches(&self, given: &str) -> bool {
+        TokenDigest::of(given).0.ct_eq(&self.0).into()
+    }
+}
 
 /// How the dashboard's router guards its routes (built from the options by
 /// [`router_with`](super::router_with)).
 #[derive(Debug, Default)]
 pub(crate) struct Guard {
-    /// `Some(T)`: every `/api/…` request needs `Authorization: Bearer T`.
-    pub(crate) token: Option<String>,
+    /// `Some(digest of T)`: every `/api/…` request needs `Authorization: Bearer T`.
+    pub(crate) token: Option<TokenDigest>,
     /// Every POST is refused with 403.
     pub(crate) read_only: bool,
     /// Only `Host: localhost`, `127.x.y.z` or `[::1]` (any port) is answered: a token-less
     /// dashboard on a loopback address, which a page of another site could otherwise reach
     /// through DNS rebinding (its own host name pointed at 127.0.0.1).
     pub(crate) loopback_hosts_only: bool,
-    /// The wrong tokens seen lately.
+    /// The wrong tokens seen lately, by client address.
     pub(crate) throttle: Throttle,
 }
 
-/// The middleware: checks in the order Host, token (401, or 429 after many wrong ones),
-/// read-only (403), origin (403); then adds the security headers.
+/// The middleware: checks in the order Host, lock-out (429), token (401), read-only (403),
+/// origin (403); then adds the security headers (to every answer, the refusals of
+/// [`limits`](super::limits) and of the handlers included).
 pub(crate) async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
     let is_api = req.uri().path().starts_with("/api/") || req.uri().path() == "/api";
     let scheme = expected_scheme(&req);
-    if let Err(refusal) = guard.admit(req.method(), req.headers(), is_api, scheme) {
+    let client = Client::of(
+        req.extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|info| info.0.ip()),
+    );
+    if let Err(refusal) = guard.admit(req.method(), req.headers(), is_api, scheme, client) {
         return with_headers(refusal.into_response(), true);
     }
     with_headers(next.run(req).await, is_api)
@@ -66,6 +90,7 @@ impl Guard {
         headers: &HeaderMap,
         is_api: bool,
         scheme: &str,
+        client: Client,
     ) -> Result<(), ApiError> {
         if self.loopback_hosts_only && !host_is_loopback(headers) {
             return Err(ApiError::new(
@@ -78,11 +103,16 @@ impl Guard {
             // The page and its script and style hold no data: the browser loads them without
             // a header, and the script asks for the token. Everything under /api needs it.
             if is_api {
+                let now = Instant::now();
+                // A locked-out address gets no answer about any token, the right one included.
+                if let Some(left) = self.throttle.locked(client, now) {
+                    return Err(ApiError::too_many(retry_after_secs(left)));
+                }
                 match bearer(headers) {
-                    Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => {}
-                    // A guess: counted, and slowed down once there were many.
+                    Some(given) if token.matches(given) => {}
+                    // A guess: counted, and locks the address out once there were many.
                     Some(_) => {
-                        return Err(match self.throttle.wrong_token(Instant::now()) {
+                        return Err(match self.throttle.wrong_token(client, now) {
                             Verdict::Refused => ApiError::unauthorized(),
                             Verdict::Locked(left) => ApiError::too_many(retry_after_secs(left)),
                         });
@@ -117,20 +147,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// `Authorization: Bearer T` with exactly this token.
 #[cfg(test)]
 fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
-    bearer(headers).is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
-}
-
-/// Whether `given` is `secret`, in a time that depends on the length of `given` only (not on
-/// where it first differs, nor on the secret's length).
-fn constant_time_eq(given: &[u8], secret: &[u8]) -> bool {
-    if secret.is_empty() {
-        return given.is_empty();
-    }
-    let mut diff = u8::from(given.len() != secret.len());
-    for (i, byte) in given.iter().enumerate() {
-        diff |= byte ^ secret[i % secret.len()];
-    }
-    diff == 0
+    bearer(headers).is_some_and(|given| TokenDigest::of(token).matches(given))
 }
 
 /// A POST must come from the dashboard's own origin: its `Origin` (or, without one,
@@ -367,7 +384,7 @@ mod tests {
         assert!(!bearer_matches(&repeated, "s3cret"));
         let spaced = headers(&[("authorization", "Bearer  s3cret ")]);
         assert!(bearer_matches(&spaced, "s3cret"));
-        assert!(!constant_time_eq(b"", b"s3cret"));
-        assert!(!constant_time_eq(b"x", b""));
+        assert!(!TokenDigest::of("s3cret").matches(""));
+        assert!(!TokenDigest::of("").matches("x"));
     }
 }

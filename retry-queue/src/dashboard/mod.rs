@@ -24,14 +24,17 @@
 //! # API
 //!
 //! The JSON API under `/api`, which the page itself uses; `retry-queue --json` prints the same
-//! JSON:
+//! JSON. Its OpenAPI document, generated from the handlers' and answers' types, is served at
+//! `GET /api/openapi.json` (and committed as `retry-queue/docs/openapi.json`). Every route
+//! with `{queue}` also takes the segment `~` with `?queue=NAME` (a queue named `.` or `..`):
 //!
 //! | route | answer |
 //! | --- | --- |
+//! | `GET /api/openapi.json` | the OpenAPI 3.1 document of this API |
 //! | `GET /api/queues` | `{"now", "queues": [queue…]}` |
 //! | `GET /api/workers` | `{"workers": [worker…]}`: the live workers, by id |
 //! | `GET /api/schedulers` | `{"entries": [entry…]}`: the entries of the live schedulers, by queue and spec |
-//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}, "stats": queue, "now"}` |
+//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (`size` 1 to 1 000, a page holding at most 100; or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}, "stats": queue, "now"}` |
 //! | `GET /api/queues/{queue}/tasks?state=retry&kind=K&search=TEXT&size=20` (and `&after=CURSOR`; no `page`) | the tasks of kind `K` whose id, payload or last error contains `TEXT` (case-insensitive; either filter alone too): the answer above and `{"kind", "search", "searched", "search_limit_reached", "search_window"}`; a search reads at most the next `search_window` (10 000) tasks of the state, says how many it read, and sets `search_limit_reached` when it stopped there (its `next` goes on after them); `total` counts the whole state |
 //! | `…/tasks?…&kinds=1` (either form) | the same, with `"kinds"`: the kinds present in the state, as `…/kinds` answers (the page's kind selector, in the same request) |
 //! | `GET /api/queues/{queue}/kinds?state=retry` | `{"queue", "state", "kinds": [kind…]}`, sorted, at most 200 |
@@ -40,14 +43,16 @@
 //! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…], "stats": queue, "now"}` |
 //! | `GET /api/queues/{queue}/errors?states=retry,archived` | `{"queue", "states": [{"state", "groups": [group…]}…], "stats": queue, "now"}` |
 //! | `GET /api/queues/{queue}/history?hours=24` (1 to 168) or `?days=30` (1 to 90) | `{"queue", "hours" or "days", "buckets": [{"start", "processed", "failed"}…]}`, oldest first, empty buckets included |
-//! | `POST /api/queues/{queue}/tasks/{id}/run\|delete\|archive\|cancel` | `{"queue", "id", "action"}` |
-//! | `POST /api/queues/{queue}/task/run\|delete\|archive\|cancel?id=ID` | the same, the id in the query (what the page uses: a browser resolves a path segment `.` or `..`, even written `%2E`, before sending) |
+//! | `POST /api/queues/{queue}/tasks/{id}/{action}` (`run\|delete\|archive\|cancel`) | `{"queue", "id", "action"}` |
+//! | `POST /api/queues/{queue}/task/{action}?id=ID` | the same, the id in the query (what the page uses: a browser resolves a path segment `.` or `..`, even written `%2E`, before sending) |
 //! | `POST /api/queues/{queue}/run-all?state=archived` | `{"queue", "state", "count"}` |
 //! | `POST /api/queues/{queue}/delete-all?state=archived` | `{"queue", "state", "count"}` |
 //! | `POST /api/queues/{queue}/pause\|unpause` | `{"queue", "paused"}` |
 //!
-//! Every error is `{"error": "…"}`: 400 for a bad state, page, size or queue name, 404 for an
-//! unknown task or route, 409 for an action on an active task, 503 when the database fails.
+//! Every error is `{"error": "…"}` (one type, one `IntoResponse`): 400 for a bad state, page,
+//! size, action, body or queue name, 404 for an unknown task or route, 409 for an action on an
+//! active task, 408/413/414/431 for a request too slow or too large, 429 for a locked-out
+//! address, 503 when the database fails.
 //!
 //! - A task: `TaskInfo`'s field names, `{"id", "queue", "kind", "state", "retried",
 //!   "max_retry", "payload", "enqueued_at", "next_process_at", "last_err", "last_failed_at",
@@ -58,9 +63,11 @@
 //!   first, `[{"retried", "at", "error"}…]` (the last 10).
 //! - A queue: `{"queue", "counts": {"pending": n, "scheduled": n, "active": n,
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
-//!   "oldest_pending_age_secs", "workers"}` (whole seconds, `null` without pending tasks;
-//!   `workers` the number of live workers serving the queue: the page shows "no worker is
-//!   running" over a queue with pending or active tasks and none).
+//!   "oldest_pending_age_secs", "next_due_at", "workers", "running"}` (whole seconds, `null`
+//!   without pending tasks; `next_due_at` the earliest due time of its scheduled and retry
+//!   tasks; `workers` the number of live workers serving the queue: the page shows "no worker
+//!   is running" over a queue with work due — pending or active tasks, or a past
+//!   `next_due_at` — and none; `running` how many of its tasks those workers run).
 //! - An error group: `{"last_err", "count", "oldest", "newest"}`.
 //! - A worker: `{"id", "host", "pid", "queues": [name…], "concurrency", "started_at",
 //!   "last_heartbeat_at", "active": [{"queue", "id", "kind", "started_at"}…]}`; a worker is live
@@ -81,16 +88,25 @@
 //!   `Authorization: Bearer <token>` (401 otherwise). The page, its script and its style hold
 //!   no data and load without it; the page asks for the token once and keeps it in the tab's
 //!   `sessionStorage`, sending it with each API call. The token is trimmed of surrounding
-//!   whitespace and must have at least [`MIN_TOKEN_LEN`] (16) characters ([`serve`] refuses a
-//!   shorter one at start-up). `retry-queue dash` reads it from `--token-file PATH`, else
+//!   whitespace and must have at least [`MIN_TOKEN_LEN`] (16) characters, at least
+//!   [`MIN_TOKEN_DISTINCT`] (8) of them different ([`serve`] refuses another at start-up); an
+//!   empty variable is a blank token (refused), a token file is read up to
+//!   [`MAX_TOKEN_FILE_BYTES`]. `retry-queue dash` reads it from `--token-file PATH`, else
 //!   `--token T`, else [`TOKEN_ENV`] (`RETRY_QUEUE_TOKEN`); both flags at once are refused
 //!   ([`token_from`]). Prefer the file or the variable: every user of the machine can read a
-//!   process's arguments (`ps`). Compared in constant time.
-//! - **Wrong tokens slowed down.** After 10 wrong bearer tokens (from any client), each
-//!   further one locks the check for 5 s, then 10 s, 20 s, … up to 5 min: a wrong token sent
-//!   while locked answers 429 with `Retry-After`. The right token is always accepted at once.
-//!   The failures are forgotten after 15 min without one; the state is a few numbers, whatever
-//!   the number of clients.
+//!   process's arguments (`ps`). Compared as SHA-256 digests in constant time (`subtle`).
+//! - **A guessing address locked out.** After 10 wrong bearer tokens from one client address
+//!   (an IPv6 /64 counts as one), each further one locks that address out for 5 s, then 10 s,
+//!   20 s, … up to 5 min: every API request from it answers 429 with `Retry-After`, the right
+//!   token included; other addresses are not touched. The failures are forgotten after 15 min
+//!   without one; at most 4 096 addresses are remembered. The address is the connection's
+//!   (`ConnectInfo<SocketAddr>`, which [`serve`] sets; a router mounted without it counts every
+//!   client as one).
+//! - **Slow and many clients.** [`serve`] cuts off a connection whose request headers take
+//!   longer than [`DashOptions::header_timeout`] (10 s), reads a body within [`BODY_TIMEOUT`]
+//!   and up to [`MAX_BODY_BYTES`], and serves at most [`DashOptions::max_connections`] (256)
+//!   connections at once; a request target over 8 KiB answers 414, too many or too large
+//!   headers 431, as JSON with the security headers.
 //! - **Loopback only without a token.** [`serve`] refuses a non-loopback `listen` address
 //!   without a token, before binding. A token-less dashboard also answers only requests whose
 //!   `Host` is `localhost`, `127.x.y.z` or `[::1]`, with a port of digits if any (a page of
@@ -105,24 +121,28 @@
 //!   machines, put it behind a reverse proxy that terminates TLS (nginx, Caddy, …) and sets
 //!   `X-Forwarded-Proto: https`; otherwise the token and every task cross the network in clear.
 //! - **Escaping.** The page writes every value as text (never as HTML), under a strict
-//!   content security policy (its own script and style only). Bidirectional control
-//!   characters (U+202A–U+202E, U+2066–U+2069, U+200E/F, U+061C) in stored text (ids, kinds,
-//!   errors, payloads, queue names) are shown as marked escapes (`\u{202E}`), so that an id
-//!   cannot pose as another. Any id can be acted on from the page (`.`, `..`, `/`, `%`, `?`,
+//!   content security policy (its own script and style only). Control characters (but tab and
+//!   newline) and bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E/F, U+061C) in
+//!   stored text (ids, kinds, errors, payloads, queue names) are shown as marked escapes
+//!   (`\u{7}`, `\u{202E}`), so that an id cannot pose as another. Any id can be acted on from the page (`.`, `..`, `/`, `%`, `?`,
 //!   `#`: the id travels in the query string); a malformed link (`#/q/%E0%A4%A`) shows the
 //!   overview and says so.
 //! - **Bad input** answers 400 or 404 with `{"error": "…"}`, never 500; a database failure 503.
 
 mod api;
+mod error;
 mod guard;
+mod limits;
+mod openapi;
+mod options;
 mod overview_api;
 mod page;
+mod params;
+mod server;
 mod task_api;
 mod throttle;
 mod token;
 
-use std::fmt;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::Router;
@@ -130,135 +150,14 @@ use axum::routing::{get, post};
 use retry_runtime::durable::Queue;
 
 pub use api::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
-pub use token::{MIN_TOKEN_LEN, TOKEN_ENV, token_env, token_from};
+pub use limits::{BODY_TIMEOUT, MAX_BODY_BYTES};
+pub use options::{DEFAULT_LISTEN, DashError, DashOptions};
+pub use server::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
+pub use token::{
+    MAX_TOKEN_FILE_BYTES, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, TOKEN_ENV, token_env, token_from,
+};
 
 use guard::Guard;
-
-use crate::ops::{Action, Bulk};
-
-/// The address [`serve`] listens on by default: `127.0.0.1:8080`.
-pub const DEFAULT_LISTEN: SocketAddr =
-    SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8080);
-
-/// How [`serve`] runs the dashboard (the flags of `retry-queue dash`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DashOptions {
-    /// Where to listen; [`DEFAULT_LISTEN`] by default. A non-loopback address needs a token.
-    pub listen: SocketAddr,
-    /// Refuse every action (403 to every POST) and show no buttons.
-    pub read_only: bool,
-    /// `Some(T)`: every API request needs `Authorization: Bearer T`. Required to listen on a
-    /// non-loopback address. Trimmed of surrounding whitespace; at least [`MIN_TOKEN_LEN`]
-    /// characters ([`check`](DashOptions::check)). [`token_from`] reads it from its sources.
-    pub token: Option<String>,
-}
-
-impl Default for DashOptions {
-    fn default() -> DashOptions {
-        DashOptions {
-            listen: DEFAULT_LISTEN,
-            read_only: false,
-            token: None,
-        }
-    }
-}
-
-impl DashOptions {
-    /// Checks the options as [`serve`] does before binding: a non-loopback `listen` needs a
-    /// token, and a token is not blank nor shorter than [`MIN_TOKEN_LEN`] characters once
-    /// trimmed.
-    pub fn check(&self) -> Result<(), DashError> {
-        if let Some(token) = &self.token {
-            token::check_token(token)?;
-        } else if !self.listen.ip().is_loopback() {
-            return Err(DashError::TokenRequired {
-                listen: self.listen,
-            });
-        }
-        Ok(())
-    }
-}
-
-/// Why [`serve`] did not start or stopped.
-#[derive(Debug)]
-pub enum DashError {
-    /// `listen` is not a loopback address and no token was given.
-    TokenRequired {
-        /// The address asked for.
-        listen: SocketAddr,
-    },
-    /// The token is empty or only spaces.
-    BlankToken,
-    /// The token, trimmed, is shorter than [`MIN_TOKEN_LEN`] characters.
-    ShortToken {
-        /// Its length in characters.
-        len: usize,
-    },
-    /// Both `--token` and `--token-file` were given.
-    TokenSources,
-    /// The token file could not be read.
-    TokenFile {
-        /// The file named.
-        path: std::path::PathBuf,
-        /// What the operating system said.
-        source: std::io::Error,
-    },
-    /// [`TOKEN_ENV`] is set to something that is not UTF-8.
-    TokenNotUnicode,
-    /// The address could not be bound (in use, not allowed).
-    Bind {
-        /// The address asked for.
-        listen: SocketAddr,
-        /// What the operating system said.
-        source: std::io::Error,
-    },
-    /// The server failed while running.
-    Serve(std::io::Error),
-}
-
-impl fmt::Display for DashError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DashError::TokenRequired { listen } => write!(
-                f,
-                "refusing to listen on {listen} without a token: anyone who reaches that \
-                 address could read and change the queue; give a token (--token-file PATH or \
-                 RETRY_QUEUE_TOKEN; every request then needs `Authorization: Bearer T`) or \
-                 listen on 127.0.0.1"
-            ),
-            DashError::BlankToken => f.write_str("the dashboard's token is blank"),
-            DashError::ShortToken { len } => write!(
-                f,
-                "the dashboard's token has {len} characters: it needs at least {MIN_TOKEN_LEN} \
-                 (surrounding whitespace does not count); `openssl rand -hex 16` makes one"
-            ),
-            DashError::TokenSources => f.write_str(
-                "give the token one way: --token-file PATH or --token T, not both \
-                 (RETRY_QUEUE_TOKEN is used when neither is given)",
-            ),
-            DashError::TokenFile { path, source } => {
-                write!(f, "cannot read the token file {}: {source}", path.display())
-            }
-            DashError::TokenNotUnicode => {
-                write!(f, "{TOKEN_ENV} is set but is not UTF-8 text")
-            }
-            DashError::Bind { listen, source } => {
-                write!(f, "cannot listen on {listen}: {source}")
-            }
-            DashError::Serve(e) => write!(f, "the dashboard's server failed: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for DashError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            DashError::Bind { source, .. } | DashError::TokenFile { source, .. } => Some(source),
-            DashError::Serve(e) => Some(e),
-            _ => None,
-        }
-    }
-}
 
 /// The dashboard as a router to mount in an application (`Router::nest("/ops/queue", …)`):
 /// no token, actions allowed, any `Host` (the application decides who reaches it). The page
@@ -277,7 +176,10 @@ pub fn router_with(queue: Queue, options: &DashOptions) -> Router {
     build(
         queue,
         Guard {
-            token: options.token.as_deref().map(|t| t.trim().to_owned()),
+            token: options
+                .token
+                .as_deref()
+                .map(|t| guard::TokenDigest::of(t.trim())),
             read_only: options.read_only,
             loopback_hosts_only: options.token.is_none() && options.listen.ip().is_loopback(),
             throttle: Default::default(),
@@ -287,24 +189,8 @@ pub fn router_with(queue: Queue, options: &DashOptions) -> Router {
 
 fn build(queue: Queue, guard: Guard) -> Router {
     let read_only = guard.read_only;
-    let queue = Arc::new(queue);
-    let action = |action: Action| {
-        let queue = queue.clone();
-        post(move |path| api::task_action(action, queue, path))
-    };
-    let action_by_query = |action: Action| {
-        let queue = queue.clone();
-        post(move |path, query| api::task_action_by_query(action, queue, path, query))
-    };
-    let bulk = |bulk: Bulk| {
-        let queue = queue.clone();
-        post(move |path, query| api::bulk(bulk, queue, path, query))
-    };
-    let pause = |paused: bool| {
-        let queue = queue.clone();
-        post(move |path| api::set_paused(paused, queue, path))
-    };
-    let mut api_routes = Router::new()
+    let api_routes = Router::new()
+        .route("/api/openapi.json", get(openapi::openapi_json))
         .route("/api/queues", get(overview_api::queues))
         .route("/api/workers", get(overview_api::workers))
         .route("/api/schedulers", get(overview_api::schedulers))
@@ -318,18 +204,19 @@ fn build(queue: Queue, guard: Guard) -> Router {
             "/api/queues/{queue}/tasks/batch",
             post(task_api::batch).get(task_api::task_named_batch),
         )
-        .with_state(queue.clone())
-        .route("/api/queues/{queue}/pause", pause(true))
-        .route("/api/queues/{queue}/unpause", pause(false));
-    for a in Action::ALL {
-        let route = format!("/api/queues/{{queue}}/tasks/{{id}}/{}", a.name());
-        api_routes = api_routes.route(&route, action(a));
-        let route = format!("/api/queues/{{queue}}/task/{}", a.name());
-        api_routes = api_routes.route(&route, action_by_query(a));
-    }
-    for b in Bulk::ALL {
-        api_routes = api_routes.route(&format!("/api/queues/{{queue}}/{}", b.name()), bulk(b));
-    }
+        .route(
+            "/api/queues/{queue}/tasks/{id}/{action}",
+            post(api::task_action),
+        )
+        .route(
+            "/api/queues/{queue}/task/{action}",
+            post(api::task_action_by_query),
+        )
+        .route("/api/queues/{queue}/run-all", post(api::run_all))
+        .route("/api/queues/{queue}/delete-all", post(api::delete_all))
+        .route("/api/queues/{queue}/pause", post(api::pause))
+        .route("/api/queues/{queue}/unpause", post(api::unpause))
+        .with_state(Arc::new(queue));
     Router::new()
         .route("/", get(move |req| page::index(read_only, req)))
         .route("/assets/dash.js", get(page::script))
@@ -341,6 +228,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
         .merge(api_routes)
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::wrong_method)
+        .layer(axum::middleware::from_fn(limits::check))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(guard),
             guard::check,
@@ -371,5 +259,11 @@ pub async fn serve_on(
 ) -> Result<(), DashError> {
     options.check()?;
     let app = router_with(queue, &options);
-    axum::serve(listener, app).await.map_err(DashError::Serve)
+    let limits = server::Limits {
+        header_timeout: options.header_timeout,
+        max_connections: options.max_connections,
+    };
+    server::run(listener, app, limits)
+        .await
+        .map_err(DashError::Serve)
 }

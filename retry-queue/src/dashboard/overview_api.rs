@@ -4,60 +4,65 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use retry_runtime::durable::{HistorySpan, Queue};
 
-use super::api::{Answer, ApiError, Params, number_of, queue_of};
-use crate::json;
+use super::api::Answer;
+use super::error::ApiError;
+use super::params::{ApiQuery, HistoryQuery, Target};
+use crate::json::{self, History, Overview, Schedulers, Workers};
 
-/// `GET /api/queues`: every queue of the database, each with its number of live workers (the
-/// page's "no worker is running" banner), and the queue clock's time.
-pub(crate) async fn queues(State(base): State<Arc<Queue>>) -> Answer {
+/// `GET /api/queues`: every queue of the database, each with its number of live workers and
+/// its earliest due scheduled or retry task (the page's "no worker is running" banner), and
+/// the queue clock's time.
+#[utoipa::path(get, path = "/api/queues", tag = "queues",
+    responses((status = 200, description = "Every queue", body = Overview)))]
+pub(crate) async fn queues(State(base): State<Arc<Queue>>) -> Answer<Overview> {
     let fail = |e| ApiError::from_queue(e, &base, None);
     let inspector = base.inspector();
     let stats = inspector.stats().await.map_err(fail)?;
     let workers = inspector.workers().await.map_err(fail)?;
-    Ok(Json(json::overview(base.now(), &stats, &workers)))
+    let queues = crate::ops::figures(&base, &stats, &workers)
+        .await
+        .map_err(fail)?;
+    Ok(Json(json::overview(base.now(), queues)))
 }
 
 /// `GET /api/workers`: the live workers of the database and the tasks each is running.
-pub(crate) async fn workers(State(base): State<Arc<Queue>>) -> Answer {
+#[utoipa::path(get, path = "/api/workers", tag = "presence",
+    responses((status = 200, description = "The live workers", body = Workers)))]
+pub(crate) async fn workers(State(base): State<Arc<Queue>>) -> Answer<Workers> {
     let workers = base.inspector().workers().await;
     let workers = workers.map_err(|e| ApiError::from_queue(e, &base, None))?;
     Ok(Json(json::workers(&workers)))
 }
 
 /// `GET /api/schedulers`: the entries of the database's live schedulers.
-pub(crate) async fn schedulers(State(base): State<Arc<Queue>>) -> Answer {
+#[utoipa::path(get, path = "/api/schedulers", tag = "presence",
+    responses((status = 200, description = "The live schedulers' entries", body = Schedulers)))]
+pub(crate) async fn schedulers(State(base): State<Arc<Queue>>) -> Answer<Schedulers> {
     let entries = base.inspector().schedulers().await;
     let entries = entries.map_err(|e| ApiError::from_queue(e, &base, None))?;
     Ok(Json(json::schedulers(&entries)))
 }
 
 /// `GET /api/queues/{queue}/history?hours=N` (1 to 168; 24 by default) or `?days=N` (1 to 90).
+#[utoipa::path(get, path = "/api/queues/{queue}/history", tag = "queues",
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
+        super::params::QueueParam, HistoryQuery),
+    responses((status = 200, description = "Attempts per hour or day, oldest first", body = History)))]
 pub(crate) async fn history(
-    State(base): State<Arc<Queue>>,
-    path: Result<Path<String>, PathRejection>,
-    params: Params,
-) -> Answer {
-    let Path(name) = path?;
-    let Query(params) = params?;
-    let queue = queue_of(&base, name)?;
-    let span = match (params.contains_key("hours"), params.contains_key("days")) {
-        (true, true) => {
+    Target(queue): Target,
+    ApiQuery(query): ApiQuery<HistoryQuery>,
+) -> Answer<History> {
+    let span = match (query.hours, query.days) {
+        (Some(_), Some(_)) => {
             return Err(ApiError::bad_request(
                 "give hours or days, not both: ?hours=24 or ?days=30",
             ));
         }
-        (_, true) => HistorySpan::Days(number_of(&params, "days", 1, 90, false)?),
-        _ => HistorySpan::Hours(number_of(
-            &params,
-            "hours",
-            24,
-            HistorySpan::MAX_HOURS,
-            false,
-        )?),
+        (None, Some(days)) => HistorySpan::Days(days.0),
+        (hours, None) => HistorySpan::Hours(hours.map_or(24, |h| h.0)),
     };
     let buckets = queue
         .inspector()

@@ -1,35 +1,30 @@
-//! The API of the task lists and of finding, opening and acting on chosen tasks (issue 23,
-//! items 4–6): a page of a state (filtered or not), the kinds of a state, one task with its
-//! payload and failure history, and an action on a batch of ids.
-
-use std::collections::HashMap;
-use std::sync::Arc;
+//! The API of the task lists and of finding, opening and acting on chosen tasks: a page of a
+//! state (filtered or not), the kinds of a state, one task with its payload and failure
+//! history, and an action on a batch of ids.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use retry_runtime::durable::{Error, Queue, TaskFilter, TaskState};
 use retry_runtime::time::rfc3339;
-use serde_json::Value;
 
-use super::api::{
-    Answer, ApiError, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Params, number_of, queue_of, state_of,
-    with_stats,
+use super::api::{Answer, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, stats_of};
+use super::error::ApiError;
+use super::params::{
+    ApiJson, ApiPath, ApiQuery, BatchBody, Flag, IdPath, IdQuery, StateQuery, Target, TasksQuery,
 };
-use crate::json;
-use crate::ops::{self, Action, MAX_BATCH};
+use crate::json::{self, BatchDone, Kinds, TaskAnswer, TasksPage};
+use crate::ops::{self, MAX_BATCH};
 
 /// `GET /api/queues/{queue}/kinds?state=S`: the kinds present in the state, sorted.
+#[utoipa::path(get, path = "/api/queues/{queue}/kinds", tag = "tasks",
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
+        super::params::QueueParam, StateQuery),
+    responses((status = 200, description = "The kinds, at most 200", body = Kinds)))]
 pub(crate) async fn kinds(
-    State(base): State<Arc<Queue>>,
-    path: Result<Path<String>, PathRejection>,
-    params: Params,
-) -> Answer {
-    let Path(name) = path?;
-    let Query(params) = params?;
-    let queue = queue_of(&base, name)?;
-    let state = state_of(&params, None)?;
+    Target(queue): Target,
+    ApiQuery(query): ApiQuery<StateQuery>,
+) -> Answer<Kinds> {
+    let state = TaskState::from(query.state);
     let kinds = queue
         .inspector()
         .kinds(state)
@@ -40,95 +35,62 @@ pub(crate) async fn kinds(
 
 /// `GET /api/queues/{queue}/tasks/{id}`: the task, payload and failure history included; 404
 /// when the queue has no such task.
+#[utoipa::path(get, path = "/api/queues/{queue}/tasks/{id}", tag = "tasks",
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
+        ("id" = String, Path, description = "The task's id", example = "r1"), super::params::QueueParam),
+    responses((status = 200, description = "The task", body = TaskAnswer)))]
 pub(crate) async fn task(
-    State(base): State<Arc<Queue>>,
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Answer {
-    let Path((name, id)) = path?;
-    one(&base, name, &id).await
+    Target(queue): Target,
+    ApiPath(IdPath { id }): ApiPath<IdPath>,
+) -> Answer<TaskAnswer> {
+    one(&queue, &id).await
 }
 
 /// `GET /api/queues/{queue}/task?id=ID`: [`task`] with the id in the query, where a browser
 /// leaves it as it is (it resolves a path segment `.` or `..`, even written `%2E`).
+#[utoipa::path(get, path = "/api/queues/{queue}/task", tag = "tasks",
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
+        IdQuery),
+    responses((status = 200, description = "The task", body = TaskAnswer)))]
 pub(crate) async fn task_by_query(
-    State(base): State<Arc<Queue>>,
-    path: Result<Path<String>, PathRejection>,
-    params: Params,
-) -> Answer {
-    let Path(name) = path?;
-    let Query(params) = params?;
-    let Some(id) = params.get("id") else {
-        return Err(ApiError::bad_request(
-            "the query needs the task's id: ?id=ID (percent-encoded)",
-        ));
-    };
-    one(&base, name, id).await
+    Target(queue): Target,
+    ApiQuery(query): ApiQuery<IdQuery>,
+) -> Answer<TaskAnswer> {
+    one(&queue, &query.id).await
 }
 
 /// `GET /api/queues/{queue}/tasks/batch`: the task whose id is `batch` (the route of the same
 /// name takes the POST of a batch).
-pub(crate) async fn task_named_batch(
-    State(base): State<Arc<Queue>>,
-    path: Result<Path<String>, PathRejection>,
-) -> Answer {
-    let Path(name) = path?;
-    one(&base, name, "batch").await
+pub(crate) async fn task_named_batch(Target(queue): Target) -> Answer<TaskAnswer> {
+    one(&queue, "batch").await
 }
 
-async fn one(base: &Queue, name: String, id: &str) -> Answer {
-    let queue = queue_of(base, name)?;
+async fn one(queue: &Queue, id: &str) -> Answer<TaskAnswer> {
     let info = queue
         .inspector()
         .get(id)
         .await
-        .map_err(|e| ApiError::from_queue(e, &queue, Some(id)))?
-        .ok_or_else(|| ApiError::from_queue(Error::TaskNotFound, &queue, Some(id)))?;
+        .map_err(|e| ApiError::from_queue(e, queue, Some(id)))?
+        .ok_or_else(|| ApiError::from_queue(Error::TaskNotFound, queue, Some(id)))?;
     let mut answer = json::task_with_actions(&info);
     // The queue clock's time, for the page's relative times and flags: one request a refresh.
-    if let Value::Object(map) = &mut answer {
-        map.insert("now".to_owned(), Value::String(rfc3339(queue.now())));
-    }
+    answer.now = Some(rfc3339(queue.now()));
     Ok(Json(answer))
 }
 
 /// `POST /api/queues/{queue}/tasks/batch` with `{"action": "run|delete|archive|cancel",
-/// "ids": [id…]}` (1 to [`MAX_BATCH`] ids): `{"queue", "action", "done", "failed": [{"id",
-/// "error"}…]}`. A task that refuses the action is listed in `failed` and the batch goes on;
-/// a database failure stops it (503, saying how many were done).
+/// "ids": [id…]}` (1 to [`MAX_BATCH`] ids). A task that refuses the action is listed in
+/// `failed` and the batch goes on; a database failure stops it (503, saying how many were
+/// done).
+#[utoipa::path(post, path = "/api/queues/{queue}/tasks/batch", tag = "tasks",
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
+        super::params::QueueParam),
+    request_body = BatchBody,
+    responses((status = 200, description = "What was done", body = BatchDone)))]
 pub(crate) async fn batch(
-    State(base): State<Arc<Queue>>,
-    path: Result<Path<String>, PathRejection>,
-    body: Result<Json<Value>, JsonRejection>,
-) -> Answer {
-    let Path(name) = path?;
-    let queue = queue_of(&base, name)?;
-    let Json(body) = body.map_err(|e| {
-        ApiError::bad_request(format!(
-            "the body must be JSON {{\"action\": …, \"ids\": […]}}: {}",
-            e.body_text()
-        ))
-    })?;
-    let action = match body.get("action").and_then(Value::as_str) {
-        Some(name) => Action::parse(name).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "unknown action {:?}: use run, delete, archive or cancel",
-                ops::clean(name)
-            ))
-        })?,
-        None => {
-            return Err(ApiError::bad_request(
-                "the body needs an action: \"run\", \"delete\", \"archive\" or \"cancel\"",
-            ));
-        }
-    };
-    let ids: Vec<String> = match body.get("ids").and_then(Value::as_array) {
-        Some(ids) => ids
-            .iter()
-            .map(|id| id.as_str().map(str::to_owned))
-            .collect::<Option<_>>()
-            .ok_or_else(|| ApiError::bad_request("ids must be an array of strings"))?,
-        None => return Err(ApiError::bad_request("the body needs ids: [id…]")),
-    };
+    Target(queue): Target,
+    ApiJson(BatchBody { action, ids }): ApiJson<BatchBody>,
+) -> Answer<BatchDone> {
     if ids.is_empty() || ids.len() > MAX_BATCH {
         return Err(ApiError::bad_request(format!(
             "a batch takes 1 to {MAX_BATCH} ids, got {}",
@@ -155,34 +117,29 @@ pub(crate) async fn batch(
 /// `next` of the page before: an index seek however deep); with `kind=K` and/or `search=TEXT`,
 /// the tasks found ([`Inspector::find`](retry_runtime::durable::Inspector::find)), paged by
 /// cursor only.
+#[utoipa::path(get, path = "/api/queues/{queue}/tasks", tag = "tasks",
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
+        super::params::QueueParam, TasksQuery),
+    responses((status = 200, description = "A page of the state", body = TasksPage)))]
 pub(crate) async fn tasks(
-    State(base): State<Arc<Queue>>,
-    path: Result<Path<String>, PathRejection>,
-    params: Params,
-) -> Answer {
-    let Path(name) = path?;
-    let Query(params) = params?;
-    let queue = queue_of(&base, name)?;
-    let state = state_of(&params, None)?;
-    let page = number_of(&params, "page", 1, u32::MAX, false)?;
-    let size = number_of(&params, "size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, true)?;
+    Target(queue): Target,
+    ApiQuery(query): ApiQuery<TasksQuery>,
+) -> Answer<TasksPage> {
+    let state = TaskState::from(query.state);
+    let size = query
+        .size
+        .map_or(DEFAULT_PAGE_SIZE, |size| size.0.min(MAX_PAGE_SIZE));
     let fail = |e| ApiError::from_queue(e, &queue, None);
     let inspector = queue.inspector();
-    if params.contains_key("after") && params.contains_key("page") {
+    if query.after.is_some() && query.page.is_some() {
         return Err(ApiError::bad_request(
             "give page or after, not both: after (the next of a page) already says where",
         ));
     }
-    let kind = params
-        .get("kind")
-        .map(String::as_str)
-        .filter(|k| !k.is_empty());
-    let search = params
-        .get("search")
-        .map(String::as_str)
-        .filter(|s| !s.is_empty());
-    if kind.is_some() || search.is_some() {
-        if params.contains_key("page") {
+    let kind = query.kind.as_deref().filter(|k| !k.is_empty());
+    let search = query.search.as_deref().filter(|s| !s.is_empty());
+    let mut answer = if kind.is_some() || search.is_some() {
+        if query.page.is_some() {
             return Err(ApiError::bad_request(
                 "a filtered list (kind, search) pages by cursor: give after (the next of the \
                  page before), not page",
@@ -191,43 +148,46 @@ pub(crate) async fn tasks(
         let mut filter = TaskFilter::default();
         filter.kind = kind.map(str::to_owned);
         filter.search = search.map(str::to_owned);
-        let after = params.get("after").map(String::as_str);
         let found = inspector
-            .find(state, &filter, after, size)
+            .find(state, &filter, query.after.as_deref(), size)
             .await
             .map_err(fail)?;
         let total = inspector.count(state).await.map_err(fail)?;
-        let found = json::found(&found, total, state, kind, search);
-        return with_stats(with_kinds(found, &params, &queue, state).await?, &queue).await;
+        json::found(&found, total, state, kind, search)
+    } else {
+        let tasks = match &query.after {
+            Some(after) => inspector.list_after(state, Some(after), size).await,
+            None => {
+                let page = query.page.map_or(1, |page| page.0);
+                inspector.page_number(state, page, size).await
+            }
+        }
+        .map_err(fail)?;
+        let total = inspector.count(state).await.map_err(fail)?;
+        json::page(&tasks.tasks, tasks.next.as_deref(), total, state)
+    };
+    // The kinds present in the state: the page's kind selector, in the same request.
+    if query.kinds == Some(Flag::Yes) {
+        answer.kinds = Some(inspector.kinds(state).await.map_err(fail)?);
     }
-    let tasks = match params.get("after") {
-        Some(after) => inspector.list_after(state, Some(after), size).await,
-        None => inspector.page_number(state, page, size).await,
+    // Which active tasks run, by the live workers' heartbeats (the others are prefetched).
+    if state == TaskState::Active {
+        let live = inspector.workers().await.map_err(fail)?;
+        let runs = |id: &str| {
+            live.iter()
+                .flat_map(|w| &w.active)
+                .any(|t| t.queue == queue.name() && t.id == id)
+        };
+        answer.running = Some(
+            answer
+                .ids()
+                .filter(|id| runs(id))
+                .map(str::to_owned)
+                .collect(),
+        );
     }
-    .map_err(fail)?;
-    let total = inspector.count(state).await.map_err(fail)?;
-    let page = json::page(&tasks.tasks, tasks.next.as_deref(), total, state);
-    with_stats(with_kinds(page, &params, &queue, state).await?, &queue).await
-}
-
-/// `answer` with the kinds present in `state` under `"kinds"` when the query asks for them
-/// (`&kinds=1`: the page's kind selector, in the same request as the tasks).
-async fn with_kinds(
-    mut answer: Value,
-    params: &HashMap<String, String>,
-    queue: &Queue,
-    state: TaskState,
-) -> Result<Value, ApiError> {
-    if params.get("kinds").map(String::as_str) != Some("1") {
-        return Ok(answer);
-    }
-    let kinds = queue
-        .inspector()
-        .kinds(state)
-        .await
-        .map_err(|e| ApiError::from_queue(e, queue, None))?;
-    if let Value::Object(map) = &mut answer {
-        map.insert("kinds".to_owned(), serde_json::json!(kinds));
-    }
-    Ok(answer)
+    let (stats, now) = stats_of(&queue).await?;
+    answer.stats = Some(stats);
+    answer.now = Some(now);
+    Ok(Json(answer))
 }

@@ -1,8 +1,12 @@
 //! Where the dashboard's token comes from: `--token-file PATH`, the environment variable
 //! [`TOKEN_ENV`], or `--token T` (which every user of the machine can read in `ps`, so the
 //! other two are the ones to use). The token is trimmed of surrounding whitespace (a file
-//! usually ends with a newline) and must have at least [`MIN_TOKEN_LEN`] characters.
+//! usually ends with a newline) and must have at least [`MIN_TOKEN_LEN`] characters, of which
+//! at least [`MIN_TOKEN_DISTINCT`] different ones (`aaaaaaaaaaaaaaaa` is no secret). A token
+//! file is read up to [`MAX_TOKEN_FILE_BYTES`] (`--token-file /dev/zero` is refused, not read
+//! for ever); an empty [`TOKEN_ENV`] is a blank token, refused, not "no token".
 
+use std::io::Read;
 use std::path::Path;
 
 use super::DashError;
@@ -13,15 +17,23 @@ pub const TOKEN_ENV: &str = "RETRY_QUEUE_TOKEN";
 /// The shortest token accepted, in characters (after trimming): 16.
 pub const MIN_TOKEN_LEN: usize = 16;
 
+/// The fewest different characters a token must have: 8.
+pub const MIN_TOKEN_DISTINCT: usize = 8;
+
+/// The most bytes read from a token file: 4 KiB (a larger file is refused).
+pub const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+
 /// The token given on the command line, from its possible sources.
 ///
 /// Precedence: a flag (`--token-file PATH` or `--token T`) wins over the environment variable
-/// [`TOKEN_ENV`] (`env`: its value, `None` when unset; an empty value counts as unset); both
-/// flags at once are refused ([`DashError::TokenSources`]), as they are a mistake. The token
-/// read is trimmed of surrounding whitespace; its length is checked by
+/// [`TOKEN_ENV`] (`env`: its value, `None` when unset; an empty value is a blank token, which
+/// [`DashOptions::check`](super::DashOptions::check) refuses, not "no token"); both flags at
+/// once are refused ([`DashError::TokenSources`]), as they are a mistake. The token read is
+/// trimmed of surrounding whitespace; its length is checked by
 /// [`DashOptions::check`](super::DashOptions::check), not here.
 ///
-/// Fails with [`DashError::TokenFile`] when the file cannot be read as UTF-8 text.
+/// Fails with [`DashError::TokenFile`] when the file cannot be read as UTF-8 text, and with
+/// [`DashError::TokenFileTooLarge`] when it holds more than [`MAX_TOKEN_FILE_BYTES`].
 pub fn token_from(
     flag: Option<String>,
     file: Option<&Path>,
@@ -30,18 +42,32 @@ pub fn token_from(
     let token = match (flag, file) {
         (Some(_), Some(_)) => return Err(DashError::TokenSources),
         (Some(token), None) => token,
-        (None, Some(path)) => {
-            std::fs::read_to_string(path).map_err(|source| DashError::TokenFile {
-                path: path.to_path_buf(),
-                source,
-            })?
-        }
+        (None, Some(path)) => read_bounded(path)?,
         (None, None) => match env {
-            Some(token) if !token.is_empty() => token,
-            _ => return Ok(None),
+            Some(token) => token,
+            None => return Ok(None),
         },
     };
     Ok(Some(token.trim().to_owned()))
+}
+
+/// The text of the token file at `path`, read up to [`MAX_TOKEN_FILE_BYTES`].
+fn read_bounded(path: &Path) -> Result<String, DashError> {
+    let failed = |source| DashError::TokenFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_TOKEN_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(failed)?;
+    if bytes.len() as u64 > MAX_TOKEN_FILE_BYTES {
+        return Err(DashError::TokenFileTooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| failed(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
 /// The value of [`TOKEN_ENV`], `None` when unset; an error when it is not UTF-8.
@@ -53,7 +79,8 @@ pub fn token_env() -> Result<Option<String>, DashError> {
     }
 }
 
-/// Refuses a blank token, and one shorter than [`MIN_TOKEN_LEN`] once trimmed.
+/// Refuses a blank token, one shorter than [`MIN_TOKEN_LEN`] once trimmed, and one of fewer
+/// than [`MIN_TOKEN_DISTINCT`] different characters.
 pub(super) fn check_token(token: &str) -> Result<(), DashError> {
     let token = token.trim();
     if token.is_empty() {
@@ -62,6 +89,14 @@ pub(super) fn check_token(token: &str) -> Result<(), DashError> {
     let len = token.chars().count();
     if len < MIN_TOKEN_LEN {
         return Err(DashError::ShortToken { len });
+    }
+    let mut chars: Vec<char> = token.chars().collect();
+    chars.sort_unstable();
+    chars.dedup();
+    if chars.len() < MIN_TOKEN_DISTINCT {
+        return Err(DashError::WeakToken {
+            distinct: chars.len(),
+        });
     }
     Ok(())
 }
@@ -88,7 +123,12 @@ mod tests {
             token_from(None, None, Some("\tfrom-env\n".into())).unwrap(),
             Some("from-env".into())
         );
-        assert_eq!(token_from(None, None, Some(String::new())).unwrap(), None);
+        // An empty variable is a blank token (refused at start), not "no token".
+        assert_eq!(
+            token_from(None, None, Some(String::new())).unwrap(),
+            Some(String::new())
+        );
+        assert!(matches!(check_token(""), Err(DashError::BlankToken)));
         assert_eq!(token_from(None, None, None).unwrap(), None);
         assert!(matches!(
             token_from(Some("a".into()), Some(&file), None),
@@ -105,6 +145,32 @@ mod tests {
     }
 
     #[test]
+    fn a_token_file_is_read_up_to_a_bound() {
+        // An endless file: refused after reading the bound, not read for ever.
+        let e = token_from(None, Some(Path::new("/dev/zero")), None).unwrap_err();
+        assert!(matches!(e, DashError::TokenFileTooLarge { .. }), "{e:?}");
+        let dir = tempfile_dir("bound");
+        let exact = dir.join("exact");
+        let token = "x".repeat(MAX_TOKEN_FILE_BYTES as usize);
+        std::fs::write(&exact, &token).unwrap();
+        assert_eq!(token_from(None, Some(&exact), None).unwrap(), Some(token));
+        let over = dir.join("over");
+        std::fs::write(&over, "x".repeat(MAX_TOKEN_FILE_BYTES as usize + 1)).unwrap();
+        assert!(matches!(
+            token_from(None, Some(&over), None),
+            Err(DashError::TokenFileTooLarge { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("retry-queue-token-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
     fn short_and_blank_tokens_are_refused() {
         assert!(matches!(check_token(" \n"), Err(DashError::BlankToken)));
         assert!(matches!(
@@ -112,6 +178,20 @@ mod tests {
             Err(DashError::ShortToken { len: 15 })
         ));
         assert!(check_token("sixteen-chars-ok").is_ok());
+        // Long enough, but too few different characters.
+        assert!(matches!(
+            check_token("aaaaaaaaaaaaaaaa"),
+            Err(DashError::WeakToken { distinct: 1 })
+        ));
+        assert!(matches!(
+            check_token("abababababababababababab"),
+            Err(DashError::WeakToken { distinct: 2 })
+        ));
+        assert!(matches!(
+            check_token("abcdefgabcdefgabcdefg"),
+            Err(DashError::WeakToken { distinct: 7 })
+        ));
+        assert!(check_token("abcdefghabcdefgh").is_ok());
         // Characters, not bytes.
         assert!(matches!(
             check_token("ééééééééééééééé"),

@@ -18,16 +18,17 @@ use super::presence::{HeldJson, HeldTask, stale_after};
 use super::store::presence::{self, WorkerRow};
 use super::task::ActiveTask;
 
-/// The tasks a worker's attempts are running, keyed by lease token: written at each beat.
+/// The tasks a worker's attempts are running, keyed by task (queue and id: one claim gives
+/// one lease token to all the tasks it takes, so the token is no key): written at each beat.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    tasks: Mutex<HashMap<i64, HeldTask>>,
+    tasks: Mutex<HashMap<(String, String), HeldTask>>,
 }
 
 /// Holds a task in [`Held`] while it lives (the attempt's handler runs).
 pub(crate) struct Holding {
     held: Arc<Held>,
-    token: i64,
+    key: (String, String),
 }
 
 impl Held {
@@ -44,10 +45,11 @@ impl Held {
             kind: task.kind().to_owned(),
             started_at: now,
         };
-        self.lock().insert(task.token, entry);
+        let key = (entry.queue.clone(), entry.id.clone());
+        self.lock().insert(key.clone(), entry);
         Holding {
             held: self.clone(),
-            token: task.token,
+            key,
         }
     }
 
@@ -58,14 +60,14 @@ impl Held {
         tasks
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, HeldTask>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), HeldTask>> {
         self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Drop for Holding {
     fn drop(&mut self) {
-        self.held.lock().remove(&self.token);
+        self.held.lock().remove(&self.key);
     }
 }
 

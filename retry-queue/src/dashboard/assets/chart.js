@@ -31,7 +31,7 @@ async function historyChart(queue) {
     || Date.now() - historyCache.at > HISTORY_TTL_MS;
   if (stale) {
     const [, query] = HISTORY_RANGES.find(([name]) => name === historyRange);
-    const data = await api("GET", "queues/" + encodeURIComponent(queue) + "/history?" + query);
+    const data = await api("GET", queuePath(queue, "history", query));
     historyCache = { queue, range: historyRange, at: Date.now(), data };
   }
   const switcher = el("span", { class: "ranges", id: "history-ranges" }, HISTORY_RANGES.map(([name]) =>

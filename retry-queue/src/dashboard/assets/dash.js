@@ -1,6 +1,7 @@
 // The retry-queue dashboard: plain JavaScript over the JSON API under ./api (no build step, no
 // CDN). Every value from the API goes into the page as text (text nodes via el()), never as
-// HTML, with bidirectional controls (U+202E …) shown as visible escapes `\u{202E}`. With a
+// HTML, with control characters (NUL, BEL, ESC, U+202E, … but tab and newline) shown as
+// visible escapes `\u{202E}`. With a
 // token, it is asked for once and kept in this tab's sessionStorage; every API call sends it
 // as `Authorization: Bearer …`.
 //
@@ -49,8 +50,10 @@ function el(tag, attrs, ...children) {
   return node;
 }
 // Bidirectional controls would reorder what follows them (an id "evil\u202Etxt.exe" shows as
-// "evilexe.txt"): every stored text is shown with them as marked, visible escapes.
-const BIDI = /([\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069])/;
+// "evilexe.txt"), and other control characters (NUL, BEL, ESC, DEL, C1) show as nothing or an
+// empty box: every stored text is shown with them as marked, visible escapes (tab and newline
+// stay as they are).
+const BIDI = /([\u0000-\u0008\u000B-\u001F\u007F-\u009F\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069])/;
 const escapeOne = (c) => "\\u{" + c.codePointAt(0).toString(16).toUpperCase() + "}";
 function escapeBidi(s) {
   return s.replace(new RegExp(BIDI.source, "g"), escapeOne);
@@ -59,7 +62,7 @@ function textOf(s) {
   if (!BIDI.test(s)) return document.createTextNode(s);
   const out = document.createDocumentFragment();
   s.split(BIDI).forEach((part, i) => {
-    if (i % 2) out.append(el("span", { class: "bidi", title: "a bidirectional control character" }, escapeOne(part)));
+    if (i % 2) out.append(el("span", { class: "bidi", title: "a control character" }, escapeOne(part)));
     else if (part) out.append(document.createTextNode(part));
   });
   return out;
@@ -138,10 +141,19 @@ async function api(method, path, payload) {
   return body;
 }
 const q = encodeURIComponent;
+// The API path of a queue's route `rest` with the query `query` (already encoded, or ""). A
+// queue named "." or ".." would be resolved as a dot segment (even written %2E): its name goes
+// in the query instead, after the path segment "~" (see the API's docs).
+function queuePath(queue, rest, query) {
+  const dots = queue === "." || queue === "..";
+  const segment = dots ? "~" : q(queue);
+  const params = [dots ? "queue=" + q(queue) : "", query || ""].filter((p) => p).join("&");
+  return "queues/" + segment + "/" + rest + (params ? "?" + params : "");
+}
 // A task's action: the id in the query, where the browser keeps it as it is (in the path, an
 // id "." or ".." would be resolved as a dot segment, even written %2E).
 function taskAction(queue, id, action) {
-  return "queues/" + q(queue) + "/task/" + action + "?id=" + q(id);
+  return queuePath(queue, "task/" + action, "id=" + q(id));
 }
 
 // ---- Overview: one row per queue. ----
@@ -175,7 +187,7 @@ function pauseButton(s) {
   const action = s.paused ? "unpause" : "pause";
   return el("button", {
     class: "pause-toggle" + (s.paused ? "" : " quiet"), "data-queue": s.queue, "data-action": action,
-    onclick: () => act("POST", "queues/" + q(s.queue) + "/" + action,
+    onclick: () => act("POST", queuePath(s.queue, action),
       "Queue " + s.queue + (s.paused ? " unpaused." : " paused: no task is claimed from it.")),
   }, s.paused ? "Unpause" : "Pause");
 }
@@ -195,7 +207,7 @@ async function act(method, path, message) {
 // answer carries the queue's stats (the tabs' counts) and the server's clock. ----
 async function renderQueue(r) {
   const data = r.state === "failing"
-    ? await api("GET", "queues/" + q(r.queue) + "/errors?states=retry,archived")
+    ? await api("GET", queuePath(r.queue, "errors", "states=retry,archived"))
     : await api("GET", tasksQuery(r));
   setClock(data.now);
   const stats = data.stats;
@@ -205,7 +217,8 @@ async function renderQueue(r) {
   const tabs = el("nav", { id: "tabs" },
     STATES.map((state) => el("a", {
       class: "tab" + (state === r.state ? " current" : ""), "data-state": state, href: queueHref(r.queue, state),
-    }, LABELS[state], " ", el("span", { class: "count" }, stats.counts[state]))),
+    }, LABELS[state], " ", el("span", { class: "count" }, stats.counts[state]),
+      state === "active" ? waitingNote(stats) : null)),
     el("a", { class: "tab failing" + (r.state === "failing" ? " current" : ""), "data-state": "failing", href: queueHref(r.queue, "failing") }, "Failing"));
   const body = r.state === "failing" ? failingView(r, data) : tasksView(r, data);
   // The chart's data is fetched when the queue or its range changes, at most once a minute
@@ -215,6 +228,15 @@ async function renderQueue(r) {
     $("crumbs").replaceChildren(el("span", {}, " / "), el("a", { href: queueHref(r.queue, "retry") }, r.queue));
     $("main").replaceChildren(title, noWorkerBanner(stats), chart, tabs, body);
   };
+}
+
+// Active tasks a worker claimed ahead (prefetched) but does not run yet: the Active tab says
+// how many of its tasks are running, by the live workers' heartbeats.
+function waitingNote(stats) {
+  const waiting = stats.counts.active - stats.running;
+  return waiting > 0
+    ? el("span", { class: "waiting muted", title: "claimed by a worker ahead, not running yet" }, " (" + stats.running + " running, " + waiting + " waiting)")
+    : null;
 }
 
 // The tabs of one state (tasksView) and the task page (taskPage) are in tasks.js.

@@ -35,6 +35,10 @@ function overdueMs(t) {
   const late = nowMs() - Date.parse(t.next_process_at);
   return late > OVERDUE_MS ? late : 0;
 }
+// An active task no live worker runs (by the heartbeats): claimed ahead, it waits for a slot.
+function prefetched(data, t) {
+  return t.state === "active" && Array.isArray(data.running) && !data.running.includes(t.id);
+}
 // The cell of a task's time column, flagged when the time has passed and nothing happened.
 function flaggedTimeCell(t, field) {
   if (field === "lease_expires_at" && leaseExpired(t)) {
@@ -60,7 +64,7 @@ function filterOf(r) {
 // The one request of a state's tab: a page by number, or with a filter a page by cursor.
 function tasksQuery(r) {
   const filter = filterOf(r);
-  const base = "queues/" + q(r.queue) + "/tasks?state=" + r.state + "&size=" + PAGE_SIZE + "&kinds=1";
+  const base = queuePath(r.queue, "tasks", "state=" + r.state + "&size=" + PAGE_SIZE + "&kinds=1");
   if (!filter.kind && !filter.search) return base + "&page=" + r.page;
   return base + (filter.kind ? "&kind=" + q(filter.kind) : "") + (filter.search ? "&search=" + q(filter.search) : "")
     + (filter.after ? "&after=" + q(filter.after) : "");
@@ -101,7 +105,8 @@ function tasksView(r, data) {
         type: "checkbox", class: "select-task", "data-id": t.id, checked: selected.has(t.id),
         onclick: (event) => selectOne(t.id, event.target.checked),
       })) : null,
-      el("td", { class: "id", title: t.id }, el("a", { class: "task-link", href: taskHref(r.queue, t.id) }, el("code", {}, t.id))),
+      el("td", { class: "id", title: t.id }, el("a", { class: "task-link", href: taskHref(r.queue, t.id) }, el("code", {}, t.id)),
+        prefetched(data, t) ? [" ", el("span", { class: "badge waiting", title: "claimed ahead by a worker (prefetched): waits for a free slot" }, "waiting")] : null),
       el("td", { class: "kind" }, t.kind),
       el("td", { class: "num retried" }, t.retried + "/" + t.max_retry),
       el("td", { class: "last-err", title: t.last_err }, t.last_err === null ? el("span", { class: "muted" }, "—") : el("div", { class: "clamp" }, t.last_err)),
@@ -241,7 +246,7 @@ function confirmBatch(r, action) {
 async function runBatch(r, action) {
   const ids = [...selected];
   try {
-    const result = await api("POST", "queues/" + q(r.queue) + "/tasks/batch", { action, ids });
+    const result = await api("POST", queuePath(r.queue, "tasks/batch"), { action, ids });
     selected = new Set();
     await refresh(true);
     const failed = result.failed.map((f) => f.id + " (" + f.error + ")");
@@ -281,7 +286,7 @@ function confirmBulk(r, action, total) {
     el("button", {
       id: "confirm-yes", class: action === "delete-all" ? "danger" : "", onclick: () => {
         confirming = false;
-        act("POST", "queues/" + q(r.queue) + "/" + action + "?state=" + r.state, verb + " all " + r.state + " tasks: done.");
+        act("POST", queuePath(r.queue, action, "state=" + r.state), verb + " all " + r.state + " tasks: done.");
       },
     }, "Yes, " + verb.toLowerCase() + " all"),
     el("button", { id: "confirm-no", class: "quiet", onclick: () => { confirming = false; box.hidden = true; } }, "Cancel"));
@@ -292,7 +297,7 @@ function confirmBulk(r, action, total) {
 async function taskPage(r) {
   let t;
   try {
-    t = await api("GET", "queues/" + q(r.queue) + "/task?id=" + q(r.id));
+    t = await api("GET", queuePath(r.queue, "task", "id=" + q(r.id)));
     setClock(t.now); // the server's clock, for the relative times and the flags
   } catch (e) {
     if (e instanceof Unauthorized || !/^no task/.test(e.message)) throw e;

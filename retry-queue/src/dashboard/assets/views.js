@@ -52,7 +52,8 @@ async function render(quiet) {
     paint();
     $("login").hidden = true;
     $("main").hidden = false;
-    $("refreshed").textContent = "updated " + new Date().toLocaleTimeString();
+    // UTC, as every other time of the page.
+    $("refreshed").textContent = "updated " + new Date(nowMs()).toISOString().slice(11, 19) + " UTC";
     if (r.bad) flash("This link is malformed (a bad %-escape after #): here is the overview.", true);
   } catch (e) {
     if (seq !== renderSeq) return;

@@ -5,10 +5,14 @@
 // into the page as text.
 "use strict";
 
-// A queue needs a worker when it has tasks waiting or running; `workers` (from /api/queues)
+// A queue needs a worker when it has work due: tasks pending or active, or a scheduled or
+// retry task whose time has come (`next_due_at` in the past); `workers` (from /api/queues)
 // counts the live workers serving it, by their heartbeats.
+function overdue(s) {
+  return s.next_due_at !== null && Date.parse(s.next_due_at) <= nowMs();
+}
 function needsWorker(s) {
-  return s.workers === 0 && (s.counts.pending > 0 || s.counts.active > 0);
+  return s.workers === 0 && (s.counts.pending > 0 || s.counts.active > 0 || overdue(s));
 }
 
 // The overview row's flag next to the running/paused badge; null when a worker serves it.
@@ -21,10 +25,13 @@ function noWorkerBadge(s) {
 // The queue page's banner: always there, hidden while a worker serves the queue.
 function noWorkerBanner(s) {
   const tasks = s.counts.pending + s.counts.active;
+  const due = overdue(s)
+    ? " Scheduled or retry tasks are due since " + absolute(s.next_due_at) + " (" + relative(s.next_due_at) + ")."
+    : "";
   return el("div", { id: "no-worker", class: "banner", role: "alert", hidden: !needsWorker(s) },
     el("strong", {}, "No worker is running"),
     " for this queue: " + tasks + (tasks === 1 ? " task is" : " tasks are") +
-    " pending or active, and no live worker heartbeat covers it. Start a worker that serves " + JSON.stringify(s.queue) + ".");
+    " pending or active." + due + " No live worker heartbeat covers it. Start a worker that serves " + JSON.stringify(s.queue) + ".");
 }
 
 function pageCrumbs(name) {

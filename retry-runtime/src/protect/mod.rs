@@ -1,5 +1,6 @@
 //! The protections beside the retry loop, one of each per external system: a circuit breaker
-//! ([`Breaker`], `breaker.rs` with its window in `window.rs` and success tally in `tally.rs`)
+//! ([`Breaker`], `breaker.rs`; the cell that runs it in `breaker_cell.rs`, with its window in
+//! `window.rs` and success tally in `tally.rs`)
 //! and a bulkhead ([`Bulkhead`], `bulkhead.rs`), in a registry keyed by the system's name
 //! (`registry.rs`). `#[retry(…, protect)]` consults them (`admission.rs`); a refusal is a
 //! [`Rejected`] (`rejected.rs`). `sites.rs` lists every `#[retry]` site for the configuration
@@ -7,6 +8,7 @@
 
 mod admission;
 mod breaker;
+mod breaker_cell;
 mod bulkhead;
 mod registry;
 mod rejected;

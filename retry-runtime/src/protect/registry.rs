@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::breaker::{Breaker, BreakerCell, BreakerState};
+use super::breaker::{Breaker, BreakerState};
+use super::breaker_cell::BreakerCell;
 use super::bulkhead::{Bulkhead, BulkheadCell, BulkheadState};
 use super::sites;
 

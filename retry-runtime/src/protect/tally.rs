@@ -13,14 +13,16 @@ struct Padded(AtomicU64);
 /// Successes since the breaker was made, summed over the threads' stripes.
 pub(super) struct Tally {
     cells: Box<[Padded]>,
+    /// `stripes::count()`, read once: the stripes below it are owned by one thread each.
+    owned: usize,
 }
 
 impl Tally {
     pub(super) fn new() -> Tally {
+        let owned = stripes::count();
         Tally {
-            cells: (0..2 * stripes::count())
-                .map(|_| Padded(AtomicU64::new(0)))
-                .collect(),
+            cells: (0..2 * owned).map(|_| Padded(AtomicU64::new(0))).collect(),
+            owned,
         }
     }
 
@@ -31,7 +33,7 @@ impl Tally {
     pub(super) fn add(&self) {
         let stripe = stripes::this_thread();
         let cell = &self.cells[stripe].0;
-        if stripe < stripes::count() {
+        if stripe < self.owned {
             cell.store(cell.load(Relaxed) + 1, Relaxed);
         } else {
             cell.fetch_add(1, Relaxed);

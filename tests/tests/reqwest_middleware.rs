@@ -129,3 +129,50 @@ async fn a_get_survives_a_reset_and_gives_up_after_3_attempts() {
     assert_eq!(gateway.requests("order-4").len(), 3 + 3);
     gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_protected_middleware_is_refused_by_an_open_breaker() {
+    use retry_runtime::{Breaker, Rejected, set_breaker};
+    let gateway = Gateway::start(22, FaultPlan::none()).await.unwrap();
+    set_breaker(
+        "middleware-protected",
+        Breaker::new().consecutive_failures(1),
+    );
+    let policy = Policy::new(
+        3,
+        Duration::from_millis(20),
+        Duration::from_secs(2),
+        Jitter::None,
+    )
+    .unwrap();
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(
+            RetryMiddleware::new("middleware-protected")
+                .policy(policy)
+                .protect(),
+        )
+        .build();
+    gateway.set_down(true);
+    let url = format!("{}/payments/p-1", gateway.url());
+    assert_eq!(
+        client.get(&url).send().await.unwrap().status(),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    assert_eq!(
+        gateway.stats().requests,
+        1,
+        "the first failure opened the breaker"
+    );
+    let error = client.get(&url).send().await.unwrap_err();
+    let reqwest_middleware::Error::Middleware(error) = error else {
+        panic!("a middleware error: {error}");
+    };
+    assert_eq!(
+        error.downcast_ref::<Rejected>(),
+        Some(&Rejected::BreakerOpen {
+            system: "middleware-protected"
+        })
+    );
+    assert_eq!(gateway.stats().requests, 1);
+    gateway.shutdown().await;
+}

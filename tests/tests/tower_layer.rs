@@ -303,3 +303,68 @@ async fn events_carry_the_system_and_the_layers_operation() {
     );
     gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_protected_layer_shares_the_systems_breaker_and_bulkhead() {
+    use retry_runtime::{
+        Breaker, BreakerState, Bulkhead, Rejected, breaker_state, set_breaker, set_bulkhead,
+    };
+    let gateway = Gateway::start(21, FaultPlan::none()).await.unwrap();
+    set_breaker("tower-protected", Breaker::new().consecutive_failures(2));
+    let mut service = retry_layer("tower-protected")
+        .protect()
+        .layer(Client::builder(TokioExecutor::new()).build_http());
+    gateway.set_down(true);
+    // A GET: two attempts fail, the second opens the breaker, no third is made.
+    let url = format!("{}/payments/p-1", gateway.url());
+    let get = || Request::get(&url).body(Full::new(Bytes::new())).unwrap();
+    let response = send(&mut service, get()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(matches!(
+        breaker_state("tower-protected"),
+        Some(BreakerState::Open { .. })
+    ));
+    // Refused before any request: the boxed error is the rejection, and the gateway saw nothing.
+    let before = gateway.stats().requests;
+    let error = send(&mut service, get()).await.unwrap_err();
+    assert_eq!(
+        error.downcast_ref::<Rejected>(),
+        Some(&Rejected::BreakerOpen {
+            system: "tower-protected"
+        })
+    );
+    // A POST without a key (sent once) is refused too.
+    let error = send(&mut service, charge(&gateway, "order-21", 100, None))
+        .await
+        .unwrap_err();
+    assert!(error.downcast_ref::<Rejected>().is_some(), "{error}");
+    assert_eq!(gateway.stats().requests, before);
+    assert_eq!(gateway.stats().requests, 2);
+
+    // A full bulkhead refuses at once.
+    set_bulkhead("tower-full", Bulkhead::new(1));
+    let mut held = retry_layer("tower-full")
+        .protect()
+        .layer(Client::builder(TokioExecutor::new()).build_http());
+    let mut refused = held.clone();
+    gateway.set_down(false);
+    gateway.force("order-22", [Some(Fault::Slow)]);
+    let created = charge(&gateway, "order-22", 100, Some("key-22"));
+    let slow = tokio::spawn(async move { send(&mut held, created).await.map(|r| r.status()) });
+    while retry_runtime::bulkhead_state("tower-full")
+        .unwrap()
+        .in_flight
+        == 0
+    {
+        tokio::task::yield_now().await;
+    }
+    let error = send(&mut refused, get()).await.unwrap_err();
+    assert_eq!(
+        error.downcast_ref::<Rejected>(),
+        Some(&Rejected::BulkheadFull {
+            system: "tower-full"
+        })
+    );
+    slow.abort();
+    gateway.shutdown().await;
+}

@@ -398,11 +398,43 @@ mod tests {
         );
         assert!(
             out.contains(
-                ":: retry_runtime :: __private :: site (\"status\" , \"status\" , 3u32 , 200u64 , 5000u64 , :: retry_runtime :: Jitter :: Equal ,)"
+                ":: retry_runtime :: __private :: site (\"status\" , \"status\" , 3u32 , 200u64 , 5000u64 , :: retry_runtime :: Jitter :: Equal , false ,)"
             ),
             "{out}"
         );
         assert!(out.contains("sleep_blocking"), "{out}");
+        assert!(
+            out.contains("inventory :: submit !"),
+            "every site is listed: {out}"
+        );
+        assert!(
+            !out.contains("Reject"),
+            "no protection without `protect`: {out}"
+        );
+    }
+
+    #[test]
+    fn protect_takes_a_permit_and_asks_the_breaker_before_each_attempt() {
+        let out = expanded(
+            quote!(read, system = "payments", protect),
+            quote!(
+                async fn status() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+        );
+        assert!(
+            out.contains(":: retry_runtime :: Jitter :: Equal , true ,)"),
+            "{out}"
+        );
+        let permit = out.find("__private :: enter (").expect("a permit");
+        let retrier = out.find("Retrier :: read").expect("a retrier");
+        let admit = out.find(". admit ()").expect("an admission");
+        assert!(permit < retrier && retrier < admit, "{out}");
+        assert!(
+            out.contains(". wait () . await"),
+            "an async fn may wait: {out}"
+        );
     }
 
     #[test]

@@ -64,7 +64,9 @@ pub use hedge::{Hedge, HedgeError};
 #[cfg(feature = "uuid")]
 pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};
 pub use key::IdempotencyKey;
+pub use observe::set_give_up_log_interval;
 pub use retrier::hand_over::HandOver;
+pub use retrier::hand_over::handed_over::{CarryHandOver, HandedOver, handed_over};
 pub use timeout::AttemptTimedOut;
 
 /// The `metrics` facade (0.24) this crate records through, re-exported so that an exporter can

@@ -10,6 +10,7 @@ pub use crate::classify::{Hint, Verdict};
 pub use crate::describe::{Describe, ErrorText, ViaDebug, ViaDisplay, ViaError, ViaNothing};
 pub use crate::hedge::{HedgeSite, Hedged, hedge_site};
 pub use crate::retrier::hand_over::Next;
+pub use crate::retrier::hand_over::handed_over::{Mark, MarkCarried, MarkNothing};
 pub use crate::retrier::{GiveUp, Retrier, RetryResult, Site, key, site, sleep_blocking};
 pub use crate::timeout::{FromTimeout, from_timeout, timed};
 pub use inventory;

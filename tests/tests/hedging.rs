@@ -391,6 +391,7 @@ fn hedges_and_their_wins_are_counted_as_outcomes() {
         ("hedged", 2),
         ("permanent", 0),
         ("retry", 0),
+        ("retry_after_too_long", 0),
         ("success", 41),
     ];
     let expected: std::collections::BTreeMap<String, u64> = expected

@@ -36,6 +36,8 @@ pub struct Site {
     pub policy: Policy,
     /// The system's retry budget, looked up on the site's first call and kept.
     budget: OnceLock<&'static Budget>,
+    /// Its give-ups, for logging them once per interval (`observe/repeats.rs`).
+    pub(crate) give_ups: observe::Repeats,
     #[cfg(feature = "metrics")]
     counters: OnceLock<[metrics::Counter; observe::OUTCOMES]>,
 }
@@ -49,6 +51,7 @@ impl Site {
             operation,
             policy,
             budget: OnceLock::new(),
+            give_ups: observe::Repeats::new(),
             #[cfg(feature = "metrics")]
             counters: OnceLock::new(),
         }))
@@ -88,6 +91,7 @@ pub const fn site(
             operation,
             policy,
             budget: OnceLock::new(),
+            give_ups: observe::Repeats::new(),
             #[cfg(feature = "metrics")]
             counters: OnceLock::new(),
         },

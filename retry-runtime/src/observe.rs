@@ -86,7 +86,12 @@ impl Outcome {
     }
 }
 
-#[inline]
+/// A first attempt succeeded: the happy path, which only counts (with `metrics`).
+#[inline(always)]
+pub(crate) fn succeeded_first(site: &'static Site) {
+    count(site, Outcome::Success);
+}
+
 pub(crate) fn succeeded(site: &'static Site, attempt: u32, key: Option<&dyn IdempotencyKey>) {
     count(site, Outcome::Success);
     #[cfg(feature = "tracing")]

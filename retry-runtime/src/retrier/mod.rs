@@ -181,7 +181,7 @@ impl<'k> Retrier<Option<&'k dyn IdempotencyKey>> {
 impl<K: KeySlot> Retrier<K> {
     #[inline(always)]
     fn with_key(site: &'static Site, key: K) -> Self {
-        site.budget().deposit();
+        site.budget().deposit_call();
         Retrier {
             site,
             key,
@@ -200,12 +200,20 @@ impl<K: KeySlot> Retrier<K> {
     }
 
     /// The attempt that runs now succeeded. A retry that succeeded is evidence for the
-    /// system's budget; a first attempt writes nothing to it.
-    #[inline]
+    /// system's budget; a first attempt writes nothing to it (and only counts, with `metrics`).
+    #[inline(always)]
     pub fn succeeded(&self) {
         if self.attempt > 1 {
-            self.site.budget().retry_finished(self.site.system, true);
+            self.succeeded_after_retries();
+        } else {
+            observe::succeeded_first(self.site);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn succeeded_after_retries(&self) {
+        self.site.budget().retry_finished(self.site.system, true);
         observe::succeeded(self.site, self.attempt, self.key.key());
     }
 

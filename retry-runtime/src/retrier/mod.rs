@@ -37,6 +37,7 @@ pub struct Site {
     /// The system's retry budget, looked up on the site's first call and kept.
     budget: OnceLock<&'static Budget>,
     /// Its give-ups, for logging them once per interval (`observe/repeats.rs`).
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) give_ups: observe::Repeats,
     #[cfg(feature = "metrics")]
     counters: OnceLock<[metrics::Counter; observe::OUTCOMES]>,

@@ -32,17 +32,23 @@ use super::{Budget, RESETTING, stripes};
 /// Calls a tally holds before it is folded (and the clock read).
 pub(super) const FOLD_EVERY: u32 = 32;
 
-/// One thread's calls not yet filed: for `budget`, since `epoch`.
-#[derive(Clone, Copy)]
+/// One thread's calls not yet filed: for `budget`, since `epoch`. Three cells, not one cell of
+/// a struct: each is read and written on its own (a struct copied out whole is read with a
+/// 16-byte load right after the 8-byte stores of the previous call, which the CPU cannot
+/// forward: a stall of a dozen cycles per call), and the happy path writes `calls` only.
 struct Tally {
-    budget: Option<&'static Budget>,
-    epoch: u64,
-    calls: u32,
+    budget: Cell<Option<&'static Budget>>,
+    epoch: Cell<u64>,
+    calls: Cell<u32>,
 }
 
 thread_local! {
-    static TALLY: Cell<Tally> = const {
-        Cell::new(Tally { budget: None, epoch: 0, calls: 0 })
+    static TALLY: Tally = const {
+        Tally {
+            budget: Cell::new(None),
+            epoch: Cell::new(0),
+            calls: Cell::new(0),
+        }
     };
 }
 
@@ -53,20 +59,18 @@ impl Budget {
     #[inline(always)]
     pub(crate) fn deposit_call(&'static self) {
         let latest = self.latest.load(Acquire);
-        TALLY.with(|cell| {
-            let tally = cell.get();
-            match tally.budget {
-                Some(budget)
-                    if std::ptr::eq(budget, self)
-                        && tally.epoch == latest
-                        && tally.calls < FOLD_EVERY =>
-                {
-                    cell.set(Tally {
-                        calls: tally.calls + 1,
-                        ..tally
-                    });
-                }
-                _ => self.fold_and_start(cell, tally, latest),
+        TALLY.with(|tally| {
+            let calls = tally.calls.get();
+            if tally
+                .budget
+                .get()
+                .is_some_and(|budget| std::ptr::eq(budget, self))
+                && tally.epoch.get() == latest
+                && calls < FOLD_EVERY
+            {
+                tally.calls.set(calls + 1);
+            } else {
+                self.fold_and_start(tally, latest);
             }
         });
     }
@@ -74,14 +78,13 @@ impl Budget {
     /// Files this thread's tally if it is this budget's (before a withdrawal, so that a thread
     /// sees its own calls).
     pub(super) fn fold_own_tally(&self) {
-        let _ = TALLY.try_with(|cell| {
-            let tally = cell.get();
+        let _ = TALLY.try_with(|tally| {
             if tally
                 .budget
+                .get()
                 .is_some_and(|budget| std::ptr::eq(budget, self))
             {
-                cell.set(Tally { calls: 0, ..tally });
-                self.file(tally.epoch, tally.calls);
+                self.file(tally.epoch.get(), tally.calls.replace(0));
             }
         });
     }
@@ -91,36 +94,37 @@ impl Budget {
     /// says (publishing it if it is new).
     #[cold]
     #[inline(never)]
-    fn fold_and_start(&'static self, cell: &Cell<Tally>, tally: Tally, latest: u64) {
-        match tally.budget {
-            Some(budget) => budget.file(tally.epoch, tally.calls),
+    fn fold_and_start(&'static self, tally: &Tally, latest: u64) {
+        let calls = tally.calls.get();
+        let same = match tally.budget.get() {
+            Some(budget) => {
+                budget.file(tally.epoch.get(), calls);
+                std::ptr::eq(budget, self)
+            }
             // The thread's first call: it takes its stripe now (a lock, once per thread), not
             // at its first fold.
             None => {
                 stripes::this_thread();
+                false
             }
-        }
-        let same = tally
-            .budget
-            .is_some_and(|budget| std::ptr::eq(budget, self));
-        let epoch = if same && tally.calls >= FOLD_EVERY || latest == RESETTING {
+        };
+        let epoch = if same && calls >= FOLD_EVERY || latest == RESETTING {
             self.epoch()
         } else {
             Some(latest)
         };
-        cell.set(match epoch {
-            Some(epoch) => Tally {
-                budget: Some(self),
-                epoch,
-                calls: 1,
-            },
+        match epoch {
+            Some(epoch) => {
+                tally.budget.set(Some(self));
+                tally.epoch.set(epoch);
+                tally.calls.set(1);
+            }
             // Another thread clears the slots: this call is dropped (conservative).
-            None => Tally {
-                budget: None,
-                epoch: 0,
-                calls: 0,
-            },
-        });
+            None => {
+                tally.budget.set(None);
+                tally.calls.set(0);
+            }
+        }
     }
 
     /// Files `calls` calls in `epoch`'s slot of this thread's stripe, unless that slot now

@@ -511,7 +511,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let counts = outcomes(&snapshotter, "charge");
     for (outcome, n) in &counts {
-        println!("  {outcome:<12} {n}");
+        println!("  {outcome:<20} {n}");
     }
     let handed_over = counts
         .iter()

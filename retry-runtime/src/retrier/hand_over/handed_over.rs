@@ -88,8 +88,9 @@ pub fn handed_over<'e>(error: &'e (dyn Error + 'static)) -> Option<&'e str> {
 /// enum ChargeError {
 ///     #[error("503 from the gateway")]
 ///     Unavailable,
-///     #[error(transparent)]
-///     Queued(#[from] HandedOver),
+///     // Not `transparent`: thiserror's `source()` would skip the `HandedOver` itself.
+///     #[error("{0}")]
+///     Queued(#[source] HandedOver),
 /// }
 ///
 /// impl CarryHandOver for ChargeError {
@@ -101,6 +102,7 @@ pub fn handed_over<'e>(error: &'e (dyn Error + 'static)) -> Option<&'e str> {
 ///
 /// let error = ChargeError::Unavailable.carry("order-7:charge");
 /// assert_eq!(handed_over(&error), Some("order-7:charge"));
+/// assert_eq!(error.to_string(), "handed over to the queue as task order-7:charge");
 /// ```
 pub trait CarryHandOver: Sized {
     /// `self`, marked as handed over to the queue as task `task_id`.

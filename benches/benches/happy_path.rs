@@ -16,11 +16,15 @@ use retry_runtime::{Budget, retry};
 const GROUP: &str = "happy_path";
 const PARTS: &str = "happy_path_parts";
 /// The parts, as the table names them.
-const PART_NAMES: [(&str, &str); 7] = [
+const PART_NAMES: [(&str, &str); 8] = [
     ("tokio_instant_now", "`tokio::time::Instant::now()`"),
     (
         "deposit_default_budget",
         "`Budget::deposit()`, default budget",
+    ),
+    (
+        "deposit_call_default_budget",
+        "a `#[retry]` call's deposit (the per-thread tally), default budget",
     ),
     (
         "deposit_unlimited_budget",
@@ -81,6 +85,10 @@ fn main() {
     let default_budget = Budget::default();
     parts.bench_function("deposit_default_budget", |b| {
         b.iter(|| black_box(&default_budget).deposit());
+    });
+    let tallied: &'static Budget = Box::leak(Box::new(Budget::default()));
+    parts.bench_function("deposit_call_default_budget", |b| {
+        b.iter(|| retry_runtime::test_util::deposit_call(black_box(tallied)));
     });
     let unlimited = Budget::unlimited();
     parts.bench_function("deposit_unlimited_budget", |b| {

@@ -477,7 +477,9 @@ async fn demo(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         plan.lost * 100.0,
     );
 
-    // Counts why `#[retry]` gave up, from its "giving up" events (reason field).
+    // Counts why `#[retry]` gave up, from its "giving up" events (reason field): every one of
+    // them, not once per 10 s as a service would log them.
+    retry_runtime::set_give_up_log_interval(Duration::ZERO);
     let capture = Capture::default();
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(capture.clone()))?;
 

@@ -70,7 +70,9 @@ pub use protect::{
     Breaker, BreakerState, Bulkhead, BulkheadState, Rejected, breaker_state, bulkhead_state,
     set_breaker, set_bulkhead,
 };
+pub use observe::set_give_up_log_interval;
 pub use retrier::hand_over::HandOver;
+pub use retrier::hand_over::handed_over::{CarryHandOver, HandedOver, handed_over};
 pub use timeout::AttemptTimedOut;
 
 /// The `metrics` facade (0.24) this crate records through, re-exported so that an exporter can

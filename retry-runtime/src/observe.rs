@@ -11,8 +11,10 @@
 //! | transient failure, giving up | ERROR | `exhausted` |
 //! | transient failure, retry budget spent | ERROR | `budget_exhausted` |
 //! | transient failure, next pause past the deadline | ERROR | `deadline` |
+//! | transient failure, Retry-After above `max_delay` | ERROR | `retry_after_too_long` |
 //! | transient failure of a `hand_over` write, safe in the queue | WARN (with the task id) | `handed_over` |
-//! | transient failure of a `hand_over` write, the hand-over failed | ERROR | `exhausted` / `budget_exhausted` / `deadline` |
+//! | transient failure of a `hand_over` write, the hand-over failed | ERROR | `exhausted` / `budget_exhausted` / `deadline` / `retry_after_too_long` |
+//! | transient failure of a `hand_over` write inside its own queued task | WARN | `retry` |
 //! | permanent failure | none (the caller gets the error) | `permanent` |
 //! | refused by the system's breaker (`protect`) | none (the breaker's opening is a WARN) | `breaker_open` |
 //! | transient failure, not retried: the breaker is open now (`protect`) | ERROR | `breaker_open` |
@@ -20,11 +22,19 @@
 //!
 //! Each attempt is counted once, so the outcomes add up to the attempts made. A hedged fn has
 //! two more outcomes, `hedged` and `hedge_won`, counted by `hedge::report`.
+//!
+//! The ERRORs of give-ups are logged once per call site and interval, the others counted and
+//! summed up in one line (`repeats.rs`).
+
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+mod repeats;
 
 use crate::describe::ErrorText;
 use crate::key::IdempotencyKey;
 use crate::protect::Rejected;
 use crate::retrier::{GiveUp, Site};
+pub(crate) use repeats::Repeats;
+pub use repeats::set_give_up_log_interval;
 use std::time::Duration;
 
 /// A failed attempt, as the logs describe it.
@@ -37,7 +47,7 @@ pub(crate) struct Failure<'a> {
 }
 
 /// How many values the `outcome` label has: one counter per outcome and site.
-pub(crate) const OUTCOMES: usize = 9;
+pub(crate) const OUTCOMES: usize = 10;
 
 /// The values of the `outcome` label.
 #[derive(Clone, Copy)]
@@ -50,8 +60,9 @@ pub(crate) enum Outcome {
     BudgetExhausted = 4,
     Deadline = 5,
     HandedOver = 6,
-    BreakerOpen = 7,
-    BulkheadFull = 8,
+    RetryAfterTooLong = 7,
+    BreakerOpen = 8,
+    BulkheadFull = 9,
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
@@ -64,6 +75,7 @@ impl Outcome {
         Outcome::BudgetExhausted,
         Outcome::Deadline,
         Outcome::HandedOver,
+        Outcome::RetryAfterTooLong,
         Outcome::BreakerOpen,
         Outcome::BulkheadFull,
     ];
@@ -77,17 +89,24 @@ impl Outcome {
             Outcome::BudgetExhausted => "budget_exhausted",
             Outcome::Deadline => "deadline",
             Outcome::HandedOver => "handed_over",
+            Outcome::RetryAfterTooLong => "retry_after_too_long",
             Outcome::BreakerOpen => "breaker_open",
             Outcome::BulkheadFull => "bulkhead_full",
         }
     }
 }
 
-#[inline]
+/// A first attempt succeeded: the happy path, which only counts (with `metrics`).
+#[inline(always)]
+pub(crate) fn succeeded_first(site: &'static Site) {
+    count(site, Outcome::Success);
+}
+
 pub(crate) fn succeeded(site: &'static Site, attempt: u32, key: Option<&dyn IdempotencyKey>) {
     count(site, Outcome::Success);
     #[cfg(feature = "tracing")]
     if attempt > 1 {
+        summarise(site, site.give_ups.other_event());
         tracing::info!(
             system = site.system,
             operation = site.operation,
@@ -103,6 +122,8 @@ pub(crate) fn succeeded(site: &'static Site, attempt: u32, key: Option<&dyn Idem
 
 pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
     count(failure.site, Outcome::Retry);
+    #[cfg(feature = "tracing")]
+    summarise(failure.site, failure.site.give_ups.other_event());
     #[cfg(feature = "tracing")]
     tracing::warn!(
         system = failure.site.system,
@@ -124,6 +145,9 @@ fn given_up(reason: GiveUp) -> Outcome {
         GiveUp::Budget => Outcome::BudgetExhausted,
         GiveUp::Deadline => Outcome::Deadline,
         GiveUp::BreakerOpen => Outcome::BreakerOpen,
+        // The other side asked for a pause longer than the loop may take: not a failure of
+        // the retries, and not one to page about like `exhausted`.
+        GiveUp::HintAboveMaxDelay => Outcome::RetryAfterTooLong,
         _ => Outcome::Exhausted,
     }
 }
@@ -131,18 +155,46 @@ fn given_up(reason: GiveUp) -> Outcome {
 pub(crate) fn gave_up(failure: &Failure<'_>, reason: GiveUp) {
     count(failure.site, given_up(reason));
     #[cfg(feature = "tracing")]
-    tracing::error!(
-        system = failure.site.system,
-        operation = failure.site.operation,
-        attempt = failure.attempt,
-        attempts = failure.site.policy.attempts(),
-        reason = reason.as_str(),
-        error = failure.error.shown().map(tracing::field::display),
-        idempotency_key = failure.key.map(tracing::field::display),
-        "transient failure, giving up"
-    );
+    if once_per_interval(failure.site, reason) {
+        tracing::error!(
+            system = failure.site.system,
+            operation = failure.site.operation,
+            attempt = failure.attempt,
+            attempts = failure.site.policy.attempts(),
+            reason = reason.as_str(),
+            error = failure.error.shown().map(tracing::field::display),
+            idempotency_key = failure.key.map(tracing::field::display),
+            "transient failure, giving up"
+        );
+    }
     #[cfg(not(feature = "tracing"))]
     let _ = reason;
+}
+
+/// Whether this give-up of `site` logs its own ERROR: the first of an interval does (after the
+/// summary of the previous interval's others, if any), the rest are counted.
+#[cfg(feature = "tracing")]
+fn once_per_interval(site: &'static Site, reason: GiveUp) -> bool {
+    let decision = site.give_ups.give_up(reason);
+    summarise(site, decision.summary);
+    decision.log
+}
+
+/// The one line that stands for the give-ups of `site` not logged in an interval.
+#[cfg(feature = "tracing")]
+fn summarise(site: &'static Site, summary: Option<repeats::Summary>) {
+    if let Some(summary) = summary {
+        let repeated = summary.repeated();
+        tracing::error!(
+            system = site.system,
+            operation = site.operation,
+            repeated,
+            over_ms = u64::try_from(summary.over.as_millis()).unwrap_or(u64::MAX),
+            reasons = %summary.reasons(),
+            "transient failures, gave up {repeated} more times (logged once per {:?})",
+            repeats::interval()
+        );
+    }
 }
 
 /// A `hand_over` write gave up and its work is safe in the queue: nothing to page anyone about.
@@ -165,6 +217,25 @@ pub(crate) fn handed_over(failure: &Failure<'_>, reason: GiveUp, task_id: Option
     let _ = (reason, task_id);
 }
 
+/// A `hand_over` write gave up inside the durable task that holds its key (the task's own
+/// re-run): its queue retries it, so the attempt counts `retry`, not a second `handed_over`.
+pub(crate) fn left_to_own_task(failure: &Failure<'_>, reason: GiveUp) {
+    count(failure.site, Outcome::Retry);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        system = failure.site.system,
+        operation = failure.site.operation,
+        attempt = failure.attempt,
+        attempts = failure.site.policy.attempts(),
+        reason = reason.as_str(),
+        error = failure.error.shown().map(tracing::field::display),
+        idempotency_key = failure.key.map(tracing::field::display),
+        "transient failure, left to its queued task"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = reason;
+}
+
 /// The task's id: the one the queue gave, else the write's key.
 #[cfg(feature = "tracing")]
 struct TaskId<'a>(Option<&'a str>, Option<&'a dyn IdempotencyKey>);
@@ -185,7 +256,8 @@ impl std::fmt::Display for TaskId<'_> {
 pub(crate) fn hand_over_failed(failure: &Failure<'_>, reason: GiveUp, why: &dyn std::fmt::Display) {
     count(failure.site, given_up(reason));
     #[cfg(feature = "tracing")]
-    tracing::error!(
+    if once_per_interval(failure.site, reason) {
+        tracing::error!(
         system = failure.site.system,
         operation = failure.site.operation,
         attempt = failure.attempt,
@@ -195,7 +267,8 @@ pub(crate) fn hand_over_failed(failure: &Failure<'_>, reason: GiveUp, why: &dyn 
         idempotency_key = failure.key.map(tracing::field::display),
         hand_over_error = %why,
         "transient failure, giving up: the hand-over to the queue failed"
-    );
+        );
+    }
     #[cfg(not(feature = "tracing"))]
     let _ = (reason, why);
 }

@@ -11,6 +11,7 @@ pub use crate::describe::{Describe, ErrorText, ViaDebug, ViaDisplay, ViaError, V
 pub use crate::hedge::{HedgeSite, Hedged, hedge_site};
 pub use crate::protect::{FromRejected, Permit, Queued, Reject, SiteEntry, enter, from_rejected};
 pub use crate::retrier::hand_over::Next;
+pub use crate::retrier::hand_over::handed_over::{Mark, MarkCarried, MarkNothing};
 pub use crate::retrier::{GiveUp, Retrier, RetryResult, Site, key, site, sleep_blocking};
 pub use crate::timeout::{FromTimeout, from_timeout, timed};
 pub use inventory;

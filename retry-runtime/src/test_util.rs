@@ -15,6 +15,13 @@ pub fn budget_for_system(system: &'static str) -> &'static Budget {
     budget::for_system(system)
 }
 
+/// What a `#[retry]` call deposits into `budget`: the per-thread tally (`budget/tally.rs`),
+/// for the happy-path bench's parts.
+#[inline]
+pub fn deposit_call(budget: &'static Budget) {
+    budget.deposit_call();
+}
+
 /// The size of `#[retry]`'s per-call loop state (a read's [`Retrier`]), for the footprint
 /// bench.
 pub const fn loop_state_size() -> usize {

@@ -56,6 +56,49 @@ fn verdict(error: &impl Classify) -> (bool, Option<Duration>) {
     (error.is_transient(), error.retry_after())
 }
 
+/// An adapter's own 4xx, marked `client_error`; a delegated status says what its field says.
+#[derive(Debug, thiserror::Error, Classify)]
+enum PartnerError {
+    #[error("403 forbidden")]
+    #[classify(client_error)]
+    Forbidden,
+    #[error("declined")]
+    #[classify(permanent)]
+    Declined,
+    #[error("http")]
+    #[classify(delegate)]
+    Http(#[source] retry_runtime::http::StatusError),
+    #[error("timed out")]
+    #[classify(transient)]
+    Timeout,
+}
+
+/// A struct that is a client error as a whole.
+#[derive(Debug, thiserror::Error, Classify)]
+#[error("401 unauthorized")]
+#[classify(client_error)]
+struct Unauthorized;
+
+#[test]
+fn client_error_variants_are_permanent_and_say_they_are_client_errors() {
+    use retry_runtime::http::StatusError;
+    let client_error = |e: &dyn Classify| (e.is_transient(), e.is_client_error());
+    assert_eq!(client_error(&PartnerError::Forbidden), (false, true));
+    assert_eq!(client_error(&PartnerError::Declined), (false, false));
+    assert_eq!(client_error(&PartnerError::Timeout), (true, false));
+    let not_found = PartnerError::Http(StatusError::new(404, None));
+    assert_eq!(client_error(&not_found), (false, true));
+    let unavailable = PartnerError::Http(StatusError::new(503, None));
+    assert_eq!(client_error(&unavailable), (true, false));
+    assert_eq!(client_error(&Unauthorized), (false, true));
+    assert_eq!(PartnerError::Forbidden.retry_after(), None);
+    // Boxed, the type is found in the link-time registry and still says so.
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(PartnerError::Forbidden);
+    assert_eq!(client_error(&boxed), (false, true));
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(PartnerError::Declined);
+    assert_eq!(client_error(&boxed), (false, false));
+}
+
 #[test]
 fn unmarked_and_permanent_variants_are_never_transient_and_carry_no_hint() {
     assert_eq!(verdict(&GatewayError::NotFound), (false, None));

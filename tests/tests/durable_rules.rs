@@ -152,6 +152,9 @@ enum GatewayError {
     Busy { hint: Duration },
     #[classify(permanent)]
     Declined,
+    /// A 403 of the gateway's own: a client error (R-RES-RE-X2), not just "not transient".
+    #[classify(client_error)]
+    Forbidden,
     #[classify(delegate)]
     Breaker(failsafe::Error<StatusError>),
 }
@@ -161,6 +164,7 @@ impl std::fmt::Display for GatewayError {
         match self {
             GatewayError::Busy { hint } => write!(f, "busy for {}s", hint.as_secs()),
             GatewayError::Declined => f.write_str("declined"),
+            GatewayError::Forbidden => f.write_str("403 forbidden"),
             GatewayError::Breaker(e) => write!(f, "breaker: {e}"),
         }
     }
@@ -177,6 +181,7 @@ async fn a_typed_error_is_judged_by_its_classify_impl(backend: Backend) {
         Err(match case.as_str() {
             "busy" => GatewayError::Busy { hint: secs(300) },
             "declined" => GatewayError::Declined,
+            "forbidden" => GatewayError::Forbidden,
             _ => GatewayError::Breaker(failsafe::Error::Rejected),
         })
     });
@@ -187,8 +192,14 @@ async fn a_typed_error_is_judged_by_its_classify_impl(backend: Backend) {
         .await
         .unwrap()
         .id;
+    let forbidden = env
+        .q
+        .enqueue(Task::new("charge", "forbidden"))
+        .await
+        .unwrap()
+        .id;
     let rejected = env.q.enqueue(Task::new("charge", "open")).await.unwrap().id;
-    assert_eq!(w.run_due().await.unwrap(), 3);
+    assert_eq!(w.run_due().await.unwrap(), 4);
 
     let info = env.info(&busy).await;
     assert_eq!((info.state, info.retried), (TaskState::Retry, 1));
@@ -198,6 +209,12 @@ async fn a_typed_error_is_judged_by_its_classify_impl(backend: Backend) {
     assert_eq!(
         info.last_err.as_deref(),
         Some("declined (permanent: not transient)")
+    );
+    let info = env.info(&forbidden).await;
+    assert_eq!((info.state, info.retried), (TaskState::Archived, 0));
+    assert_eq!(
+        info.last_err.as_deref(),
+        Some("403 forbidden (permanent: not retried, R-RES-RE-X2)")
     );
     let info = env.info(&rejected).await;
     assert_eq!((info.state, info.retried), (TaskState::Retry, 0));

@@ -383,7 +383,9 @@ fn hedges_and_their_wins_are_counted_as_outcomes() {
         outcomes.insert(outcome, n);
     }
     let expected = [
+        ("breaker_open", 0),
         ("budget_exhausted", 0),
+        ("bulkhead_full", 0),
         ("deadline", 0),
         ("exhausted", 0),
         ("handed_over", 0),
@@ -391,6 +393,7 @@ fn hedges_and_their_wins_are_counted_as_outcomes() {
         ("hedged", 2),
         ("permanent", 0),
         ("retry", 0),
+        ("retry_after_too_long", 0),
         ("success", 41),
     ];
     let expected: std::collections::BTreeMap<String, u64> = expected

@@ -289,6 +289,53 @@ async fn errors_show_through_display_else_debug_else_not_at_all() {
     assert!(!seen[2].fields.contains_key("error"), "{:?}", seen[2]);
 }
 
+/// A system whose budget allows no retry: during its outage every call gives up at once.
+#[retry(read, jitter = "none", system = "outage")]
+async fn during_outage(flaky: &Flaky) -> Result<u32, GatewayError> {
+    flaky.call()
+}
+
+#[tokio::test(start_paused = true)]
+async fn repeated_give_ups_log_once_per_interval_and_the_next_event_sums_them_up() {
+    retry_runtime::set_budget(
+        "outage",
+        retry_runtime::Budget::new(0.0, 0, std::time::Duration::from_secs(10)),
+    );
+    let down = Flaky::always(UNAVAILABLE);
+    let seen = events(async {
+        // 270 refused calls in 810 ms: one ERROR.
+        for _ in 0..270 {
+            during_outage(&down).await.unwrap_err();
+            tokio::time::advance(retry_tests::ms(3)).await;
+        }
+        tokio::time::advance(std::time::Duration::from_secs(10)).await;
+        // The first give-up after the interval: the summary, then its own ERROR.
+        during_outage(&down).await.unwrap_err();
+        during_outage(&down).await.unwrap_err();
+    })
+    .await;
+    assert_eq!(down.calls(), 272);
+    let levels: Vec<_> = seen.iter().map(|e| e.level).collect();
+    assert_eq!(levels, [tracing::Level::ERROR; 3], "{seen:#?}");
+    assert_eq!(seen[0].fields["message"], "transient failure, giving up");
+    assert_eq!(seen[0].fields["reason"], "retry budget exhausted");
+    assert_eq!(
+        seen[1].fields,
+        fields(&[
+            (
+                "message",
+                "transient failures, gave up 269 more times (logged once per 10s)"
+            ),
+            ("system", "outage"),
+            ("operation", "during_outage"),
+            ("repeated", "269"),
+            ("over_ms", "10810"),
+            ("reasons", "retry budget exhausted: 269"),
+        ])
+    );
+    assert_eq!(seen[2].fields["message"], "transient failure, giving up");
+}
+
 #[retry(read, jitter = "none", system = "metered")]
 async fn metered(flaky: &Flaky) -> Result<u32, GatewayError> {
     flaky.call()
@@ -413,6 +460,12 @@ fn the_counter_counts_each_attempt_by_outcome() {
         retry_runtime::with_deadline(now, metered(&Flaky::always(UNAVAILABLE)))
             .await
             .unwrap_err();
+        // A 503 asking to wait 9 s, above the 5 s `max_delay`: one attempt, its own outcome.
+        let polite = Flaky::always(Failure::Unavailable(Some(std::time::Duration::from_secs(
+            9,
+        ))));
+        metered(&polite).await.unwrap_err();
+        assert_eq!(polite.calls(), 1);
     });
     let expected: BTreeMap<String, u64> = [
         ("success", 2),
@@ -424,6 +477,7 @@ fn the_counter_counts_each_attempt_by_outcome() {
         ("handed_over", 0),
         ("breaker_open", 0),
         ("bulkhead_full", 0),
+        ("retry_after_too_long", 1),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -451,14 +505,27 @@ fn the_counter_counts_each_attempt_by_outcome() {
                 .await
                 .unwrap_err();
         }
+        // A Retry-After above `max_delay` hands over at once, like any other give-up.
+        let polite = Flaky::always(Failure::Unavailable(Some(std::time::Duration::from_secs(
+            9,
+        ))));
+        metered_hand_over(&polite, "order-13:charge", true)
+            .await
+            .unwrap_err();
+        assert_eq!(polite.calls(), 1);
     });
     let handed = counts(&snapshotter, "metered-handover", "metered_hand_over");
     assert_eq!(
-        (handed["retry"], handed["handed_over"], handed["exhausted"]),
-        (4, 1, 1),
+        (
+            handed["retry"],
+            handed["handed_over"],
+            handed["exhausted"],
+            handed["retry_after_too_long"]
+        ),
+        (4, 2, 1, 0),
         "{handed:?}"
     );
-    assert_eq!(handed.values().sum::<u64>(), 6, "one count per attempt");
+    assert_eq!(handed.values().sum::<u64>(), 7, "one count per attempt");
 
     // A protected site: a failure opens its breaker (one attempt: not retried, the breaker is
     // open), the next call is refused by it; with the breaker gone, a full bulkhead refuses.
@@ -509,7 +576,7 @@ fn the_counter_counts_each_attempt_by_outcome() {
         "{bulkhead:?}"
     );
 
-    // Two operations of one system: their series are apart, nine outcomes each.
+    // Two operations of one system: their series are apart, ten outcomes each.
     rt.block_on(async {
         metered_get(&Flaky::failing([UNAVAILABLE])).await.unwrap();
         metered_create(&Flaky::failing([Failure::BadRequest]), "order-10:create")
@@ -520,8 +587,8 @@ fn the_counter_counts_each_attempt_by_outcome() {
     let key = |operation: &str| ("metered-api".to_owned(), operation.to_owned());
     let get_payment = series.remove(&key("get_payment")).unwrap_or_default();
     let create_payment = series.remove(&key("create_payment")).unwrap_or_default();
-    assert_eq!(get_payment.len(), 9);
-    assert_eq!(create_payment.len(), 9);
+    assert_eq!(get_payment.len(), 10);
+    assert_eq!(create_payment.len(), 10);
     assert_eq!((get_payment["retry"], get_payment["success"]), (1, 1));
     assert_eq!(get_payment["permanent"], 0);
     assert_eq!(create_payment["permanent"], 1);

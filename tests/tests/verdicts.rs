@@ -337,6 +337,89 @@ async fn a_handed_over_write_warns_with_its_task_id_and_a_failed_hand_over_is_an
     assert_eq!(last.fields["hand_over_error"], "queue down");
 }
 
+/// The caller of a `hand_over` write tells "handed over" (a 202) from "the hand-over failed"
+/// (a 503) with `retry_runtime::handed_over`: a boxed error carries a `HandedOver` in its chain,
+/// which classification sees through. The task's own re-run, which gives up again and finds its
+/// key queued, is left to the queue: WARN "left to its queued task", no second hand-over, and
+/// its error is returned as it was.
+#[tokio::test]
+async fn a_handed_over_error_names_its_task_and_the_task_s_own_re_run_is_no_second_hand_over() {
+    use retry_runtime::durable::Queue;
+    use retry_runtime::{HandedOver, handed_over};
+
+    #[retry(write, idempotency_key = key, delay = "1ms", hand_over = q.hand_over("charge", &7, key))]
+    async fn charge(q: &Queue, key: &str) -> Result<(), BoxError> {
+        Err(Box::new(StatusError::new(503, None)))
+    }
+
+    #[retry(write, idempotency_key = key, delay = "1ms", hand_over = async { Err::<(), _>("queue down") })]
+    async fn charge_nowhere(key: &str) -> Result<(), BoxError> {
+        Err(Box::new(StatusError::new(503, None)))
+    }
+
+    let env = Env::new(Backend::Sqlite, "verdicts-handed-over")
+        .await
+        .unwrap();
+    let mut caught = None;
+    let logged = events(async {
+        caught = charge(&env.q, "order-9:charge").await.err();
+    })
+    .await;
+    assert_eq!(
+        logged.last().map(|e| e.fields["message"].as_str()),
+        Some("transient failure, handed over to the queue")
+    );
+    let err = caught.expect("the write failed");
+    assert_eq!(handed_over(&*err), Some("order-9:charge"));
+    assert_eq!(
+        err.to_string(),
+        "handed over to the queue as task order-9:charge"
+    );
+    assert!(err.is::<HandedOver>());
+    assert!(err.is_transient(), "the 503 inside it still decides");
+    let lost = charge_nowhere("order-10:charge").await.unwrap_err();
+    assert_eq!(handed_over(&*lost), None);
+    assert_eq!(lost.to_string(), "HTTP 503 Service Unavailable");
+
+    // The worker runs the task: its handler is the same write, which fails three times again.
+    let q = env.q.clone();
+    let w = worker(&env).handle("charge", move |task| {
+        let q = q.clone();
+        async move {
+            let err = charge(&q, task.id()).await.unwrap_err();
+            assert_eq!(
+                handed_over(&*err),
+                None,
+                "its own task: nothing new handed over"
+            );
+            Err::<(), BoxError>(err)
+        }
+    });
+    let logged = events(async {
+        assert_eq!(w.run_due().await.unwrap(), 1);
+    })
+    .await;
+    let messages: Vec<&str> = logged
+        .iter()
+        .filter(|e| e.fields.get("system").is_some_and(|s| s == "charge"))
+        .map(|e| e.fields["message"].as_str())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "transient failure, retrying",
+            "transient failure, retrying",
+            "transient failure, left to its queued task",
+        ]
+    );
+    let info = env.info("order-9:charge").await;
+    assert_eq!((info.state, info.retried), (TaskState::Retry, 1));
+    assert_eq!(
+        info.last_err.as_deref(),
+        Some("HTTP 503 Service Unavailable")
+    );
+}
+
 /// A blocking fn evaluates its `hand_over` expression as is (no `.await`).
 #[test]
 fn a_blocking_write_hands_over_without_awaiting() {

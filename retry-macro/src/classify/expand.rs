@@ -16,6 +16,7 @@ use syn::spanned::Spanned as _;
 use syn::visit::Visit;
 use syn::{DeriveInput, Ident, Path, Type, WherePredicate};
 
+use super::methods;
 use super::valid::{self, Derive, Shape, Target, Verdict};
 use crate::common::spans::located_at;
 
@@ -62,8 +63,8 @@ pub fn expand(derive: &Derive) -> TokenStream {
             }
         }
     });
-    let is_rejection = forwarded(krate, &derive.shape, "is_rejection");
-    let is_client_error = forwarded(krate, &derive.shape, "is_client_error");
+    let is_rejection = methods::forwarded(krate, &derive.shape, "is_rejection");
+    let is_client_error = methods::is_client_error(krate, &derive.shape);
     let register = super::register::register(derive);
     quote! {
         #[automatically_derived]
@@ -79,50 +80,6 @@ pub fn expand(derive: &Derive) -> TokenStream {
     }
 }
 
-/// `method` (`is_rejection`, `is_client_error`) when a delegated field may say so; `None` keeps
-/// the trait's default (`false`): only a wrapped error (a circuit breaker's, a `StatusError`) can
-/// say it.
-fn forwarded(krate: &Path, shape: &Shape, method: &str) -> Option<TokenStream> {
-    let body = match shape {
-        Shape::Struct(Verdict::Delegate(inner)) => {
-            let (fields, call) = (fields(inner), delegate(krate, inner, method));
-            quote! {
-                let Self #fields = self;
-                #call
-            }
-        }
-        Shape::Struct(_) => return None,
-        Shape::Enum(variants) => {
-            let arms: Vec<TokenStream> = variants
-                .iter()
-                .filter_map(|(variant, verdict)| match verdict {
-                    Verdict::Delegate(inner) => {
-                        let (fields, call) = (fields(inner), delegate(krate, inner, method));
-                        Some(quote!(Self::#variant #fields => #call,))
-                    }
-                    _ => None,
-                })
-                .collect();
-            if arms.is_empty() {
-                return None;
-            }
-            let others = (arms.len() < variants.len()).then(|| quote!(_ => false,));
-            quote! {
-                match self {
-                    #(#arms)*
-                    #others
-                }
-            }
-        }
-    };
-    let method = Ident::new(method, Span::call_site());
-    Some(quote! {
-        fn #method(&self) -> bool {
-            #body
-        }
-    })
-}
-
 /// The bodies of `is_transient` and, if there is a hint, `retry_after` for a struct.
 fn structure(krate: &Path, verdict: &Verdict) -> (TokenStream, Option<TokenStream>) {
     let read = |target: &Target, call: TokenStream| {
@@ -133,7 +90,7 @@ fn structure(krate: &Path, verdict: &Verdict) -> (TokenStream, Option<TokenStrea
         }
     };
     match verdict {
-        Verdict::Permanent => (quote!(false), None),
+        Verdict::Permanent | Verdict::ClientError => (quote!(false), None),
         Verdict::Transient(None) => (quote!(true), None),
         Verdict::Transient(Some(hint)) => (quote!(true), Some(read(hint, read_hint(krate, hint)))),
         Verdict::Delegate(inner) => (
@@ -153,7 +110,7 @@ fn enumeration(krate: &Path, variants: &[(&Ident, Verdict)]) -> (TokenStream, Op
     let (mut no_hint, mut hints) = (Vec::new(), Vec::new());
     for (variant, verdict) in variants {
         match verdict {
-            Verdict::Permanent => {
+            Verdict::Permanent | Verdict::ClientError => {
                 permanent.push(any(variant));
                 no_hint.push(any(variant));
             }
@@ -211,13 +168,13 @@ fn binding(target: &Target) -> Ident {
 }
 
 /// `{ field: binding, .. }`, the pattern that binds the field (by name or index).
-fn fields(target: &Target) -> TokenStream {
+pub(super) fn fields(target: &Target) -> TokenStream {
     let (member, binding) = (&target.member, binding(target));
     quote!({ #member: #binding, .. })
 }
 
 /// `Classify::method(field)`, blamed on the field's type if that is not `Classify`.
-fn delegate(krate: &Path, inner: &Target, method: &str) -> TokenStream {
+pub(super) fn delegate(krate: &Path, inner: &Target, method: &str) -> TokenStream {
     let span = inner.ty.span();
     let (krate, binding) = (located_at(krate, span), binding(inner));
     let method = Ident::new(method, span);
@@ -255,7 +212,7 @@ fn bounds(derive: &Derive) -> Vec<WherePredicate> {
         let (ty, bound) = match verdict {
             Verdict::Delegate(inner) => (inner.ty, quote!(#krate::Classify)),
             Verdict::Transient(Some(hint)) => (hint.ty, quote!(#krate::__private::Hint)),
-            Verdict::Transient(None) | Verdict::Permanent => continue,
+            Verdict::Transient(None) | Verdict::Permanent | Verdict::ClientError => continue,
         };
         if mentions(ty, &params)
             && seen.insert((ty.to_token_stream().to_string(), bound.to_string()))

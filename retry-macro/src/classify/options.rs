@@ -12,7 +12,7 @@ use crate::common::krate;
 /// Read from `#[classify(...)]` on one item, before looking at its fields.
 #[derive(Default)]
 pub struct Options {
-    /// `transient`, `permanent` or `delegate`, with the word to blame.
+    /// `transient`, `permanent`, `client_error` or `delegate`, with the word to blame.
     pub kind: Option<(Kind, Ident)>,
     /// `retry_after = field`, with the name to blame.
     pub retry_after: Option<(Ident, Expr)>,
@@ -25,6 +25,8 @@ pub struct Options {
 pub enum Kind {
     Transient,
     Permanent,
+    /// Permanent, and a client error (a 4xx, R-RES-RE-X2): `Classify::is_client_error`.
+    ClientError,
     Delegate,
 }
 
@@ -39,7 +41,7 @@ pub enum Place {
     Variant,
 }
 
-const OPTIONS: &str = "the options are `transient`, `permanent` (the default), `delegate`, `retry_after = field` and, on the type, `crate = \"path\"`";
+const OPTIONS: &str = "the options are `transient`, `permanent` (the default), `client_error` (a 4xx: permanent, R-RES-RE-X2), `delegate`, `retry_after = field` and, on the type, `crate = \"path\"`";
 
 /// The meaning of each argument on one item, ignoring its fields.
 pub fn read(errors: &mut Errors, args: Vec<Arg>, place: Place) -> Options {
@@ -63,6 +65,7 @@ pub fn read(errors: &mut Errors, args: Vec<Arg>, place: Place) -> Options {
         let kind = match label.as_str() {
             "transient" => Kind::Transient,
             "permanent" => Kind::Permanent,
+            "client_error" => Kind::ClientError,
             "delegate" => Kind::Delegate,
             "retry_after" => {
                 match value {
@@ -107,6 +110,13 @@ pub fn read(errors: &mut Errors, args: Vec<Arg>, place: Place) -> Options {
             );
             continue;
         }
+        if place == Place::Enum && kind == Kind::ClientError {
+            errors.at(
+                &name,
+                "`client_error` goes on the variants, not on the enum: mark each variant that stands for a 4xx `#[classify(client_error)]` (R-RES-RE-X2)",
+            );
+            continue;
+        }
         if place == Place::Enum {
             errors.at(
                 &name,
@@ -126,6 +136,17 @@ pub fn read(errors: &mut Errors, args: Vec<Arg>, place: Place) -> Options {
                         "`delegate` takes the verdict and the hint from the field, so it cannot go with `{other}`: keep one"
                     ),
                 );
+            }
+            Some((first_kind, first)) if kind == Kind::ClientError || *first_kind == Kind::ClientError => {
+                let other = if kind == Kind::ClientError { first } else { &name };
+                let message = if other == "permanent" {
+                    "`client_error` is already permanent (a 4xx is never retried, R-RES-RE-X2): remove `permanent`".to_owned()
+                } else {
+                    format!(
+                        "`{other}` and `client_error` together: a client error (a 4xx) is a contract error on our side that repeating cannot fix, never worth another attempt (R-RES-RE-X2); keep one"
+                    )
+                };
+                errors.at(&name, message);
             }
             Some((_, first)) => errors.at(
                 &name,

@@ -36,6 +36,8 @@ pub enum Shape<'a> {
 pub enum Verdict<'a> {
     /// Never retried (the default).
     Permanent,
+    /// Never retried, and a client error (a 4xx, R-RES-RE-X2): `#[classify(client_error)]`.
+    ClientError,
     /// Retried, with the Retry-After hint held by this field, if any.
     Transient(Option<Target<'a>>),
     /// This field's own `Classify` verdict and hint.
@@ -169,6 +171,16 @@ fn verdict<'a>(
                 Some(target) => Verdict::Delegate(target),
                 None => Verdict::Permanent,
             }
+        }
+        Some((Kind::ClientError, _)) => {
+            hint(errors);
+            if let Some((name, _)) = &retry_after {
+                errors.at(
+                    name,
+                    "`retry_after` on a `client_error`: a 4xx is never retried (R-RES-RE-X2), so its hint would never be used. Remove `retry_after`, or, if the other side asks to wait (a 429 or a 503), mark it `transient` instead",
+                );
+            }
+            Verdict::ClientError
         }
         Some((Kind::Permanent, word)) => {
             hint(errors);

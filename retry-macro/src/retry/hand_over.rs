@@ -1,7 +1,9 @@
 //! Phase 3b: the decision of a keyed write with `hand_over = <expr>`. When its in-memory
 //! attempts give up on a transient error, the expression hands the work to a durable queue;
 //! the runtime records `handed_over` (WARN) when the work is safe there, the give-up (ERROR) when
-//! it is not, and the fn returns the error either way: the work is not done yet.
+//! it is not, and the fn returns the error either way: the work is not done yet. When it is safe
+//! in the queue, the error carries a `HandedOver` in its chain if its type can
+//! (`CarryHandOver`).
 
 use proc_macro2::{Span, TokenStream};
 use quote::quote_spanned;
@@ -35,10 +37,11 @@ pub(super) fn decide(
     let krate_at_ret = located_at(krate, ret_span);
     let out_at_ret = Ident::new("__retry_out", Span::mixed_site().located_at(ret_span));
     let local = |name: &str| Ident::new(name, Span::mixed_site());
-    let (next, reason, handed) = (
+    let (next, reason, handed, task) = (
         local("__retry_next"),
         local("__retry_reason"),
         local("__retry_handed"),
+        local("__retry_task"),
     );
     let run = if is_async {
         quote_spanned!(expr.span()=> (#expr).await)
@@ -63,10 +66,16 @@ pub(super) fn decide(
             #krate::__private::Next::Return => return #out,
             #krate::__private::Next::HandOver(#reason) => {
                 let #handed = #run;
-                if let ::core::option::Option::Some(#err) =
-                    #krate::__private::RetryResult::failure(&#out)
-                {
-                    #record;
+                let #task = match #krate::__private::RetryResult::failure(&#out) {
+                    ::core::option::Option::Some(#err) => #record,
+                    ::core::option::Option::None => ::core::option::Option::None,
+                };
+                // Safe in the queue: the error says so in its chain (`retry_runtime::handed_over`),
+                // when its type can carry it (`CarryHandOver`); else it is returned as it was.
+                if let ::core::option::Option::Some(#task) = #task {
+                    #[allow(unused_imports)]
+                    use #krate::__private::{MarkCarried as _, MarkNothing as _};
+                    return (&&#krate::__private::Mark::new(#out)).mark(&#task);
                 }
                 return #out;
             }

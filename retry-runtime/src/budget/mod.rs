@@ -25,7 +25,8 @@
 //!   load and a relaxed store on the current slot of that stripe (after a few relaxed loads):
 //!   no `fetch_add`, since the stripe has one writer, and calls of one system on different
 //!   cores write different cache lines. Threads beyond that many at once deposit into as many
-//!   shared stripes, with a `fetch_add`.
+//!   shared stripes, with a `fetch_add`. A `#[retry]` call site's calls reach the stripe through
+//!   a per-thread tally, 32 calls at a time (`tally.rs`: delayed or dropped, never moved later).
 //! - Withdrawals are debits of the window's own ten slots. A withdrawal adds up the deposits of
 //!   every stripe and the other nine withdrawal slots, then compare-and-swaps the current
 //!   withdrawal slot: the check "reserve + deposits − withdrawals ≥ 1 retry" and the debit are
@@ -71,6 +72,7 @@ mod registry;
 mod slot;
 mod state;
 pub(crate) mod stripes;
+mod tally;
 #[cfg(test)]
 mod tests;
 mod window;
@@ -275,7 +277,8 @@ impl Budget {
 
     /// Records a call: adds `ratio` of a retry to the budget for the next `window`.
     ///
-    /// `#[retry]` calls it once per call. It takes no lock, allocates nothing, and performs no
+    /// A hand-written loop calls it once per call (`#[retry]` tallies its calls per thread and
+    /// files them 32 at a time, `tally.rs`). It takes no lock, allocates nothing, and performs no
     /// atomic read-modify-write: two thread-local reads, three relaxed loads and one relaxed
     /// store into this thread's stripe (plain `mov`s on x86-64 and AArch64). One deposit in 16
     /// of each thread also reads the clock (and, the first of a new slot, resets that slot in

@@ -27,6 +27,8 @@ impl Budget {
         if reserve == UNLIMITED {
             return true;
         }
+        // This thread's own calls of a `#[retry]` site, not filed yet: a thread sees them.
+        self.fold_own_tally();
         let Some(epoch) = self.epoch() else {
             return false; // Refused while another thread clears the slots (conservative).
         };

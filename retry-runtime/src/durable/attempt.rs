@@ -31,6 +31,19 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// within this (plus one read) of [`Inspector::cancel`](super::Inspector::cancel).
 const CANCEL_CHECK: Duration = Duration::from_millis(500);
 
+tokio::task_local! {
+    /// The id of the task whose handler runs in this tokio task.
+    static RUNNING: Arc<str>;
+}
+
+/// Whether the handler of task `id` runs in this tokio task: a `hand_over` write that finds
+/// its key already queued is then meeting its own task, not handing anything over.
+pub(crate) fn running_task_is(id: &dyn std::fmt::Display) -> bool {
+    RUNNING
+        .try_with(|running| id.to_string() == **running)
+        .unwrap_or(false)
+}
+
 /// What a handler's future gives: `Ok`, or the failure already judged.
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send>>;
 /// A registered handler, its error type erased.
@@ -114,7 +127,8 @@ pub(crate) async fn attempt(
         runner.outcomes.record_failure(&queue, &task, failure).await;
         return;
     }
-    let mut run = Running(tokio::spawn(handler(task.clone())));
+    let running = RUNNING.scope(Arc::from(task.id()), handler(task.clone()));
+    let mut run = Running(tokio::spawn(running));
     let _holding = runner.held.hold(queue.name(), &task, now);
     let timer = async {
         match bound {

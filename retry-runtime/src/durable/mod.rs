@@ -339,7 +339,7 @@ macro_rules! event {
     }};
 }
 
-mod attempt;
+pub(crate) mod attempt;
 mod clock;
 mod completer;
 mod config;

@@ -71,7 +71,7 @@ where
     /// `hedge_load` share, and starts its first attempt at the first [`next`](Self::next).
     #[inline]
     pub fn new(site: &'static Site, hedge: &'static HedgeSite) -> Self {
-        site.budget().deposit();
+        site.budget().deposit_call();
         hedge.load.deposit();
         Hedged {
             site,

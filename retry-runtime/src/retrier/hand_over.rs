@@ -1,8 +1,13 @@
 //! The hand-over: a keyed write whose in-memory attempts run out on a transient error goes to a
 //! durable queue (`#[retry(write, idempotency_key = …, hand_over = …)]`). The loop learns that
 //! it gives up before it records anything, runs the hand-over, and then records what became of
-//! the work: `handed_over` at WARN when it is safe in the queue, the give-up (`exhausted`,
-//! `budget_exhausted`, `deadline`) at ERROR when the hand-over failed.
+//! the work: `handed_over` at WARN when it is safe in the queue (and the returned error carries
+//! a [`HandedOver`](handed_over::HandedOver), `handed_over.rs`), the give-up (`exhausted`,
+//! `budget_exhausted`, `deadline`, `retry_after_too_long`) at ERROR when the hand-over failed.
+//! A durable task's own re-run that gives up again finds its task already queued: counted
+//! `retry` (its queue retries it), not a second `handed_over`.
+
+pub mod handed_over;
 
 use std::fmt;
 use std::time::Duration;
@@ -89,18 +94,33 @@ impl Retrier<&dyn IdempotencyKey> {
     /// Records what the hand-over after `reason` did: `handed_over` (WARN, with the task id) when
     /// the work is safe in the queue, else the give-up (ERROR, with why the hand-over failed).
     /// Either way an enclosing `#[retry]` loop does not retry the same failure.
+    ///
+    /// Returns the id of the task to name in the returned error ([`handed_over::HandedOver`]):
+    /// `None` when the hand-over failed, or when this call runs inside the durable task that
+    /// holds its key (its own re-run, counted `retry`: the queue retries it, one task, one
+    /// `handed_over`).
     pub fn handed_over<H: HandOver + ?Sized>(
         &self,
         reason: GiveUp,
         handed: &H,
         error: ErrorText<'_>,
-    ) {
+    ) -> Option<String> {
         let failure = self.failure(error);
-        match handed.handed_over() {
-            Ok(task_id) => observe::handed_over(&failure, reason, task_id),
-            Err(why) => observe::hand_over_failed(&failure, reason, why),
-        }
         attempt::gave_up();
+        match handed.handed_over() {
+            Ok(None) if own_task(self.key) => {
+                observe::left_to_own_task(&failure, reason);
+                None
+            }
+            Ok(task_id) => {
+                observe::handed_over(&failure, reason, task_id);
+                Some(task_id.map_or_else(|| self.key.to_string(), str::to_owned))
+            }
+            Err(why) => {
+                observe::hand_over_failed(&failure, reason, why);
+                None
+            }
+        }
     }
 
     fn failure<'a>(&'a self, error: ErrorText<'a>) -> observe::Failure<'a> {
@@ -110,5 +130,17 @@ impl Retrier<&dyn IdempotencyKey> {
             key: Some(self.key),
             error,
         }
+    }
+}
+
+/// Whether this call runs inside the durable task whose id is `key` (features `sqlite` /
+/// `postgres`; a custom worker's handler is not known).
+fn own_task(key: &dyn IdempotencyKey) -> bool {
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    return crate::durable::attempt::running_task_is(&key);
+    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+    {
+        let _ = key;
+        false
     }
 }

@@ -41,6 +41,9 @@ pub struct Site {
     budget: OnceLock<&'static Budget>,
     /// The system's breaker and bulkhead, likewise.
     protection: OnceLock<&'static Protection>,
+    /// Its give-ups, for logging them once per interval (`observe/repeats.rs`).
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) give_ups: observe::Repeats,
     #[cfg(feature = "metrics")]
     counters: OnceLock<[metrics::Counter; observe::OUTCOMES]>,
 }
@@ -61,6 +64,7 @@ impl Site {
             protect,
             budget: OnceLock::new(),
             protection: OnceLock::new(),
+            give_ups: observe::Repeats::new(),
             #[cfg(feature = "metrics")]
             counters: OnceLock::new(),
         }))
@@ -140,6 +144,7 @@ pub const fn site(
             protect,
             budget: OnceLock::new(),
             protection: OnceLock::new(),
+            give_ups: observe::Repeats::new(),
             #[cfg(feature = "metrics")]
             counters: OnceLock::new(),
         },
@@ -229,7 +234,7 @@ impl<'k> Retrier<Option<&'k dyn IdempotencyKey>> {
 impl<K: KeySlot> Retrier<K> {
     #[inline(always)]
     fn with_key(site: &'static Site, key: K) -> Self {
-        site.budget().deposit();
+        site.budget().deposit_call();
         Retrier {
             site,
             key,
@@ -248,13 +253,21 @@ impl<K: KeySlot> Retrier<K> {
     }
 
     /// The attempt that runs now succeeded. A retry that succeeded is evidence for the
-    /// system's budget; a first attempt writes nothing to it.
-    #[inline]
+    /// system's budget; a first attempt writes nothing to it (and only counts, with `metrics`).
+    #[inline(always)]
     pub fn succeeded(&self) {
         self.site.feed_breaker(None);
         if self.attempt > 1 {
-            self.site.budget().retry_finished(self.site.system, true);
+            self.succeeded_after_retries();
+        } else {
+            observe::succeeded_first(self.site);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn succeeded_after_retries(&self) {
+        self.site.budget().retry_finished(self.site.system, true);
         observe::succeeded(self.site, self.attempt, self.key.key());
     }
 

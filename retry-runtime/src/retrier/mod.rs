@@ -98,12 +98,17 @@ impl Site {
 
     /// Tells a protected site's breaker what became of an attempt: `None` a success, else its
     /// verdict. A transient failure counts against the system, a permanent error is an answer
-    /// (the system is up), a rejection is nothing (R-RES-RE-X4).
-    #[inline]
+    /// (the system is up), a rejection is nothing (R-RES-RE-X4). An unprotected site only tests
+    /// its flag.
+    #[inline(always)]
     pub(crate) fn feed_breaker(&'static self, verdict: Option<Verdict>) {
-        if !self.protect {
-            return;
+        if self.protect {
+            self.feed_protected(verdict);
         }
+    }
+
+    #[inline(never)]
+    fn feed_protected(&'static self, verdict: Option<Verdict>) {
         let breaker = &self.protection().breaker;
         match verdict {
             Some(v) if v.rejection => {}

@@ -3,19 +3,10 @@
 //! protected run to the breaker's promise: once open, at most a round of probes per 5 s interval
 //! reaches the dead gateway, against thousands without it.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn demo_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>");
-    profile_dir
-        .join("examples")
-        .join(format!("payments{}", std::env::consts::EXE_SUFFIX))
-}
+mod common;
+use common::demo_binary;
 
 /// The number after `label` in `line`.
 fn figure(line: &str, label: &str) -> u64 {

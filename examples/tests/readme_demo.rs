@@ -1,8 +1,11 @@
 //! The README shows the payments demo's last lines; this runs the demo (the example binary
 //! that `cargo test` builds beside the tests) and fails when they drift apart.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+
+mod common;
+use common::demo_binary;
 
 /// The README's demo block: the lines between the markers, fences left out.
 fn readme_demo_lines() -> Vec<String> {
@@ -24,18 +27,6 @@ fn readme_demo_lines() -> Vec<String> {
         .filter(|line| !line.is_empty() && !line.starts_with("```"))
         .map(str::to_owned)
         .collect()
-}
-
-/// `target/<profile>/examples/payments`, next to this test's own `deps/` directory.
-fn demo_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>");
-    profile_dir
-        .join("examples")
-        .join(format!("payments{}", std::env::consts::EXE_SUFFIX))
 }
 
 #[test]

@@ -66,11 +66,11 @@ pub use hedge::{Hedge, HedgeError};
 #[cfg(feature = "uuid")]
 pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};
 pub use key::IdempotencyKey;
+pub use observe::set_give_up_log_interval;
 pub use protect::{
     Breaker, BreakerState, Bulkhead, BulkheadState, Rejected, breaker_state, bulkhead_state,
     set_breaker, set_bulkhead,
 };
-pub use observe::set_give_up_log_interval;
 pub use retrier::hand_over::HandOver;
 pub use retrier::hand_over::handed_over::{CarryHandOver, HandedOver, handed_over};
 pub use timeout::AttemptTimedOut;

@@ -3,7 +3,9 @@
 //! breaker's admission before each attempt (`Retrier::admit`), and the conversion of a
 //! refusal into the fn's error ([`Reject`]).
 
+use std::future::Future;
 use std::marker::PhantomData;
+use std::pin::Pin;
 
 use super::bulkhead::Permit;
 use super::rejected::Rejected;
@@ -35,14 +37,20 @@ pub struct Queued(&'static Site);
 
 impl Queued {
     /// Waits for a permit up to the bulkhead's `max_wait` (refused at once without one).
-    pub async fn wait(self) -> Result<Permit, Rejected> {
-        let bulkhead = &self.0.protection().bulkhead;
-        if !bulkhead.max_wait().is_zero() {
-            if let Some(permit) = bulkhead.wait().await {
-                return Ok(permit);
+    ///
+    /// Boxed: only a call that finds the bulkhead full pays for the waiting future (a timer
+    /// and a notification, some 200 bytes), so that a protected fn's own future, which holds
+    /// this one across its `.await`, stays the size of an unprotected one's.
+    pub fn wait(self) -> Pin<Box<dyn Future<Output = Result<Permit, Rejected>> + Send>> {
+        Box::pin(async move {
+            let bulkhead = &self.0.protection().bulkhead;
+            if !bulkhead.max_wait().is_zero() {
+                if let Some(permit) = bulkhead.wait().await {
+                    return Ok(permit);
+                }
             }
-        }
-        Err(self.refuse())
+            Err(self.refuse())
+        })
     }
 
     /// Refuses the call at once (a blocking fn does not wait).

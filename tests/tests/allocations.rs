@@ -207,3 +207,67 @@ fn a_retry_middleware_builder_allocates_nothing() {
     assert_eq!(builder.count_total, 0);
     drop(built);
 }
+
+/// The fixture's error, or a refusal of the system's breaker or bulkhead.
+#[derive(Debug, PartialEq)]
+enum Guarded {
+    Gateway(GatewayError),
+    Rejected(retry_runtime::Rejected),
+}
+
+impl From<retry_runtime::Rejected> for Guarded {
+    fn from(rejected: retry_runtime::Rejected) -> Self {
+        Guarded::Rejected(rejected)
+    }
+}
+
+impl retry_runtime::Classify for Guarded {
+    fn is_transient(&self) -> bool {
+        matches!(self, Guarded::Gateway(_))
+    }
+    fn is_rejection(&self) -> bool {
+        matches!(self, Guarded::Rejected(_))
+    }
+}
+
+#[retry(read, system = "allocations-protected", protect)]
+async fn protected(system: &Counted) -> Result<u32, Guarded> {
+    system.call().map_err(Guarded::Gateway)
+}
+
+#[test]
+fn protect_allocates_nothing_per_call_closed_or_refusing() {
+    use retry_runtime::{Breaker, Bulkhead, Rejected, set_breaker, set_bulkhead};
+    let rt = runtime();
+    set_breaker(
+        "allocations-protected",
+        Breaker::new().consecutive_failures(2),
+    );
+    set_bulkhead("allocations-protected", Bulkhead::new(64));
+    let ok = Counted::new(0);
+    rt.block_on(protected(&ok)).unwrap();
+    let happy = measure(|| {
+        for _ in 0..1_000 {
+            ok.reset();
+            assert_eq!(rt.block_on(protected(&ok)), Ok(1));
+        }
+    });
+    assert_eq!(
+        happy.count_total, 0,
+        "a closed breaker allocated: {happy:?}"
+    );
+    // Two failures open it; then every call is refused, without allocating.
+    let down = Counted::new(u32::MAX);
+    rt.block_on(protected(&down)).unwrap_err();
+    let refused = measure(|| {
+        for _ in 0..1_000 {
+            assert_eq!(
+                rt.block_on(protected(&down)),
+                Err(Guarded::Rejected(Rejected::BreakerOpen {
+                    system: "allocations-protected"
+                }))
+            );
+        }
+    });
+    assert_eq!(refused.count_total, 0, "a refusal allocated: {refused:?}");
+}

@@ -9,7 +9,9 @@ pub use crate::classify::registered::{Downcast, DowncastError, DowncastNothing, 
 pub use crate::classify::{Hint, Verdict};
 pub use crate::describe::{Describe, ErrorText, ViaDebug, ViaDisplay, ViaError, ViaNothing};
 pub use crate::hedge::{HedgeSite, Hedged, hedge_site};
-pub use crate::protect::{FromRejected, Permit, Queued, Reject, SiteEntry, enter, from_rejected};
+pub use crate::protect::{
+    FromRejected, Permit, Queued, Reject, SiteEntry, Wait, enter, from_rejected,
+};
 pub use crate::retrier::hand_over::Next;
 pub use crate::retrier::hand_over::handed_over::{Mark, MarkCarried, MarkNothing};
 pub use crate::retrier::{GiveUp, Retrier, RetryResult, Site, key, site, sleep_blocking};

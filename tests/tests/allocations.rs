@@ -271,3 +271,40 @@ fn protect_allocates_nothing_per_call_closed_or_refusing() {
     });
     assert_eq!(refused.count_total, 0, "a refusal allocated: {refused:?}");
 }
+
+#[retry(read, system = "allocations-full", protect)]
+async fn crowded(system: &Counted) -> Result<u32, Guarded> {
+    std::future::pending::<()>().await;
+    system.call().map_err(Guarded::Gateway)
+}
+
+#[test]
+fn a_full_bulkhead_refuses_without_allocating() {
+    use retry_runtime::{Bulkhead, Rejected, set_bulkhead};
+    use std::future::Future as _;
+    use std::task::{Context, Waker};
+    set_bulkhead("allocations-full", Bulkhead::new(1));
+    let ok = Counted::new(0);
+    // One call holds the only permit, pending.
+    let mut holder = Box::pin(crowded(&ok));
+    assert!(
+        holder
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+    );
+    let rt = runtime();
+    rt.block_on(crowded(&ok)).unwrap_err();
+    let refused = measure(|| {
+        for _ in 0..1_000 {
+            assert_eq!(
+                rt.block_on(crowded(&ok)),
+                Err(Guarded::Rejected(Rejected::BulkheadFull {
+                    system: "allocations-full"
+                }))
+            );
+        }
+    });
+    assert_eq!(refused.count_total, 0, "a refusal allocated: {refused:?}");
+    drop(holder);
+}

@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use super::bulkhead::Permit;
 use super::rejected::Rejected;
@@ -36,21 +37,21 @@ pub(crate) async fn enter_waiting(site: &'static Site) -> Result<Permit, Rejecte
 pub struct Queued(&'static Site);
 
 impl Queued {
-    /// Waits for a permit up to the bulkhead's `max_wait` (refused at once without one).
+    /// Waits for a permit up to the bulkhead's `max_wait`; refused at once without one.
     ///
-    /// Boxed: only a call that finds the bulkhead full pays for the waiting future (a timer
-    /// and a notification, some 200 bytes), so that a protected fn's own future, which holds
-    /// this one across its `.await`, stays the size of an unprotected one's.
-    pub fn wait(self) -> Pin<Box<dyn Future<Output = Result<Permit, Rejected>> + Send>> {
-        Box::pin(async move {
-            let bulkhead = &self.0.protection().bulkhead;
-            if !bulkhead.max_wait().is_zero() {
-                if let Some(permit) = bulkhead.wait().await {
-                    return Ok(permit);
-                }
+    /// Only a bulkhead with a `max_wait` makes a waiting future (a timer and a notification,
+    /// some 200 bytes), boxed so that a protected fn's own future, which holds this one across
+    /// its `.await`, stays the size of an unprotected one's; a refusal allocates nothing.
+    pub fn wait(self) -> Wait {
+        if self.0.protection().bulkhead.max_wait().is_zero() {
+            return Wait::Now(std::future::ready(Err(self.refuse())));
+        }
+        Wait::Later(Box::pin(async move {
+            match self.0.protection().bulkhead.wait().await {
+                Some(permit) => Ok(permit),
+                None => Err(self.refuse()),
             }
-            Err(self.refuse())
-        })
+        }))
     }
 
     /// Refuses the call at once (a blocking fn does not wait).
@@ -60,6 +61,25 @@ impl Queued {
         };
         observe::rejected(self.0, rejected);
         rejected
+    }
+}
+
+/// What [`Queued::wait`] gives: a refusal now, or the wait for a permit.
+pub enum Wait {
+    /// The bulkhead lets no call wait: refused.
+    Now(std::future::Ready<Result<Permit, Rejected>>),
+    /// Waiting up to the bulkhead's `max_wait`.
+    Later(Pin<Box<dyn Future<Output = Result<Permit, Rejected>> + Send>>),
+}
+
+impl Future for Wait {
+    type Output = Result<Permit, Rejected>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Wait::Now(now) => Pin::new(now).poll(cx),
+            Wait::Later(later) => later.as_mut().poll(cx),
+        }
     }
 }
 

@@ -18,7 +18,7 @@ mod window;
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) use admission::enter_waiting;
-pub use admission::{Queued, Reject, enter};
+pub use admission::{Queued, Reject, Wait, enter};
 pub(crate) use breaker::MAX_PROBES;
 pub use breaker::{Breaker, BreakerState};
 pub use bulkhead::{Bulkhead, BulkheadState, Permit};

@@ -361,6 +361,21 @@ async fn a_file_takes_the_same_keys_and_a_broken_one_changes_nothing() {
     assert!(report.refused[1].reason.starts_with("unknown key `retrys`"));
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_layer_s_system_is_known_once_it_served_a_call_or_has_a_budget() {
+    let _serial = SERIAL.lock().await;
+    let refused = config::from_vars(vars(&[("RETRY_CFG_LAYER_RETRIES", "off")]));
+    assert!(
+        refused.refused[0]
+            .reason
+            .starts_with("no system named like `CFG_LAYER`")
+    );
+    retry_runtime::set_budget("cfg-layer", retry_runtime::Budget::adaptive());
+    let report = config::from_vars(vars(&[("RETRY_CFG_LAYER_RETRIES", "off")]));
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.applied[0].system, "cfg-layer");
+}
+
 #[test]
 fn the_environment_configures_a_program_without_a_rebuild() {
     let run = |env: &[(&str, &str)]| {

@@ -88,8 +88,8 @@ use tokio::time::Instant;
 
 use adaptive::Learner;
 use config::{Config, SLOTS, UNIT, UNLIMITED};
-pub(crate) use registry::for_system;
 pub use registry::set_budget;
+pub(crate) use registry::{for_system, systems};
 use slot::{SLOT_CAP, is_stale, net, pack, slot_epoch};
 pub use state::{BudgetMode, BudgetState, budget_state};
 use stripes::Stripe;

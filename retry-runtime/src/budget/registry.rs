@@ -65,6 +65,11 @@ pub fn set_budget(system: &str, budget: Budget) {
     registry.insert(name, Box::leak(Box::new(Budget::with_config(config))));
 }
 
+/// Every system with a budget: named by a call so far, or by [`set_budget`].
+pub(crate) fn systems() -> Vec<&'static str> {
+    registry().keys().copied().collect()
+}
+
 /// The budget of `system`, if it is registered.
 pub(super) fn lookup(system: &str) -> Option<&'static Budget> {
     registry().get(system).copied()

@@ -28,7 +28,8 @@ static APPLYING: Mutex<()> = Mutex::new(());
 /// Reads `RETRY_<SYSTEM>_<KEY>` from the environment and puts into effect every value that
 /// tightens what the code compiled; refuses the others (the compiled value stays). Replaces
 /// any configuration applied before. Every `RETRY_…` variable that names a known key but no
-/// system the program knows (no `#[retry]` site, breaker or bulkhead names it) is refused too;
+/// system the program knows (no `#[retry]` site, budget, breaker or bulkhead names it, nor a
+/// tower layer or reqwest middleware that has served a request) is refused too;
 /// other `RETRY_…` variables are not ours and are left alone.
 ///
 /// ```
@@ -119,11 +120,14 @@ fn utf8_vars() -> impl Iterator<Item = (String, String)> {
     std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
 }
 
-/// Every system the program knows: named by a `#[retry]` site, or given a breaker or bulkhead.
+/// Every system the program knows: named by a `#[retry]` site (all of them, listed at link
+/// time), by a call so far (a tower layer's, a reqwest middleware's), or given a budget, a
+/// breaker or a bulkhead.
 fn known_systems() -> Vec<&'static str> {
     let mut systems: Vec<&'static str> = protect::sites::every()
         .map(|site| site.system)
         .chain(protect::all().into_iter().map(|p| p.system))
+        .chain(crate::budget::systems())
         .collect();
     systems.sort_unstable();
     systems.dedup();

@@ -31,11 +31,11 @@
 
 use std::time::Duration;
 
-use super::clock::{duration_ms, from_ms, to_ms};
-use super::error::Error;
-use super::queue::Queue;
-use super::store::{Done, Fence, tasks};
-use super::task::ActiveTask;
+use crate::durable::client::queue::Queue;
+use crate::durable::client::task::ActiveTask;
+use crate::durable::clock::{duration_ms, from_ms, to_ms};
+use crate::durable::error::Error;
+use crate::durable::store::{Done, Fence, tasks};
 
 /// Claims up to `max` due tasks of `queue` (oldest due first) under a lease of `lease`: each
 /// comes back [`TaskState::Active`](super::TaskState::Active) with a fresh fencing token. A claimed task must be finished

@@ -3,10 +3,10 @@
 //! million tasks as on a thousand; and the kinds a state holds, for a selector.
 
 use super::Inspector;
+use crate::durable::client::task::{TaskInfo, TaskState};
 use crate::durable::error::Error;
-use crate::durable::page::{Cursor, page_of};
+use crate::durable::inspector::page::{Cursor, page_of};
 use crate::durable::store::find;
-use crate::durable::task::{TaskInfo, TaskState};
 
 /// How many tasks one search reads at most: the first this many of the state after the
 /// cursor, in the state's order ([`Inspector::find`]). A search that stops there says so

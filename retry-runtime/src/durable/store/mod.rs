@@ -33,7 +33,7 @@
 
 use sqlx::Database;
 
-use super::error::Error;
+use crate::durable::error::Error;
 
 /// The columns every `SELECT` and `RETURNING` lists; [`Row`] reads them by name. A literal, not
 /// a `const`: `concat!` splices it into the statements.

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use crate::durable::client::task::{ActiveTask, TaskInfo, TaskState};
 use crate::durable::clock::from_ms;
-use crate::durable::task::{ActiveTask, TaskInfo, TaskState};
 
 /// One row of `retry_tasks`, as read.
 #[derive(Debug)]
@@ -27,7 +27,7 @@ pub(crate) struct Row {
     pub(crate) last_failed_ms: Option<i64>,
     pub(crate) created_ms: i64,
     pub(crate) finished_ms: Option<i64>,
-    /// The failure history, a JSON array (see [`history`](crate::durable::history)).
+    /// The failure history, a JSON array (see [`history`](crate::durable::failures)).
     pub(crate) errors: Option<String>,
 }
 
@@ -91,7 +91,7 @@ impl Row {
             payload: self.payload,
             enqueued_at: from_ms(self.created_ms),
             completed_at: self.finished_ms.filter(|_| completed).map(from_ms),
-            errors: crate::durable::history::decode(self.errors.as_deref()),
+            errors: crate::durable::failures::decode(self.errors.as_deref()),
             lease_expires_at: self
                 .lease_expires_ms
                 .filter(|_| self.state == TaskState::Active)

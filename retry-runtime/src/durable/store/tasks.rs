@@ -2,9 +2,9 @@
 //! by its lease token (see the [module docs](super)).
 
 use super::{Arg, Done, Fence, NewTask, Row, Store, execute, fetch_all, fetch_int, fetch_optional};
+use crate::durable::client::task::TaskState;
 use crate::durable::error::Error;
-use crate::durable::history;
-use crate::durable::task::TaskState;
+use crate::durable::failures;
 
 /// Inserts `task` unless its id (or its unique key) is taken; the row as inserted, or `None`.
 pub(crate) async fn insert(
@@ -194,7 +194,7 @@ pub(crate) async fn retry(
          lease_token = NULL, lease_expires_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
          AND lease_expires_ms <= $4 AND NOT cancel_requested";
-    let last_err = history::bounded(last_err);
+    let last_err = failures::bounded(last_err);
     let more = [
         Arg::Int(retried),
         Arg::Int(next_process),
@@ -235,7 +235,7 @@ pub(crate) async fn archive(
          unique_key = NULL, unique_until_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
          AND lease_expires_ms <= $4 AND NOT cancel_requested";
-    let last_err = history::bounded(last_err);
+    let last_err = failures::bounded(last_err);
     fenced(
         store,
         ARCHIVE,

@@ -1,5 +1,5 @@
 //! The queue handle: connecting, enqueueing, and the hand-over from `#[retry]`. The operator's
-//! methods are on its [`Inspector`], the claim protocol in [`protocol`](super::protocol).
+//! methods are on its [`Inspector`], the claim protocol in [`protocol`](crate::durable::protocol).
 
 use std::fmt;
 use std::sync::Arc;
@@ -7,15 +7,15 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use super::clock::{Clock, SystemClock};
-use super::error::Error;
-use super::handle::Handle;
-use super::inspector::Inspector;
-use super::prepare::Prepared;
-use super::store::{NewTask, Store, batch, tasks};
-use super::task::{MAX_NAME_BYTES, Task, TaskInfo};
-use super::wake::Wake;
 use crate::IdempotencyKey;
+use crate::durable::client::prepare::Prepared;
+use crate::durable::client::task::{MAX_NAME_BYTES, Task, TaskInfo};
+use crate::durable::clock::{Clock, SystemClock};
+use crate::durable::error::Error;
+use crate::durable::handle::Handle;
+use crate::durable::inspector::Inspector;
+use crate::durable::store::{NewTask, Store, batch, tasks};
+use crate::durable::worker::wake::Wake;
 
 /// The name of the queue [`Queue::connect`] opens.
 pub const DEFAULT_QUEUE: &str = "default";
@@ -30,7 +30,7 @@ pub const DEFAULT_ARCHIVE_MAX_AGE: Duration = Duration::from_secs(90 * 24 * 3600
 pub const DEFAULT_COMPLETED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// A handle on one named queue of a task database: cheap to clone, shared by the clients that
-/// enqueue, the workers that run the tasks ([`Worker::new`](super::Worker::new)) and the
+/// enqueue, the workers that run the tasks ([`Worker::new`](crate::durable::Worker::new)) and the
 /// operator's [`inspector`](Queue::inspector).
 ///
 /// ```
@@ -176,11 +176,11 @@ impl Queue {
         self.handle.clock.now()
     }
 
-    /// Adds `task` to the queue: [`TaskState::Pending`](super::TaskState::Pending), or [`TaskState::Scheduled`](super::TaskState::Scheduled) when it has
+    /// Adds `task` to the queue: [`TaskState::Pending`](crate::durable::TaskState::Pending), or [`TaskState::Scheduled`](crate::durable::TaskState::Scheduled) when it has
     /// a [`process_at`](Task::process_at) in the future.
     ///
     /// Fails with [`Error::TaskIdConflict`] when the queue already holds a task with its id,
-    /// [`Error::PayloadTooLarge`] above [`MAX_PAYLOAD_BYTES`](super::MAX_PAYLOAD_BYTES), [`Error::Encode`],
+    /// [`Error::PayloadTooLarge`] above [`MAX_PAYLOAD_BYTES`](crate::durable::MAX_PAYLOAD_BYTES), [`Error::Encode`],
     /// [`Error::Invalid`] for an empty kind or id, and [`Error::Unreachable`] /
     /// [`Error::Database`] when nothing could be written.
     pub async fn enqueue(&self, task: Task) -> Result<TaskInfo, Error> {
@@ -266,7 +266,7 @@ impl Queue {
             }
         }
         let rows: Vec<NewTask<'_>> = prepared.iter().map(Prepared::row).collect();
-        let now_ms = super::clock::to_ms(now);
+        let now_ms = crate::durable::clock::to_ms(now);
         match batch::insert_many(&self.handle.store, &self.handle.name, &rows, now_ms).await? {
             Ok(n) => {
                 // PostgreSQL's statement trigger notifies other processes; this wakes ours.

@@ -5,19 +5,22 @@
 use std::fmt;
 use std::time::SystemTime;
 
-use super::clock::{from_ms, to_ms};
-use super::error::Error;
-use super::handle::Handle;
-use super::page::{Cursor, TaskPage, page_of};
-use super::presence::{self, SchedulerEntry, WorkerInfo};
-pub use super::stats::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, QueueStats};
-use super::store::{control, counts, operator, tasks};
-use super::task::{TaskInfo, TaskState};
-use super::{janitor, stats};
+use crate::durable::client::task::{TaskInfo, TaskState};
+use crate::durable::clock::{from_ms, to_ms};
+use crate::durable::error::Error;
+use crate::durable::handle::Handle;
+use crate::durable::store::{control, counts, operator, tasks};
+use crate::durable::worker::janitor;
+use page::{Cursor, TaskPage, page_of};
+use presence::{SchedulerEntry, WorkerInfo};
+pub use stats::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, QueueStats};
 
 mod find;
+pub(crate) mod page;
+pub(crate) mod presence;
+pub(crate) mod stats;
 pub use find::{FoundPage, MAX_KINDS, MAX_SEARCH_BYTES, SEARCH_WINDOW, TaskFilter};
-/// The operator's handle on one queue: what [`Queue::inspector`](super::Queue::inspector) returns.
+/// The operator's handle on one queue: what [`Queue::inspector`](crate::durable::Queue::inspector) returns.
 /// Every method reads or changes the queue it was made from ([`stats`](Inspector::stats) reads
 /// every queue of the database).
 ///
@@ -62,9 +65,9 @@ impl Inspector {
         &self.handle.name
     }
 
-    /// Deletes archived tasks beyond the queue's [archive limits](super::Queue::archive_limits),
+    /// Deletes archived tasks beyond the queue's [archive limits](crate::durable::Queue::archive_limits),
     /// and completed tasks past their retention (the task's own
-    /// [`retention`](super::Task::retention), or the queue's); returns how many were deleted.
+    /// [`retention`](crate::durable::Task::retention), or the queue's); returns how many were deleted.
     /// Workers do it on every maintenance tick.
     pub async fn trim(&self) -> Result<u64, Error> {
         janitor::trim(&self.handle).await
@@ -89,7 +92,7 @@ impl Inspector {
 
     /// Every task of the queue in `state`, the soonest due (or the earliest finished) first.
     ///
-    /// The archive holds at most its [limit](super::Queue::archive_limits); other states may be
+    /// The archive holds at most its [limit](crate::durable::Queue::archive_limits); other states may be
     /// large.
     pub async fn list(&self, state: TaskState) -> Result<Vec<TaskInfo>, Error> {
         let rows = tasks::list(&self.handle.store, &self.handle.name, state).await?;
@@ -245,7 +248,7 @@ impl Inspector {
 
     /// The queue's finished and failed attempts per hour or day over `span`, oldest first, every
     /// bucket included (asynq's processed/failed history), kept
-    /// [`HISTORY_DAYS`](super::HISTORY_DAYS) days; [`Error::Invalid`] for a longer or empty span.
+    /// [`HISTORY_DAYS`](crate::durable::HISTORY_DAYS) days; [`Error::Invalid`] for a longer or empty span.
     pub async fn history(&self, span: HistorySpan) -> Result<Vec<HistoryBucket>, Error> {
         stats::history(&self.handle, span).await
     }
@@ -254,7 +257,7 @@ impl Inspector {
     /// [scheduled](TaskState::Scheduled) or [retrying](TaskState::Retry) task becomes
     /// [`TaskState::Archived`] now, keeping its `retried`, `last_err` and `last_failed_at`
     /// (it is not run again until [`run_task`](Inspector::run_task)). An archived task stays as it
-    /// is (`Ok`). Archiving trims the archive to its [limits](super::Queue::archive_limits), as a
+    /// is (`Ok`). Archiving trims the archive to its [limits](crate::durable::Queue::archive_limits), as a
     /// worker's archiving does.
     ///
     /// Fails with [`Error::TaskActive`] while a worker holds the task, [`Error::TaskNotFound`]
@@ -371,7 +374,7 @@ impl Inspector {
         presence::workers(&self.handle).await
     }
 
-    /// The entries of the database's live [`Scheduler`](super::Scheduler)s: [`SchedulerEntry`].
+    /// The entries of the database's live [`Scheduler`](crate::durable::Scheduler)s: [`SchedulerEntry`].
     pub async fn schedulers(&self) -> Result<Vec<SchedulerEntry>, Error> {
         presence::schedulers(&self.handle).await
     }

@@ -1,4 +1,4 @@
-//! What a [`Worker`](super::Worker) is configured with, and how its components are built from
+//! What a [`Worker`](crate::durable::Worker) is configured with, and how its components are built from
 //! it when it runs: the processor, the completer's writer, the periodic components (recoverer,
 //! janitor, heartbeat, task gauges, wake-up listener), and the runner its attempts share
 //! (handlers, lease, rules, metrics, the tasks held).
@@ -11,25 +11,25 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::attempt::{DEFAULT_LEASE, Handler, Runner};
-use super::clock::DelayRng;
-use super::completer::{Completer, Writer};
-use super::error::Error;
-use super::failure::Rules;
-use super::heartbeat::Heartbeat;
-use super::janitor::Janitor;
-use super::metrics::Metrics;
-use super::outcome::{ErrorFn, Outcomes};
-use super::presence::DEFAULT_HEARTBEAT_INTERVAL;
-use super::processor::{
+use crate::durable::client::queue::Queue;
+use crate::durable::clock::DelayRng;
+use crate::durable::error::Error;
+use crate::durable::inspector::presence::DEFAULT_HEARTBEAT_INTERVAL;
+use crate::durable::worker::attempt::{DEFAULT_LEASE, Handler, Runner};
+use crate::durable::worker::completer::{Completer, Writer};
+use crate::durable::worker::failure::Rules;
+use crate::durable::worker::heartbeat::Heartbeat;
+use crate::durable::worker::janitor::Janitor;
+use crate::durable::worker::metrics::Metrics;
+use crate::durable::worker::outcome::{ErrorFn, Outcomes};
+use crate::durable::worker::processor::{
     DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT, Processor, Served,
 };
-use super::queue::Queue;
-use super::recoverer::{DEFAULT_RECOVER_INTERVAL, Recoverer};
+use crate::durable::worker::recoverer::{DEFAULT_RECOVER_INTERVAL, Recoverer};
 
 /// A worker's options and handlers, as its setters leave them.
 pub(crate) struct Config {
-    /// The handle [`Worker::new`](super::Worker::new) was given: its database, clock and name.
+    /// The handle [`Worker::new`](crate::durable::Worker::new) was given: its database, clock and name.
     pub(crate) base: Queue,
     /// The queues served, each with its weight; `base` alone by default.
     pub(crate) queues: Vec<Served>,

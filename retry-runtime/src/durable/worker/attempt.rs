@@ -1,6 +1,6 @@
 //! One attempt of a claimed task: the handler runs in its own tokio task, under the task's
 //! timeout and deadline, with its lease renewed every third of it; a success goes to the
-//! [completer](super::completer), a failure to the [outcomes](super::outcome). A stop signal
+//! [completer](crate::durable::worker::completer), a failure to the [outcomes](crate::durable::worker::outcome). A stop signal
 //! (shutdown) drops the handler and gives the task back.
 
 use std::any::Any;
@@ -14,21 +14,21 @@ use tokio::sync::watch;
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::completer::Completer;
-use super::error::Error;
-use super::failure::Failure;
-use super::heartbeat::Held;
-use super::outcome::{Outcomes, cancel, persist};
-use super::protocol;
-use super::queue::Queue;
-use super::store::{Fence, control};
-use super::task::ActiveTask;
+use crate::durable::client::queue::Queue;
+use crate::durable::client::task::ActiveTask;
+use crate::durable::error::Error;
+use crate::durable::protocol;
+use crate::durable::store::{Fence, control};
+use crate::durable::worker::completer::Completer;
+use crate::durable::worker::failure::Failure;
+use crate::durable::worker::heartbeat::Held;
+use crate::durable::worker::outcome::{Outcomes, cancel, persist};
 
 /// How long a claim holds a task unless renewed; renewed every third of it while the handler runs.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// How often a running attempt looks for an operator's cancel: a canceled handler is dropped
-/// within this (plus one read) of [`Inspector::cancel`](super::Inspector::cancel).
+/// within this (plus one read) of [`Inspector::cancel`](crate::durable::Inspector::cancel).
 const CANCEL_CHECK: Duration = Duration::from_millis(500);
 
 /// What a handler's future gives: `Ok`, or the failure already judged.

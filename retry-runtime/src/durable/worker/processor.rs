@@ -1,6 +1,6 @@
 //! The processor (asynq's): claims due tasks from the served queues, by their priority, holds a
 //! few more than its free slots while there is a backlog (the prefetch), and starts an
-//! [attempt](super::attempt) for each as slots free up, until its shutdown signal; then it gives
+//! [attempt](crate::durable::worker::attempt) for each as slots free up, until its shutdown signal; then it gives
 //! the prefetched tasks back and drains the running attempts.
 
 use std::collections::VecDeque;
@@ -12,25 +12,25 @@ use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
-use super::attempt::{Runner, attempt};
-use super::completer::Completer;
-use super::due::next_due;
-use super::error::Error;
-use super::handle::Handle;
-use super::outcome::persist;
-use super::pace::{Pace, claim_backoff};
-use super::protocol;
-use super::queue::Queue;
-use super::task::ActiveTask;
+use crate::durable::client::queue::Queue;
+use crate::durable::client::task::ActiveTask;
+use crate::durable::error::Error;
+use crate::durable::handle::Handle;
+use crate::durable::protocol;
+use crate::durable::worker::attempt::{Runner, attempt};
+use crate::durable::worker::completer::Completer;
+use crate::durable::worker::due::next_due;
+use crate::durable::worker::outcome::persist;
+use crate::durable::worker::pace::{Pace, claim_backoff};
 
 /// How often a worker looks for due tasks when the last look found fewer than it had room for.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How many claimed tasks a worker keeps ready beyond its free slots while there is a backlog
-/// (see [`Worker::prefetch`](super::Worker::prefetch)).
+/// (see [`Worker::prefetch`](crate::durable::Worker::prefetch)).
 pub const DEFAULT_PREFETCH: usize = 16;
 
-/// How long [`Worker::run_until`](super::Worker::run_until) lets running attempts finish after its shutdown signal
+/// How long [`Worker::run_until`](crate::durable::Worker::run_until) lets running attempts finish after its shutdown signal
 /// (asynq's default); attempts still running then go back to pending.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
 
@@ -95,7 +95,7 @@ impl Served {
 
 impl Processor {
     /// Runs until `shutdown` completes, then gives the prefetched tasks back and drains: running
-    /// attempts get [`shutdown_timeout`](super::Worker::shutdown_timeout), then are dropped and
+    /// attempts get [`shutdown_timeout`](crate::durable::Worker::shutdown_timeout), then are dropped and
     /// their tasks returned to pending. Completions go to `completer`.
     pub(crate) async fn run<F: Future>(self, shutdown: F, completer: Completer) {
         let (stop, stopped) = watch::channel(false);
@@ -254,7 +254,7 @@ impl Processor {
         *ready = kept;
     }
 
-    /// How many tasks to hold beyond the slots: [`prefetch`](super::Worker::prefetch), and no more
+    /// How many tasks to hold beyond the slots: [`prefetch`](crate::durable::Worker::prefetch), and no more
     /// than the slots start within a third of the lease at the pace of recent attempts.
     fn prefetch_limit(&self, attempt: Duration) -> usize {
         let horizon = self.runner.lease / 3;

@@ -1,29 +1,29 @@
 //! Who is running on a database, as the operator sees it: the live workers
-//! ([`Inspector::workers`](super::Inspector::workers)) with the tasks each is running, and the
-//! entries of the live schedulers ([`Inspector::schedulers`](super::Inspector::schedulers)).
+//! ([`Inspector::workers`](crate::durable::Inspector::workers)) with the tasks each is running, and the
+//! entries of the live schedulers ([`Inspector::schedulers`](crate::durable::Inspector::schedulers)).
 //! Workers and schedulers write their rows on their heartbeat (see
-//! [`heartbeat`](super::heartbeat) and [`Scheduler`](super::Scheduler)); a row three beats old
+//! [`heartbeat`](crate::durable::worker::heartbeat) and [`Scheduler`](crate::durable::Scheduler)); a row three beats old
 //! is stale: ignored here, and deleted by the next beat of anyone.
 
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::clock::{from_ms, to_ms};
-use super::error::Error;
-use super::handle::Handle;
-use super::store::presence::{self, EntryRow, WorkerRow};
+use crate::durable::clock::{from_ms, to_ms};
+use crate::durable::error::Error;
+use crate::durable::handle::Handle;
+use crate::durable::store::presence::{self, EntryRow, WorkerRow};
 
 /// How often a worker or a scheduler writes its heartbeat by default (see
-/// [`Worker::heartbeat_interval`](super::Worker::heartbeat_interval) and
-/// [`Scheduler::heartbeat_interval`](super::Scheduler::heartbeat_interval)).
+/// [`Worker::heartbeat_interval`](crate::durable::Worker::heartbeat_interval) and
+/// [`Scheduler::heartbeat_interval`](crate::durable::Scheduler::heartbeat_interval)).
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How many beats a row outlives its last write: after three missed beats, it is stale.
 pub(crate) const MISSED_BEATS: u32 = 3;
 
 /// A live worker process, as its last heartbeat wrote it: what
-/// [`Inspector::workers`](super::Inspector::workers) returns.
+/// [`Inspector::workers`](crate::durable::Inspector::workers) returns.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -59,7 +59,7 @@ pub(crate) const MISSED_BEATS: u32 = 3;
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkerInfo {
-    /// Unique per running [`Worker::run_until`](super::Worker::run_until):
+    /// Unique per running [`Worker::run_until`](crate::durable::Worker::run_until):
     /// `{host}-{pid}-{8 random hex digits}`.
     pub id: String,
     /// The machine's host name (`"unknown"` when it cannot be read).
@@ -68,7 +68,7 @@ pub struct WorkerInfo {
     pub pid: u32,
     /// The names of the queues the worker serves, in the order it was given them.
     pub queues: Vec<String>,
-    /// How many attempts it runs at once ([`Worker::concurrency`](super::Worker::concurrency)).
+    /// How many attempts it runs at once ([`Worker::concurrency`](crate::durable::Worker::concurrency)).
     pub concurrency: usize,
     /// When it started, by its queue's clock.
     pub started_at: SystemTime,
@@ -122,8 +122,8 @@ impl From<HeldJson> for HeldTask {
     }
 }
 
-/// One entry of a live [`Scheduler`](super::Scheduler): what
-/// [`Inspector::schedulers`](super::Inspector::schedulers) returns.
+/// One entry of a live [`Scheduler`](crate::durable::Scheduler): what
+/// [`Inspector::schedulers`](crate::durable::Inspector::schedulers) returns.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::clock::to_ms;
-use super::error::{BoxError, Error};
-use super::failure::Failure;
-use super::outcome::Outcomes;
-use super::periodic;
-use super::queue::Queue;
-use super::store::{Fence, tasks};
+use crate::durable::client::queue::Queue;
+use crate::durable::clock::to_ms;
+use crate::durable::error::{BoxError, Error};
+use crate::durable::store::{Fence, tasks};
+use crate::durable::worker::failure::Failure;
+use crate::durable::worker::outcome::Outcomes;
+use crate::durable::worker::periodic;
 
 /// How often a worker recovers expired leases and trims the archive and completed tasks.
 pub const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(5);

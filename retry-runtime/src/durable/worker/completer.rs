@@ -20,12 +20,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::clock::to_ms;
-use super::metrics::{Metrics, Outcome};
-use super::protocol;
-use super::queue::Queue;
-use super::store::{Done, Fence, tasks};
-use super::task::ActiveTask;
+use crate::durable::client::queue::Queue;
+use crate::durable::client::task::ActiveTask;
+use crate::durable::clock::to_ms;
+use crate::durable::protocol;
+use crate::durable::store::{Done, Fence, tasks};
+use crate::durable::worker::metrics::{Metrics, Outcome};
 
 /// The most completions one write takes (a statement's arrays, or a transaction's updates).
 pub(crate) const MAX_BATCH: usize = 256;

@@ -11,11 +11,13 @@ use std::error::Error as StdError;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use super::clock::{DelayRng, default_retry_delay, from_ms};
-use super::error::{BoxError, Error, SkipRetry, Snooze, chain, error_text, has_client_error};
-use super::task::ActiveTask;
 use crate::Classify;
 use crate::classify::erased;
+use crate::durable::client::task::ActiveTask;
+use crate::durable::clock::{DelayRng, default_retry_delay, from_ms};
+use crate::durable::error::{
+    BoxError, Error, SkipRetry, Snooze, chain, error_text, has_client_error,
+};
 use crate::time::http_date as fmt_time;
 
 /// `retry_delay(n, err, task)`: the pause before the retry that follows `n` retries.

@@ -1,26 +1,41 @@
 //! The worker: its options and handlers, and [`Worker::run_until`], which wires the components
 //! of asynq's server and runs them side by side until its shutdown signal — the processor
-//! ([`processor`](super::processor): claims due tasks and runs attempts), the completer
-//! ([`completer`](super::completer): writes completions in batches), the recoverer
-//! ([`recoverer`](super::recoverer): expired leases), the janitor ([`janitor`](super::janitor):
-//! the archive's and completed tasks' limits), the heartbeat ([`heartbeat`](super::heartbeat):
-//! who runs what) and the task gauges ([`metrics`](super::metrics)).
+//! ([`processor`](crate::durable::worker::processor): claims due tasks and runs attempts), the completer
+//! ([`completer`](crate::durable::worker::completer): writes completions in batches), the recoverer
+//! ([`recoverer`](crate::durable::worker::recoverer): expired leases), the janitor ([`janitor`](crate::durable::worker::janitor):
+//! the archive's and completed tasks' limits), the heartbeat ([`heartbeat`](crate::durable::worker::heartbeat):
+//! who runs what) and the task gauges ([`metrics`](crate::durable::worker::metrics)).
+
+pub(crate) mod attempt;
+pub(crate) mod completer;
+pub(crate) mod config;
+pub(crate) mod due;
+pub(crate) mod failure;
+pub(crate) mod heartbeat;
+pub(crate) mod janitor;
+pub(crate) mod metrics;
+pub(crate) mod outcome;
+pub(crate) mod pace;
+pub(crate) mod periodic;
+pub(crate) mod processor;
+pub(crate) mod recoverer;
+pub(crate) mod wake;
 
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::attempt::{Handler, Runner};
-use super::clock::DelayRng;
-use super::config::Config;
-use super::error::{BoxError, Error};
-use super::failure::Failure;
-use super::processor::{Served, log_join};
-use super::queue::Queue;
-use super::store::Fence;
-use super::task::{ActiveTask, TaskInfo};
 use crate::Classify;
+use crate::durable::client::queue::Queue;
+use crate::durable::client::task::{ActiveTask, TaskInfo};
+use crate::durable::clock::DelayRng;
+use crate::durable::error::{BoxError, Error};
+use crate::durable::store::Fence;
+use crate::durable::worker::attempt::{Handler, Runner};
+use crate::durable::worker::config::Config;
+use crate::durable::worker::failure::Failure;
+use crate::durable::worker::processor::{Served, log_join};
 
 /// Runs the tasks of one queue, or of several with priorities: claims due tasks of the kinds it
 /// has handlers for, runs each kind's handler, and records the outcome with the rules of the
@@ -101,7 +116,7 @@ impl Worker {
     }
 
     /// How many tasks [`run_until`](Worker::run_until) may claim beyond its free slots (default
-    /// [`DEFAULT_PREFETCH`](super::DEFAULT_PREFETCH); 0: none): one claim then takes up to
+    /// [`DEFAULT_PREFETCH`](crate::durable::DEFAULT_PREFETCH); 0: none): one claim then takes up to
     /// `concurrency + n` tasks, and each slot that frees up starts a task at once instead of
     /// waiting for a claim's round trip. Prefetched tasks are leased (by the claim) while they
     /// wait, and the wait is kept short: the worker holds no more than it expects to start within a
@@ -155,7 +170,7 @@ impl Worker {
         self
     }
 
-    /// The fallback poll while the queue is quiet, [`DEFAULT_POLL_INTERVAL`](super::DEFAULT_POLL_INTERVAL)
+    /// The fallback poll while the queue is quiet, [`DEFAULT_POLL_INTERVAL`](crate::durable::DEFAULT_POLL_INTERVAL)
     /// by default: [wake-ups](super#semantics) and a timer to the next due time start tasks
     /// sooner. While claims come back full, it claims again once half its room (slots plus
     /// [`prefetch`](Worker::prefetch)) is free.
@@ -164,7 +179,7 @@ impl Worker {
         self
     }
 
-    /// The lease of each claim (default [`DEFAULT_LEASE`](super::DEFAULT_LEASE)), renewed every
+    /// The lease of each claim (default [`DEFAULT_LEASE`](crate::durable::DEFAULT_LEASE)), renewed every
     /// third of it while the handler runs. A worker that dies leaves the lease to expire; the
     /// recoverer then counts the attempt as failed ([`Error::LeaseExpired`]).
     ///
@@ -180,22 +195,22 @@ impl Worker {
     }
 
     /// How often [`run_until`](Worker::run_until) recovers expired leases and trims finished
-    /// tasks (default [`DEFAULT_RECOVER_INTERVAL`](super::DEFAULT_RECOVER_INTERVAL)).
+    /// tasks (default [`DEFAULT_RECOVER_INTERVAL`](crate::durable::DEFAULT_RECOVER_INTERVAL)).
     pub fn recover_interval(mut self, every: Duration) -> Self {
         self.config.recover_interval = every;
         self
     }
 
     /// How often [`run_until`](Worker::run_until) writes the worker's heartbeat (default
-    /// [`DEFAULT_HEARTBEAT_INTERVAL`](super::DEFAULT_HEARTBEAT_INTERVAL)): what
-    /// [`Inspector::workers`](super::Inspector::workers) shows. Three missed beats make it stale.
+    /// [`DEFAULT_HEARTBEAT_INTERVAL`](crate::durable::DEFAULT_HEARTBEAT_INTERVAL)): what
+    /// [`Inspector::workers`](crate::durable::Inspector::workers) shows. Three missed beats make it stale.
     pub fn heartbeat_interval(mut self, every: Duration) -> Self {
         self.config.heartbeat_interval = every;
         self
     }
 
     /// How long [`run_until`](Worker::run_until) waits for running attempts once its shutdown
-    /// signal fires (default [`DEFAULT_SHUTDOWN_TIMEOUT`](super::DEFAULT_SHUTDOWN_TIMEOUT));
+    /// signal fires (default [`DEFAULT_SHUTDOWN_TIMEOUT`](crate::durable::DEFAULT_SHUTDOWN_TIMEOUT));
     /// attempts still running then are dropped and their tasks go back to pending, at the head of
     /// their queue, without counting a retry.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
@@ -227,7 +242,7 @@ impl Worker {
 
     /// [`handle`](Worker::handle) for a handler that returns its adapter's own error type: the
     /// type's [`Classify`] verdict and hint decide, exactly as `#[retry]` would decide (after
-    /// [`SkipRetry`](super::SkipRetry) in its source chain). Permanent: archived at once;
+    /// [`SkipRetry`](crate::durable::SkipRetry) in its source chain). Permanent: archived at once;
     /// [`is_rejection`](Classify::is_rejection): not counted; transient: retried no sooner than
     /// its [`retry_after`](Classify::retry_after). `BoxError` and `anyhow::Error` are judged by
     /// their source chain, as with `handle`.
@@ -270,7 +285,7 @@ impl Worker {
 
     /// Replaces the delay before a retry: `delay(n, err, task)` with `n` the retries done so far
     /// (0 before the first retry), `err` the attempt's error. Default:
-    /// [`default_retry_delay`](super::default_retry_delay)`(n, rand)`, rand from
+    /// [`default_retry_delay`](crate::durable::default_retry_delay)`(n, rand)`, rand from
     /// [`rng`](Worker::rng). A Retry-After hint of a transient error pushes the retry later
     /// still: the next attempt comes after the longer of the two.
     pub fn retry_delay<F>(mut self, delay: F) -> Self
@@ -285,7 +300,7 @@ impl Worker {
     /// it says no (e.g. a rate-limit signal), the task is retried after the delay with `retried`
     /// unchanged — even when the classifier says the error is permanent (a 429, say). A task
     /// whose retries are spent (`retried >= max_retry`) is archived whatever it says, and so
-    /// is one whose error carries [`SkipRetry`](super::SkipRetry): no task is retried forever.
+    /// is one whose error carries [`SkipRetry`](crate::durable::SkipRetry): no task is retried forever.
     pub fn is_failure<F>(mut self, is_failure: F) -> Self
     where
         F: Fn(&BoxError) -> bool + Send + Sync + 'static,
@@ -371,8 +386,8 @@ impl Worker {
     }
 
     /// Records a failed attempt of `task` (claimed with
-    /// [`protocol::claim`](super::protocol::claim) on the queue given to [`Worker::new`]) with
-    /// this worker's rules: archived ([`SkipRetry`](super::SkipRetry), a
+    /// [`protocol::claim`](crate::durable::protocol::claim) on the queue given to [`Worker::new`]) with
+    /// this worker's rules: archived ([`SkipRetry`](crate::durable::SkipRetry), a
     /// permanent error, retries spent, key or deadline past), or retried after the delay.
     /// `Ok(false)`: fenced off, nothing changed.
     pub async fn fail(&self, task: &ActiveTask, err: BoxError) -> Result<bool, Error> {

@@ -1,14 +1,14 @@
 //! Wake-ups instead of polls: what tells a worker's processor that a task may have become due
 //! before its next poll.
 //!
-//! - **In the process** ([`Wake`]): every handle on one database (a [`Queue`](super::Queue) and
+//! - **In the process** ([`Wake`]): every handle on one database (a [`Queue`](crate::durable::Queue) and
 //!   its clones, named or not) shares one bell. An enqueue, a retry written by a worker, a task
 //!   run or requeued, a queue unpaused ring it; the processors of that process wake and claim.
 //!   Across processes on SQLite, the poll remains.
 //! - **PostgreSQL** ([`listen`]): triggers on `retry_tasks` and `retry_queues` send a
 //!   `NOTIFY retry_tasks, '<queue>'` when a task is inserted waiting, when a task becomes
 //!   waiting again (pending, scheduled or retry), and when a queue is unpaused. The running
-//!   workers of one bell (the [`Queue`](super::Queue) handles of one `connect` and their
+//!   workers of one bell (the [`Queue`](crate::durable::Queue) handles of one `connect` and their
 //!   clones) share one listening connection ([`Wake::hold_listener`]), open while any of them
 //!   runs, reconnecting with a growing pause; it rings the bell on each notification (and
 //!   after each reconnect: notifications sent while it was away are lost).
@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
-use super::store::Store;
+use crate::durable::store::Store;
 
 /// The bell shared by every handle on one database in this process: a counter each ring bumps,
 /// so that a processor busy claiming when it rang still sees it afterwards.

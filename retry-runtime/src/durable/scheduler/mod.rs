@@ -4,7 +4,10 @@
 //! the entry and the period's start (`periodic:{kind}:{spec}:{start ms}`), which
 //! [`Queue::enqueue`] refuses a second time with [`Error::TaskIdConflict`]. Periods are read from
 //! the queue's clock, in UTC; cron expressions and fixed periods are laid on the calendar by
-//! [`recurrence`](super::recurrence).
+//! [`recurrence`](crate::durable::scheduler::recurrence).
+
+pub(crate) mod entries;
+pub(crate) mod recurrence;
 
 use std::fmt;
 use std::future::Future;
@@ -12,14 +15,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::clock::{duration_ms, to_ms};
-use super::entries::{Entries, MakeFn};
-use super::error::Error;
-use super::presence::{DEFAULT_HEARTBEAT_INTERVAL, identity, stale_after};
-use super::queue::Queue;
-use super::recurrence::Recurrence;
-use super::store::presence::{self, EntryRow};
-use super::task::Task;
+use crate::durable::client::queue::Queue;
+use crate::durable::client::task::Task;
+use crate::durable::clock::{duration_ms, to_ms};
+use crate::durable::error::Error;
+use crate::durable::inspector::presence::{DEFAULT_HEARTBEAT_INTERVAL, identity, stale_after};
+use crate::durable::scheduler::entries::{Entries, MakeFn};
+use crate::durable::scheduler::recurrence::Recurrence;
+use crate::durable::store::presence::{self, EntryRow};
 
 /// Enqueues tasks periodically: every fixed period ([`every`](Scheduler::every)) or on a cron
 /// schedule ([`cron`](Scheduler::cron)), each period's task exactly once however many scheduler
@@ -125,8 +128,8 @@ impl Scheduler {
     }
 
     /// How often [`run_until`](Scheduler::run_until) writes its entries' heartbeat rows
-    /// (default [`DEFAULT_HEARTBEAT_INTERVAL`](super::DEFAULT_HEARTBEAT_INTERVAL)): what
-    /// [`Inspector::schedulers`](super::Inspector::schedulers) shows, each entry with its next
+    /// (default [`DEFAULT_HEARTBEAT_INTERVAL`](crate::durable::DEFAULT_HEARTBEAT_INTERVAL)): what
+    /// [`Inspector::schedulers`](crate::durable::Inspector::schedulers) shows, each entry with its next
     /// run and the task this instance last enqueued. Rows are also written after every pass
     /// that enqueued a task and by every [`enqueue_due`](Scheduler::enqueue_due); three missed
     /// beats make them stale, and a graceful stop of `run_until` deletes them.
@@ -237,7 +240,7 @@ impl Scheduler {
     /// current period (by the queue's clock) this instance has not enqueued yet, and returns
     /// how many tasks it enqueued. A period whose task another instance already enqueued counts
     /// as done, not as enqueued by this call. For tests, with a
-    /// [`ManualClock`](super::ManualClock) every step is exact; and for a scheduler run from
+    /// [`ManualClock`](crate::durable::ManualClock) every step is exact; and for a scheduler run from
     /// the system's cron.
     ///
     /// Fails with [`Error::Invalid`] like `run_until` for a scheduler with no entries or an

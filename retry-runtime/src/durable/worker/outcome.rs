@@ -1,22 +1,22 @@
 //! What becomes of a failed attempt, once decided: the decision written under the claim's
 //! fencing token, counted in the metrics and logged through `tracing` (WARN for a retry, ERROR
-//! for an archive). Shared by the processor, the recoverer and [`Worker::fail`](super::Worker::fail).
+//! for an archive). Shared by the processor, the recoverer and [`Worker::fail`](crate::durable::Worker::fail).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::clock::to_ms;
-use super::error::{BoxError, Error};
-use super::failure::{Decision, Failure, Judgement, Rules};
-use super::history;
-use super::janitor;
-use super::metrics::{Metrics, Outcome};
-use super::queue::Queue;
-use super::store::{Fence, control, tasks};
-use super::task::{ActiveTask, TaskInfo};
+use crate::durable::client::queue::Queue;
+use crate::durable::client::task::{ActiveTask, TaskInfo};
+use crate::durable::clock::to_ms;
+use crate::durable::error::{BoxError, Error};
+use crate::durable::failures;
+use crate::durable::store::{Fence, control, tasks};
+use crate::durable::worker::failure::{Decision, Failure, Judgement, Rules};
+use crate::durable::worker::janitor;
+use crate::durable::worker::metrics::{Metrics, Outcome};
 
-/// The hook of [`Worker::on_error`](super::Worker::on_error).
+/// The hook of [`Worker::on_error`](crate::durable::Worker::on_error).
 pub(crate) type ErrorFn = Arc<dyn Fn(&TaskInfo, &BoxError) + Send + Sync>;
 
 /// The worker's rules for failed attempts, its error hook, and where outcomes are counted.
@@ -27,8 +27,8 @@ pub(crate) struct Outcomes {
 }
 
 impl Outcomes {
-    /// Calls the worker's [`on_error`](super::Worker::on_error) hook, if any.
-    /// A [`Snooze`](super::Snooze) is not a failure: the hook does not see it.
+    /// Calls the worker's [`on_error`](crate::durable::Worker::on_error) hook, if any.
+    /// A [`Snooze`](crate::durable::Snooze) is not a failure: the hook does not see it.
     pub(crate) fn report(&self, task: &ActiveTask, failure: &Failure) {
         if matches!(failure.judgement, Judgement::Snooze(_)) {
             return;
@@ -42,7 +42,7 @@ impl Outcomes {
     /// Records a failed attempt: reports it, decides, and writes the decision, retrying the
     /// write on database errors; when it cannot be written, the lease expires and the recoverer
     /// counts the attempt as failed. (A succeeded attempt goes to the
-    /// [completer](super::completer).)
+    /// [completer](crate::durable::worker::completer).)
     pub(crate) async fn record_failure(&self, queue: &Queue, task: &ActiveTask, failure: Failure) {
         self.report(task, &failure);
         let now = queue.handle.clock.now();
@@ -52,7 +52,7 @@ impl Outcomes {
     }
 
     /// Records a failed attempt once, without retrying the write: what
-    /// [`Worker::fail`](super::Worker::fail) and the recoverer (with its own fence) do.
+    /// [`Worker::fail`](crate::durable::Worker::fail) and the recoverer (with its own fence) do.
     /// `Ok(false)`: fenced off, nothing changed.
     pub(crate) async fn fail(
         &self,
@@ -84,7 +84,7 @@ impl Outcomes {
                 last_err,
                 ..
             } => {
-                let errors = history::append(&task.info().errors, task.retried(), now, last_err);
+                let errors = failures::append(&task.info().errors, task.retried(), now, last_err);
                 let (at, now) = (to_ms(*at), to_ms(now));
                 let retried = i64::from(*retried);
                 tasks::retry(
@@ -103,7 +103,7 @@ impl Outcomes {
                 tasks::snooze(&queue.handle.store, &queue.handle.name, fence, to_ms(*at)).await?
             }
             Decision::Archive { last_err, .. } => {
-                let errors = history::append(&task.info().errors, task.retried(), now, last_err);
+                let errors = failures::append(&task.info().errors, task.retried(), now, last_err);
                 tasks::archive(
                     &queue.handle.store,
                     &queue.handle.name,
@@ -225,7 +225,7 @@ where
     false
 }
 
-/// Archives a claimed task whose cancel the operator asked for ([`Inspector::cancel`](super::Inspector::cancel)),
+/// Archives a claimed task whose cancel the operator asked for ([`Inspector::cancel`](crate::durable::Inspector::cancel)),
 /// fenced; counts and logs it. `Ok(false)`: no cancel was asked for, or fenced off.
 pub(crate) async fn cancel(
     queue: &Queue,

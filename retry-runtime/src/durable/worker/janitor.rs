@@ -1,21 +1,21 @@
 //! The janitor: keeps the finished tasks within their limits. Archived tasks beyond the queue's
-//! [archive limits](super::Queue::archive_limits) (the newest 10 000, archived within 90 days,
+//! [archive limits](crate::durable::Queue::archive_limits) (the newest 10 000, archived within 90 days,
 //! by default) are deleted as tasks are archived and on every tick of a worker's janitor;
 //! completed tasks are deleted once past their retention (the task's own
-//! [`retention`](super::Task::retention), or the queue's
-//! [`completed_retention`](super::Queue::completed_retention)). The hourly history of attempts
-//! is kept [`HISTORY_DAYS`](super::HISTORY_DAYS) days.
+//! [`retention`](crate::durable::Task::retention), or the queue's
+//! [`completed_retention`](crate::durable::Queue::completed_retention)). The hourly history of attempts
+//! is kept [`HISTORY_DAYS`](crate::durable::HISTORY_DAYS) days.
 
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use super::clock::{duration_ms, to_ms};
-use super::error::Error;
-use super::handle::Handle;
-use super::periodic;
-use super::store::{counts, tasks};
-use super::task::TaskState;
+use crate::durable::client::task::TaskState;
+use crate::durable::clock::{duration_ms, to_ms};
+use crate::durable::error::Error;
+use crate::durable::handle::Handle;
+use crate::durable::store::{counts, tasks};
+use crate::durable::worker::periodic;
 
 /// A worker's janitor: trims the queues it serves every `interval`.
 pub(crate) struct Janitor {

@@ -2,12 +2,12 @@
 //! an index seek, not a scan of the N − 1 pages before it (an `OFFSET` deep in a table of a
 //! million rows reads them all).
 
-use super::error::Error;
-use super::store::Row;
-use super::task::{TaskInfo, TaskState};
+use crate::durable::client::task::{TaskInfo, TaskState};
+use crate::durable::error::Error;
+use crate::durable::store::Row;
 
 /// One page of the tasks in a state, in the order of
-/// [`Inspector::list_page`](super::Inspector::list_page), and where the next one starts.
+/// [`Inspector::list_page`](crate::durable::Inspector::list_page), and where the next one starts.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -36,7 +36,7 @@ pub struct TaskPage {
     /// The page's tasks.
     pub tasks: Vec<TaskInfo>,
     /// The cursor to pass as `after` to
-    /// [`Inspector::list_after`](super::Inspector::list_after) for the next page; `None` on the
+    /// [`Inspector::list_after`](crate::durable::Inspector::list_after) for the next page; `None` on the
     /// last page. An opaque text, valid for the state it was made for.
     pub next: Option<String>,
 }

@@ -1,13 +1,13 @@
 //! From a [`Task`] to the row to insert: the checks every enqueue runs (payload size, names),
 //! the id given to a task without one, the due time and the unique key. One definition for
-//! [`Queue::enqueue`](super::Queue::enqueue) and [`Queue::enqueue_many`](super::Queue::enqueue_many).
+//! [`Queue::enqueue`](crate::durable::Queue::enqueue) and [`Queue::enqueue_many`](crate::durable::Queue::enqueue_many).
 
 use std::time::{Duration, SystemTime};
 
-use super::clock::{duration_ms, to_ms};
-use super::error::Error;
-use super::store::NewTask;
-use super::task::{MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, TaskState, When};
+use crate::durable::client::task::{MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, TaskState, When};
+use crate::durable::clock::{duration_ms, to_ms};
+use crate::durable::error::Error;
+use crate::durable::store::NewTask;
 
 /// A checked task, owning its texts; [`Prepared::row`] borrows them as the row to insert.
 #[derive(Debug)]

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::periodic;
-use super::queue::Queue;
+use crate::durable::client::queue::Queue;
+use crate::durable::worker::periodic;
 
 /// What became of an attempt, as the `outcome` label says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +58,7 @@ pub(crate) struct Metrics {
 #[derive(Debug)]
 struct QueueHandles {
     name: std::sync::Arc<str>,
-    /// Per state, in the order of [`TaskState::ALL`](super::TaskState::ALL).
+    /// Per state, in the order of [`TaskState::ALL`](crate::durable::TaskState::ALL).
     tasks: [metrics::Gauge; 6],
     pickup_delay: metrics::Histogram,
     /// Per handler kind, per [`Outcome::ALL`].
@@ -101,7 +101,7 @@ impl Metrics {
                 .map(|queue| {
                     let name = queue.handle.name.clone();
                     QueueHandles {
-                        tasks: super::TaskState::ALL.map(|state| {
+                        tasks: crate::durable::TaskState::ALL.map(|state| {
                             metrics::gauge!(
                                 "retry_queue_tasks",
                                 "queue" => name.to_string(),

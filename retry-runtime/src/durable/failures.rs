@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::clock::{from_ms, to_ms};
+use crate::durable::clock::{from_ms, to_ms};
 
 /// How many failures a task keeps: the oldest is dropped when an eleventh is added.
 pub const MAX_HISTORY: usize = 10;
@@ -14,7 +14,7 @@ pub const MAX_HISTORY: usize = 10;
 /// Longest error text kept per failure, in bytes (`last_err` keeps up to 4 KiB of the last one).
 pub const MAX_HISTORY_ERROR: usize = 1024;
 
-/// One failed attempt of a task, as [`TaskInfo::errors`](super::TaskInfo::errors) lists them.
+/// One failed attempt of a task, as [`TaskInfo::errors`](crate::durable::TaskInfo::errors) lists them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FailedAttempt {
     /// The task's `retried` when the attempt ran: 0 for the first attempt.

@@ -1,5 +1,5 @@
 //! The worker's heartbeat (asynq's `heartbeat.go`): every
-//! [`heartbeat_interval`](super::Worker::heartbeat_interval) it writes the worker's row —
+//! [`heartbeat_interval`](crate::durable::Worker::heartbeat_interval) it writes the worker's row —
 //! who it is, what it serves, the tasks it is running ([`Held`]) — and deletes the rows of
 //! workers three beats stale; on a graceful stop it deletes its own row. A worker that crashed
 //! (or whose `run_until` future was dropped) leaves its row to go stale.
@@ -10,13 +10,13 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use super::clock::to_ms;
-use super::error::Error;
-use super::handle::Handle;
-use super::periodic;
-use super::presence::{HeldJson, HeldTask, stale_after};
-use super::store::presence::{self, WorkerRow};
-use super::task::ActiveTask;
+use crate::durable::client::task::ActiveTask;
+use crate::durable::clock::to_ms;
+use crate::durable::error::Error;
+use crate::durable::handle::Handle;
+use crate::durable::inspector::presence::{HeldJson, HeldTask, stale_after};
+use crate::durable::store::presence::{self, WorkerRow};
+use crate::durable::worker::periodic;
 
 /// The tasks a worker's attempts are running, keyed by task (queue and id: one claim gives
 /// one lease token to all the tasks it takes, so the token is no key): written at each beat.
@@ -85,7 +85,7 @@ impl Heartbeat {
     /// Beats at once and every `interval` until `stop` turns true, then deletes the row; a
     /// dropped `stop` (the worker's future dropped) leaves the row to go stale.
     pub(crate) async fn run(self, stop: watch::Receiver<bool>) {
-        let (id, host, pid) = super::presence::identity();
+        let (id, host, pid) = crate::durable::inspector::presence::identity();
         let started_ms = to_ms(self.handle.clock.now());
         let graceful = stop.clone();
         periodic::every(self.interval, stop, || async {

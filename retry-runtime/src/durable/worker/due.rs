@@ -5,10 +5,10 @@ use std::time::SystemTime;
 
 use tokio::time::Instant;
 
-use super::clock::{from_ms, to_ms};
-use super::error::Error;
-use super::handle::Handle;
-use super::store::{Arg, fetch_optional};
+use crate::durable::clock::{from_ms, to_ms};
+use crate::durable::error::Error;
+use crate::durable::handle::Handle;
+use crate::durable::store::{Arg, fetch_optional};
 
 /// When the earliest task of `queues` that is due later than now becomes due, as an
 /// instant of the runtime's clock, if before `poll` (the next poll); `poll` otherwise, and when

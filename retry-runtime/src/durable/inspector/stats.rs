@@ -7,16 +7,16 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use super::clock::{from_ms, to_ms};
-use super::error::Error;
-use super::handle::Handle;
-use super::store::{counts, operator};
-use super::task::TaskState;
+use crate::durable::client::task::TaskState;
+use crate::durable::clock::{from_ms, to_ms};
+use crate::durable::error::Error;
+use crate::durable::handle::Handle;
+use crate::durable::store::{counts, operator};
 
 /// Milliseconds in a UTC day (the Unix epoch ignores leap seconds).
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
-/// What [`Inspector::cancel`](super::Inspector::cancel) did.
+/// What [`Inspector::cancel`](crate::durable::Inspector::cancel) did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Canceled {
     /// The task was waiting (pending, scheduled or retry): it is archived.
@@ -25,11 +25,11 @@ pub enum Canceled {
     Stopping,
 }
 
-/// One queue of the database at a glance: what [`super::Inspector::stats`] returns per queue.
+/// One queue of the database at a glance: what [`crate::durable::Inspector::stats`] returns per queue.
 ///
-/// "Today" is the UTC day of the queue's clock ([`Queue::now`](super::Queue::now)) when the stats
+/// "Today" is the UTC day of the queue's clock ([`Queue::now`](crate::durable::Queue::now)) when the stats
 /// were read. Both daily figures count attempts (asynq's meaning), from the hourly
-/// [history](super::Inspector::history): deleting or re-running a task later does not change
+/// [history](crate::durable::Inspector::history): deleting or re-running a task later does not change
 /// them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueStats {
@@ -47,7 +47,7 @@ pub struct QueueStats {
     pub archived: u64,
     /// Tasks in [`TaskState::Completed`] (kept for the completed retention).
     pub completed: u64,
-    /// Whether the queue is [paused](super::Inspector::pause).
+    /// Whether the queue is [paused](crate::durable::Inspector::pause).
     pub paused: bool,
     /// Attempts finished today: each run of a task that ended in success, a retry or an
     /// archive (a snooze and a shutdown's requeue finish none). A task that failed twice and
@@ -104,7 +104,7 @@ impl QueueStats {
     }
 }
 
-/// The tasks of one state that failed with the same error: what [`super::Inspector::error_groups`]
+/// The tasks of one state that failed with the same error: what [`crate::durable::Inspector::error_groups`]
 /// returns. A dozen retrying tasks with one `last_err` point at an external system that is
 /// down, not at the code.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,13 +119,13 @@ pub struct ErrorGroup {
     pub newest: SystemTime,
 }
 
-/// How far back [`Inspector::history`](super::Inspector::history) reads, and in which buckets.
+/// How far back [`Inspector::history`](crate::durable::Inspector::history) reads, and in which buckets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HistorySpan {
     /// The last `n` UTC hours, this one included, an hour a bucket; `n` is 1 to 168 (a week).
     Hours(u32),
     /// The last `n` UTC days, today included, a day a bucket; `n` is 1 to
-    /// [`HISTORY_DAYS`](super::HISTORY_DAYS) (90).
+    /// [`HISTORY_DAYS`](crate::durable::HISTORY_DAYS) (90).
     Days(u32),
 }
 
@@ -150,7 +150,7 @@ impl HistorySpan {
     }
 }
 
-/// One hour or day of a queue's attempts: what [`Inspector::history`](super::Inspector::history)
+/// One hour or day of a queue's attempts: what [`Inspector::history`](crate::durable::Inspector::history)
 /// returns, oldest first, one bucket for every hour or day of the span (empty ones included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HistoryBucket {
@@ -162,7 +162,7 @@ pub struct HistoryBucket {
     pub failed: u64,
 }
 
-/// Every queue's stats at the handle's `now`; see [`Inspector::stats`](super::Inspector::stats).
+/// Every queue's stats at the handle's `now`; see [`Inspector::stats`](crate::durable::Inspector::stats).
 pub(crate) async fn read(handle: &Handle) -> Result<Vec<QueueStats>, Error> {
     let now = to_ms(handle.clock.now());
     let day_start = now - now.rem_euclid(DAY_MS);
@@ -198,7 +198,7 @@ pub(crate) async fn read(handle: &Handle) -> Result<Vec<QueueStats>, Error> {
     Ok(queues.into_values().collect())
 }
 
-/// The queue's attempts over `span`; see [`Inspector::history`](super::Inspector::history).
+/// The queue's attempts over `span`; see [`Inspector::history`](crate::durable::Inspector::history).
 pub(crate) async fn history(
     handle: &Handle,
     span: HistorySpan,

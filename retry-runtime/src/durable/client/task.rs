@@ -1,5 +1,5 @@
 //! Tasks: what is enqueued ([`Task`]), what is stored ([`TaskInfo`], in a
-//! [`TaskState`](super::TaskState)) and what a handler gets ([`ActiveTask`]).
+//! [`TaskState`](crate::durable::TaskState)) and what a handler gets ([`ActiveTask`]).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -7,11 +7,11 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::error::Error;
-pub use super::state::TaskState;
 use crate::IdempotencyKey;
+use crate::durable::error::Error;
+pub use crate::durable::state::TaskState;
 
-/// The largest payload [`Queue::enqueue`](super::Queue::enqueue) accepts: 1 MiB of JSON. A
+/// The largest payload [`Queue::enqueue`](crate::durable::Queue::enqueue) accepts: 1 MiB of JSON. A
 /// task carries what its handler needs to find the data (ids, amounts, keys), not the data.
 pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
 
@@ -25,19 +25,19 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Longest task id or kind, in bytes.
 pub(crate) const MAX_NAME_BYTES: usize = 1024;
 
-/// A task as stored: what the inspector ([`Inspector::get`](super::Inspector::get),
-/// [`Inspector::list`](super::Inspector::list)) and [`Queue::enqueue`](super::Queue::enqueue) return.
+/// A task as stored: what the inspector ([`Inspector::get`](crate::durable::Inspector::get),
+/// [`Inspector::list`](crate::durable::Inspector::list)) and [`Queue::enqueue`](crate::durable::Queue::enqueue) return.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskInfo {
     /// Unique within the queue: the [`task_id`](Task::task_id) given, or a random one.
     pub id: String,
-    /// The name of the queue the task is in ([`Queue::named`](super::Queue::named)).
+    /// The name of the queue the task is in ([`Queue::named`](crate::durable::Queue::named)).
     pub queue: String,
-    /// Selects the handler ([`Worker::handle`](super::Worker::handle)).
+    /// Selects the handler ([`Worker::handle`](crate::durable::Worker::handle)).
     pub kind: String,
     /// Where the task is.
     pub state: TaskState,
-    /// Failed attempts counted so far (see [`Worker::is_failure`](super::Worker::is_failure)).
+    /// Failed attempts counted so far (see [`Worker::is_failure`](crate::durable::Worker::is_failure)).
     pub retried: u32,
     /// Retries allowed after the first attempt: the task runs at most `max_retry + 1` times.
     pub max_retry: u32,
@@ -54,12 +54,12 @@ pub struct TaskInfo {
     pub enqueued_at: SystemTime,
     /// When the task completed: set while it is [`TaskState::Completed`], `None` otherwise.
     pub completed_at: Option<SystemTime>,
-    /// The task's last [`MAX_HISTORY`](super::MAX_HISTORY) failed attempts, oldest first
-    /// (a [`Snooze`](super::Snooze) or a cancel is no failure and is not listed).
-    pub errors: Vec<super::FailedAttempt>,
+    /// The task's last [`MAX_HISTORY`](crate::durable::MAX_HISTORY) failed attempts, oldest first
+    /// (a [`Snooze`](crate::durable::Snooze) or a cancel is no failure and is not listed).
+    pub errors: Vec<crate::durable::FailedAttempt>,
     /// When the lease of an [`Active`](TaskState::Active) task runs out unless its worker renews
     /// it (`None` in other states). Past it, the worker is presumed dead and the recoverer
-    /// makes the task due again ([`Worker::lease`](super::Worker::lease)).
+    /// makes the task due again ([`Worker::lease`](crate::durable::Worker::lease)).
     pub lease_expires_at: Option<SystemTime>,
 }
 
@@ -105,7 +105,7 @@ impl Task {
     /// A task of kind `kind` (the handler's name) carrying `payload` as JSON.
     ///
     /// A payload that does not serialize is reported by
-    /// [`Queue::enqueue`](super::Queue::enqueue) as [`Error::Encode`].
+    /// [`Queue::enqueue`](crate::durable::Queue::enqueue) as [`Error::Encode`].
     pub fn new<P: Serialize + ?Sized>(kind: impl Into<String>, payload: &P) -> Self {
         Task {
             kind: kind.into(),
@@ -124,7 +124,7 @@ impl Task {
     /// The hand-over of a keyed write from `#[retry]` to the queue: a task whose id is the
     /// write's idempotency key, so every durable attempt sends the same key to the external
     /// system, and a second hand-over of the same call fails with [`Error::TaskIdConflict`]
-    /// instead of enqueueing a duplicate. See [`Queue::hand_over`](super::Queue::hand_over).
+    /// instead of enqueueing a duplicate. See [`Queue::hand_over`](crate::durable::Queue::hand_over).
     ///
     /// A blank key (empty or white space) cannot deduplicate: enqueueing the task fails with
     /// [`Error::Invalid`].
@@ -208,7 +208,7 @@ impl Task {
     }
 
     /// How long this task is kept once completed, instead of the queue's
-    /// [`completed_retention`](super::Queue::completed_retention) (7 days by default). While
+    /// [`completed_retention`](crate::durable::Queue::completed_retention) (7 days by default). While
     /// kept, its id still conflicts: a shorter retention shortens the time in which a repeated
     /// enqueue of the same id is refused.
     pub fn retention(mut self, retention: Duration) -> Self {
@@ -332,7 +332,7 @@ impl ActiveTask {
     }
 
     /// When the lease expires unless renewed (as of the claim, or the last renewal through
-    /// [`protocol::extend_lease`](super::protocol::extend_lease) on this value).
+    /// [`protocol::extend_lease`](crate::durable::protocol::extend_lease) on this value).
     pub fn lease_expires_at(&self) -> SystemTime {
         self.lease_expires_at
     }

@@ -1,15 +1,15 @@
-//! A [`Scheduler`](super::Scheduler)'s entries: each one's spec, schedule and task maker, and
+//! A [`Scheduler`](crate::durable::Scheduler)'s entries: each one's spec, schedule and task maker, and
 //! what this instance has done with each period (which task it made, which period is done);
 //! the ids that make each period's task unique across instances are given here.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use super::error::Error;
-use super::recurrence::{Recurrence, never_matches};
-use super::task::Task;
+use crate::durable::client::task::Task;
+use crate::durable::error::Error;
+use crate::durable::scheduler::recurrence::{Recurrence, never_matches};
 
-/// The longest [`Scheduler::run_until`](super::Scheduler::run_until) sleeps before it looks at the
+/// The longest [`Scheduler::run_until`](crate::durable::Scheduler::run_until) sleeps before it looks at the
 /// clock again: a clock that was set, or an enqueue that failed, is dealt with within a second.
 const MAX_SLEEP: Duration = Duration::from_secs(1);
 
@@ -184,7 +184,7 @@ impl Entries {
     }
 
     /// A period longer than the completed retention (`retention`, in ms) can be enqueued twice
-    /// (see [`Scheduler`](super::Scheduler)'s docs).
+    /// (see [`Scheduler`](crate::durable::Scheduler)'s docs).
     pub(crate) fn warn_of_long_periods(&self, now_ms: i64, retention: i64) {
         for entry in &self.list {
             if let Some((start, end)) = entry.period(now_ms) {

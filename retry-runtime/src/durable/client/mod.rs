@@ -1,0 +1,7 @@
+//! The client side: the [`Queue`](crate::durable::Queue) handle that enqueues and hands work
+//! over, the [`Task`](crate::durable::Task) it writes and the checks every enqueue passes
+//! ([`prepare`]). Nothing here runs tasks; the worker's loop is in `durable/worker/`.
+
+pub(crate) mod prepare;
+pub(crate) mod queue;
+pub(crate) mod task;

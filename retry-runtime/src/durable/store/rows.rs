@@ -170,3 +170,11 @@ impl<'a> Fence<'a> {
         }
     }
 }
+
+/// Completes one task (the batch statement's single-task form, also run per task of a SQLite
+/// batch).
+pub(crate) const COMPLETE: &str = "UPDATE retry_tasks SET state = 'completed', finished_ms = $5, \
+     next_process_ms = NULL, lease_token = NULL, lease_expires_ms = NULL, \
+     unique_key = NULL, unique_until_ms = NULL \
+     WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+     AND lease_expires_ms <= $4";

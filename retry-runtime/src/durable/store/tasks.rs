@@ -5,6 +5,7 @@ use super::{Arg, Done, Fence, NewTask, Row, Store, execute, fetch_all, fetch_int
 use crate::durable::client::task::TaskState;
 use crate::durable::error::Error;
 use crate::durable::failures;
+use crate::durable::store::rows::COMPLETE;
 
 /// Inserts `task` unless its id (or its unique key) is taken; the row as inserted, or `None`.
 pub(crate) async fn insert(
@@ -146,14 +147,6 @@ pub(crate) async fn extend(
          AND lease_expires_ms <= $4";
     fenced(store, EXTEND, queue, fence, &[Arg::Int(lease_until)]).await
 }
-
-/// Completes one task (the batch statement's single-task form, also run per task of a SQLite
-/// batch).
-pub(crate) const COMPLETE: &str = "UPDATE retry_tasks SET state = 'completed', finished_ms = $5, \
-     next_process_ms = NULL, lease_token = NULL, lease_expires_ms = NULL, \
-     unique_key = NULL, unique_until_ms = NULL \
-     WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-     AND lease_expires_ms <= $4";
 
 /// Marks the task completed at `now`.
 pub(crate) async fn complete(

@@ -130,7 +130,12 @@ async fn enqueued_task_runs_pending_active_completed(backend: Backend) {
             .is_empty()
     );
     assert_eq!(
-        env.q.inspector().lease_expires_at(&info.id).await.unwrap(),
+        env.q
+            .inspector()
+            .get(&info.id)
+            .await
+            .unwrap()
+            .and_then(|t| t.lease_expires_at),
         Some(env.at(secs(30)))
     );
     release.notify_one();
@@ -143,7 +148,12 @@ async fn enqueued_task_runs_pending_active_completed(backend: Backend) {
         (0, None, None)
     );
     assert_eq!(
-        env.q.inspector().lease_expires_at(&info.id).await.unwrap(),
+        env.q
+            .inspector()
+            .get(&info.id)
+            .await
+            .unwrap()
+            .and_then(|t| t.lease_expires_at),
         None
     );
     assert_eq!(
@@ -988,7 +998,12 @@ async fn lease_is_renewed_while_the_handler_runs(backend: Backend) {
     let run = tokio::spawn(async move { w.run_due().await });
     env.wait_for(&id, TaskState::Active).await;
     assert_eq!(
-        env.q.inspector().lease_expires_at(&id).await.unwrap(),
+        env.q
+            .inspector()
+            .get(&id)
+            .await
+            .unwrap()
+            .and_then(|t| t.lease_expires_at),
         Some(env.at(lease))
     );
     // An hour passes on the queue's clock: only renewals keep the lease.
@@ -996,7 +1011,15 @@ async fn lease_is_renewed_while_the_handler_runs(backend: Backend) {
     let renewed_to = env.at(secs(3600) + lease);
     let mut renewed = false;
     for _ in 0..1_000 {
-        if env.q.inspector().lease_expires_at(&id).await.unwrap() == Some(renewed_to) {
+        if env
+            .q
+            .inspector()
+            .get(&id)
+            .await
+            .unwrap()
+            .and_then(|t| t.lease_expires_at)
+            == Some(renewed_to)
+        {
             renewed = true;
             break;
         }

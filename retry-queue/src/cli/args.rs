@@ -89,8 +89,8 @@ pub enum Command {
 pub enum TaskCommand {
     /// One page of the tasks in a state
     Ls {
-        /// The state to list
-        #[arg(long, value_parser = state_parser())]
+        /// The state to list (like `errors`, the retry tasks by default)
+        #[arg(long, value_parser = state_parser(), default_value = "retry")]
         state: TaskState,
         /// The queue
         #[arg(long, default_value = DEFAULT_QUEUE)]

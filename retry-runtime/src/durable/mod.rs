@@ -27,6 +27,7 @@ mod state;
 mod store;
 mod worker;
 
+pub use client::kind::TaskKind;
 pub use client::queue::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,
     Queue,
@@ -34,18 +35,25 @@ pub use client::queue::{
 pub use client::task::{
     ActiveTask, DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState,
 };
-pub use clock::{Clock, DELAY_RAND_BOUND, DelayRng, SystemClock, default_retry_delay};
+pub use clock::{Clock, default_retry_delay};
+/// Knobs for tests and benches (feature `test-util`): the delay generator, its bound, the
+/// system clock, and the store's fixed limits.
+#[cfg(any(test, feature = "test-util"))]
+pub use clock::{DELAY_RAND_BOUND, DelayRng, SystemClock};
 pub use error::{BoxError, Error, SkipRetry, Snooze};
 pub use failures::{FailedAttempt, MAX_HISTORY, MAX_HISTORY_ERROR};
 pub use inspector::page::TaskPage;
 pub use inspector::presence::{DEFAULT_HEARTBEAT_INTERVAL, HeldTask, SchedulerEntry, WorkerInfo};
 pub use inspector::{
-    Canceled, ErrorGroup, FoundPage, HistoryBucket, HistorySpan, Inspector, MAX_KINDS,
-    MAX_SEARCH_BYTES, QueueStats, SEARCH_WINDOW, TaskFilter,
+    Canceled, ErrorGroup, FoundPage, HistoryBucket, HistorySpan, Inspector, QueueStats,
+    SEARCH_WINDOW, TaskFilter,
 };
+#[cfg(any(test, feature = "test-util"))]
+pub use inspector::{MAX_KINDS, MAX_SEARCH_BYTES};
 #[cfg(any(test, feature = "test-util"))]
 pub use manual_clock::ManualClock;
 pub use scheduler::Scheduler;
+#[cfg(any(test, feature = "test-util"))]
 pub use store::counts::HISTORY_DAYS;
 pub use worker::Worker;
 pub use worker::attempt::DEFAULT_LEASE;

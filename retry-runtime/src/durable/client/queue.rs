@@ -8,9 +8,10 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::IdempotencyKey;
+use crate::durable::client::kind::TaskKind;
 use crate::durable::client::prepare::Prepared;
 use crate::durable::client::task::{MAX_NAME_BYTES, Task, TaskInfo};
-use crate::durable::clock::{Clock, SystemClock};
+use crate::durable::clock::SystemClock;
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::inspector::Inspector;
@@ -148,8 +149,9 @@ impl Queue {
 
     /// Reads time from `clock` instead of the system's: every time the queue stores (due times,
     /// leases, failures, key expiries, archive ages) follows it. Workers made from this handle
-    /// share it.
-    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+    /// share it. A knob for tests (feature `test-util`).
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn with_clock(mut self, clock: impl crate::durable::clock::Clock) -> Self {
         self.handle.clock = Arc::new(clock);
         self
     }
@@ -311,6 +313,16 @@ impl Queue {
         K: IdempotencyKey + ?Sized,
     {
         self.enqueue(Task::for_key(kind, payload, key)).await
+    }
+
+    /// [`hand_over`](Queue::hand_over) of a typed payload: the kind is
+    /// [`T::KIND`](TaskKind::KIND).
+    pub async fn hand_over_of<T, K>(&self, payload: &T, key: &K) -> Result<TaskInfo, Error>
+    where
+        T: TaskKind,
+        K: IdempotencyKey + ?Sized,
+    {
+        self.hand_over(T::KIND, payload, key).await
     }
 
     /// The operator's handle on this queue (asynq's `Inspector`): look at tasks and queues,

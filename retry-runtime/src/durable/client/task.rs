@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::IdempotencyKey;
+use crate::durable::client::kind::TaskKind;
 use crate::durable::error::Error;
 pub use crate::durable::state::TaskState;
 
@@ -102,6 +103,12 @@ pub(crate) enum When {
 }
 
 impl Task {
+    /// A task of `payload`'s type: its kind is [`T::KIND`](TaskKind::KIND), its payload
+    /// `payload` as JSON.
+    pub fn of<T: TaskKind>(payload: &T) -> Self {
+        Task::new(T::KIND, payload)
+    }
+
     /// A task of kind `kind` (the handler's name) carrying `payload` as JSON.
     ///
     /// A payload that does not serialize is reported by

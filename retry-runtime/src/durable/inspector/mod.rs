@@ -3,7 +3,6 @@
 //! failures by their error.
 
 use std::fmt;
-use std::time::SystemTime;
 
 use crate::durable::client::task::{TaskInfo, TaskState};
 use crate::durable::clock::{from_ms, to_ms};
@@ -19,7 +18,9 @@ mod find;
 pub(crate) mod page;
 pub(crate) mod presence;
 pub(crate) mod stats;
-pub use find::{FoundPage, MAX_KINDS, MAX_SEARCH_BYTES, SEARCH_WINDOW, TaskFilter};
+pub use find::{FoundPage, SEARCH_WINDOW, TaskFilter};
+#[cfg(any(test, feature = "test-util"))]
+pub use find::{MAX_KINDS, MAX_SEARCH_BYTES};
 /// The operator's handle on one queue: what [`Queue::inspector`](crate::durable::Queue::inspector) returns.
 /// Every method reads or changes the queue it was made from ([`stats`](Inspector::stats) reads
 /// every queue of the database).
@@ -78,16 +79,6 @@ impl Inspector {
         Ok(tasks::get(&self.handle.store, &self.handle.name, id)
             .await?
             .map(|row| row.into_info()))
-    }
-
-    /// When the lease of an active task expires unless its worker renews it; `None` for a task
-    /// that is not active (or does not exist).
-    pub async fn lease_expires_at(&self, id: &str) -> Result<Option<SystemTime>, Error> {
-        let row = tasks::get(&self.handle.store, &self.handle.name, id).await?;
-        Ok(row
-            .filter(|row| row.state == TaskState::Active)
-            .and_then(|row| row.lease_expires_ms)
-            .map(from_ms))
     }
 
     /// Every task of the queue in `state`, the soonest due (or the earliest finished) first.

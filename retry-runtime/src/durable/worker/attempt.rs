@@ -17,11 +17,11 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
-use crate::durable::protocol;
 use crate::durable::store::{Fence, control};
 use crate::durable::worker::completer::Completer;
 use crate::durable::worker::failure::Failure;
 use crate::durable::worker::heartbeat::Held;
+use crate::durable::worker::lease;
 use crate::durable::worker::outcome::{Outcomes, cancel, persist};
 
 /// How long a claim holds a task unless renewed; renewed every third of it while the handler runs.
@@ -54,13 +54,13 @@ impl Runner {
 
 /// One attempt: runs the handler in its own tokio task under the timeout and deadline, renews
 /// the lease, and records the outcome: a completion through `completer` (written in a batch
-/// after the attempt has freed its slot), a failure here. A stop signal (shutdown) drops the
-/// handler and gives the task back.
+/// after the attempt has freed its slot), a failure through the outcomes. A stop signal
+/// (shutdown) drops the handler and gives the task back.
 pub(crate) async fn attempt(
     runner: Arc<Runner>,
     queue: Queue,
     mut task: ActiveTask,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     completer: Completer,
 ) {
     let Some(handler) = runner.handlers.get(task.kind()).cloned() else {
@@ -70,42 +70,8 @@ pub(crate) async fn attempt(
         runner.outcomes.record_failure(&queue, &task, failure).await;
         return;
     };
-    let beat = runner.heartbeat();
-    // A prefetched task may have waited since its claim: with less than two thirds of its lease
-    // left (when the first renewal is due), it is renewed before it starts.
-    let left = task
-        .lease_expires_at()
-        .duration_since(queue.handle.clock.now())
-        .unwrap_or(Duration::ZERO);
-    if left < runner.lease.saturating_sub(beat) {
-        match protocol::extend_lease(&queue, &mut task, runner.lease).await {
-            Ok(true) => {}
-            Ok(false) => {
-                event!(
-                    warn,
-                    "durable worker: lease lost before the attempt started (recovered elsewhere), attempt dropped",
-                    task = task.id()
-                );
-                return;
-            }
-            Err(e) if left.is_zero() => {
-                event!(
-                    warn,
-                    "durable worker: renewing an expired lease failed, attempt dropped",
-                    task = task.id(),
-                    error = e
-                );
-                return;
-            }
-            Err(e) => {
-                event!(
-                    warn,
-                    "durable worker: renewing a lease failed",
-                    task = task.id(),
-                    error = e
-                );
-            }
-        }
+    if !renew_if_waited(&runner, &queue, &mut task).await {
+        return;
     }
     let now = queue.handle.clock.now();
     let bound = attempt_bound(&task, now);
@@ -114,8 +80,71 @@ pub(crate) async fn attempt(
         runner.outcomes.record_failure(&queue, &task, failure).await;
         return;
     }
-    let mut run = Running(tokio::spawn(handler(task.clone())));
+    let run = Running(tokio::spawn(handler(task.clone())));
     let _holding = runner.held.hold(queue.name(), &task, now);
+    let Some(result) = supervise(&runner, &queue, &mut task, run, bound, stop).await else {
+        return;
+    };
+    match result {
+        Ok(()) => completer.complete(queue, task).await,
+        Err(failure) => runner.outcomes.record_failure(&queue, &task, failure).await,
+    }
+}
+
+/// A prefetched task may have waited since its claim: with less than two thirds of its lease
+/// left (when the first renewal is due), it is renewed before it starts. `false`: the attempt
+/// is dropped (the lease was lost, or an expired one could not be renewed).
+async fn renew_if_waited(runner: &Runner, queue: &Queue, task: &mut ActiveTask) -> bool {
+    let left = task
+        .lease_expires_at()
+        .duration_since(queue.handle.clock.now())
+        .unwrap_or(Duration::ZERO);
+    if left >= runner.lease.saturating_sub(runner.heartbeat()) {
+        return true;
+    }
+    match lease::extend(&queue.handle, task, runner.lease).await {
+        Ok(true) => true,
+        Ok(false) => {
+            event!(
+                warn,
+                "durable worker: lease lost before the attempt started (recovered elsewhere), attempt dropped",
+                task = task.id()
+            );
+            false
+        }
+        Err(e) if left.is_zero() => {
+            event!(
+                warn,
+                "durable worker: renewing an expired lease failed, attempt dropped",
+                task = task.id(),
+                error = e
+            );
+            false
+        }
+        Err(e) => {
+            event!(
+                warn,
+                "durable worker: renewing a lease failed",
+                task = task.id(),
+                error = e
+            );
+            true
+        }
+    }
+}
+
+/// Watches a running handler until it ends, times out, loses its lease, is canceled by an
+/// operator or stopped by a shutdown. `Some(result)`: the attempt's outcome, to record; `None`:
+/// the attempt was dropped and whatever it needed written is written.
+async fn supervise(
+    runner: &Runner,
+    queue: &Queue,
+    task: &mut ActiveTask,
+    mut run: Running,
+    bound: Option<Bound>,
+    mut stop: watch::Receiver<bool>,
+) -> Option<Result<(), Failure>> {
+    let beat = runner.heartbeat();
     let timer = async {
         match bound {
             Some(Bound::Timeout(after) | Bound::Deadline(after)) => tokio::time::sleep(after).await,
@@ -136,11 +165,11 @@ pub(crate) async fn attempt(
         }
     };
     tokio::pin!(stop_requested);
-    let result = loop {
+    loop {
         tokio::select! {
             // An attempt that has ended is recorded, whatever else is ready.
             biased;
-            joined = &mut run.0 => break handler_result(joined),
+            joined = &mut run.0 => return Some(handler_result(joined)),
             () = &mut timer => {
                 // The handler's future is dropped before the outcome is written (unless it ended
                 // in that very instant: then its own outcome stands).
@@ -148,58 +177,84 @@ pub(crate) async fn attempt(
                     Some(Bound::Timeout(after)) => Error::TimedOut(after),
                     _ => Error::DeadlineExceeded,
                 };
-                break run.stop().await.unwrap_or_else(|| Err(Failure::erased(Box::new(err))));
+                return Some(run.stop().await.unwrap_or_else(|| Err(Failure::erased(Box::new(err)))));
             }
-            _ = renew.tick() => match protocol::extend_lease(&queue, &mut task, runner.lease).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    run.stop().await;
-                    event!(warn, "durable worker: lease lost (recovered elsewhere), attempt dropped", task = task.id());
-                    return;
-                }
-                Err(e) => {
-                    event!(warn, "durable worker: renewing a lease failed", task = task.id(), error = e);
-                    // Never run past the lease: once it may have expired, the recoverer may hand
-                    // the task to another worker. Stop before the next renewal would be too late.
-                    let next_renewal = queue.handle.clock.now().checked_add(beat);
-                    if next_renewal.is_none_or(|at| at >= task.lease_expires_at()) {
-                        run.stop().await;
-                        event!(warn, "durable worker: lease could not be renewed, attempt dropped", task = task.id());
-                        return;
-                    }
-                }
+            _ = renew.tick() => if !renew_running(runner, queue, task).await {
+                run.stop().await;
+                return None;
             },
-            _ = cancel_check.tick() => {
-                let store = &queue.handle.store;
-                match control::cancel_requested(store, &queue.handle.name, Fence::of(&task)).await {
-                    Ok(false) => {}
-                    Ok(true) => match run.stop().await {
-                        // It ended in that very instant: its own outcome is written (a retry
-                        // is refused and the task archived as canceled).
-                        Some(ended) => break ended,
-                        None => {
-                            let now = queue.handle.clock.now();
-                            let metrics = &runner.outcomes.metrics;
-                            let write = || cancel(&queue, &task, Fence::of(&task), now, metrics);
-                            persist(&task, write).await;
-                            return;
-                        }
-                    },
-                    Err(e) => event!(warn, "durable worker: looking for a cancel failed", task = task.id(), error = e),
+            _ = cancel_check.tick() => if cancel_requested(queue, task).await {
+                // Ended in that very instant: its own outcome is written (a retry is refused
+                // and the task archived as canceled).
+                let ended = run.stop().await;
+                if ended.is_none() {
+                    let now = queue.handle.clock.now();
+                    let metrics = &runner.outcomes.metrics;
+                    persist(task, || cancel(queue, task, Fence::of(task), now, metrics)).await;
                 }
+                return ended;
+            },
+            () = &mut stop_requested => {
+                let ended = run.stop().await;
+                if ended.is_none() {
+                    persist(task, || lease::requeue(&queue.handle, task)).await;
+                }
+                return ended;
             }
-            () = &mut stop_requested => match run.stop().await {
-                Some(ended) => break ended,
-                None => {
-                    persist(&task, || protocol::requeue(&queue, &task)).await;
-                    return;
-                }
-            },
         }
-    };
-    match result {
-        Ok(()) => completer.complete(queue, task).await,
-        Err(failure) => runner.outcomes.record_failure(&queue, &task, failure).await,
+    }
+}
+
+/// Renews a running attempt's lease. `false`: the attempt must stop (the lease was lost, or a
+/// failed renewal leaves too little of it for the next try).
+async fn renew_running(runner: &Runner, queue: &Queue, task: &mut ActiveTask) -> bool {
+    match lease::extend(&queue.handle, task, runner.lease).await {
+        Ok(true) => true,
+        Ok(false) => {
+            event!(
+                warn,
+                "durable worker: lease lost (recovered elsewhere), attempt dropped",
+                task = task.id()
+            );
+            false
+        }
+        Err(e) => {
+            event!(
+                warn,
+                "durable worker: renewing a lease failed",
+                task = task.id(),
+                error = e
+            );
+            // Never run past the lease: once it may have expired, the recoverer may hand the
+            // task to another worker. Stop before the next renewal would be too late.
+            let next_renewal = queue.handle.clock.now().checked_add(runner.heartbeat());
+            let in_time = next_renewal.is_some_and(|at| at < task.lease_expires_at());
+            if !in_time {
+                event!(
+                    warn,
+                    "durable worker: lease could not be renewed, attempt dropped",
+                    task = task.id()
+                );
+            }
+            in_time
+        }
+    }
+}
+
+/// Whether an operator asked to cancel `task` (a failed read counts as no).
+async fn cancel_requested(queue: &Queue, task: &ActiveTask) -> bool {
+    let store = &queue.handle.store;
+    match control::cancel_requested(store, &queue.handle.name, Fence::of(task)).await {
+        Ok(requested) => requested,
+        Err(e) => {
+            event!(
+                warn,
+                "durable worker: looking for a cancel failed",
+                task = task.id(),
+                error = e
+            );
+            false
+        }
     }
 }
 

@@ -23,8 +23,8 @@ use tokio::task::JoinHandle;
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::to_ms;
-use crate::durable::protocol;
 use crate::durable::store::{Done, Fence, tasks};
+use crate::durable::worker::lease;
 use crate::durable::worker::metrics::{Metrics, Outcome};
 
 /// The most completions one write takes (a statement's arrays, or a transaction's updates).
@@ -140,7 +140,7 @@ async fn write_batch(writer: &Writer, batch: &mut [Completion]) {
                 // The tasks stay leased while their completions wait.
                 for completion in batch.iter_mut() {
                     let queue = &completion.queue;
-                    let _ = protocol::extend_lease(queue, &mut completion.task, writer.lease).await;
+                    let _ = lease::extend(&queue.handle, &mut completion.task, writer.lease).await;
                 }
                 tokio::time::sleep(*pause).await;
             }

@@ -23,9 +23,10 @@ use crate::durable::worker::janitor::Janitor;
 use crate::durable::worker::metrics::Metrics;
 use crate::durable::worker::outcome::{ErrorFn, Outcomes};
 use crate::durable::worker::processor::{
-    DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT, Processor, Served,
+    DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT, Processor,
 };
 use crate::durable::worker::recoverer::{DEFAULT_RECOVER_INTERVAL, Recoverer};
+use crate::durable::worker::served::Served;
 
 /// A worker's options and handlers, as its setters leave them.
 pub(crate) struct Config {

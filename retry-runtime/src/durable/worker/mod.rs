@@ -1,10 +1,7 @@
-//! The worker: its options and handlers, and [`Worker::run_until`], which wires the components
-//! of asynq's server and runs them side by side until its shutdown signal — the processor
-//! ([`processor`](crate::durable::worker::processor): claims due tasks and runs attempts), the completer
-//! ([`completer`](crate::durable::worker::completer): writes completions in batches), the recoverer
-//! ([`recoverer`](crate::durable::worker::recoverer): expired leases), the janitor ([`janitor`](crate::durable::worker::janitor):
-//! the archive's and completed tasks' limits), the heartbeat ([`heartbeat`](crate::durable::worker::heartbeat):
-//! who runs what) and the task gauges ([`metrics`](crate::durable::worker::metrics)).
+//! The worker's loop, in asynq's components: [`Worker`] (options, handlers, `run_until`) wires
+//! `processor` (claims, runs attempts through `lease`, `attempt`, `outcome`), `completer`
+//! (batched completions), `recoverer` (expired leases), `janitor` (limits), `heartbeat` (who
+//! runs what) and `metrics` (the task gauges).
 
 pub(crate) mod attempt;
 pub(crate) mod completer;
@@ -13,74 +10,34 @@ pub(crate) mod due;
 pub(crate) mod failure;
 pub(crate) mod heartbeat;
 pub(crate) mod janitor;
+pub(crate) mod lease;
 pub(crate) mod metrics;
 pub(crate) mod outcome;
 pub(crate) mod pace;
 pub(crate) mod periodic;
 pub(crate) mod processor;
 pub(crate) mod recoverer;
+pub(crate) mod served;
 pub(crate) mod wake;
 
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::Classify;
+use crate::durable::client::kind::TaskKind;
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::{ActiveTask, TaskInfo};
-use crate::durable::clock::DelayRng;
-use crate::durable::error::{BoxError, Error};
+use crate::durable::error::{BoxError, Error, SkipRetry};
 use crate::durable::store::Fence;
 use crate::durable::worker::attempt::{Handler, Runner};
 use crate::durable::worker::config::Config;
 use crate::durable::worker::failure::Failure;
-use crate::durable::worker::processor::{Served, log_join};
+use crate::durable::worker::processor::log_join;
+use crate::durable::worker::served::Served;
 
-/// Runs the tasks of one queue, or of several with priorities: claims due tasks of the kinds it
-/// has handlers for, runs each kind's handler, and records the outcome with the rules of the
-/// [module docs](super#semantics).
-///
-/// With the `metrics` feature, the worker records the metrics of the
-/// [module docs](super#metrics).
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), retry_runtime::durable::Error> {
-/// use std::time::Duration;
-/// use retry_runtime::durable::{BoxError, Queue, SkipRetry, Task, TaskState, Worker};
-/// # let dir = std::env::temp_dir().join(format!("retry-doc-worker-{}", std::process::id()));
-/// # std::fs::remove_dir_all(&dir).ok();
-/// # std::fs::create_dir_all(&dir).unwrap();
-/// # let url = format!("sqlite://{}/tasks.db", dir.display());
-///
-/// let q = Queue::connect(&url).await?;
-/// let info = q.enqueue(Task::new("square", &7_i64)).await?;
-///
-/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-/// let worker = Worker::new(q.clone())
-///     .concurrency(4)
-///     .poll_interval(Duration::from_millis(50))
-///     .handle("square", |task| async move {
-///         let n: i64 = task.payload()?;
-///         if n < 0 {
-///             return Err(SkipRetry::new("negative input").into());
-///         }
-///         println!("{}² = {}", n, n * n);
-///         Ok::<(), BoxError>(())
-///     });
-/// let running = tokio::spawn(worker.run_until(async { stopped.await.ok(); }));
-/// for _ in 0..200 {
-///     if q.inspector().get(&info.id).await?.unwrap().state == TaskState::Completed { break; }
-///     tokio::time::sleep(Duration::from_millis(20)).await;
-/// }
-/// stop.send(()).ok();
-/// running.await.unwrap()?;
-/// assert_eq!(q.inspector().get(&info.id).await?.unwrap().state, TaskState::Completed);
-/// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
-/// ```
+#[doc = include_str!("../../../docs/worker.md")]
 pub struct Worker {
     config: Config,
     /// The runner (handlers, lease, outcomes and metrics) of the worker as configured, built at
@@ -283,6 +240,35 @@ impl Worker {
         self
     }
 
+    /// [`handle_classified`](Worker::handle_classified) for `T`'s [`KIND`](TaskKind::KIND),
+    /// the handler receiving the payload decoded (see [`TaskKind`]). A payload that does not
+    /// decode as `T` is archived at once, never retried, with an error that says so.
+    pub fn handle_typed<T, F, Fut, E>(mut self, handler: F) -> Self
+    where
+        T: TaskKind,
+        F: Fn(T, ActiveTask) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Classify + Into<BoxError> + 'static,
+    {
+        let handler: Handler = Arc::new(move |task: ActiveTask| match task.payload::<T>() {
+            Ok(payload) => {
+                let attempt = handler(payload, task);
+                Box::pin(async move { attempt.await.map_err(Failure::from_handler) })
+            }
+            Err(e) => {
+                let text = format!(
+                    "the payload of this {:?} task does not decode as {}: {e}",
+                    T::KIND,
+                    std::any::type_name::<T>()
+                );
+                let skip: BoxError = Box::new(SkipRetry::new(text));
+                Box::pin(async move { Err(Failure::from_handler(skip)) })
+            }
+        });
+        self.edit().handlers.insert(T::KIND.to_owned(), handler);
+        self
+    }
+
     /// Replaces the delay before a retry: `delay(n, err, task)` with `n` the retries done so far
     /// (0 before the first retry), `err` the attempt's error. Default:
     /// [`default_retry_delay`](crate::durable::default_retry_delay)`(n, rand)`, rand from
@@ -323,9 +309,10 @@ impl Worker {
 
     /// The random numbers of the default retry delay and of the weighted queue picks (default
     /// [`DelayRng::from_entropy`]): [`DelayRng::from_seed`] or [`DelayRng::fixed`] make
-    /// schedules reproducible.
-    pub fn rng(mut self, rng: DelayRng) -> Self {
-        self.edit().rules.rng = Arc::new(Mutex::new(rng));
+    /// schedules reproducible. A knob for tests (feature `test-util`).
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn rng(mut self, rng: crate::durable::clock::DelayRng) -> Self {
+        self.edit().rules.rng = Arc::new(std::sync::Mutex::new(rng));
         self
     }
 

@@ -77,45 +77,7 @@ impl Outcomes {
         decision: Decision,
         now: SystemTime,
     ) -> Result<bool, Error> {
-        let written = match &decision {
-            Decision::Retry {
-                retried,
-                at,
-                last_err,
-                ..
-            } => {
-                let errors = failures::append(&task.info().errors, task.retried(), now, last_err);
-                let (at, now) = (to_ms(*at), to_ms(now));
-                let retried = i64::from(*retried);
-                tasks::retry(
-                    &queue.handle.store,
-                    &queue.handle.name,
-                    fence,
-                    retried,
-                    at,
-                    last_err,
-                    now,
-                    &errors,
-                )
-                .await?
-            }
-            Decision::Snooze { at } => {
-                tasks::snooze(&queue.handle.store, &queue.handle.name, fence, to_ms(*at)).await?
-            }
-            Decision::Archive { last_err, .. } => {
-                let errors = failures::append(&task.info().errors, task.retried(), now, last_err);
-                tasks::archive(
-                    &queue.handle.store,
-                    &queue.handle.name,
-                    fence,
-                    last_err,
-                    to_ms(now),
-                    &errors,
-                )
-                .await?
-            }
-        };
-        if !written {
+        if !write(queue, task, fence, &decision, now).await? {
             // Refused because the operator canceled the task meanwhile (or fenced off: then
             // this changes nothing either): a canceled task is archived, never retried.
             return cancel(queue, task, fence, now, &self.metrics).await;
@@ -132,53 +94,7 @@ impl Outcomes {
         };
         self.metrics
             .count_outcome(queue.name(), task.kind(), outcome);
-        match decision {
-            Decision::Retry {
-                retried,
-                counted,
-                at,
-                last_err,
-            } => event!(
-                warn,
-                "durable task failed; it will be retried",
-                kind = task.kind(),
-                id = task.id(),
-                queue = queue.name(),
-                retried = retried,
-                max_retry = task.max_retry(),
-                counted = counted,
-                next_process_at = crate::time::http_date(at),
-                last_err = last_err,
-            ),
-            Decision::Snooze { at } => event!(
-                info,
-                "durable task snoozed",
-                kind = task.kind(),
-                id = task.id(),
-                queue = queue.name(),
-                retried = task.retried(),
-                next_process_at = crate::time::http_date(at),
-            ),
-            Decision::Archive { last_err, .. } => {
-                event!(
-                    error,
-                    "durable task archived",
-                    kind = task.kind(),
-                    id = task.id(),
-                    queue = queue.name(),
-                    retried = task.retried(),
-                    max_retry = task.max_retry(),
-                    last_err = last_err,
-                );
-                if let Err(e) = janitor::trim_archive(&queue.handle).await {
-                    event!(
-                        warn,
-                        "durable worker: trimming the archive failed",
-                        error = e
-                    );
-                }
-            }
-        }
+        log(queue, task, decision).await;
         Ok(true)
     }
 }
@@ -248,4 +164,105 @@ pub(crate) async fn cancel(
         retried = task.retried(),
     );
     Ok(true)
+}
+
+/// Writes `decision` for `task`, fenced; `false` when the store refused it (fenced off, or
+/// canceled meanwhile).
+async fn write(
+    queue: &Queue,
+    task: &ActiveTask,
+    fence: Fence<'_>,
+    decision: &Decision,
+    now: SystemTime,
+) -> Result<bool, Error> {
+    let written = match decision {
+        Decision::Retry {
+            retried,
+            at,
+            last_err,
+            ..
+        } => {
+            let errors = failures::append(&task.info().errors, task.retried(), now, last_err);
+            let (at, now) = (to_ms(*at), to_ms(now));
+            let retried = i64::from(*retried);
+            tasks::retry(
+                &queue.handle.store,
+                &queue.handle.name,
+                fence,
+                retried,
+                at,
+                last_err,
+                now,
+                &errors,
+            )
+            .await?
+        }
+        Decision::Snooze { at } => {
+            tasks::snooze(&queue.handle.store, &queue.handle.name, fence, to_ms(*at)).await?
+        }
+        Decision::Archive { last_err, .. } => {
+            let errors = failures::append(&task.info().errors, task.retried(), now, last_err);
+            tasks::archive(
+                &queue.handle.store,
+                &queue.handle.name,
+                fence,
+                last_err,
+                to_ms(now),
+                &errors,
+            )
+            .await?
+        }
+    };
+    Ok(written)
+}
+
+/// Logs a written decision; an archive also trims the archive to its limits.
+async fn log(queue: &Queue, task: &ActiveTask, decision: Decision) {
+    match decision {
+        Decision::Retry {
+            retried,
+            counted,
+            at,
+            last_err,
+        } => event!(
+            warn,
+            "durable task failed; it will be retried",
+            kind = task.kind(),
+            id = task.id(),
+            queue = queue.name(),
+            retried = retried,
+            max_retry = task.max_retry(),
+            counted = counted,
+            next_process_at = crate::time::rfc3339(at),
+            last_err = last_err,
+        ),
+        Decision::Snooze { at } => event!(
+            info,
+            "durable task snoozed",
+            kind = task.kind(),
+            id = task.id(),
+            queue = queue.name(),
+            retried = task.retried(),
+            next_process_at = crate::time::rfc3339(at),
+        ),
+        Decision::Archive { last_err, .. } => {
+            event!(
+                error,
+                "durable task archived",
+                kind = task.kind(),
+                id = task.id(),
+                queue = queue.name(),
+                retried = task.retried(),
+                max_retry = task.max_retry(),
+                last_err = last_err,
+            );
+            if let Err(e) = janitor::trim_archive(&queue.handle).await {
+                event!(
+                    warn,
+                    "durable worker: trimming the archive failed",
+                    error = e
+                );
+            }
+        }
+    }
 }

@@ -15,13 +15,13 @@ use tokio::time::Instant;
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
-use crate::durable::handle::Handle;
-use crate::durable::protocol;
 use crate::durable::worker::attempt::{Runner, attempt};
 use crate::durable::worker::completer::Completer;
 use crate::durable::worker::due::next_due;
+use crate::durable::worker::lease;
 use crate::durable::worker::outcome::persist;
 use crate::durable::worker::pace::{Pace, claim_backoff};
+use crate::durable::worker::served::Served;
 
 /// How often a worker looks for due tasks when the last look found fewer than it had room for.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -33,19 +33,6 @@ pub const DEFAULT_PREFETCH: usize = 16;
 /// How long [`Worker::run_until`](crate::durable::Worker::run_until) lets running attempts finish after its shutdown signal
 /// (asynq's default); attempts still running then go back to pending.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
-
-/// A queue a worker serves, and its weight.
-#[derive(Clone)]
-pub(crate) struct Served {
-    pub(crate) queue: Queue,
-    pub(crate) weight: u32,
-}
-
-impl AsRef<Handle> for Served {
-    fn as_ref(&self) -> &Handle {
-        &self.queue.handle
-    }
-}
 
 /// The processor of one worker: what it claims, how many it runs and holds, and how it stops.
 pub(crate) struct Processor {
@@ -60,37 +47,6 @@ pub(crate) struct Processor {
     pub(crate) prefetch: usize,
     pub(crate) poll_interval: Duration,
     pub(crate) shutdown_timeout: Duration,
-}
-
-impl Served {
-    /// The queues `(name, weight)` of `base`'s database, checked.
-    ///
-    /// # Panics
-    /// If the list is empty, names a queue twice, has a weight of 0, or a name that
-    /// [`Queue::named`] refuses.
-    pub(crate) fn list<I, S>(base: &Queue, queues: I) -> Vec<Served>
-    where
-        I: IntoIterator<Item = (S, u32)>,
-        S: Into<String>,
-    {
-        let mut served: Vec<Served> = Vec::new();
-        for (name, weight) in queues {
-            let queue = base.clone().named(name);
-            assert!(
-                weight > 0,
-                "queue {:?} has weight 0: give it at least 1",
-                queue.name()
-            );
-            assert!(
-                served.iter().all(|s| s.queue.name() != queue.name()),
-                "queue {:?} is listed twice",
-                queue.name()
-            );
-            served.push(Served { queue, weight });
-        }
-        assert!(!served.is_empty(), "a worker serves at least one queue");
-        served
-    }
 }
 
 impl Processor {
@@ -136,36 +92,10 @@ impl Processor {
                 // Rings from here on wake the next wait: this claim may not see their task.
                 woken.borrow_and_update();
                 next_claim = Instant::now() + self.poll_interval;
-                match self.claim(room).await {
-                    Ok(claimed) => {
-                        if failed_claims > 0 {
-                            event!(
-                                info,
-                                "durable worker: claims succeed again",
-                                failed = failed_claims
-                            );
-                            failed_claims = 0;
-                        }
-                        eager = claimed.len() == room;
-                        if !eager {
-                            next_claim = next_due(&self.queues, next_claim).await;
-                        }
-                        let claimed_at = Instant::now();
-                        ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));
-                    }
-                    Err(e) => {
-                        eager = false;
-                        failed_claims = failed_claims.saturating_add(1);
-                        let pause = claim_backoff(self.poll_interval, failed_claims);
-                        next_claim = Instant::now() + pause;
-                        event!(
-                            warn,
-                            "durable worker: claim failed, backing off",
-                            error = e,
-                            retry_in_ms = pause.as_millis()
-                        );
-                    }
-                }
+                let claimed = self.claim(room).await;
+                (eager, next_claim) = self
+                    .after_claim(claimed, room, &mut ready, &mut failed_claims, next_claim)
+                    .await;
                 if !ready.is_empty() && running.len() < self.concurrency {
                     continue;
                 }
@@ -194,9 +124,64 @@ impl Processor {
                 }
             }
         }
+        self.drain(ready, running, stop).await;
+    }
+
+    /// After a claim: the ready queue extended, the run of failed claims counted or ended;
+    /// returns whether to claim again eagerly (the claim filled the room) and when next.
+    async fn after_claim(
+        &self,
+        claimed: Result<Vec<(Queue, ActiveTask)>, Error>,
+        room: usize,
+        ready: &mut VecDeque<(Queue, ActiveTask, Instant)>,
+        failed_claims: &mut u32,
+        next_claim: Instant,
+    ) -> (bool, Instant) {
+        match claimed {
+            Ok(claimed) => {
+                if *failed_claims > 0 {
+                    event!(
+                        info,
+                        "durable worker: claims succeed again",
+                        failed = *failed_claims
+                    );
+                    *failed_claims = 0;
+                }
+                let eager = claimed.len() == room;
+                let next = if eager {
+                    next_claim
+                } else {
+                    next_due(&self.queues, next_claim).await
+                };
+                let claimed_at = Instant::now();
+                ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));
+                (eager, next)
+            }
+            Err(e) => {
+                *failed_claims = failed_claims.saturating_add(1);
+                let pause = claim_backoff(self.poll_interval, *failed_claims);
+                event!(
+                    warn,
+                    "durable worker: claim failed, backing off",
+                    error = e,
+                    retry_in_ms = pause.as_millis()
+                );
+                (false, Instant::now() + pause)
+            }
+        }
+    }
+
+    /// The shutdown: prefetched tasks back first (for other workers to take while these
+    /// drain), then the running attempts get the shutdown timeout, then are dropped.
+    async fn drain(
+        &self,
+        mut ready: VecDeque<(Queue, ActiveTask, Instant)>,
+        mut running: JoinSet<Duration>,
+        stop: watch::Sender<bool>,
+    ) {
         // Prefetched tasks go back first, for other workers to take while these drain.
         for (queue, task, _) in ready.drain(..) {
-            persist(&task, || protocol::requeue(&queue, &task)).await;
+            persist(&task, || lease::requeue(&queue.handle, &task)).await;
         }
         let drain = async {
             while let Some(joined) = running.join_next().await {
@@ -232,7 +217,7 @@ impl Processor {
                 kept.push_back((queue, task, at));
                 continue;
             }
-            match protocol::extend_lease(&queue, &mut task, self.runner.lease).await {
+            match lease::extend(&queue.handle, &mut task, self.runner.lease).await {
                 Ok(true) => kept.push_back((queue, task, Instant::now())),
                 Ok(false) => event!(
                     warn,
@@ -302,7 +287,7 @@ impl Processor {
             }
             let queue = &self.queues[index].queue;
             let lease = self.runner.lease;
-            match protocol::claim_kinds(queue, free, lease, Some(&self.kinds)).await {
+            match lease::claim(&queue.handle, free, lease, Some(&self.kinds)).await {
                 Ok(tasks) => {
                     free -= tasks.len();
                     for task in &tasks {

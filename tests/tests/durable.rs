@@ -865,8 +865,8 @@ async fn retry_after_the_key_expires_is_archived_instead(backend: Backend) {
     assert_eq!(
         info.last_err.as_deref(),
         Some(
-            "503 (not retried: the next attempt, at Tue, 14 Nov 2023 22:14:22 GMT, would come \
-             after the idempotency key expires, at Tue, 14 Nov 2023 22:14:20 GMT)"
+            "503 (not retried: the next attempt, at 2023-11-14T22:14:22Z, would come \
+             after the idempotency key expires, at 2023-11-14T22:14:20Z)"
         )
     );
     assert_eq!(info.last_failed_at, Some(env.at(secs(31))));
@@ -897,8 +897,8 @@ async fn deadline_bounds_attempts_and_retries(backend: Backend) {
     assert_eq!(
         info.last_err.as_deref(),
         Some(
-            "503 (not retried: the next attempt, at Tue, 14 Nov 2023 22:13:42 GMT, would come \
-             after the task's deadline, Tue, 14 Nov 2023 22:13:40 GMT)"
+            "503 (not retried: the next attempt, at 2023-11-14T22:13:42Z, would come \
+             after the task's deadline, 2023-11-14T22:13:40Z)"
         )
     );
     // A task claimed after its deadline fails without running.

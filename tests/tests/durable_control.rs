@@ -149,8 +149,8 @@ async fn a_snooze_past_the_deadline_archives(backend: Backend) {
     assert_eq!(
         info.last_err.as_deref(),
         Some(
-            "snoozed for 600s (not retried: the next attempt, at Tue, 14 Nov 2023 22:23:20 GMT, \
-             would come after the task's deadline, Tue, 14 Nov 2023 22:18:20 GMT)"
+            "snoozed for 600s (not retried: the next attempt, at 2023-11-14T22:23:20Z, \
+             would come after the task's deadline, 2023-11-14T22:18:20Z)"
         )
     );
 }

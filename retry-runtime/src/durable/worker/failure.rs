@@ -18,7 +18,7 @@ use crate::durable::clock::{DelayRng, default_retry_delay, from_ms};
 use crate::durable::error::{
     BoxError, Error, SkipRetry, Snooze, chain, error_text, has_client_error,
 };
-use crate::time::http_date as fmt_time;
+use crate::time::rfc3339 as fmt_time;
 
 /// `retry_delay(n, err, task)`: the pause before the retry that follows `n` retries.
 pub(crate) type DelayFn = Arc<dyn Fn(u32, &BoxError, &ActiveTask) -> Duration + Send + Sync>;

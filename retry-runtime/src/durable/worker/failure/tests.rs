@@ -125,7 +125,7 @@ fn archive_suffixes_are_distinct() {
 fn far_times_are_formatted_without_panicking() {
     assert_eq!(
         fmt_time(UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
-        "Tue, 14 Nov 2023 22:13:20 GMT"
+        "2023-11-14T22:13:20Z"
     );
-    assert!(fmt_time(from_ms(i64::MAX)).ends_with("ms after the epoch"));
+    assert_eq!(fmt_time(from_ms(i64::MAX)), "9999-12-31T23:59:59.999Z");
 }

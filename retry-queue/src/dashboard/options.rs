@@ -19,7 +19,7 @@ pub struct DashOptions {
     /// Refuse every action (403 to every POST) and show no buttons.
     pub read_only: bool,
     /// `Some(T)`: every API request needs `Authorization: Bearer T`. Required to listen on a
-    /// non-loopback address. Trimmed of surrounding whitespace; at least [`MIN_TOKEN_LEN`]
+    /// non-loopback address. Trimmed of surrounding whitespace; at least [`MIN_TOKEN_LEN`](crate::dashboard::MIN_TOKEN_LEN)
     /// characters ([`check`](DashOptions::check)). [`token_from`](super::token_from) reads it from its sources.
     pub token: Option<String>,
     /// How long a request's headers may take to arrive before [`serve`](super::serve) cuts the connection
@@ -44,8 +44,8 @@ impl Default for DashOptions {
 
 impl DashOptions {
     /// Checks the options as [`serve`](super::serve) does before binding: a non-loopback `listen` needs a
-    /// token, and a token is not blank, nor shorter than [`MIN_TOKEN_LEN`] characters once
-    /// trimmed, nor made of fewer than [`MIN_TOKEN_DISTINCT`] different characters.
+    /// token, and a token is not blank, nor shorter than [`MIN_TOKEN_LEN`](crate::dashboard::MIN_TOKEN_LEN) characters once
+    /// trimmed, nor made of fewer than [`MIN_TOKEN_DISTINCT`](crate::dashboard::MIN_TOKEN_DISTINCT) different characters.
     pub fn check(&self) -> Result<(), DashError> {
         if let Some(token) = &self.token {
             token::check_token(token)?;

@@ -1,6 +1,7 @@
-//! A task's failure history ([`FailedAttempt`]): the last [`MAX_HISTORY`] failed attempts, kept
-//! with the task (stored as a JSON array in its row, written with the failure under the claim's
-//! fence), each error cut at [`MAX_HISTORY_ERROR`] bytes so a row stays small.
+//! A task's failure list ([`FailedAttempt`]; "history" names the attempts per hour only): the
+//! last [`MAX_FAILURES`] failed attempts, kept with the task (stored as a JSON array in its
+//! row, written with the failure under the claim's fence), each error cut at
+//! [`MAX_FAILURE_ERROR`] bytes so a row stays small.
 
 use std::time::SystemTime;
 
@@ -9,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use crate::durable::clock::{from_ms, to_ms};
 
 /// How many failures a task keeps: the oldest is dropped when an eleventh is added.
-pub const MAX_HISTORY: usize = 10;
+pub const MAX_FAILURES: usize = 10;
 
 /// Longest error text kept per failure, in bytes (`last_err` keeps up to 4 KiB of the last one).
-pub const MAX_HISTORY_ERROR: usize = 1024;
+pub const MAX_FAILURE_ERROR: usize = 1024;
 
 /// One failed attempt of a task, as [`TaskInfo::errors`](crate::durable::TaskInfo::errors) lists them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,7 +23,7 @@ pub struct FailedAttempt {
     /// When the attempt failed, by the queue's clock.
     pub at: SystemTime,
     /// The error as recorded in `last_err` (with its archive reason, if it archived the task),
-    /// cut at [`MAX_HISTORY_ERROR`] bytes.
+    /// cut at [`MAX_FAILURE_ERROR`] bytes.
     pub error: String,
 }
 
@@ -52,7 +53,7 @@ pub(crate) fn decode(stored: Option<&str>) -> Vec<FailedAttempt> {
         .collect()
 }
 
-/// `history` with one more failure at its end, the oldest dropped beyond [`MAX_HISTORY`], as
+/// `history` with one more failure at its end, the oldest dropped beyond [`MAX_FAILURES`], as
 /// stored.
 pub(crate) fn append(
     history: &[FailedAttempt],
@@ -60,7 +61,7 @@ pub(crate) fn append(
     at: SystemTime,
     error: &str,
 ) -> String {
-    let skip = (history.len() + 1).saturating_sub(MAX_HISTORY);
+    let skip = (history.len() + 1).saturating_sub(MAX_FAILURES);
     let kept = history.iter().skip(skip).map(|e| Stored {
         retried: e.retried,
         at_ms: to_ms(e.at),
@@ -76,14 +77,14 @@ pub(crate) fn append(
     serde_json::to_string(&entries).unwrap_or_else(|_| "[]".to_owned())
 }
 
-/// `error` cut at [`MAX_HISTORY_ERROR`] bytes, on a char boundary, with `…` when cut: each entry
+/// `error` cut at [`MAX_FAILURE_ERROR`] bytes, on a char boundary, with `…` when cut: each entry
 /// of the history, and a task's `last_err` (which the error groups' index holds, and an index
 /// entry has a size limit).
 pub(crate) fn bounded(error: &str) -> String {
-    if error.len() <= MAX_HISTORY_ERROR {
+    if error.len() <= MAX_FAILURE_ERROR {
         return error.to_owned();
     }
-    let mut end = MAX_HISTORY_ERROR;
+    let mut end = MAX_FAILURE_ERROR;
     while !error.is_char_boundary(end) {
         end -= 1;
     }
@@ -106,7 +107,7 @@ mod tests {
             let stored = append(&history, n, at(u64::from(n)), &format!("failure {n}"));
             history = decode(Some(&stored));
         }
-        assert_eq!(history.len(), MAX_HISTORY);
+        assert_eq!(history.len(), MAX_FAILURES);
         assert_eq!(history[0].retried, 2);
         assert_eq!(history[0].at, at(2));
         assert_eq!(history[0].error, "failure 2");
@@ -118,7 +119,7 @@ mod tests {
         let stored = append(&[], 0, at(1), &"é".repeat(1000));
         let entry = &decode(Some(&stored))[0];
         assert!(entry.error.ends_with('…'));
-        assert_eq!(entry.error.len(), MAX_HISTORY_ERROR + '…'.len_utf8());
+        assert_eq!(entry.error.len(), MAX_FAILURE_ERROR + '…'.len_utf8());
     }
 
     #[test]

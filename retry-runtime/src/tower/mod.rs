@@ -6,7 +6,7 @@
 //!   safe (`GET`, `HEAD`, `OPTIONS`, `TRACE`) or it carries a non-blank `Idempotency-Key` header,
 //!   which the other side must deduplicate on. Any other request is sent once.
 //! - **Which failures**: a response whose status [`is_transient_status`](crate::http::is_transient_status) says so (500, 502, 503,
-//!   504), waiting at least its `Retry-After`; an error of the inner service by [`Classify`]
+//!   504), waiting at least its `Retry-After`; an error of the inner service by [`Classify`](crate::Classify)
 //!   (through its source chain: a refused or reset connection, a timeout). A 4xx is never
 //!   retried (R-RES-RE-X2); the last response or error is returned as it came.
 //! - **How often**: the schedule is a [`Policy`], which cannot be built with more than 5

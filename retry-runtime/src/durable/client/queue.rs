@@ -306,7 +306,7 @@ impl Queue {
     /// A blank key fails with [`Error::Invalid`]: nothing could deduplicate the write. For more
     /// options (`max_retry`, `key_ttl`, …) enqueue [`Task::for_key`] yourself.
     ///
-    /// See the [module docs](super#from-retry-to-the-queue) for the whole pattern.
+    /// See the [module docs](crate::durable#from-retry-to-the-queue) for the whole pattern.
     pub async fn hand_over<P, K>(&self, kind: &str, payload: &P, key: &K) -> Result<TaskInfo, Error>
     where
         P: Serialize + ?Sized,

@@ -55,7 +55,7 @@ pub struct TaskInfo {
     pub enqueued_at: SystemTime,
     /// When the task completed: set while it is [`TaskState::Completed`], `None` otherwise.
     pub completed_at: Option<SystemTime>,
-    /// The task's last [`MAX_HISTORY`](crate::durable::MAX_HISTORY) failed attempts, oldest first
+    /// The task's last [`MAX_FAILURES`](crate::durable::MAX_FAILURES) failed attempts, oldest first
     /// (a [`Snooze`](crate::durable::Snooze) or a cancel is no failure and is not listed).
     pub errors: Vec<crate::durable::FailedAttempt>,
     /// When the lease of an [`Active`](TaskState::Active) task runs out unless its worker renews

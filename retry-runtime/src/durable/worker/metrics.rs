@@ -1,5 +1,5 @@
 //! The worker's metrics component (feature `metrics`): the handles of the metrics listed in the
-//! [module docs](super#metrics), registered at the first recording, and the loop that refreshes
+//! [module docs](crate::durable#metrics), registered at the first recording, and the loop that refreshes
 //! the task gauges.
 
 use std::time::Duration;

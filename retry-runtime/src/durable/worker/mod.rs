@@ -308,7 +308,7 @@ impl Worker {
     }
 
     /// The random numbers of the default retry delay and of the weighted queue picks (default
-    /// [`DelayRng::from_entropy`]): [`DelayRng::from_seed`] or [`DelayRng::fixed`] make
+    /// [`DelayRng::from_entropy`](crate::durable::DelayRng::from_entropy)): [`DelayRng::from_seed`](crate::durable::DelayRng::from_seed) or [`DelayRng::fixed`](crate::durable::DelayRng::fixed) make
     /// schedules reproducible. A knob for tests (feature `test-util`).
     #[cfg(any(test, feature = "test-util"))]
     pub fn rng(mut self, rng: crate::durable::clock::DelayRng) -> Self {

@@ -79,20 +79,11 @@ pub fn rfc3339(t: SystemTime) -> String {
 /// written as its milliseconds (`253402300800000 ms after the epoch`), and one before 1970 (no
 /// queue's clock gives one) as `0 ms after the epoch`.
 pub fn http_date(t: SystemTime) -> String {
-    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
     const LAST: Duration = Duration::from_secs(253_402_300_799);
-    let since = match t.duration_since(UNIX_EPOCH) {
-        Ok(since) if since <= LAST => since.as_secs() as i64,
-        _ => return format!("{} ms after the epoch", signed_ms(t).max(0)),
-    };
-    let (days, secs) = (since / 86_400, since % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    let (weekday, month) = (WEEKDAYS[(days % 7) as usize], MONTHS[month as usize - 1]);
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    format!("{weekday}, {day:02} {month} {year} {h:02}:{m:02}:{s:02} GMT")
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(since) if since <= LAST => httpdate::fmt_http_date(t),
+        _ => format!("{} ms after the epoch", signed_ms(t).max(0)),
+    }
 }
 
 /// `d` past the epoch, for the tests and examples of this module.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use retry_runtime::durable::protocol;
 use retry_runtime::durable::{
-    BoxError, Canceled, Error, FailedAttempt, MAX_HISTORY, MAX_HISTORY_ERROR, SkipRetry, Snooze,
+    BoxError, Canceled, Error, FailedAttempt, MAX_FAILURE_ERROR, MAX_FAILURES, SkipRetry, Snooze,
     Task, TaskState,
 };
 use retry_tests::capture::events;
@@ -149,8 +149,8 @@ async fn a_snooze_past_the_deadline_archives(backend: Backend) {
     assert_eq!(
         info.last_err.as_deref(),
         Some(
-            "snoozed for 600s (not retried: the next attempt, at Tue, 14 Nov 2023 22:23:20 GMT, \
-             would come after the task's deadline, Tue, 14 Nov 2023 22:18:20 GMT)"
+            "snoozed for 600s (not retried: the next attempt, at 2023-11-14T22:23:20Z, \
+             would come after the task's deadline, 2023-11-14T22:18:20Z)"
         )
     );
 }
@@ -191,7 +191,7 @@ async fn the_failure_history_keeps_the_last_ten_oldest_first(backend: Backend) {
     let info = env.info(&id).await;
     assert_eq!(info.state, TaskState::Archived);
     assert_eq!(info.retried, 11);
-    assert_eq!(info.errors.len(), MAX_HISTORY);
+    assert_eq!(info.errors.len(), MAX_FAILURES);
     // 12 failures (runs 0–5, 7–12), the first two dropped: runs 2–5 and 7–12.
     let runs_kept: Vec<u32> = (2..=5).chain(7..=12).collect();
     let expected: Vec<FailedAttempt> = runs_kept
@@ -199,7 +199,7 @@ async fn the_failure_history_keeps_the_last_ten_oldest_first(backend: Backend) {
         .map(|&run| {
             let retried = if run < 6 { run } else { run - 1 };
             let error = match run {
-                5 => format!("{}…", "x".repeat(MAX_HISTORY_ERROR)),
+                5 => format!("{}…", "x".repeat(MAX_FAILURE_ERROR)),
                 12 => "failure 12 (retries exhausted: 11 of 11)".to_owned(),
                 n => format!("failure {n}"),
             };

@@ -10,15 +10,14 @@
 
 use std::collections::BTreeSet;
 
-use proc_macro2::{Span, TokenStream};
-use quote::{ToTokens, quote, quote_spanned};
-use syn::spanned::Spanned as _;
+use proc_macro2::TokenStream;
+use quote::{ToTokens, quote};
 use syn::visit::Visit;
 use syn::{DeriveInput, Ident, Path, Type, WherePredicate};
 
+use super::bindings::{delegate, fields, read_hint};
 use super::methods;
 use super::valid::{self, Derive, Shape, Target, Verdict};
-use crate::common::spans::located_at;
 
 /// The errors, and an impl that calls every value permanent, so that the type's users (a
 /// `#[retry]` fn returning it) compile and only the derive's own errors are shown. No such impl
@@ -156,37 +155,6 @@ fn enumeration(krate: &Path, variants: &[(&Ident, Verdict)]) -> (TokenStream, Op
         }
     });
     (is_transient, retry_after)
-}
-
-/// The local bound to the field the generated code reads: hygienic, so that it cannot clash
-/// with a field's name, and located at the field's type, so that a type error blames it.
-fn binding(target: &Target) -> Ident {
-    Ident::new(
-        "__classify_field",
-        Span::mixed_site().located_at(target.ty.span()),
-    )
-}
-
-/// `{ field: binding, .. }`, the pattern that binds the field (by name or index).
-pub(super) fn fields(target: &Target) -> TokenStream {
-    let (member, binding) = (&target.member, binding(target));
-    quote!({ #member: #binding, .. })
-}
-
-/// `Classify::method(field)`, blamed on the field's type if that is not `Classify`.
-pub(super) fn delegate(krate: &Path, inner: &Target, method: &str) -> TokenStream {
-    let span = inner.ty.span();
-    let (krate, binding) = (located_at(krate, span), binding(inner));
-    let method = Ident::new(method, span);
-    quote_spanned!(span=> #krate::Classify::#method(#binding))
-}
-
-/// The hint held by a `Duration` or `Option<Duration>` field, blamed on the field's type if it
-/// is neither.
-fn read_hint(krate: &Path, hint: &Target) -> TokenStream {
-    let span = hint.ty.span();
-    let (krate, binding) = (located_at(krate, span), binding(hint));
-    quote_spanned!(span=> #krate::__private::Hint::hint(#binding))
 }
 
 /// `Field: Classify` for each delegated field, and `Field: Hint` for each hint field, whose type

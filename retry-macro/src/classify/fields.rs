@@ -3,11 +3,18 @@
 //! are when it is not there.
 
 use quote::ToTokens;
-use syn::{Expr, ExprLit, Fields, Ident, Index, Lit, Member};
+use syn::{Expr, ExprLit, Fields, Ident, Index, Lit, Member, Type};
 
-use super::valid::Target;
 use crate::common::args::prose;
 use crate::common::errors::Errors;
+
+/// A field the generated code reads.
+pub struct Target<'a> {
+    /// Its name, or its index in a tuple variant.
+    pub member: Member,
+    /// Its type.
+    pub ty: &'a Type,
+}
 
 /// The field named by `retry_after = value`.
 pub fn field<'a>(

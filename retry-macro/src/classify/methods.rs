@@ -7,7 +7,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::{Ident, Path};
 
-use super::expand::{delegate, fields};
+use super::bindings::{delegate, fields};
 use super::valid::{Shape, Verdict};
 
 /// `method` (`is_rejection`, `is_client_error`) when a delegated field may say so; `None` keeps

@@ -1,9 +1,10 @@
 //! `#[derive(Classify)]`: the `#[classify(...)]` attributes read ([`args`]), what they mean and
 //! where they may go ([`valid`]: the options of one item gathered by [`options`], the fields
 //! they name looked up by [`fields`]), the `Classify` impl ([`expand`], its optional methods in
-//! [`methods`]) and the type's entry in the runtime's link-time registry ([`register`]).
+//! [`methods`], the field bindings both write in [`bindings`]) and the type's entry in the runtime's link-time registry ([`register`]).
 
 pub mod args;
+mod bindings;
 pub mod expand;
 mod fields;
 mod methods;

@@ -5,9 +5,10 @@
 //! the offending tokens, and is collected with the others of the same derive.
 
 use quote::ToTokens;
-use syn::{Attribute, Data, DeriveInput, Fields, Ident, Member, Path, Type};
+use syn::{Attribute, Data, DeriveInput, Fields, Ident, Path};
 
 use super::args::{self, Parsed};
+pub use super::fields::Target;
 use super::fields::{field, only_field};
 use super::options::{self, Kind, Options, Place};
 use crate::common::args::Arg;
@@ -42,14 +43,6 @@ pub enum Verdict<'a> {
     Transient(Option<Target<'a>>),
     /// This field's own `Classify` verdict and hint.
     Delegate(Target<'a>),
-}
-
-/// A field the generated code reads.
-pub struct Target<'a> {
-    /// Its name, or its index in a tuple variant.
-    pub member: Member,
-    /// Its type.
-    pub ty: &'a Type,
 }
 
 /// Applies the rules to the parsed attributes and the type's fields; every error at once.

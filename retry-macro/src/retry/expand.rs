@@ -9,11 +9,12 @@
 //! or shadow them.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{ToTokens, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 use syn::spanned::Spanned as _;
-use syn::{Block, Ident, ItemFn, ReturnType, TraitItemFn};
+use syn::{Block, Ident, ItemFn, TraitItemFn};
 
 use super::hedge_expand;
+use super::locals::{Locals, Ret};
 use super::options::Jitter;
 use super::valid::Config;
 use super::verdict::verdict;
@@ -62,42 +63,6 @@ pub fn with_errors(func: &ItemFn, error: &syn::Error, key_roots: &[Ident]) -> To
     }
 }
 
-/// The generated locals: `Span::mixed_site()`, so the body can neither see nor shadow them.
-pub(super) struct Locals {
-    pub(super) site: Ident,
-    pub(super) retrier: Ident,
-    pub(super) key: Ident,
-    pub(super) out: Ident,
-    pub(super) err: Ident,
-    pub(super) pause: Ident,
-    pub(super) fake: Ident,
-    pub(super) value: Ident,
-    pub(super) inner: Ident,
-}
-
-impl Locals {
-    pub(super) fn new() -> Self {
-        let local = |name: &str| Ident::new(name, Span::mixed_site());
-        Locals {
-            site: local("__RETRY_SITE"),
-            retrier: local("__retry"),
-            key: local("__retry_key"),
-            out: local("__retry_out"),
-            err: local("__retry_err"),
-            pause: local("__retry_pause"),
-            fake: local("__retry_fake_return"),
-            value: local("__retry_value"),
-            inner: local("__retry_inner_gave_up"),
-        }
-    }
-}
-
-/// The fn's return type, and where to blame a type error about it.
-pub(super) struct Ret {
-    pub(super) ty: TokenStream,
-    pub(super) span: Span,
-}
-
 /// The fn with its body turned into the retry loop.
 pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
     let ItemFn {
@@ -107,16 +72,7 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
         block,
     } = func;
     let locals = Locals::new();
-    let ret = match &sig.output {
-        ReturnType::Type(_, ty) => Ret {
-            ty: ty.to_token_stream(),
-            span: ty.span(),
-        },
-        ReturnType::Default => Ret {
-            ty: quote!(()),
-            span: sig.ident.span(),
-        },
-    };
+    let ret = Ret::of(&sig);
     let site = site(config, &locals);
     if let Some(hedge) = &config.hedge {
         let attempt = attempt_future(config, &locals, &ret, &block);

@@ -9,8 +9,8 @@ use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::Ident;
 
-use super::expand::{Locals, Ret};
 use super::hedge::Hedge;
+use super::locals::{Locals, Ret};
 use super::valid::Config;
 use super::verdict::verdict;
 use crate::common::spans::located_at;

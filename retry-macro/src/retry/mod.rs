@@ -8,6 +8,8 @@ pub mod fresh_key;
 mod hand_over;
 pub mod hedge;
 mod hedge_expand;
+mod hedge_valid;
+mod locals;
 pub mod options;
 mod setting;
 mod signature;

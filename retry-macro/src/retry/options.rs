@@ -7,6 +7,7 @@
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path};
 
 use super::hedge;
+use super::setting::twice;
 pub use super::setting::{Given, Setting};
 use crate::common::args::{Arg, closest, lit_str, prose, ungroup};
 use crate::common::duration::parse_ms;
@@ -383,10 +384,6 @@ fn string<'a>(
 
 fn takes_a_string(name: &str, example: &str) -> String {
     format!("`{name}` takes a string literal, like `{name} = {example}`")
-}
-
-pub(super) fn twice(name: &Ident) -> String {
-    format!("`{name}` is given twice: keep one `{name} = ...`")
 }
 
 fn unknown_option(name: &str) -> String {

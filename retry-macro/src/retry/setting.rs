@@ -31,7 +31,7 @@ impl<T> Setting<T> {
     /// Takes `name` for this option; false, with the error, when it was given before.
     pub(super) fn claim(&mut self, errors: &mut Errors, name: &Ident) -> bool {
         if self.name.is_some() {
-            errors.at(name, super::options::twice(name));
+            errors.at(name, twice(name));
             return false;
         }
         self.name = Some(name.clone());
@@ -49,4 +49,9 @@ impl<T: Copy> Setting<Given<T>> {
     pub fn span(&self) -> Option<Span> {
         self.value.as_ref().map(|g| g.span)
     }
+}
+
+/// The message for an option given twice.
+pub(super) fn twice(name: &Ident) -> String {
+    format!("`{name}` is given twice: keep one `{name} = ...`")
 }

@@ -11,7 +11,8 @@ use syn::ext::IdentExt as _;
 use syn::{Expr, ItemFn, LitStr, Path};
 
 use super::fresh_key;
-use super::hedge::{self, Hedge};
+use super::hedge::Hedge;
+use super::hedge_valid;
 use super::options::{Jitter, Kind, Options};
 use super::signature;
 use crate::common::args::Arg;
@@ -73,7 +74,7 @@ pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
     check_kind(&mut errors, &options);
     let schedule = check_schedule(&mut errors, &options);
     signature::check(&mut errors, func);
-    let hedge = hedge::check(&mut errors, &options, func, schedule.attempts);
+    let hedge = hedge_valid::check(&mut errors, &options, func, schedule.attempts);
     if let (Some(protect), Some(_)) = (&options.protect, &options.hedge.name) {
         errors.at(
             protect,

@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned};
 use syn::Ident;
 use syn::spanned::Spanned as _;
 
-use super::expand::{Locals, Ret};
+use super::locals::{Locals, Ret};
 use super::valid::{Classifier, Config};
 use crate::common::spans::located_at;
 

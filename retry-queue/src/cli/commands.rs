@@ -7,14 +7,12 @@ use retry_runtime::time::rfc3339;
 
 use super::failure::{Failure, failure};
 use super::open::{connect, named};
-use super::table::{Align, Table, age, cell, clean};
+use super::output::{Output, task_table};
+use super::table::{Align, Table, age, clean};
 use super::{Cli, Command, QueueCommand, StateArgs, TaskCommand, TaskId};
 use crate::dashboard::{self, DashOptions};
 use crate::json;
 use crate::ops::{Action, Bulk};
-
-/// Longest `last_err` shown in a table; `task show` prints it whole.
-const LAST_ERR_WIDTH: usize = 60;
 
 pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
     if let Command::Dash {
@@ -67,29 +65,6 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
         Command::Workers => super::presence::workers(&base, output).await,
         Command::Schedulers => super::presence::schedulers(&base, output).await,
         Command::Dash { .. } => unreachable!("handled above"),
-    }
-}
-
-/// Where a command writes: a table or line, or JSON.
-pub(super) struct Output<'a, W: Write> {
-    pub(super) json: bool,
-    pub(super) out: &'a mut W,
-}
-
-impl<W: Write> Output<'_, W> {
-    /// Prints `value` (JSON mode) or runs `text` (table mode).
-    pub(super) fn print<T: serde::Serialize>(
-        self,
-        value: impl FnOnce() -> T,
-        text: impl FnOnce(&mut W) -> std::io::Result<()>,
-    ) -> Result<(), Failure> {
-        if self.json {
-            let text = serde_json::to_string(&value()).map_err(std::io::Error::other)?;
-            writeln!(self.out, "{text}")?;
-        } else {
-            text(self.out)?;
-        }
-        Ok(())
     }
 }
 
@@ -240,32 +215,6 @@ async fn ls<W: Write>(
             }
         },
     )
-}
-
-/// The table of `task ls`: one row per task.
-pub(super) fn task_table(tasks: &[TaskInfo], out: &mut impl Write) -> std::io::Result<()> {
-    let mut table = Table::new(&[
-        ("ID", Align::Left),
-        ("KIND", Align::Left),
-        ("RETRIED", Align::Right),
-        ("NEXT PROCESS AT", Align::Left),
-        ("LAST FAILED AT", Align::Left),
-        ("LAST ERR", Align::Left),
-    ]);
-    let time = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".to_owned(), rfc3339);
-    for t in tasks {
-        table.row(vec![
-            clean(&t.id),
-            clean(&t.kind),
-            format!("{}/{}", t.retried, t.max_retry),
-            time(t.next_process_at),
-            time(t.last_failed_at),
-            t.last_err
-                .as_deref()
-                .map_or_else(|| "-".to_owned(), |e| cell(e, LAST_ERR_WIDTH)),
-        ]);
-    }
-    table.write(out)
 }
 
 /// `task show`: one `field: value` line per field of the task JSON, values aligned.

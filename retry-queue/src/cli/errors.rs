@@ -5,8 +5,8 @@ use std::io::Write;
 use retry_runtime::durable::{Queue, TaskState};
 use retry_runtime::time::rfc3339;
 
-use super::commands::Output;
 use super::failure::{Failure, failure};
+use super::output::Output;
 use super::table::{Align, Table, clean};
 use crate::json;
 

@@ -5,8 +5,8 @@ use std::io::Write;
 
 use retry_runtime::durable::{Queue, TaskFilter, TaskState};
 
-use super::commands::{Output, task_table};
 use super::failure::{Failure, failure};
+use super::output::{Output, task_table};
 use super::table::clean;
 use crate::json;
 use crate::ops::{self, Action};

@@ -6,8 +6,8 @@ use std::io::Write;
 use retry_runtime::durable::Queue;
 use retry_runtime::time::rfc3339;
 
-use super::commands::Output;
 use super::failure::{Failure, failure};
+use super::output::Output;
 use super::table::{Align, Table, clean};
 use crate::json;
 

@@ -130,6 +130,7 @@
 //! - **Bad input** answers 400 or 404 with `{"error": "…"}`, never 500; a database failure 503.
 
 mod api;
+mod dash_error;
 mod error;
 mod guard;
 mod limits;
@@ -142,6 +143,7 @@ mod server;
 mod task_api;
 mod throttle;
 mod token;
+mod token_rules;
 
 use std::sync::Arc;
 
@@ -150,8 +152,9 @@ use axum::routing::{get, post};
 use retry_runtime::durable::Queue;
 
 pub use api::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+pub use dash_error::DashError;
 pub use limits::{BODY_TIMEOUT, MAX_BODY_BYTES};
-pub use options::{DEFAULT_LISTEN, DashError, DashOptions};
+pub use options::{DEFAULT_LISTEN, DashOptions};
 pub use server::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
 pub use token::{
     MAX_TOKEN_FILE_BYTES, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, TOKEN_ENV, token_env, token_from,

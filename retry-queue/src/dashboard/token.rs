@@ -11,17 +11,7 @@ use std::path::Path;
 
 use super::DashError;
 
-/// The environment variable holding the token: `RETRY_QUEUE_TOKEN`.
-pub const TOKEN_ENV: &str = "RETRY_QUEUE_TOKEN";
-
-/// The shortest token accepted, in characters (after trimming): 16.
-pub const MIN_TOKEN_LEN: usize = 16;
-
-/// The fewest different characters a token must have: 8.
-pub const MIN_TOKEN_DISTINCT: usize = 8;
-
-/// The most bytes read from a token file: 4 KiB (a larger file is refused).
-pub const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+pub use super::token_rules::{MAX_TOKEN_FILE_BYTES, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, TOKEN_ENV};
 
 /// The token given on the command line, from its possible sources.
 ///

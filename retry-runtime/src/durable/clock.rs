@@ -96,6 +96,7 @@ impl DelayRng {
     }
 
     /// Seeded with `seed`: the same sequence every run.
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
     pub fn from_seed(seed: u64) -> Self {
         DelayRng {
             inner: RngInner::Seeded(Box::new(StdRng::seed_from_u64(seed))),
@@ -104,6 +105,7 @@ impl DelayRng {
 
     /// Always `value % 30` (feature `test-util`).
     #[cfg(any(test, feature = "test-util"))]
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
     pub fn fixed(value: u32) -> Self {
         DelayRng {
             inner: RngInner::Fixed(value % DELAY_RAND_BOUND),

@@ -6,9 +6,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::clock::Clock;
-use super::store::Store;
-use super::wake::Wake;
+use crate::durable::clock::Clock;
+use crate::durable::store::Store;
+use crate::durable::worker::wake::Wake;
 
 /// One queue of one database, as every handle on it sees it.
 #[derive(Clone)]
@@ -19,7 +19,7 @@ pub(crate) struct Handle {
     pub(crate) archive_max_tasks: u64,
     pub(crate) archive_max_age: Duration,
     pub(crate) completed_retention: Duration,
-    /// Rung when a task of the database may have become due (see [`wake`](super::wake)).
+    /// Rung when a task of the database may have become due (see [`wake`](crate::durable::worker::wake)).
     pub(crate) wake: Wake,
 }
 

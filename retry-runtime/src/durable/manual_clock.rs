@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use super::clock::Clock;
+use crate::durable::clock::Clock;
 
 /// A clock that moves only when told to: schedules, lease expiries and archive ages become exact.
 /// Feature `test-util` (tokio's convention for what tests need).

@@ -1,5 +1,6 @@
 //! Low-level: the claim protocol, for custom workers and fencing tests. [`Worker`](super::Worker)
-//! runs it for you; use these only to drive tasks by hand.
+//! runs the same calls for you (each function here is a thin layer over the worker's own);
+//! use these only to drive tasks by hand.
 //!
 //! [`claim`] takes due tasks under a lease, each with a fresh fencing token; every later change
 //! ([`extend_lease`], [`complete`], [`complete_all`], [`requeue`], or
@@ -31,57 +32,17 @@
 
 use std::time::Duration;
 
-use super::clock::{duration_ms, from_ms, to_ms};
-use super::error::Error;
-use super::queue::Queue;
-use super::store::{Done, Fence, tasks};
-use super::task::ActiveTask;
+use crate::durable::client::queue::Queue;
+use crate::durable::client::task::ActiveTask;
+use crate::durable::error::Error;
+use crate::durable::worker::lease;
 
 /// Claims up to `max` due tasks of `queue` (oldest due first) under a lease of `lease`: each
-/// comes back [`TaskState::Active`](super::TaskState::Active) with a fresh fencing token. A claimed task must be finished
-/// with [`complete`], [`Worker::fail`](super::Worker::fail) or [`requeue`], or its lease left to
-/// expire.
+/// comes back [`TaskState::Active`](super::TaskState::Active) with a fresh fencing token. A
+/// claimed task must be finished with [`complete`], [`Worker::fail`](super::Worker::fail) or
+/// [`requeue`], or its lease left to expire.
 pub async fn claim(queue: &Queue, max: usize, lease: Duration) -> Result<Vec<ActiveTask>, Error> {
-    claim_kinds(queue, max, lease, None).await
-}
-
-/// [`claim`], of the kinds in `kinds` only (a JSON array of strings; `None`: any kind): a worker
-/// leaves the kinds it has no handler for to the workers that do.
-pub(crate) async fn claim_kinds(
-    queue: &Queue,
-    max: usize,
-    lease: Duration,
-    kinds: Option<&str>,
-) -> Result<Vec<ActiveTask>, Error> {
-    if max == 0 {
-        return Ok(Vec::new());
-    }
-    let now = to_ms(queue.handle.clock.now());
-    let limit = i64::try_from(max).unwrap_or(i64::MAX);
-    let token = new_token();
-    let lease_until = now.saturating_add(duration_ms(lease));
-    let rows = tasks::claim(
-        &queue.handle.store,
-        &queue.handle.name,
-        now,
-        limit,
-        token,
-        lease_until,
-        kinds,
-    )
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|row| {
-            // The claim keeps the due time: the task waited from then until now.
-            let waited = row
-                .next_process_ms
-                .map(|due| now.saturating_sub(due).max(0));
-            let mut task = row.into_active();
-            task.pickup_delay = waited.map(|ms| Duration::from_millis(ms as u64));
-            task
-        })
-        .collect())
+    lease::claim(&queue.handle, max, lease, None).await
 }
 
 /// Renews the lease of `task` to `lease` from now. `Ok(false)`: the task is no longer active
@@ -91,84 +52,28 @@ pub async fn extend_lease(
     task: &mut ActiveTask,
     lease: Duration,
 ) -> Result<bool, Error> {
-    let until = queue
-        .handle
-        .clock
-        .now()
-        .checked_add(lease)
-        .unwrap_or(task.lease_expires_at);
-    let renewed = tasks::extend(
-        &queue.handle.store,
-        &queue.handle.name,
-        Fence::of(task),
-        to_ms(until),
-    )
-    .await?;
-    if renewed {
-        task.lease_expires_at = from_ms(to_ms(until));
-    }
-    Ok(renewed)
+    lease::extend(&queue.handle, task, lease).await
 }
 
-/// Marks `task` [`TaskState::Completed`](super::TaskState::Completed). `Ok(false)`: fenced off, nothing changed (the lease
-/// was recovered, and maybe the task claimed again by another worker).
+/// Marks `task` [`TaskState::Completed`](super::TaskState::Completed). `Ok(false)`: fenced off,
+/// nothing changed (the lease was recovered, and maybe the task claimed again by another worker).
 pub async fn complete(queue: &Queue, task: &ActiveTask) -> Result<bool, Error> {
-    let now = to_ms(queue.handle.clock.now());
-    tasks::complete(
-        &queue.handle.store,
-        &queue.handle.name,
-        Fence::of(task),
-        now,
-    )
-    .await
+    lease::complete(&queue.handle, task).await
 }
 
-/// Marks every task of `tasks` [`TaskState::Completed`](super::TaskState::Completed) in one round trip and one commit
-/// (PostgreSQL: one `UPDATE … FROM unnest(…)`; SQLite: one transaction), each fenced by its own
-/// lease token as [`complete`] is. Returns, per task in the order given, whether it was
-/// completed: `false` for a task fenced off (nothing changed for it; the others are completed
-/// all the same). What [`Worker`](super::Worker) uses to record the completions of its attempts.
+/// Marks every task of `tasks` [`TaskState::Completed`](super::TaskState::Completed) in one
+/// round trip and one commit (PostgreSQL: one `UPDATE … FROM unnest(…)`; SQLite: one
+/// transaction), each fenced by its own lease token as [`complete`] is. Returns, per task in the
+/// order given, whether it was completed: `false` for a task fenced off (nothing changed for it;
+/// the others are completed all the same). The same write [`Worker`](super::Worker)'s completer
+/// makes.
 pub async fn complete_all(queue: &Queue, tasks: &[ActiveTask]) -> Result<Vec<bool>, Error> {
-    if tasks.is_empty() {
-        return Ok(Vec::new());
-    }
-    let now = to_ms(queue.handle.clock.now());
-    let done: Vec<Done<'_>> = tasks
-        .iter()
-        .map(|task| Done {
-            queue: &queue.handle.name,
-            fence: Fence::of(task),
-            finished: now,
-        })
-        .collect();
-    tasks::complete_batch(&queue.handle.store, &done).await
+    lease::complete_all(&queue.handle, tasks).await
 }
 
-/// Gives `task` back: [`TaskState::Pending`](super::TaskState::Pending), due now, `retried` unchanged (what a graceful
-/// shutdown does with attempts it cannot finish). `Ok(false)`: fenced off.
+/// Gives `task` back: [`TaskState::Pending`](super::TaskState::Pending), due now, `retried`
+/// unchanged (what a graceful shutdown does with attempts it cannot finish). `Ok(false)`: fenced
+/// off.
 pub async fn requeue(queue: &Queue, task: &ActiveTask) -> Result<bool, Error> {
-    let now = to_ms(queue.handle.clock.now());
-    tasks::requeue(
-        &queue.handle.store,
-        &queue.handle.name,
-        Fence::of(task),
-        now,
-    )
-    .await
-}
-
-/// A fresh fencing token: random, positive, from the OS-seeded generator (never from a seeded
-/// [`DelayRng`](super::DelayRng), so two processes cannot share tokens).
-fn new_token() -> i64 {
-    (rand::random::<u64>() >> 1) as i64 | 1
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_are_positive() {
-        assert!((0..1000).map(|_| new_token()).all(|t| t > 0));
-    }
+    lease::requeue(&queue.handle, task).await
 }

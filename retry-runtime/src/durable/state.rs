@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::error::Error;
+use crate::durable::error::Error;
 
 /// Where a task is in its life.
 ///

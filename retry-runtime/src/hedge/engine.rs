@@ -219,7 +219,7 @@ where
             *this.no_more_hedges = true;
             return false;
         }
-        report::hedged(this.site, this.hedge, *this.launched + 1);
+        report::hedged(this.site, &this.hedge.counters, *this.launched + 1);
         true
     }
 
@@ -233,7 +233,7 @@ where
             this.site.budget().retry_finished(this.site.system, true);
         }
         if *this.hedges & (1 << attempt) != 0 {
-            report::hedge_won(this.site, this.hedge, attempt);
+            report::hedge_won(this.site, &this.hedge.counters, attempt);
         } else {
             observe::succeeded(this.site, attempt, None);
         }

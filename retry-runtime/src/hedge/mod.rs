@@ -114,8 +114,7 @@ impl Hedge {
             max_gap,
             tracker: Tracker::new(),
             load: load::LoadCap::new(self.load_permille),
-            #[cfg(feature = "metrics")]
-            counters: std::sync::OnceLock::new(),
+            counters: report::Counters::new(),
         }))
     }
 }
@@ -136,8 +135,7 @@ pub struct HedgeSite {
     max_gap: Duration,
     tracker: Tracker,
     load: load::LoadCap,
-    #[cfg(feature = "metrics")]
-    counters: std::sync::OnceLock<[metrics::Counter; 2]>,
+    counters: report::Counters,
 }
 
 /// Builds a [`HedgeSite`] in a `static`: settings the macro let through but the rules refuse
@@ -161,8 +159,7 @@ pub const fn hedge_site(
         max_gap: gap(attempts),
         tracker: Tracker::new(),
         load: load::LoadCap::new(load_permille),
-        #[cfg(feature = "metrics")]
-        counters: std::sync::OnceLock::new(),
+        counters: report::Counters::new(),
     }
 }
 
@@ -183,11 +180,6 @@ impl HedgeSite {
     #[inline]
     fn tracks(&self) -> bool {
         self.permille != 0
-    }
-
-    #[cfg(feature = "metrics")]
-    fn counters(&self, site: &'static crate::retrier::Site) -> &[metrics::Counter; 2] {
-        self.counters.get_or_init(|| report::register(site))
     }
 
     /// The site's latency tracker (for the `happy_path` bench's parts).

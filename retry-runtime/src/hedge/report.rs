@@ -12,16 +12,14 @@
 
 use crate::retrier::Site;
 
-use super::HedgeSite;
-
 /// The values of the `outcome` label that hedging adds.
 #[cfg(feature = "metrics")]
 const OUTCOMES: [&str; 2] = ["hedged", "hedge_won"];
 
 /// A slow attempt was hedged: attempt `attempt` starts beside it.
-pub(crate) fn hedged(site: &'static Site, hedge: &'static HedgeSite, attempt: u32) {
+pub(crate) fn hedged(site: &'static Site, hedge: &Counters, attempt: u32) {
     #[cfg(feature = "metrics")]
-    hedge.counters(site)[0].increment(1);
+    hedge.get(site)[0].increment(1);
     #[cfg(feature = "tracing")]
     tracing::debug!(
         system = site.system,
@@ -34,9 +32,9 @@ pub(crate) fn hedged(site: &'static Site, hedge: &'static HedgeSite, attempt: u3
 }
 
 /// Attempt `attempt`, a hedge, answered `Ok` first.
-pub(crate) fn hedge_won(site: &'static Site, hedge: &'static HedgeSite, attempt: u32) {
+pub(crate) fn hedge_won(site: &'static Site, hedge: &Counters, attempt: u32) {
     #[cfg(feature = "metrics")]
-    hedge.counters(site)[1].increment(1);
+    hedge.get(site)[1].increment(1);
     #[cfg(feature = "tracing")]
     tracing::debug!(
         system = site.system,
@@ -48,10 +46,31 @@ pub(crate) fn hedge_won(site: &'static Site, hedge: &'static HedgeSite, attempt:
     let _ = (site, hedge, attempt);
 }
 
+/// The hedge counters of one site (a field of its `HedgeSite`), registered on its first hedge.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    #[cfg(feature = "metrics")]
+    cell: std::sync::OnceLock<[metrics::Counter; 2]>,
+}
+
+impl Counters {
+    pub(crate) const fn new() -> Self {
+        Counters {
+            #[cfg(feature = "metrics")]
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    #[cfg(feature = "metrics")]
+    fn get(&self, site: &'static Site) -> &[metrics::Counter; 2] {
+        self.cell.get_or_init(|| register(site))
+    }
+}
+
 /// The hedge counters of one site, registered on its first hedge (like the loop's own, every
 /// label value is written in the source).
 #[cfg(feature = "metrics")]
-pub(crate) fn register(site: &'static Site) -> [metrics::Counter; 2] {
+fn register(site: &'static Site) -> [metrics::Counter; 2] {
     OUTCOMES.map(|outcome| {
         metrics::counter!(
             "retry_attempts_total",

@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::service::{BoxError, ReplayableBody};
-use super::transient_response;
+use super::replay::{ReplayableBody, transient_response};
+use crate::BoxError;
 use crate::attempt;
 use crate::classify::Verdict;
 use crate::describe::ErrorText;

@@ -5,8 +5,8 @@
 //! - **Which requests** (R-RES-RE-1, R-RES-RE-X1): a request is retried only if its method is
 //!   safe (`GET`, `HEAD`, `OPTIONS`, `TRACE`) or it carries a non-blank `Idempotency-Key` header,
 //!   which the other side must deduplicate on. Any other request is sent once.
-//! - **Which failures**: a response whose status [`is_transient_status`] says so (500, 502, 503,
-//!   504), waiting at least its `Retry-After`; an error of the inner service by [`Classify`]
+//! - **Which failures**: a response whose status [`is_transient_status`](crate::http::is_transient_status) says so (500, 502, 503,
+//!   504), waiting at least its `Retry-After`; an error of the inner service by [`Classify`](crate::Classify)
 //!   (through its source chain: a refused or reset connection, a timeout). A 4xx is never
 //!   retried (R-RES-RE-X2); the last response or error is returned as it came.
 //! - **How often**: the schedule is a [`Policy`], which cannot be built with more than 5
@@ -36,16 +36,16 @@
 //! ```
 
 mod hedged;
+mod replay;
 mod service;
 
 use tower_layer::Layer;
 
-pub use service::{BoxError, ReplayableBody, RetryService};
+pub use replay::ReplayableBody;
+pub use service::{BoxError, RetryService};
 
-use crate::Classify;
 use crate::backoff::Policy;
 use crate::hedge::Hedge;
-use crate::http::is_transient_status;
 use crate::retrier::BuiltSite;
 
 /// A [`tower_layer::Layer`] that retries requests under the retry rules; see the
@@ -141,12 +141,4 @@ impl<S> Layer<S> for RetryLayer {
         let hedge = self.hedge.as_ref().map(|h| h.get(site.policy.attempts()));
         RetryService::new(inner, site, hedge)
     }
-}
-
-/// The verdict on a response: `None` for a response to return (success, 1xx–3xx, 4xx, an
-/// unregistered status), `Some(hint)` for a transient status to retry after at least `hint`.
-fn transient_response<B>(response: &http::Response<B>) -> Option<Option<std::time::Duration>> {
-    let status = response.status().as_u16();
-    is_transient_status(status)
-        .then(|| crate::http::StatusError::from_response(response).retry_after())
 }

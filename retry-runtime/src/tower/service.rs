@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::transient_response;
+use super::replay::{ReplayableBody, transient_response};
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::hedge::HedgeSite;
@@ -57,17 +57,6 @@ fn verdict_of<B>(outcome: &Result<Response<B>, BoxError>) -> Option<Verdict> {
 /// The error a [`RetryService`] returns: its inner service's error, boxed (the crate's one
 /// [`BoxError`](crate::BoxError)).
 pub use crate::BoxError;
-
-/// A request body [`RetryLayer`](super::RetryLayer) can send again: any `Clone` body
-/// (`http_body_util::Full<Bytes>`, `String`, `Vec<u8>`, `()`).
-#[diagnostic::on_unimplemented(
-    message = "`RetryLayer` cannot send a `{Self}` body twice",
-    label = "this request body cannot be replayed",
-    note = "a retried request needs its body again: buffer a streaming body first (e.g. into `http_body_util::Full<bytes::Bytes>`), or leave this service without `RetryLayer`"
-)]
-pub trait ReplayableBody: Clone {}
-
-impl<B: Clone> ReplayableBody for B {}
 
 /// A service whose requests are retried under the retry rules; built by
 /// [`RetryLayer`](super::RetryLayer).

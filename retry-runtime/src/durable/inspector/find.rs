@@ -3,10 +3,10 @@
 //! million tasks as on a thousand; and the kinds a state holds, for a selector.
 
 use super::Inspector;
+use crate::durable::client::task::{TaskInfo, TaskState};
 use crate::durable::error::Error;
-use crate::durable::page::{Cursor, page_of};
+use crate::durable::inspector::page::{Cursor, TaskPage, page_of};
 use crate::durable::store::find;
-use crate::durable::task::{TaskInfo, TaskState};
 
 /// How many tasks one search reads at most: the first this many of the state after the
 /// cursor, in the state's order ([`Inspector::find`]). A search that stops there says so
@@ -72,6 +72,18 @@ pub struct FoundPage {
     pub search_limit_reached: bool,
 }
 
+impl FoundPage {
+    /// A page read without a search.
+    fn plain(page: TaskPage) -> Self {
+        FoundPage {
+            tasks: page.tasks,
+            next: page.next,
+            searched: None,
+            search_limit_reached: false,
+        }
+    }
+}
+
 impl Inspector {
     /// The tasks in `state` that `filter` lets through, `size` at most, after the cursor `after`
     /// (the `next` of the page before; `None`: from the start), in the state's order.
@@ -129,13 +141,7 @@ impl Inspector {
             )));
         }
         if kind.is_none() && search.is_none() {
-            let page = self.list_after(state, after, size).await?;
-            return Ok(FoundPage {
-                tasks: page.tasks,
-                next: page.next,
-                searched: None,
-                search_limit_reached: false,
-            });
+            return Ok(FoundPage::plain(self.list_after(state, after, size).await?));
         }
         if size == 0 {
             return Err(Error::Invalid(
@@ -151,14 +157,22 @@ impl Inspector {
             let kind = kind.unwrap_or_default();
             let at = (cursor.key, cursor.seq);
             let rows = find::by_kind(store, queue, state, kind, at, i64::from(size) + 1).await?;
-            let page = page_of(rows, size, state);
-            return Ok(FoundPage {
-                tasks: page.tasks,
-                next: page.next,
-                searched: None,
-                search_limit_reached: false,
-            });
+            return Ok(FoundPage::plain(page_of(rows, size, state)));
         };
+        self.search(state, kind, text, cursor, size).await
+    }
+
+    /// A page of the tasks in `state` whose kind (if given) and text match, searched in a
+    /// bounded window from `cursor` ([`SEARCH_WINDOW`] rows).
+    async fn search(
+        &self,
+        state: TaskState,
+        kind: Option<&str>,
+        text: &str,
+        cursor: Cursor,
+        size: u32,
+    ) -> Result<FoundPage, Error> {
+        let (store, queue) = (&self.handle.store, &*self.handle.name);
         let window = i64::from(SEARCH_WINDOW);
         let pattern = like_pattern(text);
         // The hits, then at most two marker rows (the window's last and its `window`-th).

@@ -5,7 +5,8 @@
 
 use std::collections::HashSet;
 
-use super::{Arg, NewTask, Store, bound};
+use super::db::bound;
+use super::{Arg, NewTask, Store};
 use crate::durable::error::Error;
 
 /// Rows per `INSERT`: 14 values each stays under the bound-value limits (SQLite 32 766,

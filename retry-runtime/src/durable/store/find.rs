@@ -7,8 +7,8 @@
 //! index's condition term for term (`state = 'retry'` alone does not prove `state IN (…)` to it).
 
 use super::{Arg, Row, Store, fetch_all};
+use crate::durable::client::task::TaskState;
 use crate::durable::error::Error;
-use crate::durable::task::TaskState;
 
 /// The kind indexes: one over the states that wait or run (ordered like their lists, by due
 /// time), one over the finished states (by finish time). A row is in exactly one of them, so a

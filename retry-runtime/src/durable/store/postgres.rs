@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS retry_queues (
 );
 ";
 
-/// The wake-ups ([`wake`](crate::durable::wake)): `NOTIFY retry_tasks, '<queue>'` once per
+/// The wake-ups ([`wake`](crate::durable::worker::wake)): `NOTIFY retry_tasks, '<queue>'` once per
 /// inserting statement and queue (a batch notifies once), when a task becomes waiting again (a
 /// retry, a re-run, a recovered lease; a claim or a completion does not match the trigger's
 /// `WHEN` and costs no call), and when a queue is unpaused. Triggers are created only where

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use crate::durable::client::task::{ActiveTask, TaskInfo, TaskState};
 use crate::durable::clock::from_ms;
-use crate::durable::task::{ActiveTask, TaskInfo, TaskState};
 
 /// One row of `retry_tasks`, as read.
 #[derive(Debug)]
@@ -27,7 +27,7 @@ pub(crate) struct Row {
     pub(crate) last_failed_ms: Option<i64>,
     pub(crate) created_ms: i64,
     pub(crate) finished_ms: Option<i64>,
-    /// The failure history, a JSON array (see [`history`](crate::durable::history)).
+    /// The failure history, a JSON array (see [`history`](crate::durable::failures)).
     pub(crate) errors: Option<String>,
 }
 
@@ -91,7 +91,7 @@ impl Row {
             payload: self.payload,
             enqueued_at: from_ms(self.created_ms),
             completed_at: self.finished_ms.filter(|_| completed).map(from_ms),
-            errors: crate::durable::history::decode(self.errors.as_deref()),
+            errors: crate::durable::failures::decode(self.errors.as_deref()),
             lease_expires_at: self
                 .lease_expires_ms
                 .filter(|_| self.state == TaskState::Active)
@@ -170,3 +170,11 @@ impl<'a> Fence<'a> {
         }
     }
 }
+
+/// Completes one task (the batch statement's single-task form, also run per task of a SQLite
+/// batch).
+pub(crate) const COMPLETE: &str = "UPDATE retry_tasks SET state = 'completed', finished_ms = $5, \
+     next_process_ms = NULL, lease_token = NULL, lease_expires_ms = NULL, \
+     unique_key = NULL, unique_until_ms = NULL \
+     WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+     AND lease_expires_ms <= $4";

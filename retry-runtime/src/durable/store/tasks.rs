@@ -2,9 +2,10 @@
 //! by its lease token (see the [module docs](super)).
 
 use super::{Arg, Done, Fence, NewTask, Row, Store, execute, fetch_all, fetch_int, fetch_optional};
+use crate::durable::client::task::TaskState;
 use crate::durable::error::Error;
-use crate::durable::history;
-use crate::durable::task::TaskState;
+use crate::durable::failures;
+use crate::durable::store::rows::COMPLETE;
 
 /// Inserts `task` unless its id (or its unique key) is taken; the row as inserted, or `None`.
 pub(crate) async fn insert(
@@ -147,14 +148,6 @@ pub(crate) async fn extend(
     fenced(store, EXTEND, queue, fence, &[Arg::Int(lease_until)]).await
 }
 
-/// Completes one task (the batch statement's single-task form, also run per task of a SQLite
-/// batch).
-pub(crate) const COMPLETE: &str = "UPDATE retry_tasks SET state = 'completed', finished_ms = $5, \
-     next_process_ms = NULL, lease_token = NULL, lease_expires_ms = NULL, \
-     unique_key = NULL, unique_until_ms = NULL \
-     WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-     AND lease_expires_ms <= $4";
-
 /// Marks the task completed at `now`.
 pub(crate) async fn complete(
     store: &Store,
@@ -194,7 +187,7 @@ pub(crate) async fn retry(
          lease_token = NULL, lease_expires_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
          AND lease_expires_ms <= $4 AND NOT cancel_requested";
-    let last_err = history::bounded(last_err);
+    let last_err = failures::bounded(last_err);
     let more = [
         Arg::Int(retried),
         Arg::Int(next_process),
@@ -235,7 +228,7 @@ pub(crate) async fn archive(
          unique_key = NULL, unique_until_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
          AND lease_expires_ms <= $4 AND NOT cancel_requested";
-    let last_err = history::bounded(last_err);
+    let last_err = failures::bounded(last_err);
     fenced(
         store,
         ARCHIVE,

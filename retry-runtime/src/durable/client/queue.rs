@@ -1,0 +1,349 @@
+//! The queue handle: connecting, enqueueing, and the hand-over from `#[retry]`. The operator's
+//! methods are on its [`Inspector`], the claim protocol in [`protocol`](crate::durable::protocol).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::IdempotencyKey;
+use crate::durable::client::kind::TaskKind;
+use crate::durable::client::prepare::Prepared;
+use crate::durable::client::task::{MAX_NAME_BYTES, Task, TaskInfo};
+use crate::durable::clock::SystemClock;
+use crate::durable::error::Error;
+use crate::durable::handle::Handle;
+use crate::durable::inspector::Inspector;
+use crate::durable::store::{NewTask, Store, batch, tasks};
+use crate::durable::worker::wake::Wake;
+
+/// The name of the queue [`Queue::connect`] opens.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// Archived tasks kept per queue by default: the newest 10 000 ...
+pub const DEFAULT_ARCHIVE_MAX_TASKS: u64 = 10_000;
+
+/// ... archived within the last 90 days.
+pub const DEFAULT_ARCHIVE_MAX_AGE: Duration = Duration::from_secs(90 * 24 * 3600);
+
+/// Completed tasks are kept 7 days by default, so that their ids keep conflicting.
+pub const DEFAULT_COMPLETED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A handle on one named queue of a task database: cheap to clone, shared by the clients that
+/// enqueue, the workers that run the tasks ([`Worker::new`](crate::durable::Worker::new)) and the
+/// operator's [`inspector`](Queue::inspector).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+/// use retry_runtime::durable::{Queue, Task, TaskState};
+/// # let dir = std::env::temp_dir().join(format!("retry-doc-queue-{}", std::process::id()));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let url = format!("sqlite://{}/tasks.db", dir.display());
+/// let q = Queue::connect(&url).await?; // "sqlite://tasks.db" creates the file
+/// let info = q.enqueue(Task::new("email", &("ada@example.com", 42)).task_id("welcome-42")).await?;
+/// assert_eq!(info.state, TaskState::Pending);
+/// assert_eq!(q.inspector().get("welcome-42").await?.unwrap().kind, "email");
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Queue {
+    pub(crate) handle: Handle,
+}
+
+impl Queue {
+    /// Opens the queue [`"default"`](DEFAULT_QUEUE) of the database at `url`, creating the
+    /// table (and, for SQLite, the file) if missing.
+    ///
+    /// - `sqlite://PATH` (feature `sqlite`): `sqlite://tasks.db` is relative to the working
+    ///   directory, `sqlite:///var/lib/app/tasks.db` absolute. WAL mode, `synchronous = NORMAL`
+    ///   (a commit survives a crash of the process), a 10 s busy timeout for other processes.
+    /// - `postgres://user:password@host:port/database` (feature `postgres`): no TLS.
+    ///
+    /// A database that cannot be reached gives [`Error::Unreachable`].
+    pub async fn connect(url: &str) -> Result<Queue, Error> {
+        Ok(Queue::from_store(Store::connect(url).await?))
+    }
+
+    /// Opens the queue on a pool the application already has (WAL mode is up to the pool's
+    /// options); creates the table if missing.
+    #[cfg(feature = "sqlite")]
+    pub async fn from_sqlite_pool(pool: sqlx::SqlitePool) -> Result<Queue, Error> {
+        let store = Store::Sqlite(pool);
+        store.migrate().await?;
+        Ok(Queue::from_store(store))
+    }
+
+    /// Opens the queue on a pool the application already has; creates the table if missing.
+    #[cfg(feature = "postgres")]
+    pub async fn from_pg_pool(pool: sqlx::PgPool) -> Result<Queue, Error> {
+        let store = Store::Postgres(pool);
+        store.migrate().await?;
+        Ok(Queue::from_store(store))
+    }
+
+    fn from_store(store: Store) -> Queue {
+        let handle = Handle {
+            store,
+            name: Arc::from(DEFAULT_QUEUE),
+            clock: Arc::new(SystemClock),
+            archive_max_tasks: DEFAULT_ARCHIVE_MAX_TASKS,
+            archive_max_age: DEFAULT_ARCHIVE_MAX_AGE,
+            completed_retention: DEFAULT_COMPLETED_RETENTION,
+            wake: Wake::new(),
+        };
+        Queue { handle }
+    }
+
+    /// The queue `name` of the same database, sharing the connections. Queues are independent:
+    /// ids are unique per queue, and a worker claims from its own queue only. Give each pool of
+    /// workers with its own set of handlers its own queue.
+    ///
+    /// # Panics
+    /// If `name` is empty or longer than 1 KiB.
+    pub fn named(self, name: impl Into<String>) -> Self {
+        match self.try_named(name) {
+            Ok(queue) => queue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`named`](Queue::named) for a name from outside (a URL path, a command line): a name
+    /// that is empty or longer than 1 KiB is [`Error::Invalid`] instead of a panic.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+    /// use retry_runtime::durable::{Error, Queue};
+    /// # let dir = std::env::temp_dir().join(format!("retry-doc-try-named-{}", std::process::id()));
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let url = format!("sqlite://{}/tasks.db", dir.display());
+    /// let q = Queue::connect(&url).await?;
+    /// assert_eq!(q.clone().try_named("emails")?.name(), "emails");
+    /// assert!(matches!(q.try_named(""), Err(Error::Invalid(_))));
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_named(mut self, name: impl Into<String>) -> Result<Self, Error> {
+        let name = name.into();
+        if name.is_empty() || name.len() > MAX_NAME_BYTES {
+            return Err(Error::Invalid(format!(
+                "a queue name is 1 to {MAX_NAME_BYTES} bytes, got {} bytes",
+                name.len()
+            )));
+        }
+        self.handle.name = Arc::from(name);
+        Ok(self)
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.handle.name
+    }
+
+    /// Reads time from `clock` instead of the system's: every time the queue stores (due times,
+    /// leases, failures, key expiries, archive ages) follows it. Workers made from this handle
+    /// share it. A knob for tests (feature `test-util`).
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn with_clock(mut self, clock: impl crate::durable::clock::Clock) -> Self {
+        self.handle.clock = Arc::new(clock);
+        self
+    }
+
+    /// Caps the archive (default: the newest [`DEFAULT_ARCHIVE_MAX_TASKS`] tasks, archived within
+    /// [`DEFAULT_ARCHIVE_MAX_AGE`]). The oldest archived tasks beyond either bound are deleted as
+    /// tasks are archived.
+    pub fn archive_limits(mut self, max_tasks: u64, max_age: Duration) -> Self {
+        self.handle.archive_max_tasks = max_tasks;
+        self.handle.archive_max_age = max_age;
+        self
+    }
+
+    /// How long completed tasks are kept (default [`DEFAULT_COMPLETED_RETENTION`]): while kept,
+    /// their ids still conflict, so a late duplicate enqueue is refused. Workers delete older
+    /// ones as they go.
+    pub fn completed_retention(mut self, retention: Duration) -> Self {
+        self.handle.completed_retention = retention;
+        self
+    }
+
+    /// The current time, by the queue's clock.
+    pub fn now(&self) -> SystemTime {
+        self.handle.clock.now()
+    }
+
+    /// Adds `task` to the queue: [`TaskState::Pending`](crate::durable::TaskState::Pending), or [`TaskState::Scheduled`](crate::durable::TaskState::Scheduled) when it has
+    /// a [`process_at`](Task::process_at) in the future.
+    ///
+    /// Fails with [`Error::TaskIdConflict`] when the queue already holds a task with its id,
+    /// [`Error::PayloadTooLarge`] above [`MAX_PAYLOAD_BYTES`](crate::durable::MAX_PAYLOAD_BYTES), [`Error::Encode`],
+    /// [`Error::Invalid`] for an empty kind or id, and [`Error::Unreachable`] /
+    /// [`Error::Database`] when nothing could be written.
+    pub async fn enqueue(&self, task: Task) -> Result<TaskInfo, Error> {
+        let prepared = Prepared::new(task, self.handle.clock.now())?;
+        let new = prepared.row();
+        let (id, now_ms) = (new.id, new.created_ms);
+        if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, &new).await? {
+            self.handle.wake.ring();
+            return Ok(row.into_info());
+        }
+        if tasks::exists(&self.handle.store, &self.handle.name, id).await? {
+            return Err(Error::TaskIdConflict);
+        }
+        let Some(unique_key) = new.unique_key else {
+            // The conflicting row went away in between (deleted or trimmed): one more try.
+            return self.insert_again(&new).await;
+        };
+        // A unique task holds the key. Once its ttl has run out, the key is free: release it
+        // (one statement, so of two enqueues racing here only one wins) and insert again.
+        if tasks::release_unique(&self.handle.store, &self.handle.name, unique_key, now_ms).await? {
+            return self.insert_again(&new).await;
+        }
+        match tasks::unique_holder(&self.handle.store, &self.handle.name, unique_key).await? {
+            Some((holder, _)) => Err(Error::DuplicateTask { id: holder }),
+            None => self.insert_again(&new).await,
+        }
+    }
+
+    /// Adds every task of `tasks` in one transaction, all or nothing; returns how many were
+    /// enqueued. Each is checked and stored as [`enqueue`](Queue::enqueue) would, with
+    /// multi-row inserts (1 000 rows a statement) and one commit for the batch.
+    ///
+    /// A task that [`enqueue`](Queue::enqueue) would refuse refuses the whole batch, nothing
+    /// written: [`Error::BatchRefused`] names its id, and its `cause` says why (an id taken in
+    /// the queue or twice in the batch: [`Error::TaskIdConflict`]; a unique task still held:
+    /// [`Error::DuplicateTask`]; an invalid task). An empty batch enqueues nothing and gives 0.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), retry_runtime::durable::Error> {
+    /// use retry_runtime::durable::{Error, Queue, Task};
+    /// # let dir = std::env::temp_dir().join(format!("retry-doc-many-{}", std::process::id()));
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let url = format!("sqlite://{}/tasks.db", dir.display());
+    /// let q = Queue::connect(&url).await?;
+    /// let batch = (0..3).map(|n| Task::new("email", &n).task_id(format!("mail-{n}")));
+    /// assert_eq!(q.enqueue_many(batch).await?, 3);
+    ///
+    /// let again = [Task::new("email", &9).task_id("mail-9"), Task::new("email", &1).task_id("mail-1")];
+    /// match q.enqueue_many(again).await {
+    ///     Err(Error::BatchRefused { id, .. }) => assert_eq!(id, "mail-1"),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert!(q.inspector().get("mail-9").await?.is_none()); // all or nothing
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn enqueue_many(&self, tasks: impl IntoIterator<Item = Task>) -> Result<u64, Error> {
+        let now = self.handle.clock.now();
+        let refuse = |id: &str, cause: Error| Error::BatchRefused {
+            id: id.to_owned(),
+            cause: Box::new(cause),
+        };
+        let mut prepared = Vec::new();
+        for task in tasks {
+            let id = task.id.clone().unwrap_or_default();
+            prepared.push(Prepared::new(task, now).map_err(|e| refuse(&id, e))?);
+        }
+        // Conflicts inside the batch are found here: the database would only skip the row.
+        let mut ids = std::collections::HashSet::with_capacity(prepared.len());
+        let mut keys = std::collections::HashMap::new();
+        for task in &prepared {
+            if !ids.insert(task.id.as_str()) {
+                return Err(refuse(&task.id, Error::TaskIdConflict));
+            }
+            if let Some(key) = task.unique_key.as_deref() {
+                if let Some(holder) = keys.insert(key, task.id.as_str()) {
+                    let holder = holder.to_owned();
+                    return Err(refuse(&task.id, Error::DuplicateTask { id: holder }));
+                }
+            }
+        }
+        let rows: Vec<NewTask<'_>> = prepared.iter().map(Prepared::row).collect();
+        let now_ms = crate::durable::clock::to_ms(now);
+        match batch::insert_many(&self.handle.store, &self.handle.name, &rows, now_ms).await? {
+            Ok(n) => {
+                // PostgreSQL's statement trigger notifies other processes; this wakes ours.
+                self.handle.wake.ring();
+                Ok(n)
+            }
+            Err((index, cause)) => Err(refuse(rows[index].id, cause)),
+        }
+    }
+
+    /// The last try of an insert whose conflict went away: a conflict now is reported as such.
+    async fn insert_again(&self, new: &NewTask<'_>) -> Result<TaskInfo, Error> {
+        if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, new).await? {
+            self.handle.wake.ring();
+            return Ok(row.into_info());
+        }
+        if tasks::exists(&self.handle.store, &self.handle.name, new.id).await? {
+            return Err(Error::TaskIdConflict);
+        }
+        let holder = match new.unique_key {
+            Some(key) => tasks::unique_holder(&self.handle.store, &self.handle.name, key).await?,
+            None => None,
+        };
+        Err(Error::DuplicateTask {
+            id: holder.map(|(id, _)| id).unwrap_or_default(),
+        })
+    }
+
+    /// The hand-over from `#[retry]` to the queue: enqueues `kind` with `payload` under the task
+    /// id `key`, the idempotency key of the keyed write whose in-memory attempts ran out.
+    ///
+    /// Every durable attempt then sends the same key, so the external system keeps deduplicating
+    /// (a charge that went through before the hand-over is not repeated), and handing the same
+    /// call over twice fails with [`Error::TaskIdConflict`] instead of enqueueing a duplicate.
+    /// A blank key fails with [`Error::Invalid`]: nothing could deduplicate the write. For more
+    /// options (`max_retry`, `key_ttl`, …) enqueue [`Task::for_key`] yourself.
+    ///
+    /// See the [module docs](crate::durable#from-retry-to-the-queue) for the whole pattern.
+    pub async fn hand_over<P, K>(&self, kind: &str, payload: &P, key: &K) -> Result<TaskInfo, Error>
+    where
+        P: Serialize + ?Sized,
+        K: IdempotencyKey + ?Sized,
+    {
+        self.enqueue(Task::for_key(kind, payload, key)).await
+    }
+
+    /// [`hand_over`](Queue::hand_over) of a typed payload: the kind is
+    /// [`T::KIND`](TaskKind::KIND).
+    pub async fn hand_over_of<T, K>(&self, payload: &T, key: &K) -> Result<TaskInfo, Error>
+    where
+        T: TaskKind,
+        K: IdempotencyKey + ?Sized,
+    {
+        self.hand_over(T::KIND, payload, key).await
+    }
+
+    /// The operator's handle on this queue (asynq's `Inspector`): look at tasks and queues,
+    /// re-run, archive or delete tasks, pause the queue, group failures by their error.
+    pub fn inspector(&self) -> Inspector {
+        Inspector::new(self.handle.clone())
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<(), Error> {
+        tasks::ping(&self.handle.store).await
+    }
+
+    /// Closes the connections (after which every call fails with [`Error::Unreachable`]).
+    pub async fn close(&self) {
+        self.handle.store.close().await;
+    }
+}
+
+impl fmt::Debug for Queue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.handle.fmt(f)
+    }
+}

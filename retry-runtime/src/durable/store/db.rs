@@ -1,0 +1,144 @@
+//! The bottom of the store: the pool behind a queue, the values bound to a statement, and the
+//! four ways a statement is run. Every statement file runs its SQL through these.
+
+use sqlx::Database;
+
+use crate::durable::error::Error;
+
+/// The database behind a queue.
+#[derive(Clone, Debug)]
+pub(crate) enum Store {
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlx::SqlitePool),
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::PgPool),
+}
+
+/// A value bound to a statement's `$N`: the only types the table's columns take.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Arg<'a> {
+    Int(i64),
+    MaybeInt(Option<i64>),
+    Text(&'a str),
+    MaybeText(Option<&'a str>),
+}
+
+/// What a statement's rows decode into, on every backend compiled in: [`Row`](super::Row) or a tuple of
+/// columns.
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+pub(crate) trait Decoded:
+    for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+    + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+{
+}
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+impl<T> Decoded for T where
+    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+        + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+{
+}
+
+/// What a statement's rows decode into, on every backend compiled in.
+#[cfg(all(feature = "sqlite", not(feature = "postgres")))]
+pub(crate) trait Decoded: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> {}
+#[cfg(all(feature = "sqlite", not(feature = "postgres")))]
+impl<T> Decoded for T where T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> {}
+
+/// What a statement's rows decode into, on every backend compiled in.
+#[cfg(all(feature = "postgres", not(feature = "sqlite")))]
+pub(crate) trait Decoded: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
+#[cfg(all(feature = "postgres", not(feature = "sqlite")))]
+impl<T> Decoded for T where T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
+
+/// `sql` with `args` bound as `$1`, `$2`, … for backend `DB`.
+pub(crate) fn bound<DB>(
+    sql: impl sqlx::SqlSafeStr,
+    args: &[Arg<'_>],
+) -> sqlx::query::Query<'static, DB, DB::Arguments>
+where
+    DB: Database,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> Option<i64>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> Option<&'t str>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    args.iter().fold(sqlx::query(sql), |query, arg| match *arg {
+        Arg::Int(v) => query.bind(v),
+        Arg::MaybeInt(v) => query.bind(v),
+        Arg::Text(v) => query.bind(v),
+        Arg::MaybeText(v) => query.bind(v),
+    })
+}
+
+/// Runs `sql` with `args`; returns how many rows it changed.
+pub(crate) async fn execute(
+    store: &Store,
+    sql: &'static str,
+    args: &[Arg<'_>],
+) -> Result<u64, Error> {
+    let result = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(pool) => bound(sql, args)
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected()),
+        #[cfg(feature = "postgres")]
+        Store::Postgres(pool) => bound(sql, args)
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected()),
+    };
+    result.map_err(Error::from_sqlx)
+}
+
+/// Runs `sql` with `args`; returns every row it gives, decoded.
+pub(crate) async fn fetch_all<T: Decoded>(
+    store: &Store,
+    sql: &'static str,
+    args: &[Arg<'_>],
+) -> Result<Vec<T>, Error> {
+    let result = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(pool) => bound(sql, args)
+            .fetch_all(pool)
+            .await
+            .and_then(|rows| rows.iter().map(T::from_row).collect()),
+        #[cfg(feature = "postgres")]
+        Store::Postgres(pool) => bound(sql, args)
+            .fetch_all(pool)
+            .await
+            .and_then(|rows| rows.iter().map(T::from_row).collect()),
+    };
+    result.map_err(Error::from_sqlx)
+}
+
+/// Runs `sql` with `args`; returns its first row, decoded, if it gives one.
+pub(crate) async fn fetch_optional<T: Decoded>(
+    store: &Store,
+    sql: &'static str,
+    args: &[Arg<'_>],
+) -> Result<Option<T>, Error> {
+    let result = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(pool) => bound(sql, args)
+            .fetch_optional(pool)
+            .await
+            .and_then(|row| row.as_ref().map(T::from_row).transpose()),
+        #[cfg(feature = "postgres")]
+        Store::Postgres(pool) => bound(sql, args)
+            .fetch_optional(pool)
+            .await
+            .and_then(|row| row.as_ref().map(T::from_row).transpose()),
+    };
+    result.map_err(Error::from_sqlx)
+}
+
+/// Runs `sql` with `args`, a statement that gives one integer (a `COUNT(*)`).
+pub(crate) async fn fetch_int(
+    store: &Store,
+    sql: &'static str,
+    args: &[Arg<'_>],
+) -> Result<i64, Error> {
+    let row: Option<(i64,)> = fetch_optional(store, sql, args).await?;
+    Ok(row.map_or(0, |(n,)| n))
+}

@@ -1,0 +1,131 @@
+//! The judgement of failed attempts and the archive suffixes.
+
+use std::fmt;
+use std::io;
+
+use std::time::UNIX_EPOCH;
+
+use super::*;
+use crate::http::StatusError;
+
+#[derive(Debug)]
+struct Wrapper(BoxError);
+impl fmt::Display for Wrapper {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("charge failed")
+    }
+}
+impl StdError for Wrapper {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&*self.0)
+    }
+}
+
+fn judged(error: impl Into<BoxError>) -> Judgement {
+    Failure::erased(error.into()).judgement
+}
+
+#[test]
+fn the_chain_is_judged_like_retry_judges_it() {
+    assert_eq!(
+        judged(Wrapper(Box::new(StatusError::new(404, None)))),
+        Judgement::Permanent { client_error: true }
+    );
+    assert_eq!(
+        judged(StatusError::new(503, Some("120"))),
+        Judgement::Transient {
+            hint: Some(Duration::from_secs(120))
+        }
+    );
+    assert_eq!(
+        judged(io::Error::from(io::ErrorKind::PermissionDenied)),
+        Judgement::Permanent {
+            client_error: false
+        }
+    );
+    assert_eq!(judged("gateway said no"), Judgement::Unknown);
+    assert_eq!(
+        judged(Wrapper(SkipRetry::new("no").into())),
+        Judgement::SkipRetry
+    );
+    let undecodable = Error::Decode(serde_json::from_str::<u8>("x").unwrap_err());
+    assert_eq!(judged(undecodable), Judgement::BadTask);
+    assert_eq!(judged(Error::LeaseExpired), Judgement::Unknown);
+}
+
+/// An adapter's own error, classified by its own impl.
+#[derive(Debug)]
+enum Adapter {
+    Busy,
+    Declined,
+}
+impl fmt::Display for Adapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+impl StdError for Adapter {}
+impl Classify for Adapter {
+    fn is_transient(&self) -> bool {
+        matches!(self, Adapter::Busy)
+    }
+    fn retry_after(&self) -> Option<Duration> {
+        Some(Duration::from_secs(9))
+    }
+}
+
+#[test]
+fn a_typed_error_is_judged_by_its_own_classify() {
+    assert_eq!(
+        Failure::from_handler(Adapter::Busy).judgement,
+        Judgement::Transient {
+            hint: Some(Duration::from_secs(9))
+        }
+    );
+    assert_eq!(
+        Failure::from_handler(Adapter::Declined).judgement,
+        Judgement::Permanent {
+            client_error: false
+        }
+    );
+    // A boxed error goes through the chain walk, where "nothing known" is retried.
+    let boxed: BoxError = "down".into();
+    assert_eq!(Failure::from_handler(boxed).judgement, Judgement::Unknown);
+}
+
+#[test]
+fn archive_suffixes_are_distinct() {
+    let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let suffixes = [
+        ArchiveReason::SkipRetry,
+        ArchiveReason::BadTask,
+        ArchiveReason::Permanent { client_error: true },
+        ArchiveReason::Permanent {
+            client_error: false,
+        },
+        ArchiveReason::Exhausted { max_retry: 3 },
+        ArchiveReason::KeyExpires {
+            next: t,
+            expires: t,
+        },
+        ArchiveReason::Deadline {
+            next: t,
+            deadline: t,
+        },
+    ]
+    .map(|reason| reason.suffix());
+    let mut unique = suffixes.to_vec();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), suffixes.len(), "{suffixes:?}");
+    assert_eq!(suffixes[4], "(retries exhausted: 3 of 3)");
+}
+
+#[test]
+fn far_times_are_formatted_without_panicking() {
+    assert_eq!(
+        fmt_time(UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
+        "2023-11-14T22:13:20Z"
+    );
+    assert_eq!(fmt_time(from_ms(i64::MAX)), "9999-12-31T23:59:59.999Z");
+}

@@ -1,0 +1,139 @@
+//! The worker's heartbeat (asynq's `heartbeat.go`): every
+//! [`heartbeat_interval`](crate::durable::Worker::heartbeat_interval) it writes the worker's row —
+//! who it is, what it serves, the tasks it is running ([`Held`]) — and deletes the rows of
+//! workers three beats stale; on a graceful stop it deletes its own row. A worker that crashed
+//! (or whose `run_until` future was dropped) leaves its row to go stale.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+
+use crate::durable::client::task::ActiveTask;
+use crate::durable::clock::to_ms;
+use crate::durable::error::Error;
+use crate::durable::handle::Handle;
+use crate::durable::inspector::presence::{HeldJson, HeldTask, stale_after};
+use crate::durable::store::presence::{self, WorkerRow};
+use crate::durable::worker::periodic;
+
+/// The tasks a worker's attempts are running, keyed by task (queue and id: one claim gives
+/// one lease token to all the tasks it takes, so the token is no key): written at each beat.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    tasks: Mutex<HashMap<(String, String), HeldTask>>,
+}
+
+/// Holds a task in [`Held`] while it lives (the attempt's handler runs).
+pub(crate) struct Holding {
+    held: Arc<Held>,
+    key: (String, String),
+}
+
+impl Held {
+    /// Records that `task` of `queue` started at `now`, until the guard is dropped.
+    pub(crate) fn hold(
+        self: &Arc<Self>,
+        queue: &str,
+        task: &ActiveTask,
+        now: SystemTime,
+    ) -> Holding {
+        let entry = HeldTask {
+            queue: queue.to_owned(),
+            id: task.id().to_owned(),
+            kind: task.kind().to_owned(),
+            started_at: now,
+        };
+        let key = (entry.queue.clone(), entry.id.clone());
+        self.lock().insert(key.clone(), entry);
+        Holding {
+            held: self.clone(),
+            key,
+        }
+    }
+
+    /// The held tasks, oldest first.
+    fn snapshot(&self) -> Vec<HeldTask> {
+        let mut tasks: Vec<HeldTask> = self.lock().values().cloned().collect();
+        tasks.sort_by(|a, b| (a.started_at, &a.queue, &a.id).cmp(&(b.started_at, &b.queue, &b.id)));
+        tasks
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), HeldTask>> {
+        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.held.lock().remove(&self.key);
+    }
+}
+
+/// A worker's heartbeat: its identity, what it serves, and the tasks it holds.
+pub(crate) struct Heartbeat {
+    /// The handle of the queue given to the worker: its database and clock.
+    pub(crate) handle: Handle,
+    pub(crate) queues: Vec<String>,
+    pub(crate) concurrency: usize,
+    pub(crate) interval: Duration,
+    pub(crate) held: Arc<Held>,
+}
+
+impl Heartbeat {
+    /// Beats at once and every `interval` until `stop` turns true, then deletes the row; a
+    /// dropped `stop` (the worker's future dropped) leaves the row to go stale.
+    pub(crate) async fn run(self, stop: watch::Receiver<bool>) {
+        let (id, host, pid) = crate::durable::inspector::presence::identity();
+        let started_ms = to_ms(self.handle.clock.now());
+        let graceful = stop.clone();
+        periodic::every(self.interval, stop, || async {
+            if let Err(e) = self.beat(&id, &host, pid, started_ms).await {
+                event!(
+                    warn,
+                    "durable worker: writing the heartbeat failed",
+                    error = e
+                );
+            }
+        })
+        .await;
+        if *graceful.borrow() {
+            if let Err(e) = presence::remove_worker(&self.handle.store, &id).await {
+                event!(
+                    warn,
+                    "durable worker: deleting the heartbeat failed (it goes stale)",
+                    error = e
+                );
+            }
+        }
+    }
+
+    async fn beat(&self, id: &str, host: &str, pid: u32, started_ms: i64) -> Result<(), Error> {
+        let now = to_ms(self.handle.clock.now());
+        let row = WorkerRow {
+            id: id.to_owned(),
+            host: host.to_owned(),
+            pid: i64::from(pid),
+            queues: json(&self.queues),
+            concurrency: i64::try_from(self.concurrency).unwrap_or(i64::MAX),
+            started_ms,
+            heartbeat_ms: now,
+            stale_ms: stale_after(now, self.interval),
+            active: json(
+                &self
+                    .held
+                    .snapshot()
+                    .iter()
+                    .map(HeldJson::from)
+                    .collect::<Vec<_>>(),
+            ),
+        };
+        presence::beat_worker(&self.handle.store, &row).await
+    }
+}
+
+/// JSON text of the row's two arrays (which always serialize).
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "[]".to_owned())
+}

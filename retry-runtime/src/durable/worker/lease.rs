@@ -1,0 +1,106 @@
+//! The worker's side of a claim, on the store: take due tasks under a lease with a fresh fencing
+//! token, renew the lease, give a task back, write completions. The worker's components call
+//! these directly; the public [`protocol`](crate::durable::protocol) is a thin layer over them
+//! for custom workers.
+
+use std::time::Duration;
+
+use crate::durable::client::task::ActiveTask;
+use crate::durable::clock::{duration_ms, from_ms, to_ms};
+use crate::durable::error::Error;
+use crate::durable::handle::Handle;
+use crate::durable::store::{Done, Fence, tasks};
+
+/// Claims up to `max` due tasks (oldest due first) of the kinds in `kinds` (a JSON array of
+/// strings; `None`: any kind) under a lease of `lease`, each with a fresh fencing token.
+pub(crate) async fn claim(
+    queue: &Handle,
+    max: usize,
+    lease: Duration,
+    kinds: Option<&str>,
+) -> Result<Vec<ActiveTask>, Error> {
+    if max == 0 {
+        return Ok(Vec::new());
+    }
+    let now = to_ms(queue.clock.now());
+    let limit = i64::try_from(max).unwrap_or(i64::MAX);
+    let lease_until = now.saturating_add(duration_ms(lease));
+    let (store, name, token) = (&queue.store, &queue.name, new_token());
+    let rows = tasks::claim(store, name, now, limit, token, lease_until, kinds).await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            // The claim keeps the due time: the task waited from then until now.
+            let waited = row
+                .next_process_ms
+                .map(|due| now.saturating_sub(due).max(0));
+            let mut task = row.into_active();
+            task.pickup_delay = waited.map(|ms| Duration::from_millis(ms as u64));
+            task
+        })
+        .collect())
+}
+
+/// Renews the lease of `task` to `lease` from now. `Ok(false)`: fenced off.
+pub(crate) async fn extend(
+    queue: &Handle,
+    task: &mut ActiveTask,
+    lease: Duration,
+) -> Result<bool, Error> {
+    let until = queue
+        .clock
+        .now()
+        .checked_add(lease)
+        .unwrap_or(task.lease_expires_at);
+    let renewed = tasks::extend(&queue.store, &queue.name, Fence::of(task), to_ms(until)).await?;
+    if renewed {
+        task.lease_expires_at = from_ms(to_ms(until));
+    }
+    Ok(renewed)
+}
+
+/// Marks `task` completed. `Ok(false)`: fenced off.
+pub(crate) async fn complete(queue: &Handle, task: &ActiveTask) -> Result<bool, Error> {
+    let now = to_ms(queue.clock.now());
+    tasks::complete(&queue.store, &queue.name, Fence::of(task), now).await
+}
+
+/// Marks every task of `tasks` completed in one round trip, each fenced by its own token; per
+/// task, whether it was completed.
+pub(crate) async fn complete_all(queue: &Handle, tasks: &[ActiveTask]) -> Result<Vec<bool>, Error> {
+    if tasks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let finished = to_ms(queue.clock.now());
+    let done: Vec<Done<'_>> = tasks
+        .iter()
+        .map(|task| Done {
+            queue: &queue.name,
+            fence: Fence::of(task),
+            finished,
+        })
+        .collect();
+    tasks::complete_batch(&queue.store, &done).await
+}
+
+/// Gives `task` back: pending, due now, `retried` unchanged. `Ok(false)`: fenced off.
+pub(crate) async fn requeue(queue: &Handle, task: &ActiveTask) -> Result<bool, Error> {
+    let now = to_ms(queue.clock.now());
+    tasks::requeue(&queue.store, &queue.name, Fence::of(task), now).await
+}
+
+/// A fresh fencing token: random, positive, from the OS-seeded generator (never from a seeded
+/// delay generator, so two processes cannot share tokens).
+fn new_token() -> i64 {
+    (rand::random::<u64>() >> 1) as i64 | 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_positive() {
+        assert!((0..1000).map(|_| new_token()).all(|t| t > 0));
+    }
+}

@@ -1,0 +1,400 @@
+//! The worker's loop, in asynq's components: [`Worker`] (options, handlers, `run_until`) wires
+//! `processor` (claims, runs attempts through `lease`, `attempt`, `outcome`), `completer`
+//! (batched completions), `recoverer` (expired leases), `janitor` (limits), `heartbeat` (who
+//! runs what) and `metrics` (the task gauges).
+
+pub(crate) mod attempt;
+pub(crate) mod completer;
+pub(crate) mod config;
+pub(crate) mod due;
+pub(crate) mod failure;
+pub(crate) mod heartbeat;
+pub(crate) mod janitor;
+pub(crate) mod lease;
+pub(crate) mod metrics;
+pub(crate) mod outcome;
+pub(crate) mod pace;
+pub(crate) mod periodic;
+pub(crate) mod processor;
+pub(crate) mod recoverer;
+pub(crate) mod served;
+pub(crate) mod wake;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use crate::Classify;
+use crate::durable::client::kind::TaskKind;
+use crate::durable::client::queue::Queue;
+use crate::durable::client::task::{ActiveTask, TaskInfo};
+use crate::durable::error::{BoxError, Error, SkipRetry};
+use crate::durable::store::Fence;
+use crate::durable::worker::attempt::{Handler, Runner};
+use crate::durable::worker::config::Config;
+use crate::durable::worker::failure::Failure;
+use crate::durable::worker::processor::log_join;
+use crate::durable::worker::served::Served;
+
+#[doc = include_str!("../../../docs/worker.md")]
+pub struct Worker {
+    config: Config,
+    /// The runner (handlers, lease, outcomes and metrics) of the worker as configured, built at
+    /// its first use and kept, so metric handles are registered once.
+    runner: OnceLock<Arc<Runner>>,
+}
+
+impl Worker {
+    /// A worker of `queue` with the defaults: as many concurrent attempts as the machine has
+    /// CPUs, the `DEFAULT_*` constants of [this module](super), asynq's retry delay with OS
+    /// randomness, every error a failure, and no handlers.
+    pub fn new(queue: Queue) -> Self {
+        Worker {
+            config: Config::new(queue),
+            runner: OnceLock::new(),
+        }
+    }
+
+    /// For a setter: what was built from the worker as it was is dropped.
+    fn edit(&mut self) -> &mut Config {
+        self.runner = OnceLock::new();
+        &mut self.config
+    }
+
+    /// How many attempts run at once. Retries share these slots with fresh tasks.
+    ///
+    /// # Panics
+    /// If `n` is 0.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        assert!(n > 0, "a worker needs a concurrency of at least 1");
+        self.config.concurrency = n;
+        self
+    }
+
+    /// How many tasks [`run_until`](Worker::run_until) may claim beyond its free slots (default
+    /// [`DEFAULT_PREFETCH`](crate::durable::DEFAULT_PREFETCH); 0: none): one claim then takes up to
+    /// `concurrency + n` tasks, and each slot that frees up starts a task at once instead of
+    /// waiting for a claim's round trip. Prefetched tasks are leased (by the claim) while they
+    /// wait, and the wait is kept short: the worker holds no more than it expects to start within a
+    /// third of the lease, by how long its recent attempts took (with attempts of 5 s, a 30 s lease
+    /// and concurrency 1: 2 tasks); a task that waited longer than a third of the lease has its
+    /// lease renewed before it starts. On shutdown, prefetched tasks go back to pending at once, at
+    /// the head of their queue, without counting a retry.
+    ///
+    /// What a prefetched task was claimed under stays true until it starts: a queue paused (or
+    /// a higher-priority task enqueued) after the claim does not hold back the tasks already
+    /// prefetched, at most `n`.
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.config.prefetch = n;
+        self
+    }
+
+    /// Serves these queues of the database of the queue given to [`Worker::new`] instead of
+    /// that queue alone, each with a weight (asynq's `Queues`): each claim picks a queue with
+    /// probability proportional to its weight among those with due work, so over many claims
+    /// `("critical", 6), ("default", 3), ("low", 1)` run 60 %, 30 % and 10 % of the tasks while
+    /// all three have work. [`strict_priority`](Worker::strict_priority) drains higher weights
+    /// first instead.
+    ///
+    /// ```
+    /// # async fn demo(q: retry_runtime::durable::Queue) {
+    /// use retry_runtime::durable::{BoxError, Worker};
+    /// let worker = Worker::new(q)
+    ///     .queues([("critical", 6), ("default", 3), ("low", 1)])
+    ///     .handle("email", |_task| async { Ok::<(), BoxError>(()) });
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    /// If the list is empty, names a queue twice, has a weight of 0, or a name that
+    /// [`Queue::named`] refuses.
+    pub fn queues<I, S>(mut self, queues: I) -> Self
+    where
+        I: IntoIterator<Item = (S, u32)>,
+        S: Into<String>,
+    {
+        let served = Served::list(&self.config.base, queues);
+        self.edit().queues = served;
+        self
+    }
+
+    /// With `true`, the queues of [`queues`](Worker::queues) are served strictly by weight:
+    /// a queue's tasks run only while every queue of a higher weight has no due task
+    /// (asynq's `StrictPriority`). Default `false`: weighted random picks.
+    pub fn strict_priority(mut self, strict: bool) -> Self {
+        self.edit().strict_priority = strict;
+        self
+    }
+
+    /// The fallback poll while the queue is quiet, [`DEFAULT_POLL_INTERVAL`](crate::durable::DEFAULT_POLL_INTERVAL)
+    /// by default: [wake-ups](super#semantics) and a timer to the next due time start tasks
+    /// sooner. While claims come back full, it claims again once half its room (slots plus
+    /// [`prefetch`](Worker::prefetch)) is free.
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.config.poll_interval = every;
+        self
+    }
+
+    /// The lease of each claim (default [`DEFAULT_LEASE`](crate::durable::DEFAULT_LEASE)), renewed every
+    /// third of it while the handler runs. A worker that dies leaves the lease to expire; the
+    /// recoverer then counts the attempt as failed ([`Error::LeaseExpired`]).
+    ///
+    /// # Panics
+    /// If `lease` is shorter than 3 ms.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        assert!(
+            lease >= Duration::from_millis(3),
+            "a lease must last at least 3 ms"
+        );
+        self.edit().lease = lease;
+        self
+    }
+
+    /// How often [`run_until`](Worker::run_until) recovers expired leases and trims finished
+    /// tasks (default [`DEFAULT_RECOVER_INTERVAL`](crate::durable::DEFAULT_RECOVER_INTERVAL)).
+    pub fn recover_interval(mut self, every: Duration) -> Self {
+        self.config.recover_interval = every;
+        self
+    }
+
+    /// How often [`run_until`](Worker::run_until) writes the worker's heartbeat (default
+    /// [`DEFAULT_HEARTBEAT_INTERVAL`](crate::durable::DEFAULT_HEARTBEAT_INTERVAL)): what
+    /// [`Inspector::workers`](crate::durable::Inspector::workers) shows. Three missed beats make it stale.
+    pub fn heartbeat_interval(mut self, every: Duration) -> Self {
+        self.config.heartbeat_interval = every;
+        self
+    }
+
+    /// How long [`run_until`](Worker::run_until) waits for running attempts once its shutdown
+    /// signal fires (default [`DEFAULT_SHUTDOWN_TIMEOUT`](crate::durable::DEFAULT_SHUTDOWN_TIMEOUT));
+    /// attempts still running then are dropped and their tasks go back to pending, at the head of
+    /// their queue, without counting a retry.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.config.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Runs `handler` for tasks of kind `kind` (replacing any earlier handler of that kind). A
+    /// worker claims only the kinds it has handlers for: tasks of other kinds wait, pending, for
+    /// a worker that knows them.
+    ///
+    /// `Ok(())` completes the task. An error is a failed attempt, judged by the first error of
+    /// its source chain whose type is known, as the [module docs](super#which-errors-are-retried)
+    /// say: a 4xx is archived at once, a breaker rejection does not count, a transient error
+    /// waits at least its Retry-After, an error nothing is known of is retried (asynq's default).
+    /// A panic is a failed attempt too ([`Error::Panicked`]). For an adapter's own error type,
+    /// [`handle_classified`](Worker::handle_classified) uses its [`Classify`] impl instead.
+    ///
+    /// Each attempt runs in its own tokio task; when the attempt's timeout or deadline passes,
+    /// or the worker loses the lease, the handler's future is dropped (at its next `.await`:
+    /// blocking code in a handler is not interrupted).
+    pub fn handle<F, Fut>(self, kind: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(ActiveTask) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.handle_classified(kind, handler)
+    }
+
+    /// [`handle`](Worker::handle) for a handler that returns its adapter's own error type: the
+    /// type's [`Classify`] verdict and hint decide, exactly as `#[retry]` would decide (after
+    /// [`SkipRetry`](crate::durable::SkipRetry) in its source chain). Permanent: archived at once;
+    /// [`is_rejection`](Classify::is_rejection): not counted; transient: retried no sooner than
+    /// its [`retry_after`](Classify::retry_after). `BoxError` and `anyhow::Error` are judged by
+    /// their source chain, as with `handle`.
+    ///
+    /// ```
+    /// # async fn demo(q: retry_runtime::durable::Queue) {
+    /// use retry_runtime::Classify;
+    /// use retry_runtime::durable::Worker;
+    ///
+    /// #[derive(Debug, Classify)]
+    /// enum GatewayError {
+    ///     #[classify(transient)]
+    ///     Unavailable,
+    ///     #[classify(permanent)]
+    ///     Declined,
+    /// }
+    /// # impl std::fmt::Display for GatewayError {
+    /// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{self:?}") }
+    /// # }
+    /// impl std::error::Error for GatewayError {}
+    ///
+    /// let worker = Worker::new(q).handle_classified("charge", |_task| async {
+    ///     Err::<(), _>(GatewayError::Declined) // archived at once, after one run
+    /// });
+    /// # }
+    /// ```
+    pub fn handle_classified<F, Fut, E>(mut self, kind: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(ActiveTask) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Classify + Into<BoxError> + 'static,
+    {
+        let handler: Handler = Arc::new(move |task| {
+            let attempt = handler(task);
+            Box::pin(async move { attempt.await.map_err(Failure::from_handler) })
+        });
+        self.edit().handlers.insert(kind.into(), handler);
+        self
+    }
+
+    /// [`handle_classified`](Worker::handle_classified) for `T`'s [`KIND`](TaskKind::KIND),
+    /// the handler receiving the payload decoded (see [`TaskKind`]). A payload that does not
+    /// decode as `T` is archived at once, never retried, with an error that says so.
+    pub fn handle_typed<T, F, Fut, E>(mut self, handler: F) -> Self
+    where
+        T: TaskKind,
+        F: Fn(T, ActiveTask) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Classify + Into<BoxError> + 'static,
+    {
+        let handler: Handler = Arc::new(move |task: ActiveTask| match task.payload::<T>() {
+            Ok(payload) => {
+                let attempt = handler(payload, task);
+                Box::pin(async move { attempt.await.map_err(Failure::from_handler) })
+            }
+            Err(e) => {
+                let text = format!(
+                    "the payload of this {:?} task does not decode as {}: {e}",
+                    T::KIND,
+                    std::any::type_name::<T>()
+                );
+                let skip: BoxError = Box::new(SkipRetry::new(text));
+                Box::pin(async move { Err(Failure::from_handler(skip)) })
+            }
+        });
+        self.edit().handlers.insert(T::KIND.to_owned(), handler);
+        self
+    }
+
+    /// Replaces the delay before a retry: `delay(n, err, task)` with `n` the retries done so far
+    /// (0 before the first retry), `err` the attempt's error. Default:
+    /// [`default_retry_delay`](crate::durable::default_retry_delay)`(n, rand)`, rand from
+    /// [`rng`](Worker::rng). A Retry-After hint of a transient error pushes the retry later
+    /// still: the next attempt comes after the longer of the two.
+    pub fn retry_delay<F>(mut self, delay: F) -> Self
+    where
+        F: Fn(u32, &BoxError, &ActiveTask) -> Duration + Send + Sync + 'static,
+    {
+        self.edit().rules.retry_delay = Some(Arc::new(delay));
+        self
+    }
+
+    /// Decides whether an attempt's error counts as a failure (default: every error does). When
+    /// it says no (e.g. a rate-limit signal), the task is retried after the delay with `retried`
+    /// unchanged — even when the classifier says the error is permanent (a 429, say). A task
+    /// whose retries are spent (`retried >= max_retry`) is archived whatever it says, and so
+    /// is one whose error carries [`SkipRetry`](crate::durable::SkipRetry): no task is retried forever.
+    pub fn is_failure<F>(mut self, is_failure: F) -> Self
+    where
+        F: Fn(&BoxError) -> bool + Send + Sync + 'static,
+    {
+        self.edit().rules.is_failure = Some(Arc::new(is_failure));
+        self
+    }
+
+    /// Called with the task (as claimed) and the error of every failed attempt, before the
+    /// outcome is decided (asynq's `ErrorHandler`): for error reporting. Attempts the recoverer
+    /// counts as failed ([`Error::LeaseExpired`]) are reported too. It runs on the worker's
+    /// task: keep it short and non-blocking.
+    pub fn on_error<F>(mut self, on_error: F) -> Self
+    where
+        F: Fn(&TaskInfo, &BoxError) + Send + Sync + 'static,
+    {
+        self.edit().on_error = Some(Arc::new(on_error));
+        self
+    }
+
+    /// The random numbers of the default retry delay and of the weighted queue picks (default
+    /// [`DelayRng::from_entropy`](crate::durable::DelayRng::from_entropy)): [`DelayRng::from_seed`](crate::durable::DelayRng::from_seed) or [`DelayRng::fixed`](crate::durable::DelayRng::fixed) make
+    /// schedules reproducible. A knob for tests (feature `test-util`).
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn rng(mut self, rng: crate::durable::clock::DelayRng) -> Self {
+        self.edit().rules.rng = Arc::new(std::sync::Mutex::new(rng));
+        self
+    }
+
+    /// The queue given to [`Worker::new`].
+    pub fn queue(&self) -> &Queue {
+        &self.config.base
+    }
+
+    /// Runs until `shutdown` completes, then drains: no new claims, running attempts get
+    /// [`shutdown_timeout`](Worker::shutdown_timeout) to finish, and those still running are
+    /// dropped and their tasks returned to pending without counting a retry. While it runs, its
+    /// [heartbeat](Worker::heartbeat_interval) row says who it is and what it runs; the row is
+    /// deleted once it has drained (a dropped future leaves it to go stale).
+    ///
+    /// Fails at once with [`Error::Invalid`] when no handler is registered, and with
+    /// [`Error::Unreachable`] if the database does not answer at start;
+    /// afterwards, database errors are logged and the worker keeps trying (a task whose outcome
+    /// could not be written keeps its lease until it expires, and is then recovered: tasks are
+    /// never lost, and run at least once).
+    pub async fn run_until<F: Future>(self, shutdown: F) -> Result<(), Error> {
+        self.config.check()?;
+        let config = &self.config;
+        config.base.ping().await?;
+        let runner = self.runner().clone();
+        let (completer, writer) = config.completer(&runner);
+        // The periodic components and the listener run beside the processor until it has drained.
+        let handle = &config.base.handle;
+        let listening = handle.wake.hold_listener(&handle.store);
+        let (stop, periodic) = config.start_periodic(&runner);
+        config.processor(runner).run(shutdown, completer).await;
+        let _ = (stop.send(true), drop(listening));
+        log_join(periodic.await);
+        // Every attempt has ended: the completions they queued are written before returning.
+        log_join(writer.await);
+        Ok(())
+    }
+
+    /// Claims the tasks due now (at most [`concurrency`](Worker::concurrency) of them, from the
+    /// served queues by their priority), runs each to its end (completed, retried or archived),
+    /// and returns how many ran: a one-shot worker (cron, a serverless function), or in tests,
+    /// with feature `test-util`'s `ManualClock`, exact step by step.
+    pub async fn run_due(&self) -> Result<usize, Error> {
+        self.config.check()?;
+        let runner = self.runner().clone();
+        let (completer, writer) = self.config.completer(&runner);
+        let ran = self.config.processor(runner).run_due(completer).await;
+        log_join(writer.await);
+        ran
+    }
+
+    /// The recoverer, once: every active task of the served queues whose lease expired (by the
+    /// queue's clock) is put back as a failed attempt whose error is [`Error::LeaseExpired`]:
+    /// retried after the delay, or archived when its retries are spent. Returns how many tasks
+    /// it recovered. [`run_until`](Worker::run_until) calls it every
+    /// [`recover_interval`](Worker::recover_interval).
+    pub async fn recover_expired(&self) -> Result<usize, Error> {
+        self.config.recoverer(self.runner()).recover_all().await
+    }
+
+    /// Records a failed attempt of `task` (claimed with
+    /// [`protocol::claim`](crate::durable::protocol::claim) on the queue given to [`Worker::new`]) with
+    /// this worker's rules: archived ([`SkipRetry`](crate::durable::SkipRetry), a
+    /// permanent error, retries spent, key or deadline past), or retried after the delay.
+    /// `Ok(false)`: fenced off, nothing changed.
+    pub async fn fail(&self, task: &ActiveTask, err: BoxError) -> Result<bool, Error> {
+        let queue = &self.config.base;
+        let outcomes = &self.runner().outcomes;
+        let now = queue.handle.clock.now();
+        let failure = Failure::erased(err);
+        outcomes
+            .fail(queue, task, Fence::of(task), failure, now)
+            .await
+    }
+
+    /// The runner of the worker as configured, built at its first use.
+    fn runner(&self) -> &Arc<Runner> {
+        self.runner.get_or_init(|| Arc::new(self.config.runner()))
+    }
+}
+
+impl fmt::Debug for Worker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.config.fmt(f)
+    }
+}

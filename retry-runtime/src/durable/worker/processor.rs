@@ -1,0 +1,376 @@
+//! The processor (asynq's): claims due tasks from the served queues, by their priority, holds a
+//! few more than its free slots while there is a backlog (the prefetch), and starts an
+//! [attempt](crate::durable::worker::attempt) for each as slots free up, until its shutdown signal; then it gives
+//! the prefetched tasks back and drains the running attempts.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::{JoinError, JoinSet};
+use tokio::time::Instant;
+
+use crate::durable::client::queue::Queue;
+use crate::durable::client::task::ActiveTask;
+use crate::durable::error::Error;
+use crate::durable::worker::attempt::{Runner, attempt};
+use crate::durable::worker::completer::Completer;
+use crate::durable::worker::due::next_due;
+use crate::durable::worker::lease;
+use crate::durable::worker::outcome::persist;
+use crate::durable::worker::pace::{Pace, claim_backoff};
+use crate::durable::worker::served::Served;
+
+/// How often a worker looks for due tasks when the last look found fewer than it had room for.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How many claimed tasks a worker keeps ready beyond its free slots while there is a backlog
+/// (see [`Worker::prefetch`](crate::durable::Worker::prefetch)).
+pub const DEFAULT_PREFETCH: usize = 16;
+
+/// How long [`Worker::run_until`](crate::durable::Worker::run_until) lets running attempts finish after its shutdown signal
+/// (asynq's default); attempts still running then go back to pending.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// The processor of one worker: what it claims, how many it runs and holds, and how it stops.
+pub(crate) struct Processor {
+    /// The queues served, each with its weight.
+    pub(crate) queues: Vec<Served>,
+    /// Higher weights drained first instead of picked by weight.
+    pub(crate) strict_priority: bool,
+    /// The kinds the runner has handlers for, as a JSON array: a claim takes only these.
+    pub(crate) kinds: String,
+    pub(crate) runner: Arc<Runner>,
+    pub(crate) concurrency: usize,
+    pub(crate) prefetch: usize,
+    pub(crate) poll_interval: Duration,
+    pub(crate) shutdown_timeout: Duration,
+}
+
+impl Processor {
+    /// Runs until `shutdown` completes, then gives the prefetched tasks back and drains: running
+    /// attempts get [`shutdown_timeout`](crate::durable::Worker::shutdown_timeout), then are dropped and
+    /// their tasks returned to pending. Completions go to `completer`.
+    pub(crate) async fn run<F: Future>(self, shutdown: F, completer: Completer) {
+        let (stop, stopped) = watch::channel(false);
+        // Each attempt returns how long it took: the pace that bounds the prefetch.
+        let mut running: JoinSet<Duration> = JoinSet::new();
+        // Prefetched tasks, with when their lease was last taken or renewed.
+        let mut ready: VecDeque<(Queue, ActiveTask, Instant)> = VecDeque::new();
+        let beat = self.runner.heartbeat();
+        let mut pace = Pace::default();
+        let mut eager = false;
+        let mut next_claim = Instant::now();
+        // Claims failed in a row (the database is away): the next one waits longer.
+        let mut failed_claims = 0u32;
+        let mut woken = self.queues[0].queue.handle.wake.subscribe();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            while running.len() < self.concurrency {
+                let Some((queue, task, _)) = ready.pop_front() else {
+                    break;
+                };
+                let run = attempt(
+                    self.runner.clone(),
+                    queue,
+                    task,
+                    stopped.clone(),
+                    completer.clone(),
+                );
+                running.spawn(timed(run));
+            }
+            let now = Instant::now();
+            // Slots held longer than the pace promised (attempts that suddenly take longer):
+            // prefetched tasks are renewed every heartbeat, like running ones.
+            self.renew_ready(&mut ready, beat).await;
+            let capacity = self.concurrency + self.prefetch_limit(pace.average());
+            let room = capacity.saturating_sub(running.len() + ready.len());
+            let eager_batch = (capacity / 2).max(1);
+            if room > 0 && (now >= next_claim || (eager && room >= eager_batch)) {
+                // Rings from here on wake the next wait: this claim may not see their task.
+                woken.borrow_and_update();
+                next_claim = Instant::now() + self.poll_interval;
+                let claimed = self.claim(room).await;
+                (eager, next_claim) = self
+                    .after_claim(claimed, room, &mut ready, &mut failed_claims, next_claim)
+                    .await;
+                if !ready.is_empty() && running.len() < self.concurrency {
+                    continue;
+                }
+            }
+            // The next claim while there is room, the next renewal of a prefetched task.
+            let mut wake = (running.len() + ready.len() < capacity).then_some(next_claim);
+            if let Some(renewed) = ready.iter().map(|(_, _, at)| *at).min() {
+                wake = Some(wake.map_or(renewed + beat, |at| at.min(renewed + beat)));
+            }
+            let idle = Instant::now() + Duration::from_secs(3600);
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                Some(joined) = running.join_next(), if !running.is_empty() => {
+                    if let Some(took) = log_join(joined) {
+                        pace.record(took);
+                    }
+                }
+                () = tokio::time::sleep_until(wake.unwrap_or(idle)), if wake.is_some() => {}
+                // A task may be due before the next poll: claim as soon as there is room (not
+                // sooner than a failing database's backoff allows).
+                Ok(()) = woken.changed() => {
+                    if failed_claims == 0 {
+                        next_claim = Instant::now();
+                    }
+                }
+            }
+        }
+        self.drain(ready, running, stop).await;
+    }
+
+    /// After a claim: the ready queue extended, the run of failed claims counted or ended;
+    /// returns whether to claim again eagerly (the claim filled the room) and when next.
+    async fn after_claim(
+        &self,
+        claimed: Result<Vec<(Queue, ActiveTask)>, Error>,
+        room: usize,
+        ready: &mut VecDeque<(Queue, ActiveTask, Instant)>,
+        failed_claims: &mut u32,
+        next_claim: Instant,
+    ) -> (bool, Instant) {
+        match claimed {
+            Ok(claimed) => {
+                if *failed_claims > 0 {
+                    event!(
+                        info,
+                        "durable worker: claims succeed again",
+                        failed = *failed_claims
+                    );
+                    *failed_claims = 0;
+                }
+                let eager = claimed.len() == room;
+                let next = if eager {
+                    next_claim
+                } else {
+                    next_due(&self.queues, next_claim).await
+                };
+                let claimed_at = Instant::now();
+                ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));
+                (eager, next)
+            }
+            Err(e) => {
+                *failed_claims = failed_claims.saturating_add(1);
+                let pause = claim_backoff(self.poll_interval, *failed_claims);
+                event!(
+                    warn,
+                    "durable worker: claim failed, backing off",
+                    error = e,
+                    retry_in_ms = pause.as_millis()
+                );
+                (false, Instant::now() + pause)
+            }
+        }
+    }
+
+    /// The shutdown: prefetched tasks back first (for other workers to take while these
+    /// drain), then the running attempts get the shutdown timeout, then are dropped.
+    async fn drain(
+        &self,
+        mut ready: VecDeque<(Queue, ActiveTask, Instant)>,
+        mut running: JoinSet<Duration>,
+        stop: watch::Sender<bool>,
+    ) {
+        // Prefetched tasks go back first, for other workers to take while these drain.
+        for (queue, task, _) in ready.drain(..) {
+            persist(&task, || lease::requeue(&queue.handle, &task)).await;
+        }
+        let drain = async {
+            while let Some(joined) = running.join_next().await {
+                log_join(joined);
+            }
+        };
+        if tokio::time::timeout(self.shutdown_timeout, drain)
+            .await
+            .is_err()
+        {
+            // Attempts still running: dropped, their tasks back to pending.
+            let _ = stop.send(true);
+            while let Some(joined) = running.join_next().await {
+                log_join(joined);
+            }
+        }
+    }
+
+    /// Renews the leases of the prefetched tasks that waited a heartbeat since their claim or
+    /// last renewal; drops those whose lease was lost (recovered elsewhere).
+    async fn renew_ready(
+        &self,
+        ready: &mut VecDeque<(Queue, ActiveTask, Instant)>,
+        beat: Duration,
+    ) {
+        let now = Instant::now();
+        if ready.iter().all(|(_, _, at)| now < *at + beat) {
+            return;
+        }
+        let mut kept = VecDeque::with_capacity(ready.len());
+        for (queue, mut task, at) in ready.drain(..) {
+            if now < at + beat {
+                kept.push_back((queue, task, at));
+                continue;
+            }
+            match lease::extend(&queue.handle, &mut task, self.runner.lease).await {
+                Ok(true) => kept.push_back((queue, task, Instant::now())),
+                Ok(false) => event!(
+                    warn,
+                    "durable worker: lease of a prefetched task lost (recovered elsewhere)",
+                    task = task.id()
+                ),
+                Err(e) => {
+                    event!(
+                        warn,
+                        "durable worker: renewing a prefetched task's lease failed",
+                        task = task.id(),
+                        error = e
+                    );
+                    // Tried again at the next heartbeat; the attempt renews it before starting.
+                    kept.push_back((queue, task, now));
+                }
+            }
+        }
+        *ready = kept;
+    }
+
+    /// How many tasks to hold beyond the slots: [`prefetch`](crate::durable::Worker::prefetch), and no more
+    /// than the slots start within a third of the lease at the pace of recent attempts.
+    fn prefetch_limit(&self, attempt: Duration) -> usize {
+        let horizon = self.runner.lease / 3;
+        let per_slot = match horizon.as_nanos().checked_div(attempt.as_nanos()) {
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            None => usize::MAX,
+        };
+        self.prefetch.min(per_slot.saturating_mul(self.concurrency))
+    }
+
+    /// Claims the tasks due now (at most `concurrency` of them, from the served queues by their
+    /// priority) and runs each to its end; returns how many ran.
+    pub(crate) async fn run_due(&self, completer: Completer) -> Result<usize, Error> {
+        let claimed = self.claim(self.concurrency).await?;
+        let count = claimed.len();
+        let (_stop, stopped) = watch::channel(false);
+        let mut running = JoinSet::new();
+        for (queue, task) in claimed {
+            let completer = completer.clone();
+            running.spawn(attempt(
+                self.runner.clone(),
+                queue,
+                task,
+                stopped.clone(),
+                completer,
+            ));
+        }
+        while let Some(joined) = running.join_next().await {
+            log_join(joined);
+        }
+        Ok(count)
+    }
+
+    /// One claim round: asks the served queues, in this round's order, for up to `free` due
+    /// tasks of the worker's kinds in all. A queue that gives fewer than asked has no more due
+    /// work, and the next one in the order is asked for the rest.
+    ///
+    /// A database error ends the round: it is returned when nothing was claimed yet, and logged
+    /// otherwise (the tasks claimed must run).
+    pub(crate) async fn claim(&self, mut free: usize) -> Result<Vec<(Queue, ActiveTask)>, Error> {
+        let mut claimed = Vec::new();
+        for index in self.claim_order() {
+            if free == 0 {
+                break;
+            }
+            let queue = &self.queues[index].queue;
+            let lease = self.runner.lease;
+            match lease::claim(&queue.handle, free, lease, Some(&self.kinds)).await {
+                Ok(tasks) => {
+                    free -= tasks.len();
+                    for task in &tasks {
+                        if let Some(waited) = task.pickup_delay {
+                            self.runner
+                                .outcomes
+                                .metrics
+                                .record_pickup(queue.name(), waited);
+                        }
+                    }
+                    claimed.extend(tasks.into_iter().map(|task| (queue.clone(), task)));
+                }
+                Err(e) if claimed.is_empty() => return Err(e),
+                Err(e) => {
+                    event!(
+                        warn,
+                        "durable worker: claim failed",
+                        queue = queue.name(),
+                        error = e
+                    );
+                    break;
+                }
+            }
+        }
+        Ok(claimed)
+    }
+
+    /// The order in which this round asks the queues: by weight, highest first, under strict
+    /// priority; otherwise a weighted draw without replacement (each next queue picked with
+    /// probability proportional to its weight among those left).
+    fn claim_order(&self) -> Vec<usize> {
+        let mut left: Vec<usize> = (0..self.queues.len()).collect();
+        if self.strict_priority {
+            left.sort_by_key(|&i| std::cmp::Reverse(self.queues[i].weight));
+            return left;
+        }
+        if left.len() == 1 {
+            return left;
+        }
+        let mut order = Vec::with_capacity(left.len());
+        while !left.is_empty() {
+            let total: u64 = left.iter().map(|&i| u64::from(self.queues[i].weight)).sum();
+            let mut ticket = self.runner.outcomes.rules.draw(|rng| rng.below(total));
+            let pick = left
+                .iter()
+                .position(|&i| {
+                    let weight = u64::from(self.queues[i].weight);
+                    if ticket < weight {
+                        return true;
+                    }
+                    ticket -= weight;
+                    false
+                })
+                .unwrap_or(left.len() - 1);
+            order.push(left.remove(pick));
+        }
+        order
+    }
+}
+
+/// Logs a supervisor's panic; the value it returned otherwise.
+pub(crate) fn log_join<T>(joined: Result<T, JoinError>) -> Option<T> {
+    match joined {
+        Ok(value) => Some(value),
+        Err(e) => {
+            if e.is_panic() {
+                // A panic of the worker's own code (or of a retry_delay / is_failure / on_error
+                // closure): the task's lease expires and the recoverer counts the attempt as
+                // failed.
+                event!(
+                    error,
+                    "durable worker: an attempt's supervisor panicked",
+                    error = e
+                );
+            }
+            None
+        }
+    }
+}
+
+/// Runs `run` and returns how long it took.
+async fn timed(run: impl Future<Output = ()>) -> Duration {
+    let start = Instant::now();
+    run.await;
+    start.elapsed()
+}

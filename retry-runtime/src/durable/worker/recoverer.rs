@@ -1,0 +1,96 @@
+//! The recoverer: finds active tasks whose lease expired — their worker crashed, stalled or lost
+//! the database — and puts each back as a failed attempt whose error is
+//! [`Error::LeaseExpired`], decided by the worker's rules like any other failure. Each write is
+//! fenced by the task's token *and* by the lease still being expired, so a renewal that lands
+//! first wins, and two recoverers never both count the same attempt.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::durable::client::queue::Queue;
+use crate::durable::clock::to_ms;
+use crate::durable::error::{BoxError, Error};
+use crate::durable::store::{Fence, tasks};
+use crate::durable::worker::failure::Failure;
+use crate::durable::worker::outcome::Outcomes;
+use crate::durable::worker::periodic;
+
+/// How often a worker recovers expired leases and trims the archive and completed tasks.
+pub const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Expired tasks read per statement.
+const BATCH: usize = 100;
+
+/// Statements per run: a backlog larger than `BATCH × MAX_BATCHES` waits for the next run.
+const MAX_BATCHES: usize = 100;
+
+/// A worker's recoverer: the queues it serves, and the rules that decide what a lost attempt
+/// becomes.
+pub(crate) struct Recoverer {
+    pub(crate) queues: Vec<Queue>,
+    pub(crate) outcomes: Arc<Outcomes>,
+}
+
+impl Recoverer {
+    /// Recovers the expired leases of every queue; returns how many tasks it put back.
+    pub(crate) async fn recover_all(&self) -> Result<usize, Error> {
+        let mut recovered = 0;
+        for queue in &self.queues {
+            recovered += self.recover(queue).await?;
+        }
+        Ok(recovered)
+    }
+
+    /// Recovers at once and every `interval` until `stop` turns true, logging failures.
+    pub(crate) async fn run(&self, interval: Duration, stop: watch::Receiver<bool>) {
+        periodic::every(interval, stop, || async {
+            if let Err(e) = self.recover_all().await {
+                event!(
+                    warn,
+                    "durable worker: recovering expired leases failed",
+                    error = e
+                );
+            }
+        })
+        .await;
+    }
+
+    /// Recovers the expired leases of `queue`; returns how many tasks it put back.
+    async fn recover(&self, queue: &Queue) -> Result<usize, Error> {
+        let now = queue.handle.clock.now();
+        let now_ms = to_ms(now);
+        let mut recovered = 0;
+        for _ in 0..MAX_BATCHES {
+            let rows = tasks::expired(
+                &queue.handle.store,
+                &queue.handle.name,
+                now_ms,
+                BATCH as i64,
+            )
+            .await?;
+            let found = rows.len();
+            for row in rows {
+                let task = row.into_active();
+                let error: BoxError = Box::new(Error::LeaseExpired);
+                let fence = Fence {
+                    expired_before: now_ms,
+                    ..Fence::of(&task)
+                };
+                let failure = Failure::erased(error);
+                if self
+                    .outcomes
+                    .fail(queue, &task, fence, failure, now)
+                    .await?
+                {
+                    recovered += 1;
+                }
+            }
+            if found < BATCH {
+                break;
+            }
+        }
+        Ok(recovered)
+    }
+}

@@ -310,7 +310,7 @@ mod tests {
             }
         ))
         .unwrap();
-        let error = syn::Error::new(Span::call_site(), "boom");
+        let error = syn::Error::new(proc_macro2::Span::call_site(), "boom");
         let out = with_errors(&input, &error).to_string();
         assert!(out.contains("compile_error !"), "{out}");
         assert!(

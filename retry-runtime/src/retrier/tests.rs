@@ -2,6 +2,7 @@
 //! the window.
 
 use super::*;
+use crate::Jitter;
 use rand::SeedableRng as _;
 
 const MS: Duration = Duration::from_millis(1);

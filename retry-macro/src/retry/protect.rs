@@ -1,0 +1,58 @@
+//! Phase 3, with `protect`: what the loop does around its attempts to consult the system's
+//! breaker and bulkhead ([`protect`]).
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::Ident;
+
+use super::locals::{Locals, Ret};
+use super::valid::Config;
+use crate::common::spans::located_at;
+
+/// With `protect`: the bulkhead's permit, taken before the first attempt and held until the fn
+/// returns (pauses included), and the breaker's admission before each attempt. A refusal
+/// returns `Err(E::from(Rejected))` at once; the conversion is named once, spanned at
+/// `protect`, so that an error type without it is reported there.
+pub(super) fn protect(
+    config: &Config,
+    locals: &Locals,
+    ret: &Ret,
+    is_async: bool,
+) -> (TokenStream, TokenStream) {
+    let Some(span) = config.protect else {
+        return (TokenStream::new(), TokenStream::new());
+    };
+    let (site, retrier) = (&locals.site, &locals.retrier);
+    let krate = &config.krate;
+    let krate_at = located_at(krate, span);
+    let ty = &ret.ty;
+    let local = |name: &str| Ident::new(name, Span::mixed_site());
+    let (reject, permit, queued, refused) = (
+        local("__retry_reject"),
+        local("__retry_permit"),
+        local("__retry_queued"),
+        local("__retry_refused"),
+    );
+    let wait = if is_async {
+        quote!(#queued.wait().await)
+    } else {
+        quote!(::core::result::Result::<#krate::__private::Permit, _>::Err(#queued.refuse()))
+    };
+    let convert = quote_spanned!(span=> #krate_at::__private::from_rejected);
+    let enter = quote! {
+        let #reject = #krate::__private::Reject::<#ty>::new(#convert);
+        let #permit = match #krate::__private::enter(&#site) {
+            ::core::result::Result::Ok(#permit) => #permit,
+            ::core::result::Result::Err(#queued) => match #wait {
+                ::core::result::Result::Ok(#permit) => #permit,
+                ::core::result::Result::Err(#refused) => return #reject.failed(#refused),
+            },
+        };
+    };
+    let admit = quote! {
+        if let ::core::result::Result::Err(#refused) = #retrier.admit() {
+            return #reject.failed(#refused);
+        }
+    };
+    (enter, admit)
+}

@@ -533,7 +533,7 @@ const KNOWN: &[&str] = &[
     "retry-runtime: budget, budget::adaptive",
     "retry-runtime: classify, classify::erased, config, config::file, config::state, \
      config::tighten, describe, observe, observe::repeats, protect::registry, protect::sites, \
-     retrier, timeout",
+     retrier, retrier::site, timeout",
 ];
 
 /// The circles of one crate root: each as its `KNOWN` key and the edges that close it.

@@ -7,6 +7,7 @@
 //! values (a task, a queue, a worker, …) are here; the answers that carry them are in
 //! [`answers`].
 
+pub(crate) mod action_answers;
 pub(crate) mod answers;
 
 use std::time::SystemTime;
@@ -19,6 +20,7 @@ use retry_runtime::time::rfc3339;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+pub(crate) use action_answers::*;
 pub(crate) use answers::*;
 
 /// [`rfc3339`] of an optional time: `None` when absent.
@@ -204,20 +206,7 @@ pub(crate) fn queue(
 
 /// The figures of a queue without tasks and not paused (which `stats` does not list).
 pub(crate) fn unused_queue(name: &str, live: &[WorkerInfo]) -> QueueJson {
-    let stats = QueueStats {
-        queue: name.to_owned(),
-        pending: 0,
-        scheduled: 0,
-        active: 0,
-        retry: 0,
-        archived: 0,
-        completed: 0,
-        paused: false,
-        processed_today: 0,
-        failed_today: 0,
-        oldest_pending_age: None,
-    };
-    queue(&stats, None, live)
+    queue(&QueueStats::empty(name.to_owned()), None, live)
 }
 
 /// A task a worker is running.

@@ -87,7 +87,9 @@ impl QueueStats {
         }
     }
 
-    fn empty(queue: String) -> QueueStats {
+    /// The figures of `queue` with no task in any state, not paused, nothing processed (what a
+    /// queue the store has no row for shows).
+    pub fn empty(queue: String) -> QueueStats {
         QueueStats {
             queue,
             pending: 0,

@@ -26,6 +26,7 @@
 //! The ERRORs of give-ups are logged once per call site and interval, the others counted and
 //! summed up in one line (`repeats.rs`).
 
+mod outcome;
 #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
 mod repeats;
 
@@ -33,6 +34,9 @@ use crate::describe::ErrorText;
 use crate::key::IdempotencyKey;
 use crate::protect::Rejected;
 use crate::retrier::{GiveUp, Site};
+#[cfg(feature = "metrics")]
+pub(crate) use outcome::OUTCOMES;
+use outcome::Outcome;
 pub(crate) use repeats::Repeats;
 pub use repeats::set_give_up_log_interval;
 use std::time::Duration;
@@ -44,56 +48,6 @@ pub(crate) struct Failure<'a> {
     pub attempt: u32,
     pub key: Option<&'a dyn IdempotencyKey>,
     pub error: ErrorText<'a>,
-}
-
-/// How many values the `outcome` label has: one counter per outcome and site.
-pub(crate) const OUTCOMES: usize = 10;
-
-/// The values of the `outcome` label.
-#[derive(Clone, Copy)]
-#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-pub(crate) enum Outcome {
-    Success = 0,
-    Retry = 1,
-    Exhausted = 2,
-    Permanent = 3,
-    BudgetExhausted = 4,
-    Deadline = 5,
-    HandedOver = 6,
-    RetryAfterTooLong = 7,
-    BreakerOpen = 8,
-    BulkheadFull = 9,
-}
-
-#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-impl Outcome {
-    pub const ALL: [Outcome; OUTCOMES] = [
-        Outcome::Success,
-        Outcome::Retry,
-        Outcome::Exhausted,
-        Outcome::Permanent,
-        Outcome::BudgetExhausted,
-        Outcome::Deadline,
-        Outcome::HandedOver,
-        Outcome::RetryAfterTooLong,
-        Outcome::BreakerOpen,
-        Outcome::BulkheadFull,
-    ];
-
-    pub const fn label(self) -> &'static str {
-        match self {
-            Outcome::Success => "success",
-            Outcome::Retry => "retry",
-            Outcome::Exhausted => "exhausted",
-            Outcome::Permanent => "permanent",
-            Outcome::BudgetExhausted => "budget_exhausted",
-            Outcome::Deadline => "deadline",
-            Outcome::HandedOver => "handed_over",
-            Outcome::RetryAfterTooLong => "retry_after_too_long",
-            Outcome::BreakerOpen => "breaker_open",
-            Outcome::BulkheadFull => "bulkhead_full",
-        }
-    }
 }
 
 /// A first attempt succeeded: the happy path, which only counts (with `metrics`).
@@ -299,16 +253,22 @@ fn count(site: &'static Site, outcome: Outcome) {
 #[inline(always)]
 fn count(_: &'static Site, _: Outcome) {}
 
+#[cfg(feature = "metrics")]
+impl Site {
+    /// The site's counters, one per outcome: registered on its first call ([`register`]).
+    pub(crate) fn counters(&'static self) -> &'static [metrics::Counter; OUTCOMES] {
+        self.counters
+            .get_or_init(|| register(self.system, self.operation))
+    }
+}
+
 /// The counters of one site, registered with the global recorder on the site's first call and
 /// kept: later calls count with an atomic add, no lookup, no allocation. Install the recorder
 /// before the first call (as every `metrics` exporter asks). Every label value is a
 /// `&'static str` written in the source (a `system`, a fn's name or its `name = "…"`, an
 /// outcome), so the number of series is bounded by the code, never by the traffic.
 #[cfg(feature = "metrics")]
-pub(crate) fn register(
-    system: &'static str,
-    operation: &'static str,
-) -> [metrics::Counter; OUTCOMES] {
+fn register(system: &'static str, operation: &'static str) -> [metrics::Counter; OUTCOMES] {
     Outcome::ALL.map(|outcome| {
         metrics::counter!(
             "retry_attempts_total",

@@ -1,18 +1,17 @@
 //! The adaptive budget's learner: per system, how many retries finished in the last 0.5–1 s
 //! and how many of them succeeded, and the mode this evidence puts the budget in (see
-//! [`Budget::adaptive`]). Written only by retries, which are already the slow path: a first
+//! [`Budget::adaptive`](super::Budget::adaptive)). Written only by retries, which are already the slow path: a first
 //! attempt that succeeds never touches it.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
-use super::Budget;
 use super::config::{OPEN_PER_MILLE, PROTECTING_PER_MILLE, UNIT};
 
 /// The learner's epoch: the evidence is this epoch's outcomes and the previous one's.
 pub(super) const EVIDENCE_EPOCH_NANOS: u64 = 500_000_000;
-/// See [`Budget::MIN_EVIDENCE`].
-const MIN_EVIDENCE: u32 = 32;
+/// See [`Budget::MIN_EVIDENCE`](super::Budget::MIN_EVIDENCE).
+pub(super) const MIN_EVIDENCE: u32 = 32;
 
 /// An evidence word: a 24-bit epoch tag, then 20 bits of retries that finished and 20 of those
 /// that succeeded.
@@ -22,9 +21,9 @@ const TAG_MASK: u64 = (1 << 24) - 1;
 /// Counts stop growing here, leaving 2¹⁹ of headroom for threads racing the check.
 const COUNT_CAP: u64 = 1 << 19;
 /// Epochs start here, so that a cleared word (tag 0) is never current.
-const FIRST_EPOCH: u64 = 2;
+pub(super) const FIRST_EPOCH: u64 = 2;
 
-/// What the learner knows; part of every [`Budget`], used only by adaptive ones.
+/// What the learner knows; part of every [`Budget`](super::Budget), used only by adaptive ones.
 pub(super) struct Learner {
     /// Whether the budget is adaptive (else the ratio is applied at deposit time).
     pub(super) adaptive: AtomicBool,
@@ -124,45 +123,22 @@ pub(super) enum Switch {
     ToOpen(Evidence),
 }
 
-impl Budget {
-    /// The retry outcomes an [adaptive](Budget::adaptive) budget needs in its evidence (the
-    /// last 0.5–1 s) before it changes mode; with fewer, it keeps the mode it has (a new one is
-    /// open).
-    pub const MIN_EVIDENCE: u32 = MIN_EVIDENCE;
-
-    /// The learner's current epoch.
-    pub(super) fn evidence_epoch(&self) -> u64 {
-        FIRST_EPOCH + self.elapsed_nanos() / EVIDENCE_EPOCH_NANOS
-    }
-
-    /// A retry (an attempt after the first) returned: `succeeded`, or failed with a transient
-    /// error. Counts it, refunds it if it succeeded, and switches the mode if the evidence says
-    /// so. Nothing for a static or unlimited budget.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn retry_finished(&self, system: &str, succeeded: bool) {
-        if !self.learner.adaptive.load(Relaxed) {
-            return;
-        }
-        if succeeded {
-            self.refund();
-        }
-        let epoch = self.evidence_epoch();
-        self.learner.count(epoch, succeeded);
-        if let Some(switch) = self.decide(epoch) {
-            announce(system, switch);
-        }
-    }
-
-    /// Applies the rules of [`Budget::adaptive`] to the evidence; the switch, if this thread
+impl Learner {
+    /// Counts one finished retry in `epoch` and applies the rules of
+    /// [`Budget::adaptive`](super::Budget::adaptive) to the evidence: the switch, if this thread
     /// made one.
-    pub(super) fn decide(&self, epoch: u64) -> Option<Switch> {
-        let seen = self.learner.evidence(epoch);
+    pub(super) fn finished(&self, epoch: u64, succeeded: bool) -> Option<Switch> {
+        self.count(epoch, succeeded);
+        self.decide(epoch)
+    }
+
+    fn decide(&self, epoch: u64) -> Option<Switch> {
+        let seen = self.evidence(epoch);
         let (n, s) = (u64::from(seen.retries), u64::from(seen.succeeded));
         if n < u64::from(MIN_EVIDENCE) {
             return None;
         }
-        let protecting = &self.learner.protecting;
+        let protecting = &self.protecting;
         if !protecting.load(Relaxed) {
             // Open → protecting: fewer than a quarter of the retries succeed.
             let fail = 4 * s < n;
@@ -180,29 +156,6 @@ impl Budget {
                     .compare_exchange(true, false, Relaxed, Relaxed)
                     .is_ok())
             .then_some(Switch::ToOpen(seen))
-        }
-    }
-}
-
-/// The tracing event of a switch (feature `tracing`).
-#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
-fn announce(system: &str, switch: Switch) {
-    #[cfg(feature = "tracing")]
-    {
-        let rate = |seen: Evidence| f64::from(seen.succeeded) / f64::from(seen.retries.max(1));
-        match switch {
-            Switch::ToProtecting(seen) => tracing::warn!(
-                system,
-                retry_success_rate = rate(seen),
-                retries = seen.retries,
-                "retry budget protecting: retries fail, held to 5 % of calls"
-            ),
-            Switch::ToOpen(seen) => tracing::info!(
-                system,
-                retry_success_rate = rate(seen),
-                retries = seen.retries,
-                "retry budget open: retries succeed"
-            ),
         }
     }
 }

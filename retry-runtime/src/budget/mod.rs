@@ -69,6 +69,7 @@ mod adaptive;
 mod adaptive_tests;
 mod config;
 mod registry;
+mod retry_outcome;
 mod slot;
 mod state;
 pub(crate) mod stripes;

@@ -1,9 +1,9 @@
 //! Which failures are worth another attempt.
 
-use std::io;
 use std::time::Duration;
 
 pub(crate) mod erased;
+mod io_error;
 pub(crate) mod registered;
 
 /// Tells the retry loop whether a failure is transient, and how long the other side asked us
@@ -117,40 +117,6 @@ impl Verdict {
     }
 }
 
-/// Timeouts, resets, refused or aborted connections, broken pipes, interrupted calls and
-/// unexpected ends of stream are transient; every other kind is permanent. An
-/// `io::Error::other(inner)` is a tunnel whose kind says nothing: `inner`'s source chain decides,
-/// as it does when the `io::Error` is boxed.
-impl Classify for io::Error {
-    fn is_transient(&self) -> bool {
-        match erased::tunnel(self) {
-            Some(inner) => erased::is_transient(inner),
-            None => matches!(
-                self.kind(),
-                io::ErrorKind::TimedOut
-                    | io::ErrorKind::ConnectionReset
-                    | io::ErrorKind::ConnectionAborted
-                    | io::ErrorKind::ConnectionRefused
-                    | io::ErrorKind::BrokenPipe
-                    | io::ErrorKind::Interrupted
-                    | io::ErrorKind::UnexpectedEof
-            ),
-        }
-    }
-
-    fn retry_after(&self) -> Option<Duration> {
-        erased::tunnel(self).and_then(erased::retry_after)
-    }
-
-    fn is_rejection(&self) -> bool {
-        erased::tunnel(self).is_some_and(erased::is_rejection)
-    }
-
-    fn is_client_error(&self) -> bool {
-        erased::tunnel(self).is_some_and(erased::is_client_error)
-    }
-}
-
 /// A `tokio::time::timeout` that expired: always transient.
 impl Classify for tokio::time::error::Elapsed {
     fn is_transient(&self) -> bool {
@@ -188,6 +154,8 @@ impl Hint for Option<Duration> {
 
 #[cfg(test)]
 mod tests {
+    use std::io;
+
     use super::*;
 
     #[test]

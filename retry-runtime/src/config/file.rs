@@ -3,10 +3,9 @@
 
 use std::path::Path;
 
-use super::BySystem;
 use super::keys;
 use super::report::Report;
-use super::tighten::Given;
+use super::tighten::{BySystem, Given};
 
 /// The values of the file at `path`, by system; or a report refusing the whole file.
 pub(super) fn read(path: &Path) -> Result<(BySystem, Report), Report> {

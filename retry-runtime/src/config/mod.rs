@@ -4,6 +4,7 @@
 //!
 #![doc = include_str!("../../docs/config.md")]
 
+mod effective;
 mod keys;
 mod report;
 mod state;
@@ -12,14 +13,14 @@ mod tighten;
 #[cfg(feature = "toml")]
 mod file;
 
-use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
+pub(crate) use effective::effective;
 pub use report::{Applied, Refusal, Report};
-pub(crate) use state::{effective, protections};
+pub(crate) use state::protections;
 
 use crate::protect;
-use tighten::Given;
+use tighten::{BySystem, Given};
 
 /// Serialises configuration calls: each builds a whole map, swaps it in, then brings every
 /// system's breaker and bulkhead up to date.
@@ -97,9 +98,6 @@ pub fn reload_from_file(path: impl AsRef<std::path::Path>) -> Result<Report, Rep
         Err(report) => Err(report),
     }
 }
-
-/// Values given, by system.
-type BySystem = BTreeMap<String, Vec<Given>>;
 
 /// Whether a configuration with refused values is applied (its other values) or not at all.
 #[derive(Clone, Copy, PartialEq, Eq)]

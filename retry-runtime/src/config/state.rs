@@ -1,6 +1,6 @@
 //! The configuration in force: one map of system → [`Overrides`], swapped whole (`arc-swap`),
-//! read by call sites on their failure path without a lock or an allocation, and the effective
-//! settings it makes of what each site compiled and each system's code set.
+//! read by call sites on their failure path without a lock or an allocation, and the breaker
+//! and bulkhead it makes of what each system's code set (a site's schedule: `effective.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,9 +9,7 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 
 use super::keys::Value;
-use crate::backoff::Policy;
-use crate::protect::{Breaker, Bulkhead, Code};
-use crate::retrier::Site;
+use crate::protect::{Breaker, Bulkhead, Settings};
 
 /// What the configuration says of one system, each value already checked (`tighten.rs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -70,53 +68,8 @@ pub(crate) fn overrides(system: &str) -> Option<Overrides> {
         .and_then(|map| map.get(system).copied())
 }
 
-/// What a site's failed attempt runs under: its attempts, its schedule, whether it may hedge.
-pub(crate) struct Effective {
-    /// Attempts in all, the first included.
-    pub(crate) attempts: u32,
-    /// The schedule: the compiled one, or the configured delays.
-    pub(crate) policy: Policy,
-    /// Whether hedged attempts may start.
-    pub(crate) hedges: bool,
-}
-
-/// The effective settings of `site`: the compiled ones, tightened by the configuration. A value
-/// that would loosen them (a later site of the system compiled tighter than the configuration
-/// was checked against) is ignored: the compiled value stays.
-pub(crate) fn effective(site: &Site) -> Effective {
-    let compiled = site.policy;
-    let Some(o) = overrides(site.system) else {
-        return Effective {
-            attempts: compiled.attempts(),
-            policy: compiled,
-            hedges: true,
-        };
-    };
-    let attempts = if o.retries_off {
-        1
-    } else {
-        o.attempts
-            .map_or(compiled.attempts(), |n| n.min(compiled.attempts()))
-    };
-    let policy = match (o.delay, o.max_delay) {
-        (None, None) => compiled,
-        (delay, max_delay) => Policy::new(
-            attempts,
-            delay.unwrap_or(compiled.delay()),
-            max_delay.unwrap_or(compiled.max_delay()),
-            compiled.jitter(),
-        )
-        .unwrap_or(compiled),
-    };
-    Effective {
-        attempts,
-        policy,
-        hedges: !o.retries_off && !o.hedge_off,
-    }
-}
-
 /// The breaker and bulkhead in effect for `system`: the code's, tightened by the configuration.
-pub(crate) fn protections(system: &str, code: Code) -> Code {
+pub(crate) fn protections(system: &str, code: Settings) -> Settings {
     let Some(o) = overrides(system) else {
         return code;
     };
@@ -132,7 +85,7 @@ pub(crate) fn protections(system: &str, code: Code) -> Code {
         (None, Some(n)) => Some(Bulkhead::new(n)),
         (b, None) => b,
     };
-    Code { breaker, bulkhead }
+    Settings { breaker, bulkhead }
 }
 
 /// `b` with the configured values: each one stricter than `b`'s own where `only_stricter` (the

@@ -7,9 +7,12 @@ use std::time::Duration;
 use super::keys::Value;
 use super::report::Report;
 use super::state::Overrides;
-use crate::protect::{Breaker, Code};
+use crate::protect::{Breaker, Settings};
 use crate::retrier::Site;
 use crate::rules::{self, Violation, duration::show};
+
+/// Values given, by system.
+pub(super) type BySystem = std::collections::BTreeMap<String, Vec<Given>>;
 
 /// One value as given: where from, its text, and what it read as.
 pub(super) struct Given {
@@ -23,7 +26,7 @@ pub(super) struct Given {
 pub(super) fn system(
     system: &str,
     given: &[Given],
-    code: Code,
+    code: Settings,
     sites: &[&'static Site],
     report: &mut Report,
 ) -> Overrides {

@@ -9,7 +9,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use super::bulkhead::Permit;
+use super::protection::Protection;
+use super::registry::for_system;
 use super::rejected::Rejected;
+use crate::classify::Verdict;
 use crate::observe;
 use crate::retrier::{RetryResult, Site};
 
@@ -105,5 +108,48 @@ impl<R: RetryResult> Reject<R> {
     #[inline]
     pub fn failed(&self, rejected: Rejected) -> R {
         R::failed((self.convert)(rejected))
+    }
+}
+
+/// What a protected site asks of its system's breaker and bulkhead.
+impl Site {
+    /// The breaker and bulkhead of this site's system.
+    #[inline]
+    pub(crate) fn protection(&'static self) -> &'static Protection {
+        self.protection.get_or_init(|| for_system(self.system))
+    }
+
+    /// Whether the system's breaker lets an attempt through now; a refusal is counted.
+    #[inline]
+    pub(crate) fn admit(&'static self) -> Result<(), Rejected> {
+        if self.protection().breaker.admit() {
+            return Ok(());
+        }
+        let rejected = Rejected::BreakerOpen {
+            system: self.system,
+        };
+        observe::rejected(self, rejected);
+        Err(rejected)
+    }
+
+    /// Tells a protected site's breaker what became of an attempt: `None` a success, else its
+    /// verdict. A transient failure counts against the system, a permanent error is an answer
+    /// (the system is up), a rejection is nothing (R-RES-RE-X4). An unprotected site only tests
+    /// its flag.
+    #[inline(always)]
+    pub(crate) fn feed_breaker(&'static self, verdict: Option<Verdict>) {
+        if self.protect {
+            self.feed_protected(verdict);
+        }
+    }
+
+    #[inline(never)]
+    fn feed_protected(&'static self, verdict: Option<Verdict>) {
+        let breaker = &self.protection().breaker;
+        match verdict {
+            Some(v) if v.rejection => {}
+            Some(v) if v.transient => breaker.on_failure(),
+            _ => breaker.on_answer(),
+        }
     }
 }

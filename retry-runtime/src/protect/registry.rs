@@ -10,82 +10,24 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::breaker::{Breaker, BreakerState};
-use super::breaker_cell::BreakerCell;
-use super::bulkhead::{Bulkhead, BulkheadCell, BulkheadState};
+use super::bulkhead::{Bulkhead, BulkheadState};
+use super::protection::Protection;
+use super::settings::Settings;
 use super::sites;
 
-/// One system's protections.
-pub(crate) struct Protection {
-    pub(crate) system: &'static str,
-    pub(crate) breaker: BreakerCell,
-    pub(crate) bulkhead: BulkheadCell,
-    /// What the code set: the settings configuration tightens.
-    code: Mutex<Code>,
-}
-
-impl std::fmt::Debug for Protection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Protection")
-            .field("system", &self.system)
-            .field(
-                "breaker",
-                &self.breaker.is_enabled().then(|| self.breaker.state()),
-            )
-            .field(
-                "bulkhead",
-                &self.bulkhead.is_enabled().then(|| self.bulkhead.state()),
-            )
-            .finish()
-    }
-}
-
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Code {
-    pub(crate) breaker: Option<Breaker>,
-    pub(crate) bulkhead: Option<Bulkhead>,
-}
-
 impl Protection {
-    fn new(system: &'static str) -> Protection {
-        Protection {
-            system,
-            breaker: BreakerCell::new(system),
-            bulkhead: BulkheadCell::new(),
-            code: Mutex::new(Code::default()),
-        }
-    }
-
-    /// What the code set.
-    pub(crate) fn code(&self) -> Code {
-        *self.code.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Changes what the code set, and puts it into effect tightened by the configuration.
-    fn set_code(&self, change: impl FnOnce(&mut Code)) {
-        let mut code = self.code.lock().unwrap_or_else(PoisonError::into_inner);
-        change(&mut code);
-        self.put_into_effect(*code);
-    }
-
     /// Puts the code's settings, tightened by the configuration now in force, into effect (the
     /// configuration changed). Logs the sites without `protect` when this gives the system a
     /// protection it did not have.
     pub(crate) fn refresh(&self) {
-        let code = self.code.lock().unwrap_or_else(PoisonError::into_inner);
         let had = (self.breaker.is_enabled(), self.bulkhead.is_enabled());
-        self.put_into_effect(*code);
+        self.set_code(|_| {});
         if !had.0 && self.breaker.is_enabled() {
             sites::warn_unprotected(self.system, "a circuit breaker");
         }
         if !had.1 && self.bulkhead.is_enabled() {
             sites::warn_unprotected(self.system, "a bulkhead");
         }
-    }
-
-    fn put_into_effect(&self, code: Code) {
-        let effective = crate::config::protections(self.system, code);
-        self.breaker.configure(effective.breaker);
-        self.bulkhead.configure(effective.bulkhead);
     }
 }
 
@@ -108,7 +50,7 @@ pub(crate) fn for_system(system: &str) -> &'static Protection {
     let name: &'static str = Box::leak(Box::from(system));
     let protection: &'static Protection = Box::leak(Box::new(Protection::new(name)));
     // The configuration may already give it a breaker or a bulkhead.
-    protection.put_into_effect(Code::default());
+    protection.put_into_effect(Settings::default());
     registry.insert(name, protection);
     protection
 }

@@ -17,9 +17,13 @@ use crate::key::IdempotencyKey;
 use crate::protect::Rejected;
 use crate::{attempt, config, deadline, observe};
 
+mod give_up;
 pub(crate) mod hand_over;
+mod result;
 mod site;
 
+pub use give_up::GiveUp;
+pub use result::RetryResult;
 pub use site::{Site, site};
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
@@ -262,73 +266,6 @@ impl<K: KeySlot> Retrier<K> {
             return Err(GiveUp::Budget);
         }
         Ok(pause)
-    }
-}
-
-/// Why a transient failure is not retried.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GiveUp {
-    /// Every attempt was used.
-    Attempts,
-    /// A write with a blank idempotency key gets one attempt (R-RES-RE-1).
-    BlankKey,
-    /// The other side asked for a pause longer than `max_delay`.
-    HintAboveMaxDelay,
-    /// A `#[retry]` loop inside the attempt already gave up on this failure.
-    InnerLoop,
-    /// The system's retry budget is spent.
-    Budget,
-    /// The pause would end past the caller's deadline ([`crate::with_deadline`]).
-    Deadline,
-    /// The pause would take the call's pauses past the 5 s window (R-RES-RE-4).
-    Window,
-    /// The configuration turned retries off for the system (`RETRY_<SYSTEM>_RETRIES=off`).
-    RetriesOff,
-    /// The system's circuit breaker is open (`protect`): the next attempt would be refused.
-    BreakerOpen,
-}
-
-impl GiveUp {
-    /// A short label for logs.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            GiveUp::Attempts => "attempts exhausted",
-            GiveUp::BlankKey => "blank idempotency key",
-            GiveUp::HintAboveMaxDelay => "retry-after above max_delay",
-            GiveUp::Window => "retry window exhausted",
-            GiveUp::InnerLoop => "an inner retry loop gave up",
-            GiveUp::Deadline => "the next pause would pass the deadline",
-            GiveUp::Budget => "retry budget exhausted",
-            GiveUp::RetriesOff => "retries turned off by configuration",
-            GiveUp::BreakerOpen => "the circuit breaker is open",
-        }
-    }
-}
-
-/// The return type of a `#[retry]` fn: a `Result`, under any alias.
-#[diagnostic::on_unimplemented(
-    message = "`#[retry]` needs a fn that returns `Result<T, E>`, not `{Self}`",
-    label = "not a `Result`",
-    note = "the loop retries on `Err(e)` when `e` is transient; a fn that cannot fail has nothing to retry"
-)]
-pub trait RetryResult {
-    /// The error type.
-    type Error;
-    /// The error, if this is one.
-    fn failure(&self) -> Option<&Self::Error>;
-    /// A failed result.
-    fn failed(error: Self::Error) -> Self;
-}
-
-impl<T, E> RetryResult for Result<T, E> {
-    type Error = E;
-    #[inline(always)]
-    fn failed(error: E) -> Self {
-        Err(error)
-    }
-    #[inline(always)]
-    fn failure(&self) -> Option<&E> {
-        self.as_ref().err()
     }
 }
 

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use crate::backoff::{Jitter, Policy};
 use crate::budget::{self, Budget};
-use crate::classify::Verdict;
-use crate::observe;
-use crate::protect::{self, Protection, Rejected};
+#[cfg(feature = "metrics")]
+use crate::observe::OUTCOMES;
+use crate::observe::Repeats;
+use crate::protect::Protection;
 
 /// Everything one annotated fn knows at compile time; one `static` per fn, built by [`site`].
 #[derive(Debug)]
@@ -26,13 +27,14 @@ pub struct Site {
     pub protect: bool,
     /// The system's retry budget, looked up on the site's first call and kept.
     budget: OnceLock<&'static Budget>,
-    /// The system's breaker and bulkhead, likewise.
-    protection: OnceLock<&'static Protection>,
+    /// The system's breaker and bulkhead, likewise (`protect/admission.rs`).
+    pub(crate) protection: OnceLock<&'static Protection>,
     /// Its give-ups, for logging them once per interval (`observe/repeats.rs`).
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
-    pub(crate) give_ups: observe::Repeats,
+    pub(crate) give_ups: Repeats,
+    /// Its counters, registered on its first call (`observe.rs`).
     #[cfg(feature = "metrics")]
-    counters: OnceLock<[metrics::Counter; observe::OUTCOMES]>,
+    pub(crate) counters: OnceLock<[metrics::Counter; OUTCOMES]>,
 }
 
 impl Site {
@@ -51,7 +53,7 @@ impl Site {
             protect,
             budget: OnceLock::new(),
             protection: OnceLock::new(),
-            give_ups: observe::Repeats::new(),
+            give_ups: Repeats::new(),
             #[cfg(feature = "metrics")]
             counters: OnceLock::new(),
         }))
@@ -61,53 +63,6 @@ impl Site {
     #[inline]
     pub(crate) fn budget(&'static self) -> &'static Budget {
         self.budget.get_or_init(|| budget::for_system(self.system))
-    }
-
-    /// The breaker and bulkhead of this site's system.
-    #[inline]
-    pub(crate) fn protection(&'static self) -> &'static Protection {
-        self.protection
-            .get_or_init(|| protect::for_system(self.system))
-    }
-
-    /// Whether the system's breaker lets an attempt through now; a refusal is counted.
-    #[inline]
-    pub(crate) fn admit(&'static self) -> Result<(), Rejected> {
-        if self.protection().breaker.admit() {
-            return Ok(());
-        }
-        let rejected = Rejected::BreakerOpen {
-            system: self.system,
-        };
-        observe::rejected(self, rejected);
-        Err(rejected)
-    }
-
-    /// Tells a protected site's breaker what became of an attempt: `None` a success, else its
-    /// verdict. A transient failure counts against the system, a permanent error is an answer
-    /// (the system is up), a rejection is nothing (R-RES-RE-X4). An unprotected site only tests
-    /// its flag.
-    #[inline(always)]
-    pub(crate) fn feed_breaker(&'static self, verdict: Option<Verdict>) {
-        if self.protect {
-            self.feed_protected(verdict);
-        }
-    }
-
-    #[inline(never)]
-    fn feed_protected(&'static self, verdict: Option<Verdict>) {
-        let breaker = &self.protection().breaker;
-        match verdict {
-            Some(v) if v.rejection => {}
-            Some(v) if v.transient => breaker.on_failure(),
-            _ => breaker.on_answer(),
-        }
-    }
-
-    #[cfg(feature = "metrics")]
-    pub(crate) fn counters(&'static self) -> &'static [metrics::Counter; observe::OUTCOMES] {
-        self.counters
-            .get_or_init(|| observe::register(self.system, self.operation))
     }
 }
 
@@ -136,7 +91,7 @@ pub const fn site(
             protect,
             budget: OnceLock::new(),
             protection: OnceLock::new(),
-            give_ups: observe::Repeats::new(),
+            give_ups: Repeats::new(),
             #[cfg(feature = "metrics")]
             counters: OnceLock::new(),
         },

@@ -1,0 +1,64 @@
+//! One system's protections: its breaker and bulkhead as they run, and what the code set for
+//! them, which the configuration tightens (`crate::config`) into what is in effect.
+
+use std::sync::{Mutex, PoisonError};
+
+use super::breaker_cell::BreakerCell;
+use super::bulkhead::BulkheadCell;
+use super::settings::Settings;
+
+/// One system's protections.
+pub(crate) struct Protection {
+    pub(crate) system: &'static str,
+    pub(crate) breaker: BreakerCell,
+    pub(crate) bulkhead: BulkheadCell,
+    /// What the code set: the settings configuration tightens.
+    code: Mutex<Settings>,
+}
+
+impl std::fmt::Debug for Protection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Protection")
+            .field("system", &self.system)
+            .field(
+                "breaker",
+                &self.breaker.is_enabled().then(|| self.breaker.state()),
+            )
+            .field(
+                "bulkhead",
+                &self.bulkhead.is_enabled().then(|| self.bulkhead.state()),
+            )
+            .finish()
+    }
+}
+
+impl Protection {
+    pub(super) fn new(system: &'static str) -> Protection {
+        Protection {
+            system,
+            breaker: BreakerCell::new(system),
+            bulkhead: BulkheadCell::new(),
+            code: Mutex::new(Settings::default()),
+        }
+    }
+
+    /// What the code set.
+    pub(crate) fn code(&self) -> Settings {
+        *self.code.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Changes what the code set, and puts it into effect tightened by the configuration now in
+    /// force (a no-op `change` after the configuration changed).
+    pub(super) fn set_code(&self, change: impl FnOnce(&mut Settings)) {
+        let mut code = self.code.lock().unwrap_or_else(PoisonError::into_inner);
+        change(&mut code);
+        self.put_into_effect(*code);
+    }
+
+    /// Puts `code` into effect, tightened by the configuration.
+    pub(super) fn put_into_effect(&self, code: Settings) {
+        let effective = crate::config::protections(self.system, code);
+        self.breaker.configure(effective.breaker);
+        self.bulkhead.configure(effective.bulkhead);
+    }
+}

@@ -1,0 +1,41 @@
+//! Why a transient failure is not retried: the reason a give-up's log, counter and error name.
+
+/// Why a transient failure is not retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GiveUp {
+    /// Every attempt was used.
+    Attempts,
+    /// A write with a blank idempotency key gets one attempt (R-RES-RE-1).
+    BlankKey,
+    /// The other side asked for a pause longer than `max_delay`.
+    HintAboveMaxDelay,
+    /// A `#[retry]` loop inside the attempt already gave up on this failure.
+    InnerLoop,
+    /// The system's retry budget is spent.
+    Budget,
+    /// The pause would end past the caller's deadline ([`crate::with_deadline`]).
+    Deadline,
+    /// The pause would take the call's pauses past the 5 s window (R-RES-RE-4).
+    Window,
+    /// The configuration turned retries off for the system (`RETRY_<SYSTEM>_RETRIES=off`).
+    RetriesOff,
+    /// The system's circuit breaker is open (`protect`): the next attempt would be refused.
+    BreakerOpen,
+}
+
+impl GiveUp {
+    /// A short label for logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GiveUp::Attempts => "attempts exhausted",
+            GiveUp::BlankKey => "blank idempotency key",
+            GiveUp::HintAboveMaxDelay => "retry-after above max_delay",
+            GiveUp::Window => "retry window exhausted",
+            GiveUp::InnerLoop => "an inner retry loop gave up",
+            GiveUp::Deadline => "the next pause would pass the deadline",
+            GiveUp::Budget => "retry budget exhausted",
+            GiveUp::RetriesOff => "retries turned off by configuration",
+            GiveUp::BreakerOpen => "the circuit breaker is open",
+        }
+    }
+}

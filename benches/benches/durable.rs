@@ -26,7 +26,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use apalis::prelude::{
     BackendExt as _, BoxDynError, TaskSink as _, WorkerBuilder, WorkerBuilderExt as _,
 };
-use retry_runtime::durable::{BoxError, Queue, Task, TaskState, Worker};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Queue, Task, TaskState, Worker};
 use sqlx::Connection as _;
 
 /// Times the handlers ran in the current measurement.

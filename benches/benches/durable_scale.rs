@@ -18,7 +18,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use retry_runtime::durable::{BoxError, Queue, Task, TaskState, Worker};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Queue, Task, TaskState, Worker};
 use sqlx::Connection as _;
 
 static DB_SEQ: AtomicUsize = AtomicUsize::new(0);

@@ -26,9 +26,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    BoxError, DelayRng, Error, Queue, SkipRetry, Task, TaskInfo, TaskState, Worker,
-    default_retry_delay,
+    DelayRng, Error, Queue, SkipRetry, Task, TaskInfo, TaskState, Worker, default_retry_delay,
 };
 use retry_runtime::http::StatusError;
 use retry_runtime::{Classify, retry};

@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    BoxError, DelayRng, Error, MAX_PAYLOAD_BYTES, Queue, SkipRetry, Task, TaskInfo, TaskState,
-    Worker, default_retry_delay, protocol,
+    DelayRng, Error, MAX_PAYLOAD_BYTES, Queue, SkipRetry, Task, TaskInfo, TaskState, Worker,
+    default_retry_delay, protocol,
 };
 use retry_tests::durable_env::{Backend, Env, secs, t0, worker};
 use tokio::sync::{Notify, oneshot};

@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
+use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    BoxError, Error, FoundPage, MAX_SEARCH_BYTES, SEARCH_WINDOW, Task, TaskFilter, TaskState,
+    Error, FoundPage, MAX_SEARCH_BYTES, SEARCH_WINDOW, Task, TaskFilter, TaskState,
 };
 use retry_tests::durable_env::{Backend, Env, secs, worker};
 use tokio::sync::Notify;

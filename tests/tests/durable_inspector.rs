@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
+use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    BoxError, DelayRng, Error, ErrorGroup, Queue, QueueStats, Task, TaskInfo, TaskState, Worker,
-    protocol,
+    DelayRng, Error, ErrorGroup, Queue, QueueStats, Task, TaskInfo, TaskState, Worker, protocol,
 };
 use retry_tests::durable_env::{Backend, Env, secs, t0};
 

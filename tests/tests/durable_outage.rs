@@ -11,7 +11,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_runtime::durable::{BoxError, Queue, Task, TaskState, Worker};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Queue, Task, TaskState, Worker};
 
 /// A throwaway cluster: its URL, its directory (`data/`, `bindir`) and port.
 struct Server {

@@ -2,7 +2,8 @@
 //! `page_number`, which still reads page N and hands over a cursor). Run on SQLite and on
 //! PostgreSQL (`RETRY_TEST_POSTGRES_URL`), with a `ManualClock`.
 
-use retry_runtime::durable::{BoxError, Error, Task, TaskPage, TaskState, Worker};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Error, Task, TaskPage, TaskState, Worker};
 use retry_tests::durable_env::{Backend, Env, secs};
 
 retry_tests::both_backends!(

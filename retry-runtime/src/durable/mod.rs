@@ -40,7 +40,7 @@ pub use clock::{Clock, default_retry_delay};
 /// system clock, and the store's fixed limits.
 #[cfg(any(test, feature = "test-util"))]
 pub use clock::{DELAY_RAND_BOUND, DelayRng, SystemClock};
-pub use error::{BoxError, Error, SkipRetry, Snooze};
+pub use error::{Error, SkipRetry, Snooze};
 pub use failures::{FailedAttempt, MAX_FAILURE_ERROR, MAX_FAILURES};
 pub use inspector::page::TaskPage;
 pub use inspector::presence::{DEFAULT_HEARTBEAT_INTERVAL, HeldTask, SchedulerEntry, WorkerInfo};

@@ -37,7 +37,6 @@ pub mod reqwest_middleware;
 mod retrier;
 #[cfg(feature = "test-util")]
 pub mod test_util;
-pub mod time;
 mod timeout;
 #[cfg(feature = "tower")]
 pub mod tower;

@@ -4,8 +4,8 @@
 
 use axum::Json;
 use axum::http::StatusCode;
+use retry_runtime::durable::rfc3339;
 use retry_runtime::durable::{Error, Queue, TaskFilter, TaskState};
-use retry_runtime::time::rfc3339;
 
 use super::api::{Answer, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, stats_of};
 use super::error::ApiError;

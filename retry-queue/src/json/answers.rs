@@ -3,11 +3,11 @@
 
 use std::time::SystemTime;
 
+use retry_runtime::durable::rfc3339;
 use retry_runtime::durable::{
     ErrorGroup, FoundPage, HistoryBucket, HistorySpan, SEARCH_WINDOW, SchedulerEntry, TaskInfo,
     TaskState, WorkerInfo,
 };
-use retry_runtime::time::rfc3339;
 use serde::Serialize;
 use utoipa::ToSchema;
 

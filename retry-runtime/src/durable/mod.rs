@@ -35,7 +35,7 @@ pub use client::queue::{
 pub use client::task::{
     ActiveTask, DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState,
 };
-pub use clock::{Clock, default_retry_delay};
+pub use clock::{Clock, default_retry_delay, rfc3339};
 /// Knobs for tests and benches (feature `test-util`): the delay generator, its bound, the
 /// system clock, and the store's fixed limits.
 #[cfg(any(test, feature = "test-util"))]

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use apalis::prelude::{
     BackendExt as _, BoxDynError, TaskSink as _, WorkerBuilder, WorkerBuilderExt as _,
 };
-use retry_runtime::durable::{BoxError, Queue, Task, TaskState, Worker};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Queue, Task, TaskQuery, TaskState, Worker};
 use sqlx::Connection as _;
 
 /// Times the handlers ran in the current measurement.
@@ -211,9 +212,10 @@ async fn ours_throughput(backend: Backend, concurrency: usize, n: usize) -> (f64
     worker.await.expect("join").expect("worker");
     let completed = q
         .inspector()
-        .list(TaskState::Completed)
+        .tasks(TaskQuery::new(TaskState::Completed))
         .await
         .expect("list")
+        .tasks
         .len();
     assert_eq!(completed, n, "every task is recorded completed");
     q.close().await;

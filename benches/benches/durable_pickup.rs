@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use retry_runtime::durable::{BoxError, Queue, Task, Worker};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Queue, Task, Worker};
 use sqlx::Connection as _;
 
 /// Due → pickup latencies of the current measurement, in µs.

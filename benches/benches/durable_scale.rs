@@ -18,7 +18,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use retry_runtime::durable::{BoxError, Queue, Task, TaskState, Worker};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Queue, Task, TaskQuery, TaskState, Worker};
 use sqlx::Connection as _;
 
 static DB_SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -250,13 +251,14 @@ async fn measure_routes(q: &Queue) -> Vec<(&'static str, Option<(f64, f64)>)> {
     let deep = u32::try_from((completed / 20).min(5000))
         .unwrap_or(1)
         .max(1);
-    let page = inspector
-        .page_number(TaskState::Completed, deep.saturating_sub(1).max(1), 20)
-        .await
-        .expect("page");
-    let cursor = page.next.unwrap_or_default();
+    let before_deep = deep.saturating_sub(1).max(1);
+    let query = TaskQuery::new(TaskState::Completed)
+        .size(20)
+        .page(before_deep);
+    let page = inspector.tasks(query).await.expect("page");
+    let cursor = page.next.map(|c| c.to_string()).unwrap_or_default();
     let id = inspector
-        .list_after(TaskState::Retry, None, 1)
+        .tasks(TaskQuery::new(TaskState::Retry).size(1))
         .await
         .expect("a retry task")
         .tasks

@@ -9,7 +9,7 @@
 //! 3. One rulebook: a partner API answering 404 has its task archived after one run
 //!    (R-RES-RE-X2), beside a 503 that is retried until the partner recovers.
 //! 4. The archive: a task that exhausts `max_retry`, and one that fails with `SkipRetry`, kept
-//!    with their history (`q.inspector().list(TaskState::Archived)`).
+//!    with their history (`q.inspector().tasks(TaskQuery::new(TaskState::Archived))`).
 //! 5. A re-run: `inspector.run_task` sends an archived task back to pending, and it completes.
 //! 6. Left for the dashboard: webhooks waiting in the Retry tab with one `last_err`.
 //!
@@ -26,8 +26,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    BoxError, DelayRng, Error, Queue, SkipRetry, Task, TaskInfo, TaskState, Worker,
+    DelayRng, Error, Queue, SkipRetry, Task, TaskInfo, TaskQuery, TaskState, Worker,
     default_retry_delay,
 };
 use retry_runtime::http::StatusError;
@@ -443,8 +444,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         wait_for(&q, id, TaskState::Archived).await;
     }
     let inspector = q.inspector();
-    println!("  inspector.list(TaskState::Archived):");
-    for t in inspector.list(TaskState::Archived).await? {
+    println!("  inspector.tasks(TaskQuery::new(TaskState::Archived)):");
+    for t in inspector
+        .tasks(TaskQuery::new(TaskState::Archived))
+        .await?
+        .tasks
+    {
         println!(
             "  - {:<20} kind {:<8} retried {:<5} last failed {:<10}  last_err: {}",
             t.id,
@@ -471,7 +476,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     inspector.delete_task(&refund.id).await?;
     println!(
         "  inspector.delete_task(\"order-1001:refund\"): archive now {} task(s)",
-        inspector.list(TaskState::Archived).await?.len()
+        inspector
+            .tasks(TaskQuery::new(TaskState::Archived))
+            .await?
+            .tasks
+            .len()
     );
 
     let _ = stop.send(());
@@ -491,7 +500,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .await?;
     }
     webhooks.run_due().await?;
-    for t in q.inspector().list(TaskState::Retry).await? {
+    for t in q
+        .inspector()
+        .tasks(TaskQuery::new(TaskState::Retry))
+        .await?
+        .tasks
+    {
         println!(
             "  - {:<28} {:<8} retried {}/{}  next attempt in {:<6}  last_err: {}",
             t.id,

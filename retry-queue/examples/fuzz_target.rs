@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use retry_queue::dashboard::{self, DashOptions};
-use retry_runtime::durable::{BoxError, Queue, Task, Worker};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Queue, Task, Worker};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -5,7 +5,9 @@
 
 use std::time::SystemTime;
 
-use retry_runtime::durable::{Error, Inspector, Queue, QueueStats, TaskState, WorkerInfo};
+use retry_runtime::durable::{
+    Error, Inspector, Queue, QueueStats, TaskQuery, TaskState, WorkerInfo,
+};
 
 use crate::json::{self, QueueJson};
 
@@ -16,7 +18,7 @@ pub(crate) async fn next_due(queue: &Queue) -> Result<Option<SystemTime>, Error>
     let inspector = queue.inspector();
     let mut due: Option<SystemTime> = None;
     for state in [TaskState::Scheduled, TaskState::Retry] {
-        let first = inspector.list_after(state, None, 1).await?;
+        let first = inspector.tasks(TaskQuery::new(state).size(1)).await?;
         if let Some(at) = first.tasks.first().and_then(|t| t.next_process_at) {
             due = Some(due.map_or(at, |d| d.min(at)));
         }

@@ -8,9 +8,8 @@ use retry_tests::durable_env::{Backend, postgres_url_or_skip};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use retry_runtime::durable::{
-    BoxError, DelayRng, ManualClock, Queue, Task, TaskState, Worker, protocol,
-};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{DelayRng, ManualClock, Queue, Task, TaskState, Worker, protocol};
 use serde_json::{Value, json};
 
 /// 2023-11-14T22:13:20Z: where the seeding clock of most tests starts.

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
-use retry_runtime::durable::{BoxError, ManualClock, Queue, Task, TaskState, Worker};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{ManualClock, Queue, Task, TaskState, Worker};
 use serde_json::{Value, json};
 
 /// Debian's Chromium; `RETRY_TEST_CHROMIUM` names another binary.

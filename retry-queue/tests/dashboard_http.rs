@@ -10,9 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
 use retry_queue::dashboard::{self, DashError, DashOptions};
-use retry_runtime::durable::{
-    BoxError, DelayRng, ManualClock, Queue, Task, TaskState, Worker, protocol,
-};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{DelayRng, ManualClock, Queue, Task, TaskState, Worker, protocol};
 use serde_json::{Value, json};
 
 /// 2023-11-14 22:13:20 UTC: where every test's clock starts.

@@ -37,7 +37,6 @@ pub mod reqwest_middleware;
 mod retrier;
 #[cfg(feature = "test-util")]
 pub mod test_util;
-pub mod time;
 mod timeout;
 #[cfg(feature = "tower")]
 pub mod tower;
@@ -51,8 +50,8 @@ pub mod __private;
 use retry_rules as rules;
 
 /// Any error, boxed (`Box<dyn std::error::Error + Send + Sync>`): what a durable task's
-/// handler returns ([`durable::BoxError`](crate::durable) is this type) and what a `tower`
-/// `RetryService` yields.
+/// handler returns and what a `tower` `RetryService` yields. This is its one path; the
+/// `durable` and `tower` modules name it, they do not re-export it.
 ///
 /// `?` converts every `std::error::Error + Send + Sync + 'static` into it, and so does
 /// `BoxError::from("text")`.

@@ -7,7 +7,9 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use retry_runtime::durable::{DelayRng, ManualClock, Queue, TaskInfo, TaskState, Worker};
+use retry_runtime::durable::{
+    DelayRng, ManualClock, Queue, TaskInfo, TaskQuery, TaskState, Worker,
+};
 
 /// 2023-11-14 22:13:20 UTC: where every test's clock starts, in seconds since the epoch.
 pub const T0_SECS: u64 = 1_700_000_000;
@@ -96,9 +98,10 @@ impl Env {
         let mut ids: Vec<String> = self
             .q
             .inspector()
-            .list(state)
+            .tasks(TaskQuery::new(state))
             .await
             .expect("list")
+            .tasks
             .into_iter()
             .map(|info| info.id)
             .collect();

@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    BoxError, DelayRng, Error, MAX_PAYLOAD_BYTES, Queue, SkipRetry, Task, TaskInfo, TaskState,
+    DelayRng, Error, MAX_PAYLOAD_BYTES, Queue, SkipRetry, Task, TaskInfo, TaskQuery, TaskState,
     Worker, default_retry_delay, protocol,
 };
 use retry_tests::durable_env::{Backend, Env, secs, t0, worker};
@@ -96,7 +97,12 @@ async fn enqueued_task_runs_pending_active_completed(backend: Backend) {
     assert_eq!((info.last_err, info.last_failed_at), (None, None));
     assert_eq!(info.id.len(), 36, "a random UUID-like id: {}", info.id);
     assert_eq!(
-        env.q.inspector().list(TaskState::Pending).await.unwrap(),
+        env.q
+            .inspector()
+            .tasks(TaskQuery::new(TaskState::Pending))
+            .await
+            .unwrap()
+            .tasks,
         vec![env.info(&info.id).await]
     );
 
@@ -118,15 +124,21 @@ async fn enqueued_task_runs_pending_active_completed(backend: Backend) {
     let active = env.wait_for(&info.id, TaskState::Active).await;
     assert_eq!(active.next_process_at, None);
     assert_eq!(
-        env.q.inspector().list(TaskState::Active).await.unwrap(),
+        env.q
+            .inspector()
+            .tasks(TaskQuery::new(TaskState::Active))
+            .await
+            .unwrap()
+            .tasks,
         vec![active]
     );
     assert!(
         env.q
             .inspector()
-            .list(TaskState::Pending)
+            .tasks(TaskQuery::new(TaskState::Pending))
             .await
             .unwrap()
+            .tasks
             .is_empty()
     );
     assert_eq!(
@@ -368,7 +380,12 @@ async fn skip_retry_archives_at_once(backend: Backend) {
     assert_eq!(w.run_due().await.unwrap(), 0);
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(
-        env.q.inspector().list(TaskState::Archived).await.unwrap(),
+        env.q
+            .inspector()
+            .tasks(TaskQuery::new(TaskState::Archived))
+            .await
+            .unwrap()
+            .tasks,
         vec![info]
     );
 }
@@ -617,9 +634,10 @@ async fn an_existing_task_id_conflicts(backend: Backend) {
     assert_eq!(
         env.q
             .inspector()
-            .list(TaskState::Pending)
+            .tasks(TaskQuery::new(TaskState::Pending))
             .await
             .unwrap()
+            .tasks
             .len(),
         1
     );
@@ -799,16 +817,26 @@ async fn archive_is_trimmed_as_tasks_are_archived(backend: Backend) {
     }
     let ids = |list: Vec<TaskInfo>| list.into_iter().map(|t| t.id).collect::<Vec<_>>();
     assert_eq!(
-        ids(q.inspector().list(TaskState::Archived).await.unwrap()),
-        ["b", "c"],
-        "the newest 2"
+        ids(q
+            .inspector()
+            .tasks(TaskQuery::new(TaskState::Archived))
+            .await
+            .unwrap()
+            .tasks),
+        ["c", "b"],
+        "the newest 2, newest first"
     );
     // A day later, archiving one more drops those older than a day.
     env.clock.set(env.at(secs(24 * 3600 + 3)));
     q.enqueue(Task::new("x", &()).task_id("d")).await.unwrap();
     w.run_due().await.unwrap();
     assert_eq!(
-        ids(q.inspector().list(TaskState::Archived).await.unwrap()),
+        ids(q
+            .inspector()
+            .tasks(TaskQuery::new(TaskState::Archived))
+            .await
+            .unwrap()
+            .tasks),
         ["d"]
     );
     assert_eq!(q.inspector().get("c").await.unwrap(), None);
@@ -1500,9 +1528,10 @@ async fn concurrent_workers_never_share_a_task(backend: Backend) {
     assert_eq!(
         env.q
             .inspector()
-            .list(TaskState::Completed)
+            .tasks(TaskQuery::new(TaskState::Completed))
             .await
             .unwrap()
+            .tasks
             .len(),
         60
     );

@@ -1,7 +1,7 @@
 //! `Queue::enqueue_many`: one transaction, all or nothing. Run on SQLite and on PostgreSQL
 //! (`RETRY_TEST_POSTGRES_URL`), with a `ManualClock`.
 
-use retry_runtime::durable::{Error, Task, TaskState};
+use retry_runtime::durable::{Error, Task, TaskQuery, TaskState};
 use retry_tests::durable_env::{Backend, Env, secs};
 
 retry_tests::both_backends!(
@@ -19,9 +19,10 @@ const SPAN: usize = 2_500;
 async fn pending_count(env: &Env) -> usize {
     env.q
         .inspector()
-        .list(TaskState::Pending)
+        .tasks(TaskQuery::new(TaskState::Pending))
         .await
         .unwrap()
+        .tasks
         .len()
 }
 

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use retry_runtime::BoxError;
 use retry_runtime::durable::protocol;
 use retry_runtime::durable::{
-    BoxError, Canceled, Error, FailedAttempt, MAX_FAILURE_ERROR, MAX_FAILURES, SkipRetry, Snooze,
-    Task, TaskState,
+    Canceled, Error, FailedAttempt, MAX_FAILURE_ERROR, MAX_FAILURES, SkipRetry, Snooze, Task,
+    TaskState,
 };
 use retry_tests::capture::events;
 use retry_tests::durable_env::{Backend, Env, secs, worker};

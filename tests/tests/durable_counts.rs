@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    BoxError, Error, HistoryBucket, HistorySpan, Queue, Snooze, Task, TaskState, Worker,
+    Error, HistoryBucket, HistorySpan, Queue, Snooze, Task, TaskState, Worker,
 };
 use retry_tests::durable_env::{Backend, Env, secs, worker};
 

@@ -1,12 +1,14 @@
-//! Finding tasks (issue 23, item 4): `Inspector::find` by kind (paged by key), by a text in the
+//! Finding tasks (issue 23, item 4): `Inspector::tasks` with a `TaskQuery` by kind (paged by
+//! key), by a text in the
 //! id, payload or last error (within a bounded window that says when it stopped), both at once,
 //! and `Inspector::kinds`; and the lease expiry an active task's `TaskInfo` carries (item 9).
 //! Run on SQLite and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`), with a `ManualClock`.
 
 use std::sync::Arc;
 
+use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    BoxError, Error, FoundPage, MAX_SEARCH_BYTES, SEARCH_WINDOW, Task, TaskFilter, TaskState,
+    Cursor, Error, MAX_SEARCH_BYTES, SEARCH_WINDOW, Task, TaskPage, TaskQuery, TaskState,
 };
 use retry_tests::durable_env::{Backend, Env, secs, worker};
 use tokio::sync::Notify;
@@ -23,27 +25,33 @@ retry_tests::both_backends!(
     an_active_task_carries_its_lease_expiry,
 );
 
-fn ids(page: &FoundPage) -> Vec<&str> {
+fn ids(page: &TaskPage) -> Vec<&str> {
     page.tasks.iter().map(|t| t.id.as_str()).collect()
 }
 
-/// Every page of `filter` in `state`, `size` tasks each, as comma-joined ids.
-async fn walk(env: &Env, state: TaskState, filter: &TaskFilter, size: u32) -> Vec<String> {
+/// Every page of `query`, `size` tasks each, each after the cursor of the one before, as
+/// comma-joined ids.
+async fn walk(env: &Env, query: TaskQuery, size: u32) -> Vec<String> {
     let inspector = env.q.inspector();
+    let mut query = query.size(size);
     let mut pages = Vec::new();
-    let mut after: Option<String> = None;
     for _ in 0..20 {
-        let page = inspector
-            .find(state, filter, after.as_deref(), size)
-            .await
-            .unwrap();
+        let page = inspector.tasks(query.clone()).await.unwrap();
         pages.push(ids(&page).join(","));
-        after = page.next;
-        if after.is_none() {
-            return pages;
+        match page.next {
+            Some(cursor) => query = query.after(cursor),
+            None => return pages,
         }
     }
     panic!("more than 20 pages: {pages:?}");
+}
+
+/// The query of `state` after `cursor`, if any.
+fn after(query: TaskQuery, cursor: Option<Cursor>) -> TaskQuery {
+    match cursor {
+        Some(cursor) => query.after(cursor),
+        None => query,
+    }
 }
 
 async fn a_kind_filter_pages_by_key_in_the_state_order(backend: Backend) {
@@ -64,32 +72,29 @@ async fn a_kind_filter_pages_by_key_in_the_state_order(backend: Backend) {
             .await
             .unwrap();
     }
-    let email = TaskFilter::default().kind("email");
+    let email = |state| TaskQuery::new(state).kind("email");
     assert_eq!(
-        walk(&env, TaskState::Pending, &email, 4).await,
+        walk(&env, email(TaskState::Pending), 4).await,
         ["t1,t2,t4,t5", "t7,t8"]
     );
-    let sms = TaskFilter::default().kind("sms");
-    assert_eq!(walk(&env, TaskState::Pending, &sms, 3).await, ["t0,t3,t6"]);
+    let sms = TaskQuery::new(TaskState::Pending).kind("sms");
+    assert_eq!(walk(&env, sms, 3).await, ["t0,t3,t6"]);
     assert_eq!(
-        walk(&env, TaskState::Scheduled, &email, 2).await,
+        walk(&env, email(TaskState::Scheduled), 2).await,
         ["s1,s2", "s3"]
     );
-    let none = TaskFilter::default().kind("fax");
-    assert_eq!(walk(&env, TaskState::Pending, &none, 3).await, [""]);
+    let none = TaskQuery::new(TaskState::Pending).kind("fax");
+    assert_eq!(walk(&env, none, 3).await, [""]);
     let page = env
         .q
         .inspector()
-        .find(TaskState::Pending, &email, None, 20)
+        .tasks(email(TaskState::Pending).size(20))
         .await
         .unwrap();
     assert_eq!((page.searched, page.search_limit_reached), (None, false));
-    // No filter at all: list_after.
-    let all = TaskFilter::default();
-    assert_eq!(
-        walk(&env, TaskState::Pending, &all, 5).await,
-        ["t0,t1,t2,t3,t4", "t5,t6,t7,t8"]
-    );
+    // No filter at all: the state's own order.
+    let all = TaskQuery::new(TaskState::Pending);
+    assert_eq!(walk(&env, all, 5).await, ["t0,t1,t2,t3,t4", "t5,t6,t7,t8"]);
 }
 
 async fn a_kind_filter_reads_finished_tasks_newest_first(backend: Backend) {
@@ -106,16 +111,10 @@ async fn a_kind_filter_reads_finished_tasks_newest_first(backend: Backend) {
         env.clock.set(env.at(secs(n)));
         inspector.archive_task(&format!("a{n}")).await.unwrap();
     }
-    let even = TaskFilter::default().kind("even");
-    assert_eq!(
-        walk(&env, TaskState::Archived, &even, 2).await,
-        ["a4,a2", "a0"]
-    );
-    let odd_search = TaskFilter::default().kind("odd").search("a");
-    assert_eq!(
-        walk(&env, TaskState::Archived, &odd_search, 2).await,
-        ["a5,a3", "a1"]
-    );
+    let even = TaskQuery::new(TaskState::Archived).kind("even");
+    assert_eq!(walk(&env, even, 2).await, ["a4,a2", "a0"]);
+    let odd_search = TaskQuery::new(TaskState::Archived).kind("odd").search("a");
+    assert_eq!(walk(&env, odd_search, 2).await, ["a5,a3", "a1"]);
 }
 
 async fn a_search_matches_id_payload_and_last_err_ignoring_case(backend: Backend) {
@@ -140,14 +139,9 @@ async fn a_search_matches_id_payload_and_last_err_ignoring_case(backend: Backend
     assert_eq!(w.run_due().await.unwrap(), 4);
     let inspector = env.q.inspector();
     let find = |text: &str| {
-        let filter = TaskFilter::default().search(text);
+        let query = TaskQuery::new(TaskState::Retry).search(text).size(20);
         let inspector = inspector.clone();
-        async move {
-            inspector
-                .find(TaskState::Retry, &filter, None, 20)
-                .await
-                .unwrap()
-        }
+        async move { inspector.tasks(query).await.unwrap() }
     };
     // In the payload and (as "gateway said TIMEOUT…") the last error.
     let page = find("timeout").await;
@@ -167,7 +161,7 @@ async fn a_search_matches_id_payload_and_last_err_ignoring_case(backend: Backend
     assert_eq!(find("nowhere").await.searched, Some(4));
     // An empty search is no search.
     let empty = inspector
-        .find(TaskState::Retry, &TaskFilter::default().search(""), None, 2)
+        .tasks(TaskQuery::new(TaskState::Retry).search("").size(2))
         .await
         .unwrap();
     assert_eq!(ids(&empty), ["order-1", "order-2"]);
@@ -191,11 +185,8 @@ async fn a_full_page_of_hits_hands_on_its_cursor(backend: Backend) {
         .await
         .unwrap();
     let inspector = env.q.inspector();
-    let filter = TaskFilter::default().search("h");
-    let first = inspector
-        .find(TaskState::Pending, &filter, None, 2)
-        .await
-        .unwrap();
+    let filter = TaskQuery::new(TaskState::Pending).search("h").size(2);
+    let first = inspector.tasks(filter.clone()).await.unwrap();
     assert_eq!(ids(&first), ["h0", "h3"]);
     // Read up to h3, the 4th task.
     assert_eq!(
@@ -203,13 +194,13 @@ async fn a_full_page_of_hits_hands_on_its_cursor(backend: Backend) {
         (Some(4), false)
     );
     let second = inspector
-        .find(TaskState::Pending, &filter, first.next.as_deref(), 2)
+        .tasks(after(filter.clone(), first.next))
         .await
         .unwrap();
     assert_eq!(ids(&second), ["h6", "h9"]);
     assert_eq!(second.searched, Some(6));
     let third = inspector
-        .find(TaskState::Pending, &filter, second.next.as_deref(), 2)
+        .tasks(after(filter.clone(), second.next))
         .await
         .unwrap();
     assert_eq!(ids(&third), ["h12"]);
@@ -234,11 +225,8 @@ async fn a_search_stops_at_its_window_and_says_so(backend: Backend) {
         .await
         .unwrap();
     let inspector = env.q.inspector();
-    let filter = TaskFilter::default().search("needle");
-    let first = inspector
-        .find(TaskState::Pending, &filter, None, 20)
-        .await
-        .unwrap();
+    let filter = TaskQuery::new(TaskState::Pending).search("needle").size(20);
+    let first = inspector.tasks(filter.clone()).await.unwrap();
     assert_eq!(ids(&first), ["t00001"]);
     assert_eq!(
         (first.searched, first.search_limit_reached),
@@ -246,7 +234,7 @@ async fn a_search_stops_at_its_window_and_says_so(backend: Backend) {
     );
     assert!(first.next.is_some(), "the search can go on");
     let rest = inspector
-        .find(TaskState::Pending, &filter, first.next.as_deref(), 20)
+        .tasks(after(filter.clone(), first.next))
         .await
         .unwrap();
     assert_eq!(ids(&rest), [format!("t{:05}", n - 2)]);
@@ -258,7 +246,7 @@ async fn a_search_stops_at_its_window_and_says_so(backend: Backend) {
         .await
         .unwrap();
     let exact = inspector
-        .find(TaskState::Pending, &filter, first.next.as_deref(), 20)
+        .tasks(after(filter.clone(), first.next))
         .await
         .unwrap();
     assert_eq!(
@@ -284,28 +272,20 @@ async fn a_search_within_a_kind_and_literal_wildcards(backend: Backend) {
             .unwrap();
     }
     let inspector = env.q.inspector();
-    let found = |filter: TaskFilter| {
+    let pending = || TaskQuery::new(TaskState::Pending);
+    let found = |query: TaskQuery| {
         let inspector = inspector.clone();
         async move {
-            let page = inspector
-                .find(TaskState::Pending, &filter, None, 20)
-                .await
-                .unwrap();
+            let page = inspector.tasks(query.size(20)).await.unwrap();
             page.tasks.into_iter().map(|t| t.id).collect::<Vec<_>>()
         }
     };
     // `%` and `_` match themselves, not any text or any letter.
+    assert_eq!(found(pending().search("100%")).await, ["p1", "p3"]);
+    assert_eq!(found(pending().kind("report").search("100%")).await, ["p1"]);
+    assert_eq!(found(pending().search("a_b")).await, ["p4"]);
     assert_eq!(
-        found(TaskFilter::default().search("100%")).await,
-        ["p1", "p3"]
-    );
-    assert_eq!(
-        found(TaskFilter::default().kind("report").search("100%")).await,
-        ["p1"]
-    );
-    assert_eq!(found(TaskFilter::default().search("a_b")).await, ["p4"]);
-    assert_eq!(
-        found(TaskFilter::default().kind("email").search("done")).await,
+        found(pending().kind("email").search("done")).await,
         Vec::<String>::new()
     );
 }
@@ -339,27 +319,24 @@ async fn bad_search_input_is_invalid(backend: Backend) {
         return;
     };
     let inspector = env.q.inspector();
-    let long = TaskFilter::default().search("x".repeat(MAX_SEARCH_BYTES + 1));
-    let err = inspector
-        .find(TaskState::Pending, &long, None, 20)
-        .await
-        .unwrap_err();
+    let long = TaskQuery::new(TaskState::Pending).search("x".repeat(MAX_SEARCH_BYTES + 1));
+    let err = inspector.tasks(long.size(20)).await.unwrap_err();
     assert!(
         matches!(&err, Error::Invalid(why) if why.contains("at most 256 bytes")),
         "{err:?}"
     );
-    let search = TaskFilter::default().search("x");
-    for filter in [search, TaskFilter::default().kind("job")] {
-        let err = inspector
-            .find(TaskState::Pending, &filter, Some("page-2"), 20)
-            .await
-            .unwrap_err();
+    let err = "page-2".parse::<Cursor>().unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+    let search = TaskQuery::new(TaskState::Pending).search("x");
+    for query in [search, TaskQuery::new(TaskState::Pending).kind("job")] {
+        let err = inspector.tasks(query.clone().size(0)).await.unwrap_err();
         assert!(matches!(err, Error::Invalid(_)), "{err:?}");
-        let err = inspector
-            .find(TaskState::Pending, &filter, None, 0)
-            .await
-            .unwrap_err();
-        assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+        // A filtered list pages by cursor only.
+        let err = inspector.tasks(query.size(20).page(2)).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Invalid(why) if why.contains("pages by cursor")),
+            "{err:?}"
+        );
     }
 }
 
@@ -387,12 +364,7 @@ async fn an_active_task_carries_its_lease_expiry(backend: Backend) {
     let listed = env
         .q
         .inspector()
-        .find(
-            TaskState::Active,
-            &TaskFilter::default().kind("hold"),
-            None,
-            5,
-        )
+        .tasks(TaskQuery::new(TaskState::Active).kind("hold").size(5))
         .await
         .unwrap();
     assert_eq!(listed.tasks, [active]);

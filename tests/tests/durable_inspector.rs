@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
+use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    BoxError, DelayRng, Error, ErrorGroup, Queue, QueueStats, Task, TaskInfo, TaskState, Worker,
+    DelayRng, Error, ErrorGroup, Queue, QueueStats, Task, TaskInfo, TaskQuery, TaskState, Worker,
     protocol,
 };
 use retry_tests::durable_env::{Backend, Env, secs, t0};
@@ -90,7 +91,10 @@ async fn pages_are_one_based_and_ordered_per_state(backend: Backend) {
 
     let page = |state, page, size| {
         let q = env.q.clone();
-        async move { q.inspector().list_page(state, page, size).await.unwrap() }
+        async move {
+            let query = TaskQuery::new(state).size(size).page(page);
+            q.inspector().tasks(query).await.unwrap().tasks
+        }
     };
     assert_eq!(ids(&page(TaskState::Completed, 1, 2).await), ["c3", "c2"]);
     assert_eq!(ids(&page(TaskState::Completed, 2, 2).await), ["c1"]);
@@ -141,7 +145,7 @@ async fn pages_are_one_based_and_ordered_per_state(backend: Backend) {
         match env
             .q
             .inspector()
-            .list_page(TaskState::Pending, p, size)
+            .tasks(TaskQuery::new(TaskState::Pending).size(size).page(p))
             .await
         {
             Err(Error::Invalid(why)) => assert_eq!(
@@ -266,9 +270,10 @@ async fn archive_task_archives_waiting_tasks_and_refuses_active_ones(backend: Ba
         ids(&env
             .q
             .inspector()
-            .list_page(TaskState::Archived, 1, 10)
+            .tasks(TaskQuery::new(TaskState::Archived).size(10))
             .await
-            .unwrap()),
+            .unwrap()
+            .tasks),
         ["failing", "later", "waiting"]
     );
     // No worker runs an archived task.
@@ -286,9 +291,10 @@ async fn archive_task_archives_waiting_tasks_and_refuses_active_ones(backend: Ba
         ids(&env
             .q
             .inspector()
-            .list_page(TaskState::Archived, 1, 10)
+            .tasks(TaskQuery::new(TaskState::Archived).size(10))
             .await
-            .unwrap()),
+            .unwrap()
+            .tasks),
         ["fourth", "failing"]
     );
 }

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use retry_runtime::durable::{BoxError, Snooze, Task, TaskState, Worker, protocol};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Snooze, Task, TaskState, Worker, protocol};
 use retry_tests::durable_env::{Backend, Env, secs, worker};
 
 retry_tests::both_backends!(

@@ -11,7 +11,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_runtime::durable::{BoxError, Queue, Task, TaskState, Worker};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Queue, Task, TaskQuery, TaskState, Worker};
 
 /// A throwaway cluster: its URL, its directory (`data/`, `bindir`) and port.
 struct Server {
@@ -93,10 +94,10 @@ impl Server {
 /// How many tasks of `q` are completed; `None` while the database does not answer.
 async fn completed(q: &Queue) -> Option<usize> {
     q.inspector()
-        .list(TaskState::Completed)
+        .tasks(TaskQuery::new(TaskState::Completed))
         .await
         .ok()
-        .map(|tasks| tasks.len())
+        .map(|page| page.tasks.len())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,7 +174,12 @@ async fn a_worker_survives_postgres_stopped_and_restarted_mid_run() {
     let again: Vec<_> = runs.iter().filter(|&(_, &r)| r > 1).collect();
     assert!(again.is_empty(), "tasks that ran twice: {again:?}");
     for state in [TaskState::Pending, TaskState::Active, TaskState::Retry] {
-        let left = q.inspector().list(state).await.unwrap();
+        let left = q
+            .inspector()
+            .tasks(TaskQuery::new(state))
+            .await
+            .unwrap()
+            .tasks;
         assert!(left.is_empty(), "{state:?}: {left:?}");
     }
 }

@@ -11,8 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    BoxError, HeldTask, Queue, Scheduler, SchedulerEntry, Task, TaskState, Worker, WorkerInfo,
+    HeldTask, Queue, Scheduler, SchedulerEntry, Task, TaskState, Worker, WorkerInfo,
 };
 use retry_tests::durable_env::{Backend, Env, T0_SECS, secs, t0};
 use tokio::sync::{Notify, oneshot};

@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use retry_runtime::BoxError;
 use retry_runtime::Classify;
 use retry_runtime::durable::{
-    ActiveTask, BoxError, DEFAULT_TIMEOUT, DelayRng, Error, Task, TaskInfo, TaskState, Worker,
+    ActiveTask, DEFAULT_TIMEOUT, DelayRng, Error, Task, TaskInfo, TaskState, Worker,
 };
 use retry_runtime::http::StatusError;
 use retry_tests::capture::{Event, events};

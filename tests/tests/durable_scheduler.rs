@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
-use retry_runtime::durable::{Error, MAX_PAYLOAD_BYTES, Queue, Scheduler, Task, TaskState, Worker};
+use retry_runtime::durable::{
+    Error, MAX_PAYLOAD_BYTES, Queue, Scheduler, Task, TaskQuery, TaskState, Worker,
+};
 use retry_tests::durable_env::{Backend, Env, T0_SECS, secs};
 use tokio::sync::oneshot;
 
@@ -138,9 +140,10 @@ async fn two_schedulers_enqueue_each_period_once(backend: Backend) {
     assert_eq!(
         env.q
             .inspector()
-            .list(TaskState::Completed)
+            .tasks(TaskQuery::new(TaskState::Completed))
             .await
             .unwrap()
+            .tasks
             .len(),
         5
     );

@@ -5,7 +5,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use retry_runtime::durable::{BoxError, Task, TaskKind, TaskState};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Task, TaskKind, TaskState};
 use retry_tests::durable_env::{Backend, Env, worker};
 
 retry_tests::both_backends!(

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use retry_runtime::durable::{BoxError, Queue, Task, TaskState, Worker};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Queue, Task, TaskState, Worker};
 use retry_tests::durable_env::{Backend, Env};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

@@ -413,7 +413,8 @@ mod tower {
     use std::time::Duration;
 
     use http::{Method, Request, Response};
-    use retry_runtime::tower::{BoxError, RetryLayer};
+    use retry_runtime::BoxError;
+    use retry_runtime::tower::RetryLayer;
     use retry_runtime::{Budget, Hedge, set_budget};
     use tokio::time::{Instant, sleep};
     use tower_layer::Layer as _;

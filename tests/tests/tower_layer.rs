@@ -12,7 +12,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use retry_runtime::tower::{BoxError, RetryLayer, RetryService};
+use retry_runtime::BoxError;
+use retry_runtime::tower::{RetryLayer, RetryService};
 use retry_runtime::{Jitter, Policy};
 use retry_tests::gateway::{
     ChargeRequest, Fault, FaultPlan, Gateway, IDEMPOTENCY_KEY, Kind, Outcome,

@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use retry_runtime::durable::{BoxError, Task, TaskState};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Task, TaskState};
 use retry_runtime::http::StatusError;
 use retry_runtime::{Classify, retry};
 use retry_tests::capture::events;

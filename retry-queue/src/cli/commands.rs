@@ -2,8 +2,7 @@
 
 use std::io::Write;
 
-use retry_runtime::durable::{Error, Queue, TaskInfo, TaskState};
-use retry_runtime::time::rfc3339;
+use retry_runtime::durable::{Cursor, Error, Queue, TaskInfo, TaskQuery, TaskState, rfc3339};
 
 use super::failure::{Failure, failure};
 use super::open::{connect, named};
@@ -136,12 +135,15 @@ async fn task<W: Write>(
             search,
         } => {
             let queue = named(base, &queue)?;
+            let after = after
+                .map(|text| text.parse::<Cursor>())
+                .transpose()
+                .map_err(|e| failure(e, &queue, None))?;
             if kind.is_some() || search.is_some() {
-                let filter = super::find::filter(kind, search);
-                return super::find::ls(&queue, state, &filter, after.as_deref(), size, output)
-                    .await;
+                let query = super::find::query(state, kind, search, after, size);
+                return super::find::ls(&queue, query, output).await;
             }
-            let at = match &after {
+            let at = match after {
                 Some(cursor) => At::After(cursor),
                 None => At::Page(page),
             };
@@ -173,26 +175,28 @@ async fn task<W: Write>(
 }
 
 /// Where `task ls` starts: a page number, or after a cursor.
-enum At<'a> {
+#[derive(Clone, Copy)]
+enum At {
     Page(u32),
-    After(&'a str),
+    After(Cursor),
 }
 
 async fn ls<W: Write>(
     queue: &Queue,
     state: TaskState,
-    at: At<'_>,
+    at: At,
     size: u32,
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let fail = |e| failure(e, queue, None);
     let inspector = queue.inspector();
-    let listed = match at {
-        At::Page(page) => inspector.page_number(state, page, size).await,
-        At::After(cursor) => inspector.list_after(state, Some(cursor), size).await,
-    }
-    .map_err(fail)?;
-    let (tasks, next) = (&listed.tasks, listed.next.as_deref());
+    let query = TaskQuery::new(state).size(size);
+    let query = match at {
+        At::Page(page) => query.page(page),
+        At::After(cursor) => query.after(cursor),
+    };
+    let listed = inspector.tasks(query).await.map_err(fail)?;
+    let (tasks, next) = (&listed.tasks, listed.next);
     let total = inspector.count(state).await.map_err(fail)?;
     let pages = total.div_ceil(u64::from(size)).max(1);
     output.print(

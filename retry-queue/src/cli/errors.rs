@@ -2,8 +2,8 @@
 
 use std::io::Write;
 
+use retry_runtime::durable::rfc3339;
 use retry_runtime::durable::{Queue, TaskState};
-use retry_runtime::time::rfc3339;
 
 use super::failure::{Failure, failure};
 use super::output::Output;

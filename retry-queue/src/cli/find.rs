@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use retry_runtime::durable::{Queue, TaskFilter, TaskState};
+use retry_runtime::durable::{Cursor, Queue, TaskQuery, TaskState};
 
 use super::failure::{Failure, failure};
 use super::output::{Output, task_table};
@@ -11,31 +11,50 @@ use super::table::clean;
 use crate::json;
 use crate::ops::{self, Action};
 
-/// The filter of `--kind` and `--search`.
-pub(super) fn filter(kind: Option<String>, search: Option<String>) -> TaskFilter {
-    let mut filter = TaskFilter::default();
-    filter.kind = kind;
-    filter.search = search;
-    filter
+/// The query of `task ls` with `--kind` and/or `--search`.
+pub(super) fn query(
+    state: TaskState,
+    kind: Option<String>,
+    search: Option<String>,
+    after: Option<Cursor>,
+    size: u32,
+) -> Filtered {
+    let mut query = TaskQuery::new(state).size(size);
+    if let Some(kind) = &kind {
+        query = query.kind(kind);
+    }
+    if let Some(search) = &search {
+        query = query.search(search);
+    }
+    if let Some(cursor) = after {
+        query = query.after(cursor);
+    }
+    Filtered {
+        query,
+        kind,
+        search,
+    }
+}
+
+/// A filtered `task ls`: the query, and the filter as given (for the JSON's `filtered`).
+pub(super) struct Filtered {
+    query: TaskQuery,
+    kind: Option<String>,
+    search: Option<String>,
 }
 
 /// `task ls` with a filter: one page found, what the search read, and where the next starts.
 pub(super) async fn ls<W: Write>(
     queue: &Queue,
-    state: TaskState,
-    filter: &TaskFilter,
-    after: Option<&str>,
-    size: u32,
+    filtered: Filtered,
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     let fail = |e| failure(e, queue, None);
     let inspector = queue.inspector();
-    let found = inspector
-        .find(state, filter, after, size)
-        .await
-        .map_err(fail)?;
+    let state = filtered.query.state();
+    let found = inspector.tasks(filtered.query).await.map_err(fail)?;
     let total = inspector.count(state).await.map_err(fail)?;
-    let (kind, search) = (filter.kind.as_deref(), filter.search.as_deref());
+    let (kind, search) = (filtered.kind.as_deref(), filtered.search.as_deref());
     output.print(
         || json::found(&found, total, state, kind, search),
         |out| {

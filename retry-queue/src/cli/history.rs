@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
+use retry_runtime::durable::rfc3339;
 use retry_runtime::durable::{HistorySpan, Queue};
-use retry_runtime::time::rfc3339;
 
 use super::failure::{Failure, failure};
 use super::output::Output;

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use retry_runtime::durable::TaskInfo;
-use retry_runtime::time::rfc3339;
+use retry_runtime::durable::rfc3339;
 
 use super::failure::Failure;
 use super::table::{Align, Table, cell, clean};

@@ -4,8 +4,8 @@
 
 use axum::Json;
 use axum::http::StatusCode;
+use retry_runtime::durable::rfc3339;
 use retry_runtime::durable::{Queue, TaskState};
-use retry_runtime::time::rfc3339;
 
 use super::error::ApiError;
 use super::params::{

@@ -4,8 +4,8 @@
 
 use axum::Json;
 use axum::http::StatusCode;
-use retry_runtime::durable::{Error, Queue, TaskFilter, TaskState};
-use retry_runtime::time::rfc3339;
+use retry_runtime::durable::rfc3339;
+use retry_runtime::durable::{Cursor, Error, Queue, TaskQuery, TaskState};
 
 use super::api::{Answer, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, stats_of};
 use super::error::ApiError;
@@ -115,8 +115,8 @@ pub(crate) async fn batch(
 
 /// `GET /api/queues/{queue}/tasks?state=…&page=1&size=20`, or `…&after=CURSOR&size=20` (the
 /// `next` of the page before: an index seek however deep); with `kind=K` and/or `search=TEXT`,
-/// the tasks found ([`Inspector::find`](retry_runtime::durable::Inspector::find)), paged by
-/// cursor only.
+/// the tasks found, paged by cursor only: one
+/// [`Inspector::tasks`](retry_runtime::durable::Inspector::tasks) either way.
 #[utoipa::path(get, path = "/api/queues/{queue}/tasks", tag = "tasks",
     params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam, TasksQuery),
@@ -138,33 +138,31 @@ pub(crate) async fn tasks(
     }
     let kind = query.kind.as_deref().filter(|k| !k.is_empty());
     let search = query.search.as_deref().filter(|s| !s.is_empty());
-    let mut answer = if kind.is_some() || search.is_some() {
-        if query.page.is_some() {
-            return Err(ApiError::bad_request(
-                "a filtered list (kind, search) pages by cursor: give after (the next of the \
-                 page before), not page",
-            ));
-        }
-        let mut filter = TaskFilter::default();
-        filter.kind = kind.map(str::to_owned);
-        filter.search = search.map(str::to_owned);
-        let found = inspector
-            .find(state, &filter, query.after.as_deref(), size)
-            .await
-            .map_err(fail)?;
-        let total = inspector.count(state).await.map_err(fail)?;
-        json::found(&found, total, state, kind, search)
+    let filtered = kind.is_some() || search.is_some();
+    if filtered && query.page.is_some() {
+        return Err(ApiError::bad_request(
+            "a filtered list (kind, search) pages by cursor: give after (the next of the page \
+             before), not page",
+        ));
+    }
+    let mut tasks = TaskQuery::new(state).size(size);
+    tasks = match (&query.after, query.page) {
+        (Some(after), _) => tasks.after(after.parse::<Cursor>().map_err(fail)?),
+        (None, _) if filtered => tasks,
+        (None, page) => tasks.page(page.map_or(1, |page| page.0)),
+    };
+    if let Some(kind) = kind {
+        tasks = tasks.kind(kind);
+    }
+    if let Some(search) = search {
+        tasks = tasks.search(search);
+    }
+    let page = inspector.tasks(tasks).await.map_err(fail)?;
+    let total = inspector.count(state).await.map_err(fail)?;
+    let mut answer = if filtered {
+        json::found(&page, total, state, kind, search)
     } else {
-        let tasks = match &query.after {
-            Some(after) => inspector.list_after(state, Some(after), size).await,
-            None => {
-                let page = query.page.map_or(1, |page| page.0);
-                inspector.page_number(state, page, size).await
-            }
-        }
-        .map_err(fail)?;
-        let total = inspector.count(state).await.map_err(fail)?;
-        json::page(&tasks.tasks, tasks.next.as_deref(), total, state)
+        json::page(&page.tasks, page.next, total, state)
     };
     // The kinds present in the state: the page's kind selector, in the same request.
     if query.kinds == Some(Flag::Yes) {

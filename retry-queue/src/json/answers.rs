@@ -4,10 +4,9 @@
 use std::time::SystemTime;
 
 use retry_runtime::durable::{
-    ErrorGroup, FoundPage, HistoryBucket, HistorySpan, SEARCH_WINDOW, SchedulerEntry, TaskInfo,
-    TaskState, WorkerInfo,
+    Cursor, ErrorGroup, HistoryBucket, HistorySpan, SEARCH_WINDOW, SchedulerEntry, TaskInfo,
+    TaskPage, TaskState, WorkerInfo, rfc3339,
 };
-use retry_runtime::time::rfc3339;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -129,13 +128,13 @@ pub(crate) struct TasksPage {
 /// the next page.
 pub(crate) fn page(
     tasks: &[TaskInfo],
-    next: Option<&str>,
+    next: Option<Cursor>,
     total: u64,
     state: TaskState,
 ) -> TasksPage {
     TasksPage {
         tasks: tasks.iter().map(task).collect(),
-        next: next.map(str::to_owned),
+        next: next.map(|cursor| cursor.to_string()),
         total,
         actions: Actions {
             task: task_actions(state),
@@ -163,13 +162,13 @@ impl TasksPage {
 /// A page found with a filter (`kind`, `search`: what was asked): [`page`] (its `total`
 /// counts the whole state), and how much a search read.
 pub(crate) fn found(
-    found: &FoundPage,
+    found: &TaskPage,
     total: u64,
     state: TaskState,
     kind: Option<&str>,
     search: Option<&str>,
 ) -> TasksPage {
-    let mut page = page(&found.tasks, found.next.as_deref(), total, state);
+    let mut page = page(&found.tasks, found.next, total, state);
     page.filtered = Some(Filtered {
         kind: kind.map(str::to_owned),
         search: search.map(str::to_owned),

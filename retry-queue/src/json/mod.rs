@@ -12,11 +12,11 @@ pub(crate) mod answers;
 
 use std::time::SystemTime;
 
+use retry_runtime::durable::rfc3339;
 use retry_runtime::durable::{
     ErrorGroup, HeldTask, HistoryBucket, QueueStats, SchedulerEntry, TaskInfo, TaskState,
     WorkerInfo,
 };
-use retry_runtime::time::rfc3339;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

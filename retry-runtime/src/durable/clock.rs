@@ -157,6 +157,38 @@ pub(crate) fn from_ms(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
+/// The last millisecond RFC 3339's four-digit year can name: 9999-12-31T23:59:59.999Z.
+const LAST_RFC3339_MS: i64 = 253_402_300_799_999;
+
+/// `t` as RFC 3339 text in UTC, to the millisecond: `2023-11-14T22:13:20Z`, with `.mmm` when
+/// the milliseconds are not zero (`2023-11-14T22:13:20.250Z`). The durable tier's logs and
+/// failure texts write times so, and `retry-queue`'s CLI and dashboard show them so.
+///
+/// A time before 1970 is written as the epoch, one after year 9999 as its last millisecond
+/// (neither comes from a queue's clock); sub-millisecond digits are dropped, as the store drops
+/// them.
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use retry_runtime::durable::rfc3339;
+///
+/// assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_700_000_000)), "2023-11-14T22:13:20Z");
+/// assert_eq!(
+///     rfc3339(UNIX_EPOCH + Duration::from_millis(1_700_000_000_250)),
+///     "2023-11-14T22:13:20.250Z"
+/// );
+/// ```
+pub fn rfc3339(t: SystemTime) -> String {
+    // humantime panics before the epoch and fails after year 9999: clamp first.
+    let ms = to_ms(t).min(LAST_RFC3339_MS);
+    let t = from_ms(ms);
+    if ms % 1000 == 0 {
+        humantime::format_rfc3339_seconds(t).to_string()
+    } else {
+        humantime::format_rfc3339_millis(t).to_string()
+    }
+}
+
 /// A duration in whole milliseconds, saturating.
 pub(crate) fn duration_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -192,6 +224,42 @@ mod tests {
             default_retry_delay(u32::MAX, 29),
             Duration::from_secs(u64::MAX)
         );
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc_with_milliseconds_only_when_there_are_some() {
+        let at_ms = |ms| UNIX_EPOCH + Duration::from_millis(ms);
+        assert_eq!(rfc3339(at_ms(1_700_000_000_000)), "2023-11-14T22:13:20Z");
+        assert_eq!(rfc3339(at_ms(951_782_400_250)), "2000-02-29T00:00:00.250Z");
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339(at_ms(1_700_006_399_999)),
+            "2023-11-14T23:59:59.999Z"
+        );
+        assert_eq!(rfc3339(at_ms(1_700_006_400_000)), "2023-11-15T00:00:00Z");
+        assert_eq!(
+            rfc3339(at_ms(1_700_000_000_001)),
+            "2023-11-14T22:13:20.001Z"
+        );
+        // Below a millisecond: dropped, as the store drops it.
+        let micros = UNIX_EPOCH + Duration::from_micros(1_700_000_000_000_999);
+        assert_eq!(rfc3339(micros), "2023-11-14T22:13:20Z");
+        // Leap days, and the century rules.
+        assert_eq!(rfc3339(at_ms(951_782_400_000)), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(at_ms(4_107_542_400_000)), "2100-03-01T00:00:00Z");
+        assert_eq!(rfc3339(at_ms(1_709_164_800_000)), "2024-02-29T00:00:00Z");
+        assert_eq!(rfc3339(at_ms(1_735_689_599_000)), "2024-12-31T23:59:59Z");
+        // Out of range: clamped, not a panic.
+        let before = UNIX_EPOCH - Duration::from_secs(1);
+        assert_eq!(rfc3339(before), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(at_ms(253_402_300_799_000)), "9999-12-31T23:59:59Z");
+        assert_eq!(
+            rfc3339(at_ms(253_402_300_800_000)),
+            "9999-12-31T23:59:59.999Z"
+        );
+        assert_eq!(rfc3339(at_ms(i64::MAX as u64)), "9999-12-31T23:59:59.999Z");
+        let far = UNIX_EPOCH + Duration::from_secs(u64::MAX / 4);
+        assert_eq!(rfc3339(far), "9999-12-31T23:59:59.999Z");
     }
 
     #[test]

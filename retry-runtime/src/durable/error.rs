@@ -4,7 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-pub use crate::BoxError;
+pub(crate) use crate::BoxError;
 
 /// What went wrong: with the queue's database, with a task given to [`Queue`](super::Queue), or
 /// with an attempt (the last four variants are the failures the worker itself reports to
@@ -167,7 +167,8 @@ impl StdError for Error {
 /// (asynq's `SkipRetry`).
 ///
 /// ```
-/// use retry_runtime::durable::{BoxError, SkipRetry};
+/// use retry_runtime::BoxError;
+/// use retry_runtime::durable::SkipRetry;
 ///
 /// fn check(amount: i64) -> Result<(), BoxError> {
 ///     if amount <= 0 {
@@ -233,7 +234,8 @@ impl StdError for SkipRetry {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_runtime::durable::{BoxError, Snooze};
+/// use retry_runtime::BoxError;
+/// use retry_runtime::durable::Snooze;
 ///
 /// fn wait_for_settlement(settled: bool) -> Result<(), BoxError> {
 ///     if !settled {

@@ -35,18 +35,17 @@ pub use client::queue::{
 pub use client::task::{
     ActiveTask, DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState,
 };
-pub use clock::{Clock, default_retry_delay};
+pub use clock::{Clock, default_retry_delay, rfc3339};
 /// Knobs for tests and benches (feature `test-util`): the delay generator, its bound, the
 /// system clock, and the store's fixed limits.
 #[cfg(any(test, feature = "test-util"))]
 pub use clock::{DELAY_RAND_BOUND, DelayRng, SystemClock};
-pub use error::{BoxError, Error, SkipRetry, Snooze};
+pub use error::{Error, SkipRetry, Snooze};
 pub use failures::{FailedAttempt, MAX_FAILURE_ERROR, MAX_FAILURES};
-pub use inspector::page::TaskPage;
 pub use inspector::presence::{DEFAULT_HEARTBEAT_INTERVAL, HeldTask, SchedulerEntry, WorkerInfo};
 pub use inspector::{
-    Canceled, ErrorGroup, FoundPage, HistoryBucket, HistorySpan, Inspector, QueueStats,
-    SEARCH_WINDOW, TaskFilter,
+    Canceled, Cursor, ErrorGroup, HistoryBucket, HistorySpan, Inspector, QueueStats, SEARCH_WINDOW,
+    TaskPage, TaskQuery,
 };
 #[cfg(any(test, feature = "test-util"))]
 pub use inspector::{MAX_KINDS, MAX_SEARCH_BYTES};

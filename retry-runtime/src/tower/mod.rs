@@ -42,7 +42,7 @@ mod service;
 use tower_layer::Layer;
 
 pub use replay::ReplayableBody;
-pub use service::{BoxError, RetryService};
+pub use service::RetryService;
 
 use crate::backoff::Policy;
 use crate::hedge::Hedge;

@@ -54,9 +54,7 @@ fn verdict_of<B>(outcome: &Result<Response<B>, BoxError>) -> Option<Verdict> {
     }
 }
 
-/// The error a [`RetryService`] returns: its inner service's error, boxed (the crate's one
-/// [`BoxError`](crate::BoxError)).
-pub use crate::BoxError;
+use crate::BoxError;
 
 /// A service whose requests are retried under the retry rules; built by
 /// [`RetryLayer`](super::RetryLayer).

@@ -37,7 +37,8 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use retry_runtime::durable::{BoxError, Queue, Worker, protocol};
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Queue, Worker, protocol};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {

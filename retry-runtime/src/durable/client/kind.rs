@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 /// # fn demo(q: retry_runtime::durable::Queue) {
 /// let worker = retry_runtime::durable::Worker::new(q).handle_typed(|charge: Charge, _task| async move {
 ///     println!("charging order {} {} cents", charge.order, charge.cents);
-///     Ok::<(), retry_runtime::durable::BoxError>(())
+///     Ok::<(), retry_runtime::BoxError>(())
 /// });
 /// # }
 /// ```

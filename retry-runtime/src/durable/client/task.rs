@@ -27,7 +27,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 pub(crate) const MAX_NAME_BYTES: usize = 1024;
 
 /// A task as stored: what the inspector ([`Inspector::get`](crate::durable::Inspector::get),
-/// [`Inspector::list`](crate::durable::Inspector::list)) and [`Queue::enqueue`](crate::durable::Queue::enqueue) return.
+/// [`Inspector::tasks`](crate::durable::Inspector::tasks)) and [`Queue::enqueue`](crate::durable::Queue::enqueue) return.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskInfo {
     /// Unique within the queue: the [`task_id`](Task::task_id) given, or a random one.

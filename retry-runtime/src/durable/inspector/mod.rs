@@ -10,17 +10,19 @@ use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::store::{control, counts, operator, tasks};
 use crate::durable::worker::janitor;
-use page::{Cursor, TaskPage, page_of};
 use presence::{SchedulerEntry, WorkerInfo};
 pub use stats::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, QueueStats};
 
 mod find;
 pub(crate) mod page;
 pub(crate) mod presence;
+mod query;
 pub(crate) mod stats;
-pub use find::{FoundPage, SEARCH_WINDOW, TaskFilter};
+pub use find::SEARCH_WINDOW;
 #[cfg(any(test, feature = "test-util"))]
 pub use find::{MAX_KINDS, MAX_SEARCH_BYTES};
+pub use page::{Cursor, TaskPage};
+pub use query::TaskQuery;
 /// The operator's handle on one queue: what [`Queue::inspector`](crate::durable::Queue::inspector) returns.
 /// Every method reads or changes the queue it was made from ([`stats`](Inspector::stats) reads
 /// every queue of the database).
@@ -81,15 +83,6 @@ impl Inspector {
             .map(|row| row.into_info()))
     }
 
-    /// Every task of the queue in `state`, the soonest due (or the earliest finished) first.
-    ///
-    /// The archive holds at most its [limit](crate::durable::Queue::archive_limits); other states may be
-    /// large.
-    pub async fn list(&self, state: TaskState) -> Result<Vec<TaskInfo>, Error> {
-        let rows = tasks::list(&self.handle.store, &self.handle.name, state).await?;
-        Ok(rows.into_iter().map(|row| row.into_info()).collect())
-    }
-
     /// Runs the task again as soon as a worker is free: an archived, retrying, scheduled or
     /// completed task becomes [`TaskState::Pending`], due now, with its `retried` count and
     /// history kept (so a re-run archived task that fails again is archived again at once, unless
@@ -122,87 +115,6 @@ impl Inspector {
             None => Err(Error::TaskNotFound),
             Some(_) => Err(Error::TaskActive),
         }
-    }
-
-    /// A page of the tasks in `state`: page `page` (1-based) of `size` tasks, in the order the
-    /// state is read in:
-    /// - [`Pending`](TaskState::Pending), [`Scheduled`](TaskState::Scheduled),
-    ///   [`Retry`](TaskState::Retry), [`Active`](TaskState::Active): soonest due first (the
-    ///   order workers claim in: FIFO for pending; for active, the due time it was claimed at),
-    ///   then in enqueue order.
-    /// - [`Archived`](TaskState::Archived), [`Completed`](TaskState::Completed): newest first
-    ///   (by the time the task was archived or completed), then the last enqueued first.
-    ///
-    /// A page past the end is empty. Page 0 or size 0 is [`Error::Invalid`].
-    /// [`count`](Inspector::count) gives the total.
-    pub async fn list_page(
-        &self,
-        state: TaskState,
-        page: u32,
-        size: u32,
-    ) -> Result<Vec<TaskInfo>, Error> {
-        Ok(self.page_number(state, page, size).await?.tasks)
-    }
-
-    /// Page `page` (from 1) of `size` tasks in `state`, as [`list_page`](Inspector::list_page)
-    /// gives it, with the cursor of the page after it: read the next pages with
-    /// [`list_after`](Inspector::list_after), which stays fast however deep it goes (a page
-    /// number is read with an `OFFSET`, which reads every task before it).
-    pub async fn page_number(
-        &self,
-        state: TaskState,
-        page: u32,
-        size: u32,
-    ) -> Result<TaskPage, Error> {
-        if page == 0 || size == 0 {
-            return Err(Error::Invalid(format!(
-                "pages are numbered from 1 and hold at least one task, got page {page} of size \
-                 {size}"
-            )));
-        }
-        let offset = i64::from(page - 1).saturating_mul(i64::from(size));
-        let rows = operator::page(
-            &self.handle.store,
-            &self.handle.name,
-            state,
-            i64::from(size) + 1,
-            offset,
-        )
-        .await?;
-        Ok(page_of(rows, size, state))
-    }
-
-    /// The `size` tasks in `state` after the cursor `after` (the `next` of the page before;
-    /// `None`: the first page), in the order of [`list_page`](Inspector::list_page), by key: an
-    /// index seek, as fast for the millionth task as for the first.
-    /// ([`TaskPage`] shows a walk to the end.)
-    ///
-    /// A cursor that is not one is [`Error::Invalid`]; size 0 too.
-    pub async fn list_after(
-        &self,
-        state: TaskState,
-        after: Option<&str>,
-        size: u32,
-    ) -> Result<TaskPage, Error> {
-        if size == 0 {
-            return Err(Error::Invalid(
-                "a page holds at least one task, got size 0".into(),
-            ));
-        }
-        let cursor = match after {
-            Some(text) => Cursor::parse(text)?,
-            None => Cursor::start(state),
-        };
-        let rows = operator::page_after(
-            &self.handle.store,
-            &self.handle.name,
-            state,
-            i64::from(size) + 1,
-            cursor.key,
-            cursor.seq,
-        )
-        .await?;
-        Ok(page_of(rows, size, state))
     }
 
     /// The number of tasks of the queue in `state`.

@@ -29,7 +29,8 @@ pub(crate) const MISSED_BEATS: u32 = 3;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), retry_runtime::durable::Error> {
 /// use std::time::Duration;
-/// use retry_runtime::durable::{BoxError, Queue, Worker};
+/// use retry_runtime::BoxError;
+/// use retry_runtime::durable::{Queue, Worker};
 /// # let dir = std::env::temp_dir().join(format!("retry-doc-workers-{}", std::process::id()));
 /// # std::fs::remove_dir_all(&dir).ok();
 /// # std::fs::create_dir_all(&dir).unwrap();

@@ -64,7 +64,7 @@ use crate::durable::store::presence::{self, EntryRow};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), retry_runtime::durable::Error> {
 /// use std::time::Duration;
-/// use retry_runtime::durable::{Queue, Scheduler, Task, TaskState};
+/// use retry_runtime::durable::{Queue, Scheduler, Task, TaskQuery, TaskState};
 /// # use retry_runtime::durable::ManualClock;
 /// # let dir = std::env::temp_dir().join(format!("retry-doc-scheduler-{}", std::process::id()));
 /// # std::fs::remove_dir_all(&dir).ok();
@@ -85,7 +85,8 @@ use crate::durable::store::presence::{self, EntryRow};
 /// assert_eq!(scheduler(q.clone()).enqueue_due().await?, 2);
 /// // Another instance finds this period's tasks already there, and adds none.
 /// assert_eq!(scheduler(q.clone()).enqueue_due().await?, 0);
-/// assert_eq!(q.inspector().list(TaskState::Pending).await?.len(), 2);
+/// let pending = q.inspector().tasks(TaskQuery::new(TaskState::Pending)).await?;
+/// assert_eq!(pending.tasks.len(), 2);
 /// // The hour that started at 22:00 UTC, and the 5 minutes that started at 22:10.
 /// assert!(q.inspector().get("periodic:report:every:3600000ms:1699999200000").await?.is_some());
 /// assert!(q.inspector().get("periodic:sync:cron:*/5 * * * *:1699999800000").await?.is_some());

@@ -1,6 +1,8 @@
 //! When a periodic entry's periods start: every fixed period, aligned to multiples of it since
 //! the Unix epoch, or from one match of a cron expression to the next. Cron expressions are
-//! parsed by `croner` and laid on the UTC calendar of [`crate::time`].
+//! parsed by `croner` and laid on the UTC calendar below (Howard Hinnant's two functions:
+//! `humantime` formats dates but exposes no calendar, and croner's `jiff` feature would bring a
+//! whole date-time crate for these twenty lines).
 
 use std::cmp::Ordering;
 use std::time::Duration;
@@ -8,8 +10,6 @@ use std::time::Duration;
 use croner::errors::CronError;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::{CivilDate, CivilDateTime, CivilTime, Cron, CronDateTime, Resolution, Weekday};
-
-use crate::time::{civil_from_days, days_from_civil};
 
 /// A valid entry's schedule.
 pub(crate) enum Recurrence {
@@ -101,6 +101,35 @@ struct UtcSecond(i64);
 
 const SECS_PER_DAY: i64 = 86_400;
 
+/// The date `days` after 1970-01-01 (negative: before), as `(year, month 1–12, day 1–31)` of
+/// the proleptic Gregorian calendar (Howard Hinnant's `civil_from_days`).
+const fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = year_of_era + era * 400;
+    (if month <= 2 { year + 1 } else { year }, month, day)
+}
+
+/// Days since 1970-01-01 of a date of the proleptic Gregorian calendar (Howard Hinnant's
+/// `days_from_civil`): the inverse of [`civil_from_days`].
+const fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month = month as i64;
+    let day_of_year =
+        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day as i64 - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
 impl CronDateTime for UtcSecond {
     fn to_civil(&self) -> CivilDateTime {
         let (days, secs) = (
@@ -150,6 +179,17 @@ mod tests {
 
     /// 2023-11-14 22:13:20 UTC, a Tuesday.
     const T0_MS: i64 = 1_700_000_000_000;
+
+    #[test]
+    fn dates_before_1970_round_trip() {
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(civil_from_days(-719_468), (0, 3, 1));
+        assert_eq!(days_from_civil(1600, 2, 29), -135_081);
+        for days in (-800_000..800_000).step_by(97) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
 
     #[test]
     fn civil_dates_agree_with_http_dates_for_four_centuries() {

@@ -2,7 +2,6 @@
 //! by its lease token (see the [module docs](super)).
 
 use super::{Arg, Done, Fence, NewTask, Row, Store, execute, fetch_all, fetch_int, fetch_optional};
-use crate::durable::client::task::TaskState;
 use crate::durable::error::Error;
 use crate::durable::failures;
 use crate::durable::store::rows::COMPLETE;
@@ -69,17 +68,6 @@ pub(crate) async fn get(store: &Store, queue: &str, id: &str) -> Result<Option<R
         " FROM retry_tasks WHERE queue = $1 AND id = $2"
     );
     fetch_optional(store, GET, &[Arg::Text(queue), Arg::Text(id)]).await
-}
-
-/// Every task in `state`, the soonest due (or the earliest finished) first.
-pub(crate) async fn list(store: &Store, queue: &str, state: TaskState) -> Result<Vec<Row>, Error> {
-    const LIST: &str = concat!(
-        "SELECT ",
-        columns!(),
-        " FROM retry_tasks WHERE queue = $1 AND state = $2 \
-         ORDER BY COALESCE(next_process_ms, finished_ms, lease_expires_ms, created_ms), seq"
-    );
-    fetch_all(store, LIST, &[Arg::Text(queue), Arg::Text(state.as_str())]).await
 }
 
 /// Claims up to `limit` due tasks of `kinds` (a JSON array; `None`: any kind) with the

@@ -14,11 +14,11 @@ use std::time::{Duration, SystemTime};
 use crate::Classify;
 use crate::classify::erased;
 use crate::durable::client::task::ActiveTask;
+use crate::durable::clock::rfc3339 as fmt_time;
 use crate::durable::clock::{DelayRng, default_retry_delay, from_ms};
 use crate::durable::error::{
     BoxError, Error, SkipRetry, Snooze, chain, error_text, has_client_error,
 };
-use crate::time::rfc3339 as fmt_time;
 
 /// `retry_delay(n, err, task)`: the pause before the retry that follows `n` retries.
 pub(crate) type DelayFn = Arc<dyn Fn(u32, &BoxError, &ActiveTask) -> Duration + Send + Sync>;

@@ -99,7 +99,8 @@ impl Worker {
     ///
     /// ```
     /// # async fn demo(q: retry_runtime::durable::Queue) {
-    /// use retry_runtime::durable::{BoxError, Worker};
+    /// use retry_runtime::BoxError;
+    /// use retry_runtime::durable::Worker;
     /// let worker = Worker::new(q)
     ///     .queues([("critical", 6), ("default", 3), ("low", 1)])
     ///     .handle("email", |_task| async { Ok::<(), BoxError>(()) });

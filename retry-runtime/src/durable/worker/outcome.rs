@@ -233,7 +233,7 @@ async fn log(queue: &Queue, task: &ActiveTask, decision: Decision) {
             retried = retried,
             max_retry = task.max_retry(),
             counted = counted,
-            next_process_at = crate::time::rfc3339(at),
+            next_process_at = crate::durable::clock::rfc3339(at),
             last_err = last_err,
         ),
         Decision::Snooze { at } => event!(
@@ -243,7 +243,7 @@ async fn log(queue: &Queue, task: &ActiveTask, decision: Decision) {
             id = task.id(),
             queue = queue.name(),
             retried = task.retried(),
-            next_process_at = crate::time::rfc3339(at),
+            next_process_at = crate::durable::clock::rfc3339(at),
         ),
         Decision::Archive { last_err, .. } => {
             event!(

@@ -224,6 +224,10 @@ fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
         ("id", clean(&t.id)),
         ("queue", clean(&t.queue)),
         ("kind", clean(&t.kind)),
+        (
+            "system",
+            t.system.as_deref().map_or_else(|| "-".to_owned(), clean),
+        ),
         ("state", t.state.to_string()),
         ("retried", format!("{}/{}", t.retried, t.max_retry)),
         ("enqueued_at", rfc3339(t.enqueued_at)),

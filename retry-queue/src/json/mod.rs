@@ -87,6 +87,9 @@ pub(crate) struct TaskJson {
     id: String,
     queue: String,
     kind: String,
+    /// The external system the task names (absent when it names none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
     state: StateName,
     retried: u32,
     max_retry: u32,
@@ -118,6 +121,7 @@ pub(crate) fn task(task: &TaskInfo) -> TaskJson {
         id: task.id.clone(),
         queue: task.queue.clone(),
         kind: task.kind.clone(),
+        system: task.system.clone(),
         state: task.state.into(),
         retried: task.retried,
         max_retry: task.max_retry,

@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 pub use report::{Applied, Refusal, Report};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use state::queue_limits;
 pub(crate) use state::{effective, protections};
 
 use crate::protect;

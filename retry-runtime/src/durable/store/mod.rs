@@ -39,7 +39,7 @@ macro_rules! columns {
     () => {
         "seq, queue, id, kind, payload, state, retried, max_retry, timeout_ms, deadline_ms, \
          key_expires_ms, next_process_ms, lease_token, lease_expires_ms, last_err, \
-         last_failed_ms, created_ms, finished_ms, errors"
+         last_failed_ms, created_ms, finished_ms, errors, system"
     };
 }
 
@@ -55,6 +55,7 @@ pub(crate) mod presence;
 mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub(crate) mod systems;
 pub(crate) mod tasks;
 
 pub(crate) use db::{Arg, Store, execute, fetch_all, fetch_int, fetch_optional};
@@ -120,6 +121,7 @@ impl Store {
             control::migrate(self).await?;
             presence::migrate(self).await?;
             find::migrate(self).await?;
+            systems::migrate(self).await?;
             return counts::migrate(self).await;
         };
         if self.has_current_columns().await {

@@ -121,16 +121,31 @@ async fn a_claim_takes_no_more_tasks_of_a_system_than_its_limit(backend: Backend
     assert_eq!(env.ids(TaskState::Pending).await.len(), 90);
     // Running: never more than 10 charges at once, all of them done.
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let w = w.poll_interval(Duration::from_millis(20));
+    let w = w
+        .poll_interval(Duration::from_millis(20))
+        .heartbeat_interval(Duration::from_millis(50));
     let handle = tokio::spawn(w.run_until(async {
         stopped.await.ok();
     }));
+    let mut reported = None;
     for _ in 0..2_000 {
-        if running.ran.load(Ordering::SeqCst) == 130 {
+        if reported.is_none() {
+            let view = env.q.inspector().systems().await.unwrap();
+            reported = view
+                .into_iter()
+                .find(|s| s.system == "payments" && s.workers == 1);
+        }
+        if running.ran.load(Ordering::SeqCst) == 130 && reported.is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // The worker reports the system: its breaker (none set: closed), no rate limit.
+    let reported = reported.expect("the worker reports payments");
+    assert_eq!(
+        (reported.breaker.as_deref(), reported.rate),
+        (Some("closed"), None)
+    );
     stop.send(()).unwrap();
     handle.await.unwrap().unwrap();
     assert_eq!(running.ran.load(Ordering::SeqCst), 130);

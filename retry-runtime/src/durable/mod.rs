@@ -46,7 +46,7 @@ pub use inspector::page::TaskPage;
 pub use inspector::presence::{DEFAULT_HEARTBEAT_INTERVAL, HeldTask, SchedulerEntry, WorkerInfo};
 pub use inspector::{
     Canceled, ErrorGroup, FoundPage, HistoryBucket, HistorySpan, Inspector, QueueStats,
-    SEARCH_WINDOW, TaskFilter,
+    SEARCH_WINDOW, SystemInfo, TaskFilter,
 };
 #[cfg(any(test, feature = "test-util"))]
 pub use inspector::{MAX_KINDS, MAX_SEARCH_BYTES};

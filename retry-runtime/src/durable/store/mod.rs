@@ -52,6 +52,7 @@ pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub(crate) mod presence;
+pub(crate) mod reports;
 mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -122,6 +123,7 @@ impl Store {
             presence::migrate(self).await?;
             find::migrate(self).await?;
             systems::migrate(self).await?;
+            reports::migrate(self).await?;
             return counts::migrate(self).await;
         };
         if self.has_current_columns().await {

@@ -163,6 +163,7 @@ impl Config {
             concurrency: self.concurrency,
             interval: self.heartbeat_interval,
             held: runner.held.clone(),
+            gate: runner.gate.clone(),
         }
     }
 

@@ -63,6 +63,7 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
             super::history::print(&named(&base, &queue)?, hours, days, output).await
         }
         Command::Workers => super::presence::workers(&base, output).await,
+        Command::Systems { queue } => super::systems::print(&named(&base, &queue)?, output).await,
         Command::Schedulers => super::presence::schedulers(&base, output).await,
         Command::Dash { .. } => unreachable!("handled above"),
     }

@@ -9,6 +9,7 @@
 
 pub(crate) mod action_answers;
 pub(crate) mod answers;
+pub(crate) mod systems;
 
 use std::time::SystemTime;
 
@@ -22,6 +23,7 @@ use utoipa::ToSchema;
 
 pub(crate) use action_answers::*;
 pub(crate) use answers::*;
+pub(crate) use systems::{SystemJson, Systems, systems};
 
 /// [`rfc3339`] of an optional time: `None` when absent.
 pub(crate) fn opt_time(t: Option<SystemTime>) -> Option<String> {

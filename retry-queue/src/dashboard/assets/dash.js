@@ -224,11 +224,22 @@ async function renderQueue(r) {
   // The chart's data is fetched when the queue or its range changes, at most once a minute
   // otherwise: most refreshes draw it from what was fetched (see chart.js).
   const chart = await historyChart(r.queue);
-  const systems = systemsTable(await api("GET", queuePath(r.queue, "systems")));
+  const systems = systemsTable(await queueSystems(r.queue));
   return () => {
     $("crumbs").replaceChildren(el("span", {}, " / "), el("a", { href: queueHref(r.queue, "retry") }, r.queue));
     $("main").replaceChildren(title, noWorkerBanner(stats), chart, systems, tabs, body);
   };
+}
+
+// The queue's systems, fetched when the queue changes and at most every 30 s otherwise (like
+// the chart): a refresh stays one request, the tasks'.
+const SYSTEMS_TTL_MS = 30000;
+let systemsCache = null; // { queue, at, data }
+async function queueSystems(queue) {
+  if (!systemsCache || systemsCache.queue !== queue || Date.now() - systemsCache.at > SYSTEMS_TTL_MS) {
+    systemsCache = { queue, at: Date.now(), data: await api("GET", queuePath(queue, "systems")) };
+  }
+  return systemsCache.data;
 }
 
 // The queue's tasks per external system, and what the workers report of each (breaker, the

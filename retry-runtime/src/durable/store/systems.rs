@@ -30,6 +30,8 @@ pub(crate) struct Filter<'a> {
     /// second JSON array.
     pub(crate) except: Option<(&'a str, &'a str)>,
     pub(crate) retried: Retried,
+    /// A global concurrency limit of the `only` system across every worker of the queue.
+    pub(crate) global: Option<i64>,
 }
 
 /// Claims up to `limit` due tasks of `kinds` that pass `filter`, like
@@ -63,8 +65,17 @@ pub(crate) async fn claim(
         Arg::MaybeText(filter.except.map(|(systems, _)| systems)),
         Arg::Text(filter.except.map_or("[]", |(_, kinds)| kinds)),
         Arg::Int(filter.retried as i64),
+        Arg::MaybeInt(filter.global),
     ];
-    let mut rows: Vec<Row> = fetch_all(store, statement, &args).await?;
+    let mut rows: Vec<Row> = match (store, filter.only, filter.global) {
+        #[cfg(feature = "postgres")]
+        (Store::Postgres(pool), Some((system, _)), Some(_)) => {
+            super::postgres::claim_global(pool, &args, (queue, system))
+                .await
+                .map_err(Error::from_sqlx)?
+        }
+        _ => fetch_all(store, statement, &args).await?,
+    };
     rows.sort_by_key(|row| (row.next_process_ms, row.seq));
     Ok(rows)
 }

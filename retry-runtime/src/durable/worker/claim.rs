@@ -117,10 +117,12 @@ async fn gated(
             continue;
         }
         let w = &gate.watched[i];
+        let global = w.limit.get_global_concurrency();
         let filter = Filter {
             only: Some((&w.name, &w.kinds)),
             except: None,
             retried: Retried::Any,
+            global: global.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
         };
         let tasks = split(queue, filter, asked, &mut retries, lease, kinds).await?;
         gate.taken(Some(i), &tasks, asked);
@@ -132,6 +134,7 @@ async fn gated(
             only: None,
             except: (!gate.watched.is_empty()).then_some((&gate.except.0, &gate.except.1)),
             retried: Retried::Any,
+            global: None,
         };
         let tasks = split(queue, filter, free, &mut retries, lease, kinds).await?;
         gate.taken(None, &tasks, free);

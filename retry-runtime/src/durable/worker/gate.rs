@@ -248,10 +248,13 @@ impl Gate {
             return key.retry && state.pressure;
         };
         s.held = s.held.saturating_sub(1);
+        let now = Instant::now();
         if let Some(succeeded) = succeeded {
-            s.ramp.record(succeeded, Instant::now());
+            s.ramp.record(succeeded, now);
         }
-        s.withheld
+        // A slot of a system with more due: claim now, unless its rate holds them back (then
+        // `next_start` says when).
+        s.withheld && s.ramp.is_full(now)
     }
 
     /// When a system's rate lets its next task start, if a system waits for it with tasks due.

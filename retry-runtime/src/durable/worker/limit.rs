@@ -23,6 +23,7 @@ pub const DEFAULT_RETRY_SHARE: f64 = 0.5;
 pub struct SystemLimit {
     concurrency: Option<usize>,
     rate: Option<f64>,
+    global_concurrency: Option<usize>,
 }
 
 impl SystemLimit {
@@ -55,6 +56,34 @@ impl SystemLimit {
         self
     }
 
+    /// At most `n` tasks of the system active (claimed: running or prefetched) in the queue
+    /// across **every** worker process, beside this worker's own [`concurrency`](Self::concurrency)
+    /// (Oban Pro's `global_limit`). Every worker of the queue serving the system should set
+    /// the same `n`; only tasks that name the system ([`Task::system`](crate::durable::Task::system))
+    /// count.
+    ///
+    /// **Its cost**: each claim of the system counts the system's active tasks (from the
+    /// system index) in the claim's own statement and, on PostgreSQL, takes a transaction-level
+    /// advisory lock on the queue and system first, so the claims of that system run one at a
+    /// time across every process (a claim is a few milliseconds; other systems' claims are not
+    /// held). On SQLite the claim holds the database's write lock anyway.
+    ///
+    /// # Panics
+    /// If `n` is 0.
+    pub fn global_concurrency(mut self, n: usize) -> Self {
+        assert!(
+            n > 0,
+            "a system's global concurrency limit must be at least 1"
+        );
+        self.global_concurrency = Some(n);
+        self
+    }
+
+    /// The global concurrency limit, if any.
+    pub fn get_global_concurrency(&self) -> Option<usize> {
+        self.global_concurrency
+    }
+
     /// The concurrency limit, if any.
     pub fn get_concurrency(&self) -> Option<usize> {
         self.concurrency
@@ -79,6 +108,7 @@ impl SystemLimit {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             },
+            global_concurrency: self.global_concurrency,
         }
     }
 }

@@ -19,8 +19,9 @@ pub(crate) const UNLIMITED_RAMP_END: f64 = 1024.0;
 pub(crate) const FAILURE_RUN: u32 = 5;
 
 /// The bucket holds at most this many seconds' worth of tokens (and at least one token): a
-/// burst stays within a tenth of a second's rate.
-const BURST: f64 = 0.1;
+/// burst stays within a twentieth of a second's rate, and any one-second window sees at most
+/// the rate plus that.
+const BURST: f64 = 0.05;
 
 /// One system's rate and ramp.
 #[derive(Debug)]
@@ -89,10 +90,21 @@ impl Ramp {
         }
     }
 
-    /// When the next task may start, if the rate holds one back now.
+    /// When a full bucket's worth of tasks may start, if the rate holds them back now: the
+    /// claims of a rate-bound system come a bucket at a time (every twentieth of a second at
+    /// most), not one claim per task.
     pub(crate) fn next_token(&self, now: Instant) -> Option<Instant> {
         let rate = self.rate()?;
-        (self.tokens < 1.0).then(|| now + Duration::from_secs_f64((1.0 - self.tokens) / rate))
+        let full = burst(rate).floor();
+        (self.tokens < full).then(|| now + Duration::from_secs_f64((full - self.tokens) / rate))
+    }
+
+    /// Whether a full bucket's worth may start now (see [`next_token`](Ramp::next_token)).
+    pub(crate) fn is_full(&mut self, now: Instant) -> bool {
+        match self.rate() {
+            None => true,
+            Some(rate) => self.allowance(now) as f64 >= burst(rate).floor(),
+        }
     }
 
     /// An attempt of the system ended: succeeded or failed.
@@ -179,11 +191,13 @@ mod tests {
     async fn the_bucket_lets_the_rate_through_and_says_when_the_next_token_comes() {
         let t = Instant::now();
         let mut ramp = Ramp::new(Some(100.0), t);
-        assert_eq!(ramp.allowance(t), 10);
-        ramp.take(10);
+        assert_eq!(ramp.allowance(t), 5);
+        ramp.take(5);
         assert_eq!(ramp.allowance(t), 0);
-        assert_eq!(ramp.next_token(t), Some(t + Duration::from_millis(10)));
-        assert_eq!(ramp.allowance(t + Duration::from_millis(50)), 5);
+        assert_eq!(ramp.next_token(t), Some(t + Duration::from_millis(50)));
+        assert_eq!(ramp.allowance(t + Duration::from_millis(30)), 3);
+        assert!(!ramp.is_full(t + Duration::from_millis(30)));
+        assert!(ramp.is_full(t + Duration::from_millis(50)));
         // Over a second: at most the rate plus one burst.
         let mut started = 0;
         for ms in 0..1000 {
@@ -192,6 +206,6 @@ mod tests {
             ramp.take(n);
             started += n;
         }
-        assert!((100..=110).contains(&started), "{started}");
+        assert!((100..=105).contains(&started), "{started}");
     }
 }

@@ -16,7 +16,8 @@ use retry_runtime::{Breaker, BreakerState, breaker_state, retry, set_breaker};
 use retry_tests::durable_env::{Backend, Env, secs, worker};
 
 retry_tests::both_backends!(
-    an_open_breaker_defers_its_systems_tasks_and_one_probe_reopens_the_flow
+    an_open_breaker_defers_its_systems_tasks_and_one_probe_reopens_the_flow,
+    a_rejected_attempt_of_a_named_system_waits_for_the_probe,
 );
 
 static UP: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
@@ -163,4 +164,56 @@ async fn an_open_breaker_defers_its_systems_tasks_and_one_probe_reopens_the_flow
     for n in 0..10 {
         assert_eq!(env.info(&format!("c{n}")).await.retried, 0);
     }
+}
+
+#[retry(read, attempts = 1, system = "gw2-sqlite", protect)]
+async fn down_sqlite() -> Result<(), BoxError> {
+    Err(StatusError::new(503, None).into())
+}
+
+#[retry(read, attempts = 1, system = "gw2-postgres", protect)]
+async fn down_postgres() -> Result<(), BoxError> {
+    Err(StatusError::new(503, None).into())
+}
+
+async fn down(system: &str) -> Result<(), BoxError> {
+    if system == "gw2-sqlite" {
+        down_sqlite().await
+    } else {
+        down_postgres().await
+    }
+}
+
+/// A worker that does not watch the system still claims its task; the handler's call is
+/// refused by the open breaker: not counted, and retried at the breaker's next probe (plus up
+/// to 1 s), not on asynq's 15–44 s schedule.
+async fn a_rejected_attempt_of_a_named_system_waits_for_the_probe(backend: Backend) {
+    let system = match backend {
+        Backend::Sqlite => "gw2-sqlite",
+        Backend::Postgres => "gw2-postgres",
+    };
+    let Some(env) = Env::new(backend, "breaker-rejected").await else {
+        return;
+    };
+    let open_for = Duration::from_secs(3);
+    set_breaker(
+        system,
+        Breaker::new().consecutive_failures(1).open_for(open_for),
+    );
+    down(system).await.unwrap_err();
+    env.q
+        .enqueue(Task::new("charge", &0).system(system).task_id("c"))
+        .await
+        .unwrap();
+    let w = worker(&env).handle("charge", |task| async move {
+        down(task.system().unwrap()).await
+    });
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    let task = env.info("c").await;
+    assert_eq!((task.state, task.retried), (TaskState::Retry, 0));
+    let due = task.next_process_at.unwrap();
+    assert!(
+        due <= env.at(secs(0)) + open_for + Duration::from_secs(1),
+        "{task:?}"
+    );
 }

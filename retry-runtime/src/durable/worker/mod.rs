@@ -305,7 +305,6 @@ impl Worker {
     /// While fresh tasks are due, tasks with `retried > 0` take at most this share of the
     /// [`concurrency`](Worker::concurrency) slots (default
     /// [`DEFAULT_RETRY_SHARE`](crate::durable::DEFAULT_RETRY_SHARE), 0.5; `1.0`: no share).
-    ///
     /// # Panics
     /// If `share` is not above 0 and at most 1.
     pub fn retry_share(mut self, share: f64) -> Self {

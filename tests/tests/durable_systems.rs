@@ -257,3 +257,41 @@ async fn retries_take_at_most_their_share_while_fresh_tasks_are_due(backend: Bac
     );
     assert_eq!(env.ids(TaskState::Completed).await.len(), 14, "{rounds:?}");
 }
+
+/// A table made before issue 31 (no `system`, no `deferred_ms`, neither index) gains them in
+/// place when a queue connects: its tasks keep their rows and name no system. SQLite only: on
+/// the shared PostgreSQL database, dropping columns would pull them from under other tests.
+#[tokio::test]
+async fn an_earlier_table_gains_the_system_columns_in_place() {
+    use sqlx::Connection as _;
+
+    let Some(env) = Env::new(Backend::Sqlite, "systems-upgrade").await else {
+        return;
+    };
+    env.q
+        .enqueue(Task::new("charge", &1).task_id("old"))
+        .await
+        .unwrap();
+    env.q.close().await;
+    let mut db = sqlx::SqliteConnection::connect(&env.url).await.unwrap();
+    for sql in [
+        "DROP INDEX retry_tasks_system",
+        "DROP INDEX retry_tasks_retries",
+        "ALTER TABLE retry_tasks DROP COLUMN system",
+        "ALTER TABLE retry_tasks DROP COLUMN deferred_ms",
+    ] {
+        sqlx::query(sql).execute(&mut db).await.unwrap();
+    }
+    db.close().await.unwrap();
+    let q = env.on_system_clock().await;
+    assert_eq!(
+        q.inspector().get("old").await.unwrap().unwrap().system,
+        None
+    );
+    let new = q
+        .enqueue(Task::new("charge", &2).system("payments"))
+        .await
+        .unwrap();
+    assert_eq!(new.system.as_deref(), Some("payments"));
+    assert_eq!(q.inspector().systems().await.unwrap().len(), 1);
+}

@@ -153,13 +153,13 @@ pub(crate) async fn counts(
         .collect())
 }
 
-/// Whether a retry (a task with `retried > 0`) waits in `queue`, due or not: read from the
-/// index of waiting retries.
-pub(crate) async fn retries_waiting(store: &Store, queue: &str) -> Result<bool, Error> {
+/// Whether a retry (a task with `retried > 0`) of `queue` is due by `now`: read from the index
+/// of waiting retries.
+pub(crate) async fn retries_due(store: &Store, queue: &str, now: i64) -> Result<bool, Error> {
     const ANY: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM retry_tasks \
          WHERE queue = $1 AND retried > 0 AND state IN ('pending', 'scheduled', 'retry') \
-         LIMIT 1) AS waiting";
-    Ok(super::fetch_int(store, ANY, &[Arg::Text(queue)]).await? > 0)
+         AND next_process_ms <= $2 LIMIT 1) AS due";
+    Ok(super::fetch_int(store, ANY, &[Arg::Text(queue), Arg::Int(now)]).await? > 0)
 }
 
 /// The index of the live tasks naming a system, and the index of the waiting retries (for

@@ -78,11 +78,13 @@ pub(crate) async fn claim(
     Ok(claimed)
 }
 
-/// Back to the plain claim when no served queue has a retry waiting.
+/// Back to the plain claim when no served queue has a retry due. (One that comes due later is
+/// met by a plain claim, which may take more than the share that once, and splits again.)
 async fn relax(queues: &[Served], gate: &Gate) {
     for served in queues {
         let handle = &served.queue.handle;
-        match systems::retries_waiting(&handle.store, &handle.name).await {
+        let now = to_ms(handle.clock.now());
+        match systems::retries_due(&handle.store, &handle.name, now).await {
             Ok(false) => {}
             Ok(true) => return,
             Err(e) => {

@@ -158,13 +158,13 @@ impl Gate {
     }
 
     /// Whether retries were about but none is held: the claim round then asks the store
-    /// whether any waits, and [`relax`](Gate::relax)es if none does.
+    /// whether any is due, and [`relax`](Gate::relax)es if none is.
     pub(crate) fn may_relax(&self) -> bool {
         let state = self.lock();
         state.pressure && state.retries_held == 0
     }
 
-    /// No retry waits in the served queues: claims go back to the plain claim.
+    /// No retry is due in the served queues: claims go back to the plain claim.
     pub(crate) fn relax(&self) {
         self.lock().pressure = false;
     }

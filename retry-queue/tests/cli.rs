@@ -410,6 +410,7 @@ async fn task_show_prints_every_field_and_refuses_unknown_ids(backend: Backend) 
 id:              r2
 queue:           {name}
 kind:            charge
+system:          -
 state:           retry
 retried:         1/25
 enqueued_at:     2023-11-14T22:13:21Z

@@ -174,6 +174,7 @@ async fn the_served_openapi_document_is_the_committed_one() {
         "/api/queues/{queue}/tasks",
         "/api/queues/{queue}/errors",
         "/api/queues/{queue}/history",
+        "/api/queues/{queue}/systems",
         "/api/queues/{queue}/kinds",
         "/api/queues/{queue}/tasks/{id}",
         "/api/queues/{queue}/task",
@@ -196,7 +197,7 @@ async fn the_served_openapi_document_is_the_committed_one() {
             );
         }
     }
-    assert_eq!(paths.len(), 17, "{:?}", paths.keys().collect::<Vec<_>>());
+    assert_eq!(paths.len(), 18, "{:?}", paths.keys().collect::<Vec<_>>());
 }
 
 #[tokio::test]

@@ -17,6 +17,7 @@
 // - integrations: a module users name in paths sits at the root, behind its feature (`http`,
 //   `tower`, `reqwest_middleware`, `durable`); what only implements our traits for another
 //   crate's types (anyhow, failsafe, reqwest, sqlx, tonic, uuid) is under `integrations/`.
+mod ambient;
 mod attempt;
 mod backoff;
 pub(crate) mod budget;

@@ -4,6 +4,7 @@
 
 pub use tokio::time::sleep;
 
+pub use crate::ambient::{InSystem, in_system, in_system_sync};
 pub use crate::attempt::{Attempt, attempt, attempt_blocking};
 pub use crate::classify::registered::{Downcast, DowncastError, DowncastNothing, Registered};
 pub use crate::classify::{Hint, Verdict};

@@ -135,11 +135,13 @@ async fn outcomes_are_counted_per_queue_kind_and_outcome(backend: Backend) {
     let expected: BTreeMap<String, u64> = [
         ("kind=charge,outcome=archived", 1),
         ("kind=charge,outcome=completed", 2),
+        ("kind=charge,outcome=deferred", 0),
         ("kind=charge,outcome=not_failure", 1),
         ("kind=charge,outcome=retried", 1),
         ("kind=charge,outcome=snoozed", 0),
         ("kind=email,outcome=archived", 0),
         ("kind=email,outcome=completed", 1),
+        ("kind=email,outcome=deferred", 0),
         ("kind=email,outcome=not_failure", 0),
         ("kind=email,outcome=retried", 0),
         ("kind=email,outcome=snoozed", 0),
@@ -185,6 +187,7 @@ async fn outcomes_are_counted_per_queue_kind_and_outcome(backend: Backend) {
     let expected: BTreeMap<String, u64> = [
         ("kind=email,outcome=archived", 0),
         ("kind=email,outcome=completed", 0),
+        ("kind=email,outcome=deferred", 0),
         ("kind=email,outcome=not_failure", 0),
         ("kind=email,outcome=retried", 0),
         ("kind=email,outcome=snoozed", 0),
@@ -318,6 +321,7 @@ async fn a_snooze_is_counted_as_its_own_outcome(backend: Backend) {
     let expected: BTreeMap<String, u64> = [
         ("kind=settle,outcome=archived", 0),
         ("kind=settle,outcome=completed", 0),
+        ("kind=settle,outcome=deferred", 0),
         ("kind=settle,outcome=not_failure", 0),
         ("kind=settle,outcome=retried", 0),
         ("kind=settle,outcome=snoozed", 2),

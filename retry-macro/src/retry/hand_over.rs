@@ -43,10 +43,12 @@ pub(super) fn decide(
         local("__retry_handed"),
         local("__retry_task"),
     );
+    // The hand-over runs with the site's system as the ambient one: a task it enqueues
+    // without a system of its own names it (`retry_runtime::durable::Task::system`).
     let run = if is_async {
-        quote_spanned!(expr.span()=> (#expr).await)
+        quote_spanned!(expr.span()=> #krate::__private::in_system(#retrier.system(), #expr).await)
     } else {
-        quote_spanned!(expr.span()=> #expr)
+        quote_spanned!(expr.span()=> #krate::__private::in_system_sync(#retrier.system(), || #expr))
     };
     let record = quote_spanned! {expr.span()=>
         #retrier.handed_over::<_>(#reason, &#handed, #text)

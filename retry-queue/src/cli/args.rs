@@ -63,6 +63,13 @@ pub enum Command {
     },
     /// The live workers (by their heartbeats): host, pid, queues, and the tasks each is running
     Workers,
+    /// A queue's tasks per external system (due, deferred, in flight), and what the live
+    /// workers report of each system: its breaker and the rate its tasks start at
+    Systems {
+        /// The queue
+        #[arg(long, default_value = DEFAULT_QUEUE)]
+        queue: String,
+    },
     /// The entries of the live schedulers: kind, spec, next run, last enqueue
     Schedulers,
     /// Serve the web dashboard. Its token (required off loopback), at least 16 characters,

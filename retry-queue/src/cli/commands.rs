@@ -62,6 +62,7 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
             super::history::print(&named(&base, &queue)?, hours, days, output).await
         }
         Command::Workers => super::presence::workers(&base, output).await,
+        Command::Systems { queue } => super::systems::print(&named(&base, &queue)?, output).await,
         Command::Schedulers => super::presence::schedulers(&base, output).await,
         Command::Dash { .. } => unreachable!("handled above"),
     }
@@ -228,6 +229,10 @@ fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
         ("id", clean(&t.id)),
         ("queue", clean(&t.queue)),
         ("kind", clean(&t.kind)),
+        (
+            "system",
+            t.system.as_deref().map_or_else(|| "-".to_owned(), clean),
+        ),
         ("state", t.state.to_string()),
         ("retried", format!("{}/{}", t.retried, t.max_retry)),
         ("enqueued_at", rfc3339(t.enqueued_at)),

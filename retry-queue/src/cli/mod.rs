@@ -14,6 +14,7 @@
 //! retry-queue --db sqlite://tasks.db errors [--state retry] [--queue q]
 //! retry-queue --db sqlite://tasks.db history [--hours 24 | --days n] [--queue q]
 //! retry-queue --db sqlite://tasks.db workers
+//! retry-queue --db sqlite://tasks.db systems --queue default
 //! retry-queue --db sqlite://tasks.db schedulers
 //! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token-file PATH]
 //! ```
@@ -33,6 +34,7 @@ mod history;
 mod open;
 mod output;
 mod presence;
+mod systems;
 mod table;
 
 use std::process::ExitCode;

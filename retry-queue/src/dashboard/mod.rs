@@ -43,6 +43,7 @@
 //! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…], "stats": queue, "now"}` |
 //! | `GET /api/queues/{queue}/errors?states=retry,archived` | `{"queue", "states": [{"state", "groups": [group…]}…], "stats": queue, "now"}` |
 //! | `GET /api/queues/{queue}/history?hours=24` (1 to 168) or `?days=30` (1 to 90) | `{"queue", "hours" or "days", "buckets": [{"start", "processed", "failed"}…]}`, oldest first, empty buckets included |
+//! | `GET /api/queues/{queue}/systems` | `{"queue", "systems": [{"system", "due", "deferred", "in_flight", "waiting", "breaker", "rate", "ramping", "workers"}…]}`: the queue's tasks per system they name, and what the live workers report of each (breaker `open`/`half_open`/`closed` or `null`, rate per second or `null`: unlimited) |
 //! | `POST /api/queues/{queue}/tasks/{id}/{action}` (`run\|delete\|archive\|cancel`) | `{"queue", "id", "action"}` |
 //! | `POST /api/queues/{queue}/task/{action}?id=ID` | the same, the id in the query (what the page uses: a browser resolves a path segment `.` or `..`, even written `%2E`, before sending) |
 //! | `POST /api/queues/{queue}/run-all?state=archived` | `{"queue", "state", "count"}` |
@@ -200,6 +201,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
         .route("/api/queues/{queue}/tasks", get(task_api::tasks))
         .route("/api/queues/{queue}/errors", get(api::errors))
         .route("/api/queues/{queue}/history", get(overview_api::history))
+        .route("/api/queues/{queue}/systems", get(overview_api::systems))
         .route("/api/queues/{queue}/kinds", get(task_api::kinds))
         .route("/api/queues/{queue}/tasks/{id}", get(task_api::task))
         .route("/api/queues/{queue}/task", get(task_api::task_by_query))

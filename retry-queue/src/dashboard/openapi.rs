@@ -14,7 +14,8 @@ use super::params::{BatchBody, Flag};
 use crate::json::{
     Acted, Actions, BatchDone, BatchFailure, BucketJson, BulkDone, Counts, EntryJson, ErrorBody,
     ErrorGroupJson, Errors, FailedJson, Filtered, HeldJson, History, Kinds, Overview, Paused,
-    QueueJson, Schedulers, StateGroups, StateName, TaskAnswer, TaskJson, TasksPage, Workers,
+    QueueJson, Schedulers, StateGroups, StateName, SystemJson, Systems, TaskAnswer, TaskJson,
+    TasksPage, Workers,
 };
 use crate::ops::Action;
 
@@ -33,6 +34,7 @@ use crate::ops::Action;
         super::overview_api::workers,
         super::overview_api::schedulers,
         super::overview_api::history,
+        super::overview_api::systems,
         super::task_api::tasks,
         super::task_api::kinds,
         super::task_api::task,
@@ -51,7 +53,7 @@ use crate::ops::Action;
         Acted, Actions, BatchBody, BatchDone, BatchFailure, BucketJson, BulkDone, Counts,
         EntryJson, ErrorBody, ErrorGroupJson, Errors, FailedJson, Filtered, Flag, HeldJson,
         History, Kinds, Overview, Paused, QueueJson, Schedulers, StateGroups, StateName,
-        TaskAnswer, TaskJson, TasksPage, Workers, Action
+        SystemJson, Systems, TaskAnswer, TaskJson, TasksPage, Workers, Action
     )),
     modifiers(&Refusals),
     security(("bearer" = []))

@@ -10,7 +10,7 @@ use retry_runtime::durable::{HistorySpan, Queue};
 use super::api::Answer;
 use super::error::ApiError;
 use super::params::{ApiQuery, HistoryQuery, Target};
-use crate::json::{self, History, Overview, Schedulers, Workers};
+use crate::json::{self, History, Overview, Schedulers, Systems, Workers};
 
 /// `GET /api/queues`: every queue of the database, each with its number of live workers and
 /// its earliest due scheduled or retry task (the page's "no worker is running" banner), and
@@ -70,4 +70,17 @@ pub(crate) async fn history(
         .await
         .map_err(|e| ApiError::from_queue(e, &queue, None))?;
     Ok(Json(json::history(queue.name(), span, &buckets)))
+}
+
+/// `GET /api/queues/{queue}/systems`: the queue's tasks per external system they name (due,
+/// deferred, in flight, waiting) and what the live workers serving it report of each system
+/// (breaker, rate, ramping).
+#[utoipa::path(get, path = "/api/queues/{queue}/systems", tag = "queues",
+    params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
+        super::params::QueueParam),
+    responses((status = 200, description = "The queue's systems, by name", body = Systems)))]
+pub(crate) async fn systems(Target(queue): Target) -> Answer<Systems> {
+    let systems = queue.inspector().systems().await;
+    let systems = systems.map_err(|e| ApiError::from_queue(e, &queue, None))?;
+    Ok(Json(json::systems(queue.name(), &systems)))
 }

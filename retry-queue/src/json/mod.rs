@@ -9,6 +9,7 @@
 
 pub(crate) mod action_answers;
 pub(crate) mod answers;
+pub(crate) mod systems;
 
 use std::time::SystemTime;
 
@@ -22,6 +23,7 @@ use utoipa::ToSchema;
 
 pub(crate) use action_answers::*;
 pub(crate) use answers::*;
+pub(crate) use systems::{SystemJson, Systems, systems};
 
 /// [`rfc3339`] of an optional time: `None` when absent.
 pub(crate) fn opt_time(t: Option<SystemTime>) -> Option<String> {
@@ -87,6 +89,9 @@ pub(crate) struct TaskJson {
     id: String,
     queue: String,
     kind: String,
+    /// The external system the task names (absent when it names none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
     state: StateName,
     retried: u32,
     max_retry: u32,
@@ -118,6 +123,7 @@ pub(crate) fn task(task: &TaskInfo) -> TaskJson {
         id: task.id.clone(),
         queue: task.queue.clone(),
         kind: task.kind.clone(),
+        system: task.system.clone(),
         state: task.state.into(),
         retried: task.retried,
         max_retry: task.max_retry,

@@ -22,6 +22,10 @@ pub(super) enum Value {
     BreakerConsecutive(u32),
     BreakerOpen(Duration),
     BreakerProbes(u32),
+    /// A durable worker's concurrency limit for the system's tasks.
+    QueueConcurrency(u32),
+    /// A durable worker's rate limit for the system's tasks, per second.
+    QueueRate(f64),
 }
 
 /// Every key, upper-case as in a variable's name (a file uses the lower-case form).
@@ -38,6 +42,8 @@ pub(super) const KEYS: &[&str] = &[
     "BREAKER_CONSECUTIVE",
     "BREAKER_OPEN",
     "BREAKER_PROBES",
+    "QUEUE_CONCURRENCY",
+    "QUEUE_RATE",
 ];
 
 /// Reads `text` as the value of `key` (upper-case), or says why it is not one.
@@ -56,6 +62,8 @@ pub(super) fn read(key: &str, text: &str) -> Result<Value, String> {
         "BREAKER_CONSECUTIVE" => Value::BreakerConsecutive(count(text, 1, u32::MAX)?),
         "BREAKER_OPEN" => Value::BreakerOpen(duration(text)?),
         "BREAKER_PROBES" => Value::BreakerProbes(count(text, 1, MAX_PROBES)?),
+        "QUEUE_CONCURRENCY" => Value::QueueConcurrency(count(text, 1, u32::MAX)?),
+        "QUEUE_RATE" => Value::QueueRate(per_second(text)?),
         other => return Err(unknown(other)),
     })
 }
@@ -98,6 +106,14 @@ fn rate(text: &str) -> Result<f64, String> {
             "expected a share of failed calls above 0 and at most 1, like `0.5` or `50%`"
                 .to_owned(),
         ),
+    }
+}
+
+/// Tasks per second: a finite number above 0.
+fn per_second(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
+        _ => Err("expected a number of tasks per second above 0, like `100` or `0.5`".to_owned()),
     }
 }
 

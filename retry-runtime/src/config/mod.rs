@@ -18,6 +18,8 @@ use std::sync::{Mutex, PoisonError};
 pub(crate) use effective::effective;
 pub use report::{Applied, Refusal, Report};
 pub(crate) use state::protections;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use state::queue_limits;
 
 use crate::protect;
 use tighten::{BySystem, Given};

@@ -29,6 +29,10 @@ pub(crate) struct Overrides {
     pub(super) consecutive: Option<u32>,
     pub(super) open_for: Option<Duration>,
     pub(super) probes: Option<u32>,
+    /// A durable worker's concurrency limit for the system's tasks (`QUEUE_CONCURRENCY`).
+    pub(super) queue_concurrency: Option<u32>,
+    /// A durable worker's rate limit for the system's tasks (`QUEUE_RATE`).
+    pub(super) queue_rate: Option<f64>,
 }
 
 impl Overrides {
@@ -46,6 +50,8 @@ impl Overrides {
             Value::BreakerConsecutive(n) => (self.breaker_on, self.consecutive) = (true, Some(n)),
             Value::BreakerOpen(d) => (self.breaker_on, self.open_for) = (true, Some(d)),
             Value::BreakerProbes(n) => (self.breaker_on, self.probes) = (true, Some(n)),
+            Value::QueueConcurrency(n) => self.queue_concurrency = Some(n),
+            Value::QueueRate(r) => self.queue_rate = Some(r),
         }
     }
 }
@@ -66,6 +72,19 @@ pub(crate) fn overrides(system: &str) -> Option<Overrides> {
         .load()
         .as_deref()
         .and_then(|map| map.get(system).copied())
+}
+
+/// The durable worker's limits of `system` in the configuration: its `QUEUE_CONCURRENCY` and
+/// `QUEUE_RATE`. A worker applies each as the lower of it and its own limit (tighten-only).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn queue_limits(system: &str) -> (Option<usize>, Option<f64>) {
+    overrides(system).map_or((None, None), |o| {
+        (
+            o.queue_concurrency
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            o.queue_rate,
+        )
+    })
 }
 
 /// The breaker and bulkhead in effect for `system`: the code's, tightened by the configuration.

@@ -64,7 +64,13 @@ pub(super) fn system(
             | Value::BreakerConsecutive(_)
             | Value::BreakerOpen(_)
             | Value::BreakerProbes(_) => code.breaker.and_then(|b| looser_breaker(value, b)),
-            Value::Retries(_) | Value::Hedge(_) | Value::Breaker(_) => None,
+            // A worker applies these as the lower of its own limit and them (`durable`'s
+            // `SystemLimit::configured`): they cannot loosen anything.
+            Value::Retries(_)
+            | Value::Hedge(_)
+            | Value::Breaker(_)
+            | Value::QueueConcurrency(_)
+            | Value::QueueRate(_) => None,
         };
         match refused {
             Some(why) => report.refuse(&g.source, &g.text, why),

@@ -45,7 +45,7 @@ pub use failures::{FailedAttempt, MAX_FAILURE_ERROR, MAX_FAILURES};
 pub use inspector::presence::{DEFAULT_HEARTBEAT_INTERVAL, HeldTask, SchedulerEntry, WorkerInfo};
 pub use inspector::{
     Canceled, Cursor, ErrorGroup, HistoryBucket, HistorySpan, Inspector, QueueStats, SEARCH_WINDOW,
-    TaskPage, TaskQuery,
+    SystemInfo, TaskPage, TaskQuery,
 };
 #[cfg(any(test, feature = "test-util"))]
 pub use inspector::{MAX_KINDS, MAX_SEARCH_BYTES};
@@ -56,5 +56,6 @@ pub use scheduler::Scheduler;
 pub use store::counts::HISTORY_DAYS;
 pub use worker::Worker;
 pub use worker::attempt::DEFAULT_LEASE;
+pub use worker::limit::{DEFAULT_RETRY_SHARE, SystemLimit};
 pub use worker::processor::{DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use worker::recoverer::DEFAULT_RECOVER_INTERVAL;

@@ -109,6 +109,12 @@ impl<'k> Retrier<Option<&'k dyn IdempotencyKey>> {
 }
 
 impl<K: KeySlot> Retrier<K> {
+    /// The site's system (`system = "…"`, or the fn's name): the ambient system of its
+    /// hand-over (`ambient.rs`).
+    pub fn system(&self) -> &'static str {
+        self.site.system
+    }
+
     #[inline(always)]
     fn with_key(site: &'static Site, key: K) -> Self {
         site.budget().deposit_call();

@@ -3,8 +3,11 @@
 //! ```text
 //! durable_worker --url URL --name NAME --log FILE --mode MODE
 //!                [--concurrency N] [--poll-ms N] [--lease-ms N] [--recover-ms N]
-//!                [--retry-delay-ms N] [--stall-ms N] [--fail-percent N]
+//!                [--retry-delay-ms N] [--stall-ms N] [--fail-percent N] [--global N]
 //! ```
+//!
+//! `--global N` limits the system `gw` to N active tasks across every worker of the queue
+//! (`SystemLimit::global_concurrency`, `tests/tests/durable_global.rs`).
 //!
 //! It handles the kind `job` until its standard input closes (then it drains and exits 0), and
 //! appends one line per attempt event to FILE (its own file: one writer, whole lines):
@@ -38,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use retry_runtime::BoxError;
-use retry_runtime::durable::{Queue, Worker, protocol};
+use retry_runtime::durable::{Queue, SystemLimit, Worker, protocol};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -63,6 +66,7 @@ struct Args {
     retry_delay: Duration,
     stall: Duration,
     fail_percent: u64,
+    global: Option<usize>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -78,6 +82,7 @@ fn parse_args() -> Result<Args, String> {
         retry_delay: Duration::from_millis(100),
         stall: Duration::from_secs(3),
         fail_percent: 30,
+        global: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -114,6 +119,9 @@ fn parse_args() -> Result<Args, String> {
             "--stall-ms" => args.stall = millis()?,
             "--fail-percent" => {
                 args.fail_percent = value.parse().map_err(|e| format!("{flag}: {e}"))?;
+            }
+            "--global" => {
+                args.global = Some(value.parse().map_err(|e| format!("{flag}: {e}"))?);
             }
             other => return Err(format!("unknown flag {other}")),
         }
@@ -207,75 +215,79 @@ async fn main() -> ExitCode {
         .lease(args.lease)
         .recover_interval(args.recover)
         .shutdown_timeout(Duration::from_secs(5))
-        .retry_delay(move |n, _err, _task| retry_delay * (n + 1))
-        .handle("job", move |task| {
-            let log = log.clone();
-            let name = name.clone();
-            async move {
-                let id = task.id().to_string();
-                let retried = task.retried();
-                log.line(&format!("start {id} {retried} {name} {}", now_micros()));
-                let end = |outcome: &str| {
-                    log.line(&format!(
-                        "end {id} {retried} {name} {} {outcome}",
-                        now_micros()
-                    ));
-                };
-                match mode {
-                    Mode::Ok => {
-                        end("ok");
-                        Ok(())
-                    }
-                    Mode::Hang => {
-                        tokio::time::sleep(Duration::from_secs(3600)).await;
-                        end("ok");
-                        Ok(())
-                    }
-                    Mode::StallOk | Mode::StallErr | Mode::SleepOk if retried > 0 => {
-                        end("ok");
-                        Ok(())
-                    }
-                    Mode::StallOk => {
-                        std::thread::sleep(stall);
-                        end("ok");
-                        Ok(())
-                    }
-                    Mode::SleepOk => {
-                        tokio::time::sleep(stall).await;
-                        end("ok");
-                        Ok(())
-                    }
-                    Mode::StallErr => {
-                        std::thread::sleep(stall);
+        .retry_delay(move |n, _err, _task| retry_delay * (n + 1));
+    let worker = match args.global {
+        Some(n) => worker.limit("gw", SystemLimit::new().global_concurrency(n)),
+        None => worker,
+    };
+    let worker = worker.handle("job", move |task| {
+        let log = log.clone();
+        let name = name.clone();
+        async move {
+            let id = task.id().to_string();
+            let retried = task.retried();
+            log.line(&format!("start {id} {retried} {name} {}", now_micros()));
+            let end = |outcome: &str| {
+                log.line(&format!(
+                    "end {id} {retried} {name} {} {outcome}",
+                    now_micros()
+                ));
+            };
+            match mode {
+                Mode::Ok => {
+                    end("ok");
+                    Ok(())
+                }
+                Mode::Hang => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    end("ok");
+                    Ok(())
+                }
+                Mode::StallOk | Mode::StallErr | Mode::SleepOk if retried > 0 => {
+                    end("ok");
+                    Ok(())
+                }
+                Mode::StallOk => {
+                    std::thread::sleep(stall);
+                    end("ok");
+                    Ok(())
+                }
+                Mode::SleepOk => {
+                    tokio::time::sleep(stall).await;
+                    end("ok");
+                    Ok(())
+                }
+                Mode::StallErr => {
+                    std::thread::sleep(stall);
+                    end("err");
+                    Err(BoxError::from("failed late, after a stall"))
+                }
+                Mode::RawStallOk => unreachable!("raw mode runs no Worker"),
+                Mode::Random => {
+                    let h = fnv(&id, retried);
+                    let pause = if (h >> 24) % 25 == 0 {
+                        long
+                    } else {
+                        Duration::from_millis(h % 21)
+                    };
+                    tokio::time::sleep(pause).await;
+                    let fails = retried < 4 && (h >> 8) % 100 < fail_percent;
+                    if fails && (h >> 16) % 6 == 0 {
+                        end("panic");
+                        panic!("injected panic in {id} (retried {retried})");
+                    } else if fails {
                         end("err");
-                        Err(BoxError::from("failed late, after a stall"))
-                    }
-                    Mode::RawStallOk => unreachable!("raw mode runs no Worker"),
-                    Mode::Random => {
-                        let h = fnv(&id, retried);
-                        let pause = if (h >> 24) % 25 == 0 {
-                            long
-                        } else {
-                            Duration::from_millis(h % 21)
-                        };
-                        tokio::time::sleep(pause).await;
-                        let fails = retried < 4 && (h >> 8) % 100 < fail_percent;
-                        if fails && (h >> 16) % 6 == 0 {
-                            end("panic");
-                            panic!("injected panic in {id} (retried {retried})");
-                        } else if fails {
-                            end("err");
-                            Err(BoxError::from(format!(
-                                "injected failure (retried {retried})"
-                            )))
-                        } else {
-                            end("ok");
-                            Ok(())
-                        }
+                        Err(BoxError::from(format!(
+                            "injected failure (retried {retried})"
+                        )))
+                    } else {
+                        end("ok");
+                        Ok(())
                     }
                 }
             }
-        });
+        }
+    });
     match worker.run_until(shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -224,10 +224,40 @@ async function renderQueue(r) {
   // The chart's data is fetched when the queue or its range changes, at most once a minute
   // otherwise: most refreshes draw it from what was fetched (see chart.js).
   const chart = await historyChart(r.queue);
+  const systems = systemsTable(await queueSystems(r.queue));
   return () => {
     $("crumbs").replaceChildren(el("span", {}, " / "), el("a", { href: queueHref(r.queue, "retry") }, r.queue));
-    $("main").replaceChildren(title, noWorkerBanner(stats), chart, tabs, body);
+    $("main").replaceChildren(title, noWorkerBanner(stats), chart, systems, tabs, body);
   };
+}
+
+// The queue's systems, fetched when the queue changes and at most every 30 s otherwise (like
+// the chart): a refresh stays one request, the tasks'.
+const SYSTEMS_TTL_MS = 30000;
+let systemsCache = null; // { queue, at, data }
+async function queueSystems(queue) {
+  if (!systemsCache || systemsCache.queue !== queue || Date.now() - systemsCache.at > SYSTEMS_TTL_MS) {
+    systemsCache = { queue, at: Date.now(), data: await api("GET", queuePath(queue, "systems")) };
+  }
+  return systemsCache.data;
+}
+
+// The queue's tasks per external system, and what the workers report of each (breaker, the
+// rate its tasks start at, a slow start under way); nothing when no task names a system.
+function systemsTable(data) {
+  if (!data.systems.length) return null;
+  const rate = (s) => s.workers === 0 ? "-" : s.rate === null ? "unlimited" : s.rate.toFixed(1) + "/s" + (s.ramping ? " (ramping)" : "");
+  const rows = data.systems.map((s) => el("tr", { class: "system", "data-system": s.system },
+    el("td", { class: "name" }, s.system),
+    el("td", { class: "num due" }, s.due),
+    el("td", { class: "num deferred" }, s.deferred),
+    el("td", { class: "num in-flight" }, s.in_flight),
+    el("td", { class: "breaker" }, el("span", { class: "badge breaker-" + (s.breaker || "none") }, s.breaker || "-")),
+    el("td", { class: "num rate" }, rate(s))));
+  return el("table", { id: "systems" },
+    el("thead", {}, el("tr", {}, el("th", {}, "System"), el("th", { class: "num" }, "Due"), el("th", { class: "num" }, "Deferred"),
+      el("th", { class: "num" }, "In flight"), el("th", {}, "Breaker"), el("th", { class: "num" }, "Rate"))),
+    el("tbody", {}, rows));
 }
 
 // Active tasks a worker claimed ahead (prefetched) but does not run yet: the Active tab says

@@ -315,6 +315,7 @@ async function taskPage(r) {
   const fields = el("table", { id: "task-fields", class: "fields" }, el("tbody", {},
     field("State", el("span", { id: "task-state", class: "badge state-" + t.state }, t.state), " ", flag),
     field("Kind", t.kind),
+    field("System", t.system || "-"),
     field("Retried", t.retried + "/" + t.max_retry),
     field("Enqueued", when(t.enqueued_at)),
     t.next_process_at ? field("Next attempt", when(t.next_process_at)) : null,

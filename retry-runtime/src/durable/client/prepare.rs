@@ -14,6 +14,7 @@ use crate::durable::store::NewTask;
 pub(crate) struct Prepared {
     pub(crate) id: String,
     kind: String,
+    system: Option<String>,
     payload: String,
     state: TaskState,
     max_retry: u32,
@@ -39,6 +40,13 @@ impl Prepared {
             });
         }
         check_name("task kind", &task.kind)?;
+        // A hand-over from a `#[retry(…, system = "…")]` fn names the fn's system.
+        let system = task
+            .system
+            .or_else(|| crate::ambient::current_system().map(str::to_owned));
+        if let Some(system) = &system {
+            check_name("task system", system)?;
+        }
         let id = match task.id {
             Some(id) => {
                 check_name("task id", &id)?;
@@ -62,6 +70,7 @@ impl Prepared {
             unique_key: task.unique.map(|_| unique_key(&task.kind, &payload)),
             id,
             kind: task.kind,
+            system,
             payload,
             state,
             max_retry: task.max_retry,
@@ -80,6 +89,7 @@ impl Prepared {
         NewTask {
             id: &self.id,
             kind: &self.kind,
+            system: self.system.as_deref(),
             payload: &self.payload,
             state: self.state,
             max_retry: self.max_retry,

@@ -36,6 +36,9 @@ pub struct TaskInfo {
     pub queue: String,
     /// Selects the handler ([`Worker::handle`](crate::durable::Worker::handle)).
     pub kind: String,
+    /// The external system the task calls ([`Task::system`]), if it names one: the key of the
+    /// worker's per-system limits and breaker-aware deferral.
+    pub system: Option<String>,
     /// Where the task is.
     pub state: TaskState,
     /// Failed attempts counted so far (see [`Worker::is_failure`](crate::durable::Worker::is_failure)).
@@ -84,6 +87,7 @@ pub struct TaskInfo {
 #[must_use = "a task does nothing until it is enqueued"]
 pub struct Task {
     pub(crate) kind: String,
+    pub(crate) system: Option<String>,
     pub(crate) payload: Result<String, serde_json::Error>,
     pub(crate) id: Option<String>,
     pub(crate) max_retry: u32,
@@ -116,6 +120,7 @@ impl Task {
     pub fn new<P: Serialize + ?Sized>(kind: impl Into<String>, payload: &P) -> Self {
         Task {
             kind: kind.into(),
+            system: None,
             payload: serde_json::to_string(payload),
             id: None,
             max_retry: DEFAULT_MAX_RETRY,
@@ -243,6 +248,27 @@ impl Task {
         self
     }
 
+    /// Names the external system the task calls (the `system = "…"` of `#[retry]`, the key of
+    /// the protection registry): a [`Worker`](crate::durable::Worker) applies that system's
+    /// [`limit`](crate::durable::Worker::limit) to it and defers it while the system's breaker
+    /// is open. Stored, indexed, and shown by the inspector. A hand-over from a
+    /// `#[retry(…, system = "…")]` fn sets it to the fn's system unless the task names one.
+    ///
+    /// ```
+    /// use retry_runtime::durable::Task;
+    /// let task = Task::new("charge", &7).system("payments");
+    /// assert_eq!(task.system_name(), Some("payments"));
+    /// ```
+    pub fn system(mut self, system: impl Into<String>) -> Self {
+        self.system = Some(system.into());
+        self
+    }
+
+    /// The system given with [`system`](Task::system), if any.
+    pub fn system_name(&self) -> Option<&str> {
+        self.system.as_deref()
+    }
+
     /// The task's kind.
     pub fn kind(&self) -> &str {
         &self.kind
@@ -304,6 +330,11 @@ impl ActiveTask {
     /// The task's kind.
     pub fn kind(&self) -> &str {
         &self.info.kind
+    }
+
+    /// The external system the task names ([`Task::system`]), if any.
+    pub fn system(&self) -> Option<&str> {
+        self.info.system.as_deref()
     }
 
     /// Failed attempts counted before this one (0 on the first run).

@@ -18,33 +18,14 @@ pub(crate) mod page;
 pub(crate) mod presence;
 mod query;
 pub(crate) mod stats;
+mod systems;
 pub use find::SEARCH_WINDOW;
 #[cfg(any(test, feature = "test-util"))]
 pub use find::{MAX_KINDS, MAX_SEARCH_BYTES};
 pub use page::{Cursor, TaskPage};
 pub use query::TaskQuery;
-/// The operator's handle on one queue: what [`Queue::inspector`](crate::durable::Queue::inspector) returns.
-/// Every method reads or changes the queue it was made from ([`stats`](Inspector::stats) reads
-/// every queue of the database).
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), retry_runtime::durable::Error> {
-/// use retry_runtime::durable::{Queue, Task, TaskState};
-/// # let dir = std::env::temp_dir().join(format!("retry-doc-inspector-{}", std::process::id()));
-/// # std::fs::remove_dir_all(&dir).ok();
-/// # std::fs::create_dir_all(&dir).unwrap();
-/// # let url = format!("sqlite://{}/tasks.db", dir.display());
-/// let q = Queue::connect(&url).await?;
-/// q.enqueue(Task::new("email", &42).task_id("t1")).await?;
-/// let inspector = q.inspector();
-/// assert_eq!(inspector.count(TaskState::Pending).await?, 1);
-/// inspector.archive_task("t1").await?;
-/// assert_eq!(inspector.get("t1").await?.unwrap().state, TaskState::Archived);
-/// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
-/// ```
+pub use systems::SystemInfo;
+#[doc = include_str!("../../../docs/inspector.md")]
 #[derive(Clone)]
 pub struct Inspector {
     handle: Handle,
@@ -270,6 +251,12 @@ impl Inspector {
         operator::set_paused(&self.handle.store, &self.handle.name, false).await?;
         self.handle.wake.ring();
         Ok(())
+    }
+
+    /// The queue's tasks per external system they name, with what the live workers serving the
+    /// queue report of each (breaker, rate): see [`SystemInfo`].
+    pub async fn systems(&self) -> Result<Vec<SystemInfo>, Error> {
+        systems::systems(&self.handle).await
     }
 
     /// The live worker processes of the database (of every queue), by id: see [`WorkerInfo`].

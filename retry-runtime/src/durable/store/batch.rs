@@ -9,7 +9,7 @@ use super::db::bound;
 use super::{Arg, NewTask, Store};
 use crate::durable::error::Error;
 
-/// Rows per `INSERT`: 14 values each stays under the bound-value limits (SQLite 32 766,
+/// Rows per `INSERT`: 15 values each stays under the bound-value limits (SQLite 32 766,
 /// PostgreSQL 65 535) with room to spare, and a statement this size already amortises its round
 /// trip.
 #[cfg(feature = "postgres")]
@@ -24,8 +24,8 @@ const SQLITE_ROWS_PER_STATEMENT: usize = 64;
 /// The columns bound per row, in the order of [`row_args`].
 const COLUMNS: &str = "queue, id, kind, payload, state, retried, max_retry, timeout_ms, \
      deadline_ms, key_expires_ms, next_process_ms, created_ms, retention_ms, unique_key, \
-     unique_until_ms";
-const PER_ROW: usize = 14;
+     unique_until_ms, system";
+const PER_ROW: usize = 15;
 
 /// The body of [`insert_many`] for one backend's pool: the same code, typed per backend.
 macro_rules! in_transaction {
@@ -159,6 +159,7 @@ pub(super) fn row_args<'a>(queue: &'a str, task: &NewTask<'a>) -> [Arg<'a>; PER_
         Arg::MaybeInt(task.retention_ms),
         Arg::MaybeText(task.unique_key),
         Arg::MaybeInt(task.unique_until_ms),
+        Arg::MaybeText(task.system),
     ]
 }
 
@@ -171,9 +172,9 @@ mod tests {
         let sql = insert_sql(2);
         assert!(sql.starts_with("INSERT INTO retry_tasks (queue, id, kind"));
         assert!(sql.contains(
-            "($1, $2, $3, $4, $5, 0, $6, $7, $8, $9, $10, $11, $12, $13, $14), \
-             ($15, $16, $17, $18, $19, 0, $20, "
+            "($1, $2, $3, $4, $5, 0, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15), \
+             ($16, $17, $18, $19, $20, 0, $21, "
         ));
-        assert!(sql.ends_with("$28) ON CONFLICT DO NOTHING RETURNING id"));
+        assert!(sql.ends_with("$30) ON CONFLICT DO NOTHING RETURNING id"));
     }
 }

@@ -39,7 +39,7 @@ macro_rules! columns {
     () => {
         "seq, queue, id, kind, payload, state, retried, max_retry, timeout_ms, deadline_ms, \
          key_expires_ms, next_process_ms, lease_token, lease_expires_ms, last_err, \
-         last_failed_ms, created_ms, finished_ms, errors"
+         last_failed_ms, created_ms, finished_ms, errors, system"
     };
 }
 
@@ -52,9 +52,11 @@ pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub(crate) mod presence;
+pub(crate) mod reports;
 mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub(crate) mod systems;
 pub(crate) mod tasks;
 
 pub(crate) use db::{Arg, Store, execute, fetch_all, fetch_int, fetch_optional};
@@ -120,6 +122,8 @@ impl Store {
             control::migrate(self).await?;
             presence::migrate(self).await?;
             find::migrate(self).await?;
+            systems::migrate(self).await?;
+            reports::migrate(self).await?;
             return counts::migrate(self).await;
         };
         if self.has_current_columns().await {

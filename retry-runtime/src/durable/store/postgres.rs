@@ -126,6 +126,47 @@ pub(super) const CLAIM: &str = concat!(
     columns!()
 );
 
+/// [`CLAIM`] with the conditions of a per-system gate ([`systems::Filter`](super::systems::Filter)):
+/// `$7` one system only (or NULL), with `$8` the kinds mapped to it; `$9` every system but
+/// these (a JSON array, or NULL), with `$10` the kinds mapped to them; `$11` fresh tasks only
+/// (1), retries only (2) or both (0); `$12` a global concurrency limit of system `$7` (or NULL):
+/// no more claimed than it leaves beside the system's active tasks, run by [`claim_global`]
+/// after a lock that serialises the claims of that system. Only a worker with limits runs it:
+/// [`CLAIM`] stays as it was.
+pub(super) const CLAIM_MANAGED: &str = concat!(
+    "WITH due AS ( \
+         SELECT seq AS due_seq FROM retry_tasks \
+         WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
+         AND NOT EXISTS (SELECT 1 FROM retry_queues WHERE queue = $1 AND paused) \
+         AND ($6 IS NULL OR kind IN (SELECT jsonb_array_elements_text($6::jsonb))) \
+         AND ($7::text IS NULL OR system = $7::text \
+              OR (system IS NULL AND kind IN (SELECT jsonb_array_elements_text($8::jsonb)))) \
+         AND ($9::text IS NULL OR CASE WHEN system IS NULL \
+              THEN kind NOT IN (SELECT jsonb_array_elements_text($10::jsonb)) \
+              ELSE system NOT IN (SELECT jsonb_array_elements_text($9::jsonb)) END) \
+         AND ($11::bigint = 0 OR ($11::bigint = 1 AND retried = 0) \
+              OR ($11::bigint = 2 AND retried > 0)) \
+         ORDER BY next_process_ms, seq \
+         LIMIT CASE WHEN $12::bigint IS NULL THEN $3 ELSE LEAST($3, GREATEST($12::bigint - \
+             (SELECT COUNT(*) FROM retry_tasks WHERE queue = $1 AND system = $7::text \
+              AND state = 'active'), 0)) END \
+         FOR UPDATE SKIP LOCKED) \
+     UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
+     FROM due, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
+     WHERE seq = due.due_seq \
+     RETURNING ",
+    columns!()
+);
+
+/// Defers the due tasks of system `$3` (or naming none, of the kinds in `$4`) to `$5` plus a
+/// jitter below `$6` spread by `seq` and `$5` (each deferral spreads them anew, so the
+/// same task is not the first due, the probe, every time; [`systems::defer`](super::systems::defer)).
+pub(super) const DEFER: &str = "UPDATE retry_tasks SET state = 'scheduled', \
+     next_process_ms = $5 + (seq * 7919 + $5) % $6, deferred_ms = $5 + (seq * 7919 + $5) % $6 \
+     WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
+     AND (system = $3 OR (system IS NULL \
+          AND kind IN (SELECT jsonb_array_elements_text($4::jsonb)))) RETURNING kind";
+
 /// The completions of a batch, each fenced by its own token, in one statement: the arrays are
 /// the tasks' queues, ids, tokens, lease bounds (`expired_before`) and completion times. It
 /// returns the tasks it completed: a task fenced off is missing.
@@ -137,6 +178,33 @@ const COMPLETE_BATCH: &str = "UPDATE retry_tasks AS t SET state = 'completed', \
      WHERE t.queue = c.queue AND t.id = c.id AND t.state = 'active' \
      AND t.lease_token = c.token AND t.lease_expires_ms <= c.expired_before \
      RETURNING c.queue, c.id, c.token";
+
+/// [`CLAIM_MANAGED`] with a global limit: in one transaction, an advisory lock on the queue
+/// and system first (a claim of the system elsewhere waits for this one to commit), then the
+/// claim, whose statement snapshot comes after the lock and so counts every active task of
+/// the system, including those claimed by other workers just before. The price: the claims of
+/// one system, across every worker process, run one at a time.
+pub(super) async fn claim_global(
+    pool: &PgPool,
+    args: &[super::Arg<'_>],
+    (queue, system): (&str, &str),
+) -> Result<Vec<super::Row>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(1) || $2, 0))")
+        .bind(queue)
+        .bind(system)
+        .execute(&mut *tx)
+        .await?;
+    let rows = super::db::bound(CLAIM_MANAGED, args)
+        .fetch_all(&mut *tx)
+        .await?;
+    let rows = rows
+        .iter()
+        .map(<super::Row as sqlx::FromRow<'_, sqlx::postgres::PgRow>>::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    tx.commit().await?;
+    Ok(rows)
+}
 
 /// One direct connection first, so that a server that is down is reported at once (the pool
 /// would retry until its acquire timeout); then the pool.

@@ -13,6 +13,7 @@ pub(crate) struct Row {
     pub(crate) queue: String,
     pub(crate) id: String,
     pub(crate) kind: String,
+    pub(crate) system: Option<String>,
     pub(crate) payload: String,
     pub(crate) state: TaskState,
     pub(crate) retried: u32,
@@ -52,6 +53,7 @@ where
             queue: row.try_get("queue")?,
             id: row.try_get("id")?,
             kind: row.try_get("kind")?,
+            system: row.try_get("system")?,
             payload: row.try_get("payload")?,
             state,
             retried: count("retried")?,
@@ -82,6 +84,7 @@ impl Row {
             id: self.id,
             queue: self.queue,
             kind: self.kind,
+            system: self.system,
             state: self.state,
             retried: self.retried,
             max_retry: self.max_retry,
@@ -129,6 +132,8 @@ impl Row {
 pub(crate) struct NewTask<'a> {
     pub(crate) id: &'a str,
     pub(crate) kind: &'a str,
+    /// The external system the task names, if any.
+    pub(crate) system: Option<&'a str>,
     pub(crate) payload: &'a str,
     pub(crate) state: TaskState,
     pub(crate) max_retry: u32,

@@ -75,6 +75,41 @@ pub(super) const CLAIM: &str = concat!(
     columns!()
 );
 
+/// [`CLAIM`] with the conditions of a per-system gate ([`systems::Filter`](super::systems::Filter)):
+/// `$7` one system only (or NULL), with `$8` the kinds mapped to it; `$9` every system but
+/// these (a JSON array, or NULL), with `$10` the kinds mapped to them; `$11` fresh tasks only
+/// (1), retries only (2) or both (0); `$12` a global concurrency limit of system `$7` (or NULL):
+/// no more claimed than it leaves beside the system's active tasks, counted in the same
+/// statement, which holds the write lock. Only a worker with limits runs it: [`CLAIM`] stays as
+/// it was.
+pub(super) const CLAIM_MANAGED: &str = concat!(
+    "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
+     WHERE seq IN ( \
+         SELECT seq FROM retry_tasks \
+         WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
+         AND NOT EXISTS (SELECT 1 FROM retry_queues WHERE queue = $1 AND paused) \
+         AND ($6 IS NULL OR kind IN (SELECT value FROM json_each($6))) \
+         AND ($7 IS NULL OR system = $7 \
+              OR (system IS NULL AND kind IN (SELECT value FROM json_each($8)))) \
+         AND ($9 IS NULL OR CASE WHEN system IS NULL \
+              THEN kind NOT IN (SELECT value FROM json_each($10)) \
+              ELSE system NOT IN (SELECT value FROM json_each($9)) END) \
+         AND ($11 = 0 OR ($11 = 1 AND retried = 0) OR ($11 = 2 AND retried > 0)) \
+         ORDER BY next_process_ms, seq \
+         LIMIT CASE WHEN $12 IS NULL THEN $3 ELSE MIN($3, MAX($12 - (SELECT COUNT(*) \
+             FROM retry_tasks WHERE queue = $1 AND system = $7 AND state = 'active'), 0)) END) \
+     RETURNING ",
+    columns!()
+);
+
+/// Defers the due tasks of system `$3` (or naming none, of the kinds in `$4`) to `$5` plus a
+/// jitter below `$6` spread by `seq` and `$5` (each deferral spreads them anew, so the
+/// same task is not the first due, the probe, every time; [`systems::defer`](super::systems::defer)).
+pub(super) const DEFER: &str = "UPDATE retry_tasks SET state = 'scheduled', \
+     next_process_ms = $5 + (seq * 7919 + $5) % $6, deferred_ms = $5 + (seq * 7919 + $5) % $6 \
+     WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
+     AND (system = $3 OR (system IS NULL AND kind IN (SELECT value FROM json_each($4)))) RETURNING kind";
+
 /// One connection per process: SQLite runs one writer at a time anyway, and queueing in the pool
 /// is fairer and faster than connections sleeping in SQLite's busy handler. Other processes on
 /// the same file wait up to the busy timeout.

@@ -20,6 +20,7 @@ use crate::durable::error::Error;
 use crate::durable::store::{Fence, control};
 use crate::durable::worker::completer::Completer;
 use crate::durable::worker::failure::Failure;
+use crate::durable::worker::gate::Gate;
 use crate::durable::worker::heartbeat::Held;
 use crate::durable::worker::lease;
 use crate::durable::worker::outcome::{Outcomes, cancel, persist};
@@ -56,6 +57,8 @@ pub(crate) struct Runner {
     pub(crate) outcomes: Arc<Outcomes>,
     /// The tasks running now, for the worker's heartbeat.
     pub(crate) held: Arc<Held>,
+    /// The per-system limits, breakers and retry share the claims obey.
+    pub(crate) gate: Arc<Gate>,
 }
 
 impl Runner {
@@ -68,41 +71,42 @@ impl Runner {
 /// One attempt: runs the handler in its own tokio task under the timeout and deadline, renews
 /// the lease, and records the outcome: a completion through `completer` (written in a batch
 /// after the attempt has freed its slot), a failure through the outcomes. A stop signal
-/// (shutdown) drops the handler and gives the task back.
+/// (shutdown) drops the handler and gives the task back. Returns whether the handler
+/// succeeded (`Some(true)`) or failed (`Some(false)`); `None` when it did not end by itself.
 pub(crate) async fn attempt(
     runner: Arc<Runner>,
     queue: Queue,
     mut task: ActiveTask,
     stop: watch::Receiver<bool>,
     completer: Completer,
-) {
+) -> Option<bool> {
     let Some(handler) = runner.handlers.get(task.kind()).cloned() else {
         // Only a task claimed outside the worker (protocol::claim) can get here: a worker claims
         // the kinds it has handlers for.
         let failure = Failure::erased(Box::new(Error::UnknownKind(task.kind().to_owned())));
         runner.outcomes.record_failure(&queue, &task, failure).await;
-        return;
+        return None;
     };
     if !renew_if_waited(&runner, &queue, &mut task).await {
-        return;
+        return None;
     }
     let now = queue.handle.clock.now();
     let bound = attempt_bound(&task, now);
     if bound == Some(Bound::Deadline(Duration::ZERO)) {
         let failure = Failure::erased(Box::new(Error::DeadlineExceeded));
         runner.outcomes.record_failure(&queue, &task, failure).await;
-        return;
+        return Some(false);
     }
     let running = RUNNING.scope(Arc::from(task.id()), handler(task.clone()));
     let run = Running(tokio::spawn(running));
     let _holding = runner.held.hold(queue.name(), &task, now);
-    let Some(result) = supervise(&runner, &queue, &mut task, run, bound, stop).await else {
-        return;
-    };
+    let result = supervise(&runner, &queue, &mut task, run, bound, stop).await?;
+    let succeeded = result.is_ok();
     match result {
         Ok(()) => completer.complete(queue, task).await,
         Err(failure) => runner.outcomes.record_failure(&queue, &task, failure).await,
     }
+    Some(succeeded)
 }
 
 /// A prefetched task may have waited since its claim: with less than two thirds of its lease

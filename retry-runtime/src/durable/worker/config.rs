@@ -18,8 +18,10 @@ use crate::durable::inspector::presence::DEFAULT_HEARTBEAT_INTERVAL;
 use crate::durable::worker::attempt::{DEFAULT_LEASE, Handler, Runner};
 use crate::durable::worker::completer::{Completer, Writer};
 use crate::durable::worker::failure::Rules;
+use crate::durable::worker::gate::Gate;
 use crate::durable::worker::heartbeat::Heartbeat;
 use crate::durable::worker::janitor::Janitor;
+use crate::durable::worker::limit::Systems;
 use crate::durable::worker::metrics::Metrics;
 use crate::durable::worker::outcome::{ErrorFn, Outcomes};
 use crate::durable::worker::processor::{
@@ -45,6 +47,8 @@ pub(crate) struct Config {
     pub(crate) recover_interval: Duration,
     pub(crate) heartbeat_interval: Duration,
     pub(crate) shutdown_timeout: Duration,
+    /// The systems its tasks call: kinds mapped to them, their limits, the retry share.
+    pub(crate) systems: Systems,
 }
 
 impl Config {
@@ -71,6 +75,7 @@ impl Config {
             recover_interval: DEFAULT_RECOVER_INTERVAL,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            systems: Systems::default(),
         }
     }
 
@@ -109,6 +114,7 @@ impl Config {
             lease: self.lease,
             outcomes: Arc::new(outcomes),
             held: Arc::default(),
+            gate: Arc::new(Gate::new(&self.systems, self.concurrency)),
         }
     }
 
@@ -157,6 +163,7 @@ impl Config {
             concurrency: self.concurrency,
             interval: self.heartbeat_interval,
             held: runner.held.clone(),
+            gate: runner.gate.clone(),
         }
     }
 
@@ -201,6 +208,7 @@ impl fmt::Debug for Config {
             .field("recover_interval", &self.recover_interval)
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("systems", &self.systems)
             .finish_non_exhaustive()
     }
 }

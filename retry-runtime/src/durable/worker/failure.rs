@@ -19,6 +19,7 @@ use crate::durable::clock::{DelayRng, default_retry_delay, from_ms};
 use crate::durable::error::{
     BoxError, Error, SkipRetry, Snooze, chain, error_text, has_client_error,
 };
+use crate::protect::BreakerState;
 
 /// `retry_delay(n, err, task)`: the pause before the retry that follows `n` retries.
 pub(crate) type DelayFn = Arc<dyn Fn(u32, &BoxError, &ActiveTask) -> Duration + Send + Sync>;
@@ -215,7 +216,8 @@ impl Rules {
     ///    forever.
     /// 3. A bad task or a known permanent error: archived.
     /// 4. Retries spent: archived.
-    /// 5. A circuit-breaker rejection: retried, not counted.
+    /// 5. A circuit-breaker rejection: retried, not counted (at the breaker's next probe when
+    ///    the task names the system and its breaker is open).
     /// 6. Transient or unknown: retried, counted; a Retry-After hint pushes the next attempt
     ///    to at least now + hint.
     ///
@@ -256,9 +258,12 @@ impl Rules {
             Judgement::Unknown => (true, None),
         };
         let n = task.retried();
-        let delay = self
-            .delay(n, &failure.error, task)
-            .max(hint.unwrap_or_default());
+        let delay = match self.until_probe(task, failure.judgement) {
+            Some(wait) => wait,
+            None => self
+                .delay(n, &failure.error, task)
+                .max(hint.unwrap_or_default()),
+        };
         let at = now.checked_add(delay).unwrap_or_else(|| from_ms(i64::MAX));
         if let Some(reason) = bounds_exceeded(task, at) {
             return archive(reason);
@@ -282,6 +287,20 @@ impl Rules {
                 default_retry_delay(n, rand)
             }
         }
+    }
+
+    /// A rejection by the breaker of the system the task names while that breaker is open:
+    /// the wait until it lets probes through, plus up to a second of jitter (deferred to the
+    /// probe, as the claim defers the system's due tasks, not put on asynq's schedule).
+    fn until_probe(&self, task: &ActiveTask, judgement: Judgement) -> Option<Duration> {
+        if judgement != Judgement::Rejected {
+            return None;
+        }
+        let BreakerState::Open { until } = crate::breaker_state(task.system()?)? else {
+            return None;
+        };
+        let jitter = Duration::from_millis(self.draw(|rng| rng.below(1000)));
+        Some(until.saturating_duration_since(tokio::time::Instant::now()) + jitter)
     }
 
     /// Runs `f` on the worker's random numbers.

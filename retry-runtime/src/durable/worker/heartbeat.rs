@@ -16,7 +16,10 @@ use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::inspector::presence::{HeldJson, HeldTask, stale_after};
 use crate::durable::store::presence::{self, WorkerRow};
+use crate::durable::store::reports::{self, Report};
+use crate::durable::worker::gate::Gate;
 use crate::durable::worker::periodic;
+use crate::protect::BreakerState;
 
 /// The tasks a worker's attempts are running, keyed by task (queue and id: one claim gives
 /// one lease token to all the tasks it takes, so the token is no key): written at each beat.
@@ -79,6 +82,8 @@ pub(crate) struct Heartbeat {
     pub(crate) concurrency: usize,
     pub(crate) interval: Duration,
     pub(crate) held: Arc<Held>,
+    /// The systems the worker knows, reported beside its row (`store/reports.rs`).
+    pub(crate) gate: Arc<Gate>,
 }
 
 impl Heartbeat {
@@ -99,7 +104,11 @@ impl Heartbeat {
         })
         .await;
         if *graceful.borrow() {
-            if let Err(e) = presence::remove_worker(&self.handle.store, &id).await {
+            let removed = async {
+                presence::remove_worker(&self.handle.store, &id).await?;
+                reports::remove(&self.handle.store, &id).await
+            };
+            if let Err(e) = removed.await {
                 event!(
                     warn,
                     "durable worker: deleting the heartbeat failed (it goes stale)",
@@ -129,7 +138,34 @@ impl Heartbeat {
                     .collect::<Vec<_>>(),
             ),
         };
-        presence::beat_worker(&self.handle.store, &row).await
+        presence::beat_worker(&self.handle.store, &row).await?;
+        if self.gate.watched.is_empty() {
+            return Ok(());
+        }
+        let reports: Vec<Report> = self
+            .gate
+            .snapshot()
+            .into_iter()
+            .map(|(system, held, rate, ramping, breaker)| Report {
+                worker: id.to_owned(),
+                system,
+                queues: row.queues.clone(),
+                held: i64::try_from(held).unwrap_or(i64::MAX),
+                rate_milli: rate.map(|r| (r * 1000.0).round() as i64),
+                ramping,
+                breaker: breaker_label(breaker).to_owned(),
+            })
+            .collect();
+        reports::beat(&self.handle.store, id, &reports, (now, row.stale_ms)).await
+    }
+}
+
+/// A breaker's state as the reports and the operator's view name it.
+pub(crate) fn breaker_label(state: BreakerState) -> &'static str {
+    match state {
+        BreakerState::Closed => "closed",
+        BreakerState::Open { .. } => "open",
+        BreakerState::HalfOpen => "half_open",
     }
 }
 

@@ -9,7 +9,7 @@ use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, from_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
-use crate::durable::store::{Done, Fence, tasks};
+use crate::durable::store::{Done, Fence, Row, tasks};
 
 /// Claims up to `max` due tasks (oldest due first) of the kinds in `kinds` (a JSON array of
 /// strings; `None`: any kind) under a lease of `lease`, each with a fresh fencing token.
@@ -27,8 +27,12 @@ pub(crate) async fn claim(
     let lease_until = now.saturating_add(duration_ms(lease));
     let (store, name, token) = (&queue.store, &queue.name, new_token());
     let rows = tasks::claim(store, name, now, limit, token, lease_until, kinds).await?;
-    Ok(rows
-        .into_iter()
+    Ok(claimed(rows, now))
+}
+
+/// The claimed tasks of `rows`, claimed at `now`, each with how long it waited.
+pub(crate) fn claimed(rows: Vec<Row>, now: i64) -> Vec<ActiveTask> {
+    rows.into_iter()
         .map(|row| {
             // The claim keeps the due time: the task waited from then until now.
             let waited = row
@@ -38,7 +42,7 @@ pub(crate) async fn claim(
             task.pickup_delay = waited.map(|ms| Duration::from_millis(ms as u64));
             task
         })
-        .collect())
+        .collect()
 }
 
 /// Renews the lease of `task` to `lease` from now. `Ok(false)`: fenced off.
@@ -91,7 +95,7 @@ pub(crate) async fn requeue(queue: &Handle, task: &ActiveTask) -> Result<bool, E
 
 /// A fresh fencing token: random, positive, from the OS-seeded generator (never from a seeded
 /// delay generator, so two processes cannot share tokens).
-fn new_token() -> i64 {
+pub(crate) fn new_token() -> i64 {
     (rand::random::<u64>() >> 1) as i64 | 1
 }
 

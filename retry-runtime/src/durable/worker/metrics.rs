@@ -17,16 +17,19 @@ pub(crate) enum Outcome {
     NotFailure,
     Snoozed,
     Archived,
+    /// Put off while the task's system's breaker is open: not claimed, not a failure.
+    Deferred,
 }
 
 impl Outcome {
     #[cfg(feature = "metrics")]
-    const ALL: [Outcome; 5] = [
+    const ALL: [Outcome; 6] = [
         Outcome::Completed,
         Outcome::Retried,
         Outcome::NotFailure,
         Outcome::Snoozed,
         Outcome::Archived,
+        Outcome::Deferred,
     ];
 
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
@@ -37,6 +40,7 @@ impl Outcome {
             Outcome::NotFailure => "not_failure",
             Outcome::Snoozed => "snoozed",
             Outcome::Archived => "archived",
+            Outcome::Deferred => "deferred",
         }
     }
 }
@@ -62,7 +66,7 @@ struct QueueHandles {
     tasks: [metrics::Gauge; 6],
     pickup_delay: metrics::Histogram,
     /// Per handler kind, per [`Outcome::ALL`].
-    processed: std::collections::HashMap<String, [metrics::Counter; 5]>,
+    processed: std::collections::HashMap<String, [metrics::Counter; 6]>,
 }
 
 #[cfg(feature = "metrics")]

@@ -4,18 +4,22 @@
 //! runs what) and `metrics` (the task gauges).
 
 pub(crate) mod attempt;
+pub(crate) mod claim;
 pub(crate) mod completer;
 pub(crate) mod config;
 pub(crate) mod due;
 pub(crate) mod failure;
+pub(crate) mod gate;
 pub(crate) mod heartbeat;
 pub(crate) mod janitor;
 pub(crate) mod lease;
+pub(crate) mod limit;
 pub(crate) mod metrics;
 pub(crate) mod outcome;
 pub(crate) mod pace;
 pub(crate) mod periodic;
 pub(crate) mod processor;
+pub(crate) mod ramp;
 pub(crate) mod recoverer;
 pub(crate) mod served;
 pub(crate) mod wake;
@@ -34,6 +38,7 @@ use crate::durable::store::Fence;
 use crate::durable::worker::attempt::{Handler, Runner};
 use crate::durable::worker::config::Config;
 use crate::durable::worker::failure::Failure;
+use crate::durable::worker::limit::SystemLimit;
 use crate::durable::worker::processor::log_join;
 use crate::durable::worker::served::Served;
 
@@ -72,19 +77,7 @@ impl Worker {
         self
     }
 
-    /// How many tasks [`run_until`](Worker::run_until) may claim beyond its free slots (default
-    /// [`DEFAULT_PREFETCH`](crate::durable::DEFAULT_PREFETCH); 0: none): one claim then takes up to
-    /// `concurrency + n` tasks, and each slot that frees up starts a task at once instead of
-    /// waiting for a claim's round trip. Prefetched tasks are leased (by the claim) while they
-    /// wait, and the wait is kept short: the worker holds no more than it expects to start within a
-    /// third of the lease, by how long its recent attempts took (with attempts of 5 s, a 30 s lease
-    /// and concurrency 1: 2 tasks); a task that waited longer than a third of the lease has its
-    /// lease renewed before it starts. On shutdown, prefetched tasks go back to pending at once, at
-    /// the head of their queue, without counting a retry.
-    ///
-    /// What a prefetched task was claimed under stays true until it starts: a queue paused (or
-    /// a higher-priority task enqueued) after the claim does not hold back the tasks already
-    /// prefetched, at most `n`.
+    #[doc = include_str!("../../../docs/prefetch.md")]
     pub fn prefetch(mut self, n: usize) -> Self {
         self.config.prefetch = n;
         self
@@ -198,35 +191,7 @@ impl Worker {
         self.handle_classified(kind, handler)
     }
 
-    /// [`handle`](Worker::handle) for a handler that returns its adapter's own error type: the
-    /// type's [`Classify`] verdict and hint decide, exactly as `#[retry]` would decide (after
-    /// [`SkipRetry`](crate::durable::SkipRetry) in its source chain). Permanent: archived at once;
-    /// [`is_rejection`](Classify::is_rejection): not counted; transient: retried no sooner than
-    /// its [`retry_after`](Classify::retry_after). `BoxError` and `anyhow::Error` are judged by
-    /// their source chain, as with `handle`.
-    ///
-    /// ```
-    /// # async fn demo(q: retry_runtime::durable::Queue) {
-    /// use retry_runtime::Classify;
-    /// use retry_runtime::durable::Worker;
-    ///
-    /// #[derive(Debug, Classify)]
-    /// enum GatewayError {
-    ///     #[classify(transient)]
-    ///     Unavailable,
-    ///     #[classify(permanent)]
-    ///     Declined,
-    /// }
-    /// # impl std::fmt::Display for GatewayError {
-    /// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{self:?}") }
-    /// # }
-    /// impl std::error::Error for GatewayError {}
-    ///
-    /// let worker = Worker::new(q).handle_classified("charge", |_task| async {
-    ///     Err::<(), _>(GatewayError::Declined) // archived at once, after one run
-    /// });
-    /// # }
-    /// ```
+    #[doc = include_str!("../../../docs/handle_classified.md")]
     pub fn handle_classified<F, Fut, E>(mut self, kind: impl Into<String>, handler: F) -> Self
     where
         F: Fn(ActiveTask) -> Fut + Send + Sync + 'static,
@@ -314,6 +279,41 @@ impl Worker {
     #[cfg(any(test, feature = "test-util"))]
     pub fn rng(mut self, rng: crate::durable::clock::DelayRng) -> Self {
         self.edit().rules.rng = Arc::new(std::sync::Mutex::new(rng));
+        self
+    }
+
+    /// Tasks of `kind` that name no [`system`](crate::durable::Task::system) call `system`:
+    /// its [`limit`](Worker::limit) and breaker apply to them (see
+    /// [the per-system chapter](super#per-system-limits-and-breakers)).
+    pub fn system_of(mut self, kind: impl Into<String>, system: impl Into<String>) -> Self {
+        let system = system.into();
+        crate::protect::for_system(&system);
+        self.edit().systems.kinds.insert(kind.into(), system);
+        self
+    }
+
+    /// Limits the tasks of `system` in this worker (replacing any earlier limit of it), tightened
+    /// by `RETRY_<SYSTEM>_QUEUE_CONCURRENCY` / `_QUEUE_RATE`; a claim never takes a task of a
+    /// system at its limit. Also defers them while the system's breaker is open, and ramps them
+    /// up slowly after it recovers ([the chapter](super#per-system-limits-and-breakers)).
+    pub fn limit(mut self, system: impl Into<String>, limit: SystemLimit) -> Self {
+        let system = system.into();
+        crate::protect::for_system(&system);
+        self.edit().systems.limits.insert(system, limit);
+        self
+    }
+
+    /// While fresh tasks are due, tasks with `retried > 0` take at most this share of the
+    /// [`concurrency`](Worker::concurrency) slots (default
+    /// [`DEFAULT_RETRY_SHARE`](crate::durable::DEFAULT_RETRY_SHARE), 0.5; `1.0`: no share).
+    /// # Panics
+    /// If `share` is not above 0 and at most 1.
+    pub fn retry_share(mut self, share: f64) -> Self {
+        assert!(
+            share > 0.0 && share <= 1.0,
+            "a retry share is above 0 and at most 1"
+        );
+        self.edit().systems.retry_share = share;
         self
     }
 

@@ -16,8 +16,10 @@ use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
 use crate::durable::worker::attempt::{Runner, attempt};
+use crate::durable::worker::claim;
 use crate::durable::worker::completer::Completer;
 use crate::durable::worker::due::next_due;
+use crate::durable::worker::gate::Key;
 use crate::durable::worker::lease;
 use crate::durable::worker::outcome::persist;
 use crate::durable::worker::pace::{Pace, claim_backoff};
@@ -56,7 +58,8 @@ impl Processor {
     pub(crate) async fn run<F: Future>(self, shutdown: F, completer: Completer) {
         let (stop, stopped) = watch::channel(false);
         // Each attempt returns how long it took: the pace that bounds the prefetch.
-        let mut running: JoinSet<Duration> = JoinSet::new();
+        // (and whether a system it held has more due: claim at once).
+        let mut running: JoinSet<(Duration, bool)> = JoinSet::new();
         // Prefetched tasks, with when their lease was last taken or renewed.
         let mut ready: VecDeque<(Queue, ActiveTask, Instant)> = VecDeque::new();
         let beat = self.runner.heartbeat();
@@ -72,6 +75,7 @@ impl Processor {
                 let Some((queue, task, _)) = ready.pop_front() else {
                     break;
                 };
+                let key = self.runner.gate.key(&task);
                 let run = attempt(
                     self.runner.clone(),
                     queue,
@@ -79,7 +83,7 @@ impl Processor {
                     stopped.clone(),
                     completer.clone(),
                 );
-                running.spawn(timed(run));
+                running.spawn(timed(run, self.runner.clone(), key));
             }
             let now = Instant::now();
             // Slots held longer than the pace promised (attempts that suddenly take longer):
@@ -110,8 +114,11 @@ impl Processor {
                 biased;
                 _ = &mut shutdown => break,
                 Some(joined) = running.join_next(), if !running.is_empty() => {
-                    if let Some(took) = log_join(joined) {
+                    if let Some((took, claim_now)) = log_join(joined) {
                         pace.record(took);
+                        if claim_now && failed_claims == 0 {
+                            next_claim = next_claim.min(Instant::now());
+                        }
                     }
                 }
                 () = tokio::time::sleep_until(wake.unwrap_or(idle)), if wake.is_some() => {}
@@ -153,6 +160,12 @@ impl Processor {
                 } else {
                     next_due(&self.queues, next_claim).await
                 };
+                // A system's rate holds tasks back: claim again when it lets the next start.
+                let next = self
+                    .runner
+                    .gate
+                    .next_start()
+                    .map_or(next, |at| next.min(at));
                 let claimed_at = Instant::now();
                 ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));
                 (eager, next)
@@ -176,12 +189,13 @@ impl Processor {
     async fn drain(
         &self,
         mut ready: VecDeque<(Queue, ActiveTask, Instant)>,
-        mut running: JoinSet<Duration>,
+        mut running: JoinSet<(Duration, bool)>,
         stop: watch::Sender<bool>,
     ) {
         // Prefetched tasks go back first, for other workers to take while these drain.
         for (queue, task, _) in ready.drain(..) {
             persist(&task, || lease::requeue(&queue.handle, &task)).await;
+            self.runner.gate.release(self.runner.gate.key(&task), None);
         }
         let drain = async {
             while let Some(joined) = running.join_next().await {
@@ -219,11 +233,14 @@ impl Processor {
             }
             match lease::extend(&queue.handle, &mut task, self.runner.lease).await {
                 Ok(true) => kept.push_back((queue, task, Instant::now())),
-                Ok(false) => event!(
-                    warn,
-                    "durable worker: lease of a prefetched task lost (recovered elsewhere)",
-                    task = task.id()
-                ),
+                Ok(false) => {
+                    self.runner.gate.release(self.runner.gate.key(&task), None);
+                    event!(
+                        warn,
+                        "durable worker: lease of a prefetched task lost (recovered elsewhere)",
+                        task = task.id()
+                    );
+                }
                 Err(e) => {
                     event!(
                         warn,
@@ -259,13 +276,9 @@ impl Processor {
         let mut running = JoinSet::new();
         for (queue, task) in claimed {
             let completer = completer.clone();
-            running.spawn(attempt(
-                self.runner.clone(),
-                queue,
-                task,
-                stopped.clone(),
-                completer,
-            ));
+            let key = self.runner.gate.key(&task);
+            let run = attempt(self.runner.clone(), queue, task, stopped.clone(), completer);
+            running.spawn(timed(run, self.runner.clone(), key));
         }
         while let Some(joined) = running.join_next().await {
             log_join(joined);
@@ -273,46 +286,10 @@ impl Processor {
         Ok(count)
     }
 
-    /// One claim round: asks the served queues, in this round's order, for up to `free` due
-    /// tasks of the worker's kinds in all. A queue that gives fewer than asked has no more due
-    /// work, and the next one in the order is asked for the rest.
-    ///
-    /// A database error ends the round: it is returned when nothing was claimed yet, and logged
-    /// otherwise (the tasks claimed must run).
-    pub(crate) async fn claim(&self, mut free: usize) -> Result<Vec<(Queue, ActiveTask)>, Error> {
-        let mut claimed = Vec::new();
-        for index in self.claim_order() {
-            if free == 0 {
-                break;
-            }
-            let queue = &self.queues[index].queue;
-            let lease = self.runner.lease;
-            match lease::claim(&queue.handle, free, lease, Some(&self.kinds)).await {
-                Ok(tasks) => {
-                    free -= tasks.len();
-                    for task in &tasks {
-                        if let Some(waited) = task.pickup_delay {
-                            self.runner
-                                .outcomes
-                                .metrics
-                                .record_pickup(queue.name(), waited);
-                        }
-                    }
-                    claimed.extend(tasks.into_iter().map(|task| (queue.clone(), task)));
-                }
-                Err(e) if claimed.is_empty() => return Err(e),
-                Err(e) => {
-                    event!(
-                        warn,
-                        "durable worker: claim failed",
-                        queue = queue.name(),
-                        error = e
-                    );
-                    break;
-                }
-            }
-        }
-        Ok(claimed)
+    /// One claim round of up to `free` tasks ([`claim::claim`]).
+    async fn claim(&self, free: usize) -> Result<Vec<(Queue, ActiveTask)>, Error> {
+        let queues = (self.queues.as_slice(), self.claim_order());
+        claim::claim(queues, &self.runner, &self.kinds, free).await
     }
 
     /// The order in which this round asks the queues: by weight, highest first, under strict
@@ -368,9 +345,15 @@ pub(crate) fn log_join<T>(joined: Result<T, JoinError>) -> Option<T> {
     }
 }
 
-/// Runs `run` and returns how long it took.
-async fn timed(run: impl Future<Output = ()>) -> Duration {
+/// Runs `run`, releases its task from the gate, and returns how long it took and whether to
+/// claim at once.
+async fn timed(
+    run: impl Future<Output = Option<bool>>,
+    runner: Arc<Runner>,
+    key: Key,
+) -> (Duration, bool) {
     let start = Instant::now();
-    run.await;
-    start.elapsed()
+    let ended = run.await;
+    let claim_now = runner.gate.release(key, ended);
+    (start.elapsed(), claim_now)
 }

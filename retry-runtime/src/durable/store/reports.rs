@@ -1,0 +1,119 @@
+//! What each live worker reports of the external systems it knows (issue 31, the operator's
+//! per-system view): `retry_worker_systems`, one row per worker and system, written on the
+//! worker's heartbeat with the same `stale_ms` rule as its row in `retry_workers`
+//! (`presence.rs`): the tasks it holds, the rate in force, whether it ramps, its breaker.
+
+use super::{Arg, Store, execute, fetch_all};
+use crate::durable::error::Error;
+
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS retry_worker_systems (
+    worker       TEXT   NOT NULL,
+    system       TEXT   NOT NULL,
+    queues       TEXT   NOT NULL,
+    held         BIGINT NOT NULL,
+    rate_milli   BIGINT,
+    ramping      BIGINT NOT NULL,
+    breaker      TEXT   NOT NULL,
+    heartbeat_ms BIGINT NOT NULL,
+    stale_ms     BIGINT NOT NULL,
+    PRIMARY KEY (worker, system)
+)";
+
+/// One worker's report of one system.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Report {
+    pub(crate) worker: String,
+    pub(crate) system: String,
+    /// The queues the worker serves, a JSON array.
+    pub(crate) queues: String,
+    /// Tasks of the system it holds (running or prefetched).
+    pub(crate) held: i64,
+    /// The rate in force, in thousandths of a task per second; `None`: unlimited.
+    pub(crate) rate_milli: Option<i64>,
+    pub(crate) ramping: bool,
+    /// `closed`, `open` or `half_open`.
+    pub(crate) breaker: String,
+}
+
+/// Replaces worker `worker`'s reports with `reports`, deleting every stale one by `now`.
+pub(crate) async fn beat(
+    store: &Store,
+    worker: &str,
+    reports: &[Report],
+    (now, stale): (i64, i64),
+) -> Result<(), Error> {
+    const STALE: &str = "DELETE FROM retry_worker_systems WHERE stale_ms <= $1 OR worker = $2";
+    const INSERT: &str = "INSERT INTO retry_worker_systems (worker, system, queues, held, \
+         rate_milli, ramping, breaker, heartbeat_ms, stale_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+    execute(store, STALE, &[Arg::Int(now), Arg::Text(worker)]).await?;
+    for r in reports {
+        let args = [
+            Arg::Text(worker),
+            Arg::Text(&r.system),
+            Arg::Text(&r.queues),
+            Arg::Int(r.held),
+            Arg::MaybeInt(r.rate_milli),
+            Arg::Int(i64::from(r.ramping)),
+            Arg::Text(&r.breaker),
+            Arg::Int(now),
+            Arg::Int(stale),
+        ];
+        execute(store, INSERT, &args).await?;
+    }
+    Ok(())
+}
+
+/// Deletes worker `worker`'s reports (its graceful stop).
+pub(crate) async fn remove(store: &Store, worker: &str) -> Result<(), Error> {
+    const REMOVE: &str = "DELETE FROM retry_worker_systems WHERE worker = $1";
+    execute(store, REMOVE, &[Arg::Text(worker)]).await.map(drop)
+}
+
+/// The reports not stale at `now`.
+pub(crate) async fn live(store: &Store, now: i64) -> Result<Vec<Report>, Error> {
+    const LIVE: &str = "SELECT worker, system, queues, held, rate_milli, ramping, breaker \
+         FROM retry_worker_systems WHERE stale_ms > $1 ORDER BY system, worker";
+    type Columns = (String, String, String, i64, Option<i64>, i64, String);
+    let rows: Vec<Columns> = fetch_all(store, LIVE, &[Arg::Int(now)]).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Report {
+            worker: r.0,
+            system: r.1,
+            queues: r.2,
+            held: r.3,
+            rate_milli: r.4,
+            ramping: r.5 != 0,
+            breaker: r.6,
+        })
+        .collect())
+}
+
+/// Creates the table where missing (on PostgreSQL under the schema's lock, only when missing).
+pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
+    let result = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(pool) => sqlx::raw_sql(SCHEMA).execute(pool).await.map(drop),
+        #[cfg(feature = "postgres")]
+        Store::Postgres(pool) => {
+            const HAS: &str = "SELECT COUNT(*) FROM information_schema.tables \
+                 WHERE table_schema = current_schema() AND table_name = 'retry_worker_systems'";
+            let run = async {
+                let has: i64 = sqlx::query_scalar(HAS).fetch_one(pool).await?;
+                if has == 1 {
+                    return Ok(());
+                }
+                let mut tx = pool.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(super::postgres::MIGRATION_LOCK)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::raw_sql(SCHEMA).execute(&mut *tx).await?;
+                tx.commit().await
+            };
+            run.await
+        }
+    };
+    result.map_err(Error::from_sqlx)
+}

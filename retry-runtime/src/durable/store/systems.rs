@@ -1,0 +1,240 @@
+//! The external system a task names (issue 31): the columns `system` (the task's
+//! [`system`](crate::durable::Task::system)) and `deferred_ms` (the due time a breaker-aware
+//! deferral gave it), added by their own migration step so that a table made by an earlier
+//! version gains them in place, and an index over the live tasks that name a system (tasks
+//! without one cost it nothing). Beside them, what the worker's per-system gate runs: the claim
+//! with its conditions (only one system; every system but the limited ones; fresh tasks or
+//! retries only), the deferral, and the operator's per-system figures.
+
+use super::{Arg, Row, Store, fetch_all};
+use crate::durable::error::Error;
+
+/// Which tasks a claim takes by their `retried`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Retried {
+    /// Fresh tasks and retries alike.
+    Any = 0,
+    /// Only tasks never failed (`retried = 0`).
+    Fresh = 1,
+    /// Only retries (`retried > 0`).
+    Retries = 2,
+}
+
+/// What a managed claim takes besides the due tasks of the worker's kinds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Filter<'a> {
+    /// Only the tasks of this system: those naming it, and those naming none whose kind is in
+    /// the JSON array (the worker's [`system_of`](crate::durable::Worker::system_of)).
+    pub(crate) only: Option<(&'a str, &'a str)>,
+    /// None of these systems (a JSON array), nor the tasks naming none whose kind is in the
+    /// second JSON array.
+    pub(crate) except: Option<(&'a str, &'a str)>,
+    pub(crate) retried: Retried,
+    /// A global concurrency limit of the `only` system across every worker of the queue.
+    pub(crate) global: Option<i64>,
+}
+
+/// Claims up to `limit` due tasks of `kinds` that pass `filter`, like
+/// [`tasks::claim`](super::tasks::claim).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn claim(
+    store: &Store,
+    queue: &str,
+    now: i64,
+    limit: i64,
+    token: i64,
+    lease_until: i64,
+    kinds: Option<&str>,
+    filter: Filter<'_>,
+) -> Result<Vec<Row>, Error> {
+    let statement = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(_) => super::sqlite::CLAIM_MANAGED,
+        #[cfg(feature = "postgres")]
+        Store::Postgres(_) => super::postgres::CLAIM_MANAGED,
+    };
+    let args = [
+        Arg::Text(queue),
+        Arg::Int(now),
+        Arg::Int(limit),
+        Arg::Int(token),
+        Arg::Int(lease_until),
+        Arg::MaybeText(kinds),
+        Arg::MaybeText(filter.only.map(|(system, _)| system)),
+        Arg::Text(filter.only.map_or("[]", |(_, kinds)| kinds)),
+        Arg::MaybeText(filter.except.map(|(systems, _)| systems)),
+        Arg::Text(filter.except.map_or("[]", |(_, kinds)| kinds)),
+        Arg::Int(filter.retried as i64),
+        Arg::MaybeInt(filter.global),
+    ];
+    let mut rows: Vec<Row> = match (store, filter.only, filter.global) {
+        #[cfg(feature = "postgres")]
+        (Store::Postgres(pool), Some((system, _)), Some(_)) => {
+            super::postgres::claim_global(pool, &args, (queue, system))
+                .await
+                .map_err(Error::from_sqlx)?
+        }
+        _ => fetch_all(store, statement, &args).await?,
+    };
+    rows.sort_by_key(|row| (row.next_process_ms, row.seq));
+    Ok(rows)
+}
+
+/// Defers every task of `system` (or naming none, of a kind in `kinds`, a JSON array) due by
+/// `now` to `until` plus a jitter below `jitter_ms` spread by the task's `seq`: `scheduled`,
+/// `retried` and `last_err` unchanged. Returns the kind of each task it deferred.
+pub(crate) async fn defer(
+    store: &Store,
+    queue: &str,
+    now: i64,
+    (system, kinds): (&str, &str),
+    until: i64,
+    jitter_ms: i64,
+) -> Result<Vec<String>, Error> {
+    let statement = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(_) => super::sqlite::DEFER,
+        #[cfg(feature = "postgres")]
+        Store::Postgres(_) => super::postgres::DEFER,
+    };
+    let args = [
+        Arg::Text(queue),
+        Arg::Int(now),
+        Arg::Text(system),
+        Arg::Text(kinds),
+        Arg::Int(until),
+        Arg::Int(jitter_ms.max(1)),
+    ];
+    let kinds: Vec<(String,)> = fetch_all(store, statement, &args).await?;
+    Ok(kinds.into_iter().map(|(kind,)| kind).collect())
+}
+
+/// The live tasks of one system, as the operator sees them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SystemCounts {
+    pub(crate) system: String,
+    /// Waiting and due by now.
+    pub(crate) due: i64,
+    /// Deferred by a breaker, not due yet.
+    pub(crate) deferred: i64,
+    /// Active: claimed by a worker.
+    pub(crate) in_flight: i64,
+    /// Waiting, due or not.
+    pub(crate) waiting: i64,
+}
+
+/// The live tasks of `queue` per system they name, by `now`: read from the system index,
+/// whose entries are the live tasks naming a system (tasks without one are not in it).
+pub(crate) async fn counts(
+    store: &Store,
+    queue: &str,
+    now: i64,
+) -> Result<Vec<SystemCounts>, Error> {
+    const COUNTS: &str = "SELECT system, \
+         SUM(CASE WHEN state <> 'active' AND next_process_ms <= $2 THEN 1 ELSE 0 END) AS due, \
+         SUM(CASE WHEN state = 'scheduled' AND deferred_ms = next_process_ms \
+             AND next_process_ms > $2 THEN 1 ELSE 0 END) AS deferred, \
+         SUM(CASE WHEN state = 'active' THEN 1 ELSE 0 END) AS in_flight, \
+         SUM(CASE WHEN state <> 'active' THEN 1 ELSE 0 END) AS waiting \
+         FROM retry_tasks WHERE queue = $1 AND system IS NOT NULL \
+         AND state IN ('pending', 'scheduled', 'active', 'retry') \
+         GROUP BY system ORDER BY system";
+    let rows: Vec<(String, i64, i64, i64, i64)> =
+        fetch_all(store, COUNTS, &[Arg::Text(queue), Arg::Int(now)]).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(system, due, deferred, in_flight, waiting)| SystemCounts {
+            system,
+            due,
+            deferred,
+            in_flight,
+            waiting,
+        })
+        .collect())
+}
+
+/// Whether a retry (a task with `retried > 0`) of `queue` is due by `now`: read from the index
+/// of waiting retries.
+pub(crate) async fn retries_due(store: &Store, queue: &str, now: i64) -> Result<bool, Error> {
+    const ANY: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM retry_tasks \
+         WHERE queue = $1 AND retried > 0 AND state IN ('pending', 'scheduled', 'retry') \
+         AND next_process_ms <= $2 LIMIT 1) AS due";
+    Ok(super::fetch_int(store, ANY, &[Arg::Text(queue), Arg::Int(now)]).await? > 0)
+}
+
+/// The index of the live tasks naming a system, and the index of the waiting retries (for
+/// the retry share's claims: only tasks that failed are in it).
+const INDEX: &str = "CREATE INDEX IF NOT EXISTS retry_tasks_system \
+     ON retry_tasks (queue, system, state, next_process_ms, seq) \
+     WHERE system IS NOT NULL AND state IN ('pending', 'scheduled', 'active', 'retry');
+CREATE INDEX IF NOT EXISTS retry_tasks_retries ON retry_tasks (queue, next_process_ms, seq) \
+     WHERE retried > 0 AND state IN ('pending', 'scheduled', 'retry');";
+
+#[cfg(feature = "postgres")]
+const POSTGRES_COLUMNS: &str = "ALTER TABLE retry_tasks \
+     ADD COLUMN IF NOT EXISTS system TEXT, ADD COLUMN IF NOT EXISTS deferred_ms BIGINT";
+
+/// SQLite has no `ADD COLUMN IF NOT EXISTS`: each column is added when `pragma_table_info`
+/// lacks it.
+#[cfg(feature = "sqlite")]
+const SQLITE_COLUMNS: [(&str, &str); 2] = [
+    ("system", "ALTER TABLE retry_tasks ADD COLUMN system TEXT"),
+    (
+        "deferred_ms",
+        "ALTER TABLE retry_tasks ADD COLUMN deferred_ms INTEGER",
+    ),
+];
+
+/// Adds the columns and the index where missing.
+pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
+    let result = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(pool) => migrate_sqlite(pool).await,
+        #[cfg(feature = "postgres")]
+        Store::Postgres(pool) => {
+            // Under the schema's lock, and only when something is missing: `ALTER TABLE` and
+            // `CREATE INDEX` wait for (and stall) every running worker's claims.
+            const HAS: &str = "SELECT (SELECT COUNT(*) FROM information_schema.columns \
+                 WHERE table_schema = current_schema() AND table_name = 'retry_tasks' \
+                 AND column_name IN ('system', 'deferred_ms')) \
+                 + (SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() \
+                 AND tablename = 'retry_tasks' \
+                 AND indexname IN ('retry_tasks_system', 'retry_tasks_retries'))";
+            let run = async {
+                let has: i64 = sqlx::query_scalar(HAS).fetch_one(pool).await?;
+                if has == 4 {
+                    return Ok(());
+                }
+                let mut tx = pool.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(super::postgres::MIGRATION_LOCK)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::raw_sql(POSTGRES_COLUMNS).execute(&mut *tx).await?;
+                sqlx::raw_sql(INDEX).execute(&mut *tx).await?;
+                tx.commit().await
+            };
+            run.await
+        }
+    };
+    result.map_err(Error::from_sqlx)
+}
+
+#[cfg(feature = "sqlite")]
+async fn migrate_sqlite(pool: &sqlx::SqlitePool) -> Result<(), sqlx::Error> {
+    const HAS: &str = "SELECT COUNT(*) FROM pragma_table_info('retry_tasks') WHERE name = $1";
+    for (column, add) in SQLITE_COLUMNS {
+        let has: i64 = sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await?;
+        if has > 0 {
+            continue;
+        }
+        if let Err(e) = sqlx::query(add).execute(pool).await {
+            // Another process added it in between: that is the outcome wanted.
+            let added: i64 = sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await?;
+            if added != 1 {
+                return Err(e);
+            }
+        }
+    }
+    sqlx::raw_sql(INDEX).execute(pool).await.map(drop)
+}

@@ -1,0 +1,137 @@
+//! Issue 31: a system's global concurrency limit holds across worker processes
+//! (`SystemLimit::global_concurrency`): three `durable_worker` processes of concurrency 8 on one
+//! database, each limiting the system `gw` to 3 active tasks in the queue, run 60 tasks that
+//! sleep 30 ms; from the start and end times every process logs (one clock, the machine's),
+//! never more than 3 ran at once, and every task ran once. PostgreSQL (a fresh database) and
+//! SQLite (one file).
+
+use std::fs::File;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use retry_runtime::durable::{Queue, Task};
+use sqlx::Connection as _;
+
+const PROCESSES: usize = 3;
+const LIMIT: usize = 3;
+const TASKS: usize = 60;
+
+async fn postgres_url() -> Option<String> {
+    let server = retry_tests::durable_env::postgres_url_or_skip("durable_global")?;
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let name = format!("global_{}_{nanos}", std::process::id());
+    let mut admin = sqlx::PgConnection::connect(&server).await.expect("connect");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .execute(&mut admin)
+        .await
+        .expect("CREATE DATABASE");
+    let base = server.rsplit_once('/').map_or(server.as_str(), |(b, _)| b);
+    Some(format!("{base}/{name}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_global_limit_holds_across_three_processes() {
+    if let Some(url) = postgres_url().await {
+        global_limit_holds(&url, &tempfile::tempdir().unwrap(), true).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_global_limit_holds_across_three_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    // One process may take them all (it holds the write lock, the others poll).
+    global_limit_holds(&url, &dir, false).await;
+}
+
+async fn global_limit_holds(url: &str, dir: &tempfile::TempDir, shared: bool) {
+    let q = Queue::connect(url).await.expect("the database answers");
+    let tasks = (0..TASKS).map(|n| Task::new("job", &n).system("gw").task_id(format!("t{n}")));
+    q.enqueue_many(tasks).await.unwrap();
+    let mut children: Vec<Child> = (0..PROCESSES)
+        .map(|i| {
+            let name = format!("w{i}");
+            Command::new(env!("CARGO_BIN_EXE_durable_worker"))
+                .args(["--url", url, "--name", &name, "--mode", "sleep-ok"])
+                .arg("--log")
+                .arg(dir.path().join(format!("{name}.log")))
+                .args([
+                    "--concurrency",
+                    "8",
+                    "--poll-ms",
+                    "20",
+                    "--lease-ms",
+                    "5000",
+                ])
+                .args(["--stall-ms", "30", "--global", &LIMIT.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(File::create(dir.path().join(format!("{name}.stderr"))).unwrap())
+                .spawn()
+                .expect("spawn durable_worker")
+        })
+        .collect();
+    let read = || -> Vec<String> {
+        (0..PROCESSES)
+            .flat_map(|i| {
+                let path = dir.path().join(format!("w{i}.log"));
+                std::fs::read_to_string(path)
+                    .unwrap_or_default()
+                    .lines()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    for _ in 0..3_000 {
+        if read().iter().filter(|l| l.starts_with("end ")).count() >= TASKS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for child in &mut children {
+        drop(child.stdin.take());
+    }
+    for child in &mut children {
+        assert!(child.wait().unwrap().success());
+    }
+    // Every attempt's interval, by the machine's clock: +1 at a start, -1 at an end.
+    let mut events: Vec<(u128, i32)> = Vec::new();
+    let mut started: Vec<String> = Vec::new();
+    let mut by_process = [0usize; PROCESSES];
+    for line in read() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let at: u128 = fields[4].parse().unwrap();
+        if fields[0] == "start" {
+            started.push(fields[1].to_owned());
+            by_process[fields[3][1..].parse::<usize>().unwrap()] += 1;
+        }
+        // An end sorts before a start at the same microsecond.
+        events.push((at, if fields[0] == "start" { 1 } else { -1 }));
+    }
+    events.sort();
+    let (mut running, mut most) = (0, 0);
+    for (_, step) in &events {
+        running += step;
+        most = most.max(running);
+    }
+    started.sort();
+    started.dedup();
+    assert_eq!(started.len(), TASKS, "every task ran");
+    assert_eq!(events.len(), 2 * TASKS, "each once");
+    assert!(
+        most <= LIMIT as i32,
+        "{most} ran at once across the processes"
+    );
+    assert_eq!(
+        most, LIMIT as i32,
+        "the limit was reached (the test would prove nothing)"
+    );
+    if shared {
+        let ran = by_process.iter().filter(|n| **n > 0).count();
+        assert!(ran >= 2, "the processes shared the tasks: {by_process:?}");
+    }
+}

@@ -10,6 +10,7 @@ pub(crate) mod config;
 pub(crate) mod due;
 pub(crate) mod failure;
 pub(crate) mod gate;
+mod handlers;
 pub(crate) mod heartbeat;
 pub(crate) mod janitor;
 pub(crate) mod lease;
@@ -29,13 +30,11 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::Classify;
-use crate::durable::client::kind::TaskKind;
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::{ActiveTask, TaskInfo};
-use crate::durable::error::{BoxError, Error, SkipRetry};
+use crate::durable::error::{BoxError, Error};
 use crate::durable::store::Fence;
-use crate::durable::worker::attempt::{Handler, Runner};
+use crate::durable::worker::attempt::Runner;
 use crate::durable::worker::config::Config;
 use crate::durable::worker::failure::Failure;
 use crate::durable::worker::limit::SystemLimit;
@@ -166,72 +165,6 @@ impl Worker {
     /// their queue, without counting a retry.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.config.shutdown_timeout = timeout;
-        self
-    }
-
-    /// Runs `handler` for tasks of kind `kind` (replacing any earlier handler of that kind). A
-    /// worker claims only the kinds it has handlers for: tasks of other kinds wait, pending, for
-    /// a worker that knows them.
-    ///
-    /// `Ok(())` completes the task. An error is a failed attempt, judged by the first error of
-    /// its source chain whose type is known, as the [module docs](super#which-errors-are-retried)
-    /// say: a 4xx is archived at once, a breaker rejection does not count, a transient error
-    /// waits at least its Retry-After, an error nothing is known of is retried (asynq's default).
-    /// A panic is a failed attempt too ([`Error::Panicked`]). For an adapter's own error type,
-    /// [`handle_classified`](Worker::handle_classified) uses its [`Classify`] impl instead.
-    ///
-    /// Each attempt runs in its own tokio task; when the attempt's timeout or deadline passes,
-    /// or the worker loses the lease, the handler's future is dropped (at its next `.await`:
-    /// blocking code in a handler is not interrupted).
-    pub fn handle<F, Fut>(self, kind: impl Into<String>, handler: F) -> Self
-    where
-        F: Fn(ActiveTask) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
-    {
-        self.handle_classified(kind, handler)
-    }
-
-    #[doc = include_str!("../../../docs/handle_classified.md")]
-    pub fn handle_classified<F, Fut, E>(mut self, kind: impl Into<String>, handler: F) -> Self
-    where
-        F: Fn(ActiveTask) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Classify + Into<BoxError> + 'static,
-    {
-        let handler: Handler = Arc::new(move |task| {
-            let attempt = handler(task);
-            Box::pin(async move { attempt.await.map_err(Failure::from_handler) })
-        });
-        self.edit().handlers.insert(kind.into(), handler);
-        self
-    }
-
-    /// [`handle_classified`](Worker::handle_classified) for `T`'s [`KIND`](TaskKind::KIND),
-    /// the handler receiving the payload decoded (see [`TaskKind`]). A payload that does not
-    /// decode as `T` is archived at once, never retried, with an error that says so.
-    pub fn handle_typed<T, F, Fut, E>(mut self, handler: F) -> Self
-    where
-        T: TaskKind,
-        F: Fn(T, ActiveTask) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Classify + Into<BoxError> + 'static,
-    {
-        let handler: Handler = Arc::new(move |task: ActiveTask| match task.payload::<T>() {
-            Ok(payload) => {
-                let attempt = handler(payload, task);
-                Box::pin(async move { attempt.await.map_err(Failure::from_handler) })
-            }
-            Err(e) => {
-                let text = format!(
-                    "the payload of this {:?} task does not decode as {}: {e}",
-                    T::KIND,
-                    std::any::type_name::<T>()
-                );
-                let skip: BoxError = Box::new(SkipRetry::new(text));
-                Box::pin(async move { Err(Failure::from_handler(skip)) })
-            }
-        });
-        self.edit().handlers.insert(T::KIND.to_owned(), handler);
         self
     }
 

@@ -176,11 +176,7 @@ fn main() {
                 bulk.push(many(backend, batches, size).await);
                 one.push(single(backend, singles).await);
             }
-            println!(
-                "| {backend:?} | {:.0} | {:.0} |",
-                median(bulk),
-                median(one)
-            );
+            println!("| {backend:?} | {:.0} | {:.0} |", median(bulk), median(one));
         }
     });
 }

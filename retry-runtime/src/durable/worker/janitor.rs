@@ -104,17 +104,18 @@ pub(crate) async fn trim_archive(queue: &Handle) -> Result<u64, Error> {
     .await
 }
 
-#[cfg(all(test, feature = "sqlite"))]
+#[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use super::trim_completed;
-    use crate::durable::clock::to_ms;
-    use crate::durable::store::Store;
-    use crate::durable::{Queue, Task, TaskState};
-
+    #[cfg(feature = "sqlite")]
     #[tokio::test]
     async fn a_backlog_of_expired_completed_tasks_is_deleted_in_bounded_batches() {
+        use std::time::Duration;
+
+        use super::trim_completed;
+        use crate::durable::clock::to_ms;
+        use crate::durable::store::Store;
+        use crate::durable::{Queue, Task, TaskState};
+
         let hour = Duration::from_secs(3600);
         let q = Queue::connect("sqlite::memory:")
             .await

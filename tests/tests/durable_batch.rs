@@ -13,8 +13,8 @@ retry_tests::both_backends!(
     an_empty_batch_enqueues_nothing,
 );
 
-/// Enough tasks to span three multi-row statements (1 000 rows each).
-const SPAN: usize = 2_500;
+/// Enough tasks to span two statements (10 000 rows each).
+const SPAN: usize = 10_500;
 
 async fn pending_count(env: &Env) -> usize {
     env.q
@@ -42,10 +42,31 @@ async fn enqueue_many_stores_every_task_as_enqueue_would(backend: Backend) {
     assert_eq!(n, SPAN as u64 + 1);
     assert_eq!(pending_count(&env).await, SPAN);
     assert_eq!(env.ids(TaskState::Scheduled).await, ["later"]);
+    // The counters, kept by triggers, saw every row of both statements.
+    let inspector = env.q.inspector();
+    assert_eq!(
+        inspector.count(TaskState::Pending).await.unwrap(),
+        SPAN as u64
+    );
+    assert_eq!(inspector.count(TaskState::Scheduled).await.unwrap(), 1);
+    // Due at the same millisecond, the tasks are listed (and run) in the batch's order.
+    let listed: Vec<String> = inspector
+        .tasks(TaskQuery::new(TaskState::Pending))
+        .await
+        .unwrap()
+        .tasks
+        .into_iter()
+        .map(|info| info.id)
+        .collect();
+    let expected: Vec<String> = (0..SPAN).map(|n| format!("m-{n}")).collect();
+    assert!(
+        listed == expected,
+        "the pending tasks are not in enqueue order"
+    );
 
-    let last = env.info("m-2499").await;
+    let last = env.info("m-10499").await;
     assert_eq!(last.kind, "mail");
-    assert_eq!(last.payload, "2499");
+    assert_eq!(last.payload, "10499");
     assert_eq!(last.max_retry, 3);
     assert_eq!(last.retried, 0);
     assert_eq!(last.state, TaskState::Pending);
@@ -68,20 +89,24 @@ async fn a_taken_id_refuses_the_whole_batch_naming_it(backend: Backend) {
         return;
     };
     env.q
-        .enqueue(Task::new("mail", &0).task_id("m-1200"))
+        .enqueue(Task::new("mail", &0).task_id("m-10200"))
         .await
         .unwrap();
     // The conflict sits in the second statement: the first one's rows must be rolled back.
     let batch = (0..SPAN).map(|n| Task::new("mail", &n).task_id(format!("m-{n}")));
     match env.q.enqueue_many(batch).await {
         Err(Error::BatchRefused { id, cause }) => {
-            assert_eq!(id, "m-1200");
+            assert_eq!(id, "m-10200");
             assert!(matches!(*cause, Error::TaskIdConflict), "{cause:?}");
         }
         other => panic!("expected BatchRefused, got {other:?}"),
     }
-    assert_eq!(env.ids(TaskState::Pending).await, ["m-1200"]);
-    assert_eq!(env.info("m-1200").await.payload, "0");
+    assert_eq!(env.ids(TaskState::Pending).await, ["m-10200"]);
+    assert_eq!(env.info("m-10200").await.payload, "0");
+    assert_eq!(
+        env.q.inspector().count(TaskState::Pending).await.unwrap(),
+        1
+    );
 }
 
 async fn an_id_twice_in_the_batch_refuses_it(backend: Backend) {

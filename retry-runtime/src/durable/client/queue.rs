@@ -212,8 +212,9 @@ impl Queue {
     }
 
     /// Adds every task of `tasks` in one transaction, all or nothing; returns how many were
-    /// enqueued. Each is checked and stored as [`enqueue`](Queue::enqueue) would, with
-    /// multi-row inserts (1 000 rows a statement) and one commit for the batch.
+    /// enqueued. Each is checked and stored as [`enqueue`](Queue::enqueue) would, with one
+    /// statement per 10 000 tasks (PostgreSQL: one array per column, `unnest`ed; SQLite: one
+    /// JSON array of rows) and one commit for the batch.
     ///
     /// A task that [`enqueue`](Queue::enqueue) would refuse refuses the whole batch, nothing
     /// written: [`Error::BatchRefused`] names its id, and its `cause` says why (an id taken in

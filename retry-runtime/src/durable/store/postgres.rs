@@ -208,8 +208,16 @@ pub(super) async fn claim_global(
 
 /// One direct connection first, so that a server that is down is reported at once (the pool
 /// would retry until its acquire timeout); then the pool.
+///
+/// Every statement of the queue is a static text, prepared once per connection; its plan is
+/// made once too (`plan_cache_mode = force_generic_plan`). Left to choose, PostgreSQL planned
+/// the claim anew on every call (a custom plan for each set of values: 382 plans for 375
+/// claims, a fifth of the claim's server time under load) and the batch completion on one call
+/// in three; the generic plans walk the same indexes. A pool the application passes to
+/// [`Queue::from_pg_pool`](crate::durable::Queue::from_pg_pool) keeps its own setting.
 pub(super) async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
-    let options = PgConnectOptions::from_str(url)?;
+    let options =
+        PgConnectOptions::from_str(url)?.options([("plan_cache_mode", "force_generic_plan")]);
     PgConnection::connect_with(&options).await?.close().await?;
     Ok(PgPoolOptions::new()
         .max_connections(MAX_CONNECTIONS)

@@ -291,24 +291,31 @@ pub(crate) async fn trim_archive(
     Ok(old + execute(store, TRIM_BEYOND, &args).await?)
 }
 
-/// Deletes the completed tasks past their retention (`retention`: the queue's; a task's own
-/// `retention_ms` overrides it).
+/// Deletes at most `limit` of the completed tasks past their retention (`retention`: the
+/// queue's; a task's own `retention_ms` overrides it), the oldest first; returns how many. One
+/// statement, its own transaction: a backlog is deleted by calling it again (the janitor's
+/// loop), and no statement holds a lock or writes WAL for more than `limit` rows.
 pub(crate) async fn trim_completed(
     store: &Store,
     queue: &str,
     retention: i64,
     now: i64,
+    limit: i64,
 ) -> Result<u64, Error> {
-    // The condition of the index of finished tasks, repeated for SQLite (see `operator.rs`).
-    const TRIM_COMPLETED: &str = "DELETE FROM retry_tasks \
+    // A walk of the index of finished tasks from its oldest entry (its condition repeated for
+    // SQLite, see `operator.rs`).
+    const TRIM_COMPLETED: &str = "DELETE FROM retry_tasks WHERE seq IN ( \
+         SELECT seq FROM retry_tasks \
          WHERE queue = $1 AND state = 'completed' AND state IN ('archived', 'completed') \
-         AND finished_ms < $3 - COALESCE(retention_ms, $2)";
-    execute(
-        store,
-        TRIM_COMPLETED,
-        &[Arg::Text(queue), Arg::Int(retention), Arg::Int(now)],
-    )
-    .await
+         AND finished_ms < $3 - COALESCE(retention_ms, $2) \
+         ORDER BY finished_ms, seq LIMIT $4)";
+    let args = [
+        Arg::Text(queue),
+        Arg::Int(retention),
+        Arg::Int(now),
+        Arg::Int(limit),
+    ];
+    execute(store, TRIM_COMPLETED, &args).await
 }
 
 /// Checks that the database answers.

@@ -3,8 +3,11 @@
 //! by default) are deleted as tasks are archived and on every tick of a worker's janitor;
 //! completed tasks are deleted once past their retention (the task's own
 //! [`retention`](crate::durable::Task::retention), or the queue's
-//! [`completed_retention`](crate::durable::Queue::completed_retention)). The hourly history of attempts
-//! is kept [`HISTORY_DAYS`](crate::durable::HISTORY_DAYS) days.
+//! [`completed_retention`](crate::durable::Queue::completed_retention), 7 days by default), in
+//! statements of at most [`TRIM_BATCH`] rows each, its own transaction: a backlog of a million
+//! expired rows never becomes one statement that holds its locks and writes its WAL at once,
+//! and the janitor runs on its own task, off the path of claims and completions. The hourly
+//! history of attempts is kept [`HISTORY_DAYS`](crate::durable::HISTORY_DAYS) days.
 
 use std::time::{Duration, SystemTime};
 
@@ -16,6 +19,9 @@ use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::store::{counts, tasks};
 use crate::durable::worker::periodic;
+
+/// The most completed tasks one statement of the janitor deletes.
+pub(crate) const TRIM_BATCH: i64 = 10_000;
 
 /// A worker's janitor: trims the queues it serves every `interval`.
 pub(crate) struct Janitor {
@@ -49,10 +55,29 @@ impl Janitor {
 pub(crate) async fn trim(queue: &Handle) -> Result<u64, Error> {
     let archived = trim_archive(queue).await?;
     let now = to_ms(queue.clock.now());
-    let retention = duration_ms(queue.completed_retention);
-    let completed = tasks::trim_completed(&queue.store, &queue.name, retention, now).await?;
+    let (completed, _) = trim_completed(queue, now, TRIM_BATCH).await?;
     counts::trim_history(&queue.store, &queue.name, now).await?;
     Ok(archived + completed)
+}
+
+/// Deletes the completed tasks past their retention at `now` (ms), at most `batch` a
+/// statement, until a statement finds fewer; returns how many were deleted, in how many
+/// statements.
+pub(crate) async fn trim_completed(
+    queue: &Handle,
+    now: i64,
+    batch: i64,
+) -> Result<(u64, u64), Error> {
+    let retention = duration_ms(queue.completed_retention);
+    let (mut deleted, mut statements) = (0, 0);
+    loop {
+        let n = tasks::trim_completed(&queue.store, &queue.name, retention, now, batch).await?;
+        deleted += n;
+        statements += 1;
+        if i64::try_from(n).unwrap_or(i64::MAX) < batch {
+            return Ok((deleted, statements));
+        }
+    }
 }
 
 /// Deletes the archived tasks beyond the queue's archive limits.
@@ -77,4 +102,56 @@ pub(crate) async fn trim_archive(queue: &Handle) -> Result<u64, Error> {
         archived > keep,
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn a_backlog_of_expired_completed_tasks_is_deleted_in_bounded_batches() {
+        use std::time::Duration;
+
+        use super::trim_completed;
+        use crate::durable::clock::to_ms;
+        use crate::durable::store::Store;
+        use crate::durable::{Queue, Task, TaskState};
+
+        let hour = Duration::from_secs(3600);
+        let q = Queue::connect("sqlite::memory:")
+            .await
+            .unwrap()
+            .completed_retention(hour);
+        let tasks = (0..27).map(|n| Task::new("x", &n).task_id(format!("t{n:02}")));
+        q.enqueue_many(tasks.chain([Task::new("x", &0).task_id("waiting")]))
+            .await
+            .unwrap();
+        let enqueued = to_ms(q.inspector().get("t00").await.unwrap().unwrap().enqueued_at);
+        let Store::Sqlite(pool) = &q.handle.store else {
+            unreachable!("a sqlite:// queue")
+        };
+        // 25 completed an hour and more ago, 2 just now; the last task still waits.
+        let complete = "UPDATE retry_tasks SET state = 'completed', finished_ms = $1 \
+             WHERE id >= $2 AND id < $3";
+        for (finished, from, to) in [
+            (enqueued, "t00", "t25"),
+            (enqueued + 3_600_000, "t25", "t27"),
+        ] {
+            sqlx::query(complete)
+                .bind(finished)
+                .bind(from)
+                .bind(to)
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+        let now = enqueued + 3_600_001;
+        assert_eq!(trim_completed(&q.handle, now, 10).await.unwrap(), (25, 3));
+        let inspector = q.inspector();
+        assert_eq!(inspector.count(TaskState::Completed).await.unwrap(), 2);
+        assert_eq!(inspector.count(TaskState::Pending).await.unwrap(), 1);
+        assert!(inspector.get("t24").await.unwrap().is_none());
+        assert!(inspector.get("t25").await.unwrap().is_some());
+        // Nothing left past the retention: one statement finds nothing.
+        assert_eq!(trim_completed(&q.handle, now, 10).await.unwrap(), (0, 1));
+    }
 }

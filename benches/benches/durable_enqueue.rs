@@ -1,0 +1,182 @@
+//! How fast tasks go into the durable queue, on both backends side by side:
+//! `cargo bench -p retry-benches --bench durable_enqueue` (see BENCHMARKS.md, "Durable queue").
+//!
+//! - **`enqueue_many`**: `DURABLE_ENQUEUE_BATCHES` (default 5) batches of
+//!   `DURABLE_ENQUEUE_BATCH` (default 10 000) tasks into a fresh database, one call per batch;
+//!   tasks/s over the calls alone (the tasks are built before the clock starts).
+//! - **`enqueue`**: `DURABLE_ENQUEUE_SINGLE` (default 2 000) tasks, one call each, into another
+//!   fresh database; tasks/s.
+//!
+//! Each figure is the median of `DURABLE_ENQUEUE_ROUNDS` (default 3) rounds. SQLite runs in a
+//! fresh temp dir each time; PostgreSQL in a fresh database on the server of
+//! `RETRY_TEST_POSTGRES_URL` (`eval "$(scripts/postgres.sh)"` starts one), skipped with a
+//! message when it is unset. The load average at the start is printed with the figures: on a
+//! loaded machine, compare only figures of one run.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use retry_runtime::durable::{Queue, Task};
+use sqlx::Connection as _;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+static DB_SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh database for one measurement; dropped (PostgreSQL) or deleted (SQLite) at the end.
+struct Db {
+    url: String,
+    _dir: Option<tempfile::TempDir>,
+    postgres: Option<(String, String)>,
+}
+
+impl Db {
+    async fn new(backend: Backend) -> Db {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::Builder::new()
+                    .prefix("retry-enqueue-bench-")
+                    .tempdir()
+                    .expect("temp dir");
+                let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+                Db {
+                    url,
+                    _dir: Some(dir),
+                    postgres: None,
+                }
+            }
+            Backend::Postgres => {
+                let server = std::env::var("RETRY_TEST_POSTGRES_URL").expect("checked before");
+                let name = format!(
+                    "enqueue_bench_{}_{}",
+                    std::process::id(),
+                    DB_SEQ.fetch_add(1, Ordering::SeqCst)
+                );
+                let mut admin = sqlx::PgConnection::connect(&server)
+                    .await
+                    .expect("connect to RETRY_TEST_POSTGRES_URL");
+                // The name is ours: ASCII letters, digits and `_`.
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .execute(&mut admin)
+                    .await
+                    .expect("CREATE DATABASE");
+                admin.close().await.ok();
+                let base = server.rsplit_once('/').map_or(server.as_str(), |(b, _)| b);
+                Db {
+                    url: format!("{base}/{name}"),
+                    _dir: None,
+                    postgres: Some((server, name)),
+                }
+            }
+        }
+    }
+
+    async fn drop_db(self) {
+        if let Some((server, name)) = &self.postgres
+            && let Ok(mut admin) = sqlx::PgConnection::connect(server).await
+        {
+            let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+            let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
+                .execute(&mut admin)
+                .await;
+            admin.close().await.ok();
+        }
+    }
+}
+
+/// `enqueue_many` of `batches` batches of `size`: tasks/s over the calls.
+async fn many(backend: Backend, batches: usize, size: usize) -> f64 {
+    let db = Db::new(backend).await;
+    let q = Queue::connect(&db.url).await.expect("connect");
+    let mut took = 0.0;
+    for b in 0..batches {
+        let tasks: Vec<Task> = (0..size)
+            .map(|i| Task::new("noop", &(b * size + i)))
+            .collect();
+        let start = Instant::now();
+        let n = q.enqueue_many(tasks).await.expect("enqueue_many");
+        took += start.elapsed().as_secs_f64();
+        assert_eq!(n, size as u64);
+    }
+    q.close().await;
+    db.drop_db().await;
+    (batches * size) as f64 / took
+}
+
+/// `n` single `enqueue` calls: tasks/s.
+async fn single(backend: Backend, n: usize) -> f64 {
+    let db = Db::new(backend).await;
+    let q = Queue::connect(&db.url).await.expect("connect");
+    let tasks: Vec<Task> = (0..n).map(|i| Task::new("noop", &i)).collect();
+    let start = Instant::now();
+    for task in tasks {
+        q.enqueue(task).await.expect("enqueue");
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    q.close().await;
+    db.drop_db().await;
+    rate
+}
+
+fn main() {
+    // `cargo test --benches` runs bench targets with `--test`: nothing to measure then.
+    if std::env::args().any(|a| a == "--test" || a == "--list") {
+        return;
+    }
+    let batches = env_usize("DURABLE_ENQUEUE_BATCHES", 5).max(1);
+    let size = env_usize("DURABLE_ENQUEUE_BATCH", 10_000).max(1);
+    let singles = env_usize("DURABLE_ENQUEUE_SINGLE", 2000).max(1);
+    let rounds = env_usize("DURABLE_ENQUEUE_ROUNDS", 3).max(1);
+    let mut backends = vec![Backend::Sqlite];
+    if std::env::var("RETRY_TEST_POSTGRES_URL").is_ok() {
+        backends.push(Backend::Postgres);
+    } else {
+        eprintln!(
+            "\n*** PostgreSQL SKIPPED: RETRY_TEST_POSTGRES_URL is not set. \
+             `eval \"$(scripts/postgres.sh)\"` starts a throwaway server.\n"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "durable enqueue benchmark: enqueue_many {batches} x {size}, enqueue {singles}, median of \
+         {rounds} rounds; {} CPUs; load average at start: {}",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    runtime.block_on(async {
+        println!("\n| backend | enqueue_many tasks/s | enqueue tasks/s |\n| --- | ---: | ---: |");
+        for &backend in &backends {
+            let mut bulk = Vec::new();
+            let mut one = Vec::new();
+            for _ in 0..rounds {
+                bulk.push(many(backend, batches, size).await);
+                one.push(single(backend, singles).await);
+            }
+            println!("| {backend:?} | {:.0} | {:.0} |", median(bulk), median(one));
+        }
+    });
+}

@@ -18,6 +18,9 @@
 # choose). When there are none and this runs as root with apt-get (CI, a fresh Debian machine),
 # `start` runs `apt-get update && apt-get install -y postgresql` first.
 #
+# PG_SERVER_OPTIONS adds server options to `start`, e.g.
+# PG_SERVER_OPTIONS='-c shared_preload_libraries=pg_stat_statements' for benches/benches/durable_profile.rs.
+#
 # `serve-while PID` is what the test suites use when RETRY_TEST_POSTGRES_URL is not set: it never
 # installs anything (exit status 3 when there are no server binaries: the tests then say they
 # skip), starts a cluster like `start`, prints the same two lines, and leaves a watcher that
@@ -95,7 +98,7 @@ start() {
     candidate=$((candidate + 1))
     if port_in_use "$candidate"; then continue; fi
     if (cd "$dir" && as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-c listen_addresses=127.0.0.1 -c port=$candidate -c unix_socket_directories=$dir -c max_connections=300" \
+      -o "-c listen_addresses=127.0.0.1 -c port=$candidate -c unix_socket_directories=$dir -c max_connections=300 ${PG_SERVER_OPTIONS:-}" \
       start >/dev/null 2>&1); then
       port=$candidate
       started=1

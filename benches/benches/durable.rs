@@ -26,9 +26,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use apalis::prelude::{
     BackendExt as _, BoxDynError, TaskSink as _, WorkerBuilder, WorkerBuilderExt as _,
 };
+use common::Db;
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, Task, TaskQuery, TaskState, Worker};
-use sqlx::Connection as _;
+
+mod common;
 
 /// Times the handlers ran in the current measurement.
 static RAN: AtomicUsize = AtomicUsize::new(0);
@@ -71,76 +73,17 @@ enum Backend {
     Postgres,
 }
 
-/// A fresh database for one measurement; dropped (PostgreSQL) or deleted (SQLite) at the end.
-struct Db {
-    /// For our queue: `sqlite://…/tasks.db` or `postgres://…/db`.
-    url: String,
-    _dir: Option<tempfile::TempDir>,
-    postgres: Option<(String, String)>,
+/// A fresh database of `backend`.
+async fn fresh_db(backend: Backend) -> Db {
+    Db::new(backend == Backend::Postgres, "bench").await
 }
 
-static DB_SEQ: AtomicUsize = AtomicUsize::new(0);
-
-impl Db {
-    async fn new(backend: Backend) -> Db {
-        match backend {
-            Backend::Sqlite => {
-                let dir = tempfile::Builder::new()
-                    .prefix("retry-durable-bench-")
-                    .tempdir()
-                    .expect("temp dir");
-                let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
-                Db {
-                    url,
-                    _dir: Some(dir),
-                    postgres: None,
-                }
-            }
-            Backend::Postgres => {
-                let server = std::env::var("RETRY_TEST_POSTGRES_URL").expect("checked before");
-                let name = format!(
-                    "bench_{}_{}",
-                    std::process::id(),
-                    DB_SEQ.fetch_add(1, Ordering::SeqCst)
-                );
-                let mut admin = sqlx::PgConnection::connect(&server)
-                    .await
-                    .expect("connect to RETRY_TEST_POSTGRES_URL");
-                // The name is ours: ASCII letters, digits and `_`.
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                    .execute(&mut admin)
-                    .await
-                    .expect("CREATE DATABASE");
-                admin.close().await.ok();
-                let base = server.rsplit_once('/').map_or(server.as_str(), |(b, _)| b);
-                Db {
-                    url: format!("{base}/{name}"),
-                    _dir: None,
-                    postgres: Some((server, name)),
-                }
-            }
-        }
-    }
-
-    /// The URL for apalis's sqlx pool (SQLite: create the file).
-    fn apalis_url(&self) -> String {
-        if self.postgres.is_some() {
-            self.url.clone()
-        } else {
-            format!("{}?mode=rwc", self.url)
-        }
-    }
-
-    async fn drop_db(self) {
-        if let Some((server, name)) = &self.postgres
-            && let Ok(mut admin) = sqlx::PgConnection::connect(server).await
-        {
-            let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-            let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
-                .execute(&mut admin)
-                .await;
-            admin.close().await.ok();
-        }
+/// The URL for apalis's sqlx pool (SQLite: create the file).
+fn apalis_url(db: &Db) -> String {
+    if db.is_postgres() {
+        db.url.clone()
+    } else {
+        format!("{}?mode=rwc", db.url)
     }
 }
 
@@ -194,7 +137,7 @@ fn ours_worker(q: Queue, concurrency: usize) -> Worker {
 
 /// Returns (enqueue/s, tasks/s).
 async fn ours_throughput(backend: Backend, concurrency: usize, n: usize) -> (f64, f64) {
-    let db = Db::new(backend).await;
+    let db = fresh_db(backend).await;
     let q = Queue::connect(&db.url).await.expect("connect");
     let start = Instant::now();
     for i in 0..n {
@@ -224,7 +167,7 @@ async fn ours_throughput(backend: Backend, concurrency: usize, n: usize) -> (f64
 }
 
 async fn ours_latency(backend: Backend, tasks: usize) -> Vec<u64> {
-    let db = Db::new(backend).await;
+    let db = fresh_db(backend).await;
     let q = Queue::connect(&db.url).await.expect("connect");
     LATENCIES
         .lock()
@@ -262,7 +205,7 @@ async fn ours_latency(backend: Backend, tasks: usize) -> Vec<u64> {
 
 /// Seconds from killing the worker that holds the task to another worker starting it again.
 async fn ours_crash_recovery(backend: Backend) -> f64 {
-    let db = Db::new(backend).await;
+    let db = fresh_db(backend).await;
     let q = Queue::connect(&db.url).await.expect("connect");
     *RESTARTED_AT.lock().unwrap_or_else(PoisonError::into_inner) = None;
     let lease = Duration::from_secs(2);
@@ -354,7 +297,7 @@ macro_rules! apalis_suite {
             use super::*;
 
             async fn pool(db: &Db) -> $pool {
-                let pool = <$pool>::connect(&db.apalis_url())
+                let pool = <$pool>::connect(&apalis_url(&db))
                     .await
                     .expect("apalis pool");
                 $storage::<()>::setup(&pool).await.expect("apalis setup");
@@ -370,7 +313,7 @@ macro_rules! apalis_suite {
             }
 
             pub async fn throughput(backend: Backend, concurrency: usize, n: usize) -> (f64, f64) {
-                let db = Db::new(backend).await;
+                let db = fresh_db(backend).await;
                 let pool = pool(&db).await;
                 let mut sink = storage::<u64>(&pool, None);
                 let start = Instant::now();
@@ -394,7 +337,7 @@ macro_rules! apalis_suite {
             }
 
             pub async fn latency(backend: Backend, tasks: usize) -> Vec<u64> {
-                let db = Db::new(backend).await;
+                let db = fresh_db(backend).await;
                 let pool = pool(&db).await;
                 LATENCIES
                     .lock()
@@ -435,7 +378,7 @@ macro_rules! apalis_suite {
             }
 
             pub async fn crash_recovery(backend: Backend) -> f64 {
-                let db = Db::new(backend).await;
+                let db = fresh_db(backend).await;
                 let pool = pool(&db).await;
                 *RESTARTED_AT.lock().unwrap_or_else(PoisonError::into_inner) = None;
                 APALIS_CRASH_FIRST.store(true, Ordering::SeqCst);

@@ -13,11 +13,12 @@
 //! message when it is unset. The load average at the start is printed with the figures: on a
 //! loaded machine, compare only figures of one run.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use common::Db;
 use retry_runtime::durable::{Queue, Task};
-use sqlx::Connection as _;
+
+mod common;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -37,72 +38,14 @@ enum Backend {
     Postgres,
 }
 
-static DB_SEQ: AtomicUsize = AtomicUsize::new(0);
-
-/// A fresh database for one measurement; dropped (PostgreSQL) or deleted (SQLite) at the end.
-struct Db {
-    url: String,
-    _dir: Option<tempfile::TempDir>,
-    postgres: Option<(String, String)>,
-}
-
-impl Db {
-    async fn new(backend: Backend) -> Db {
-        match backend {
-            Backend::Sqlite => {
-                let dir = tempfile::Builder::new()
-                    .prefix("retry-enqueue-bench-")
-                    .tempdir()
-                    .expect("temp dir");
-                let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
-                Db {
-                    url,
-                    _dir: Some(dir),
-                    postgres: None,
-                }
-            }
-            Backend::Postgres => {
-                let server = std::env::var("RETRY_TEST_POSTGRES_URL").expect("checked before");
-                let name = format!(
-                    "enqueue_bench_{}_{}",
-                    std::process::id(),
-                    DB_SEQ.fetch_add(1, Ordering::SeqCst)
-                );
-                let mut admin = sqlx::PgConnection::connect(&server)
-                    .await
-                    .expect("connect to RETRY_TEST_POSTGRES_URL");
-                // The name is ours: ASCII letters, digits and `_`.
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                    .execute(&mut admin)
-                    .await
-                    .expect("CREATE DATABASE");
-                admin.close().await.ok();
-                let base = server.rsplit_once('/').map_or(server.as_str(), |(b, _)| b);
-                Db {
-                    url: format!("{base}/{name}"),
-                    _dir: None,
-                    postgres: Some((server, name)),
-                }
-            }
-        }
-    }
-
-    async fn drop_db(self) {
-        if let Some((server, name)) = &self.postgres
-            && let Ok(mut admin) = sqlx::PgConnection::connect(server).await
-        {
-            let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-            let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
-                .execute(&mut admin)
-                .await;
-            admin.close().await.ok();
-        }
-    }
+/// A fresh database of `backend`.
+async fn fresh_db(backend: Backend) -> Db {
+    Db::new(backend == Backend::Postgres, "enqueue_bench").await
 }
 
 /// `enqueue_many` of `batches` batches of `size`: tasks/s over the calls.
 async fn many(backend: Backend, batches: usize, size: usize) -> f64 {
-    let db = Db::new(backend).await;
+    let db = fresh_db(backend).await;
     let q = Queue::connect(&db.url).await.expect("connect");
     let mut took = 0.0;
     for b in 0..batches {
@@ -121,7 +64,7 @@ async fn many(backend: Backend, batches: usize, size: usize) -> f64 {
 
 /// `n` single `enqueue` calls: tasks/s.
 async fn single(backend: Backend, n: usize) -> f64 {
-    let db = Db::new(backend).await;
+    let db = fresh_db(backend).await;
     let q = Queue::connect(&db.url).await.expect("connect");
     let tasks: Vec<Task> = (0..n).map(|i| Task::new("noop", &i)).collect();
     let start = Instant::now();

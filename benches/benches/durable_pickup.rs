@@ -14,17 +14,17 @@
 //! SQLite in a fresh temp dir; PostgreSQL in a fresh database on the server of
 //! `RETRY_TEST_POSTGRES_URL`, skipped with a message when it is unset.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::Db;
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, Task, Worker};
-use sqlx::Connection as _;
+
+mod common;
 
 /// Due → pickup latencies of the current measurement, in µs.
 static LATENCIES: Mutex<Vec<u64>> = Mutex::new(Vec::new());
-static DB_SEQ: AtomicUsize = AtomicUsize::new(0);
 
 const POLL: Duration = Duration::from_secs(1);
 const LIMIT: Duration = Duration::from_secs(120);
@@ -52,49 +52,10 @@ enum Case {
     Scheduled,
 }
 
-/// A fresh database: (url, PostgreSQL server and database name to drop, temp dir).
-async fn fresh_db(postgres: bool) -> (String, Option<(String, String)>, Option<tempfile::TempDir>) {
-    if !postgres {
-        let dir = tempfile::Builder::new()
-            .prefix("retry-pickup-bench-")
-            .tempdir()
-            .expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
-        return (url, None, Some(dir));
-    }
-    let server = std::env::var("RETRY_TEST_POSTGRES_URL").expect("checked before");
-    let name = format!(
-        "pickup_{}_{}",
-        std::process::id(),
-        DB_SEQ.fetch_add(1, Ordering::SeqCst)
-    );
-    let mut admin = sqlx::PgConnection::connect(&server).await.expect("connect");
-    // The name is ours: ASCII letters, digits and `_`.
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut admin)
-        .await
-        .expect("CREATE DATABASE");
-    admin.close().await.ok();
-    let base = server.rsplit_once('/').map_or(server.as_str(), |(b, _)| b);
-    (format!("{base}/{name}"), Some((server, name)), None)
-}
-
-async fn drop_db(postgres: Option<(String, String)>) {
-    if let Some((server, name)) = postgres
-        && let Ok(mut admin) = sqlx::PgConnection::connect(&server).await
-    {
-        let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-        let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
-            .execute(&mut admin)
-            .await;
-        admin.close().await.ok();
-    }
-}
-
 async fn pickup(postgres: bool, case: Case, tasks: usize) -> Vec<u64> {
-    let (url, server, _dir) = fresh_db(postgres).await;
-    let q = Queue::connect(&url).await.expect("connect");
-    let other = Queue::connect(&url).await.expect("connect");
+    let db = Db::new(postgres, "pickup").await;
+    let q = Queue::connect(&db.url).await.expect("connect");
+    let other = Queue::connect(&db.url).await.expect("connect");
     LATENCIES
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -148,7 +109,7 @@ async fn pickup(postgres: bool, case: Case, tasks: usize) -> Vec<u64> {
     running.await.expect("join").expect("worker");
     q.close().await;
     other.close().await;
-    drop_db(server).await;
+    db.drop_db().await;
     let mut v = std::mem::take(&mut *LATENCIES.lock().unwrap_or_else(PoisonError::into_inner));
     v.sort_unstable();
     v

@@ -14,9 +14,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::Db;
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, Task, Worker};
 use sqlx::{Connection as _, PgConnection, Row as _};
+
+mod common;
 
 /// Times the handler ran.
 static RAN: AtomicUsize = AtomicUsize::new(0);
@@ -135,10 +138,10 @@ fn main() {
     if std::env::args().any(|a| a == "--test" || a == "--list") {
         return;
     }
-    let Ok(server) = std::env::var("RETRY_TEST_POSTGRES_URL") else {
+    if std::env::var("RETRY_TEST_POSTGRES_URL").is_err() {
         eprintln!("*** durable_profile SKIPPED: RETRY_TEST_POSTGRES_URL is not set");
         return;
-    };
+    }
     let tasks = std::env::var("DURABLE_PROFILE_TASKS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -148,18 +151,12 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    runtime.block_on(profile(&server, tasks));
+    runtime.block_on(profile(tasks));
 }
 
-async fn profile(server: &str, tasks: usize) {
-    let name = format!("profile_{}", std::process::id());
-    let mut admin = PgConnection::connect(server).await.expect("connect");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut admin)
-        .await
-        .expect("CREATE DATABASE");
-    let base = server.rsplit_once('/').map_or(server, |(b, _)| b);
-    let url = format!("{base}/{name}");
+async fn profile(tasks: usize) {
+    let fresh = Db::new(true, "profile").await;
+    let url = fresh.url.clone();
     let q = Queue::connect(&url).await.expect("Queue::connect");
     let mut db = PgConnection::connect(&url).await.expect("connect");
     let statements = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
@@ -226,9 +223,5 @@ async fn profile(server: &str, tasks: usize) {
 
     q.close().await;
     db.close().await.ok();
-    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut admin)
-    .await;
+    fresh.drop_db().await;
 }

@@ -15,59 +15,19 @@
 //!    1/4/16, on the big table and on an empty one.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::Db;
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, Task, TaskQuery, TaskState, Worker};
-use sqlx::Connection as _;
 
-static DB_SEQ: AtomicUsize = AtomicUsize::new(0);
+mod common;
 
 const QUEUE: &str = "scale";
 const BATCH: usize = 10_000;
 const ASKED: usize = 20;
 const THROUGHPUT_TASKS: usize = 20_000;
 const LIMIT: Duration = Duration::from_secs(1800);
-
-/// A fresh database: (url, PostgreSQL server and database name to drop, temp dir).
-async fn fresh_db(postgres: bool) -> (String, Option<(String, String)>, Option<tempfile::TempDir>) {
-    if !postgres {
-        let dir = tempfile::Builder::new()
-            .prefix("retry-scale-bench-")
-            .tempdir()
-            .expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
-        return (url, None, Some(dir));
-    }
-    let server = std::env::var("RETRY_TEST_POSTGRES_URL").expect("checked before");
-    let name = format!(
-        "scale_{}_{}",
-        std::process::id(),
-        DB_SEQ.fetch_add(1, Ordering::SeqCst)
-    );
-    let mut admin = sqlx::PgConnection::connect(&server).await.expect("connect");
-    // The name is ours: ASCII letters, digits and `_`.
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut admin)
-        .await
-        .expect("CREATE DATABASE");
-    admin.close().await.ok();
-    let base = server.rsplit_once('/').map_or(server.as_str(), |(b, _)| b);
-    (format!("{base}/{name}"), Some((server, name)), None)
-}
-
-async fn drop_db(postgres: Option<(String, String)>) {
-    if let Some((server, name)) = postgres
-        && let Ok(mut admin) = sqlx::PgConnection::connect(&server).await
-    {
-        let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-        let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
-            .execute(&mut admin)
-            .await;
-        admin.close().await.ok();
-    }
-}
 
 /// Waits (bounded) until the queue counts `n` tasks in `state`.
 async fn wait_for(q: &Queue, state: TaskState, n: u64) {
@@ -308,8 +268,8 @@ async fn backend(postgres: bool, total: usize) {
     let mut big_url = String::new();
     let mut keep = Vec::new();
     for size in [total, 1000] {
-        let (url, server, dir) = fresh_db(postgres).await;
-        let q = Queue::connect(&url)
+        let db = Db::new(postgres, "scale").await;
+        let q = Queue::connect(&db.url)
             .await
             .expect("connect")
             .named(QUEUE)
@@ -317,12 +277,12 @@ async fn backend(postgres: bool, total: usize) {
         let rate = seed(&q, size).await;
         if size == total {
             seed_rate = rate;
-            big_url = url.clone();
+            big_url = db.url.clone();
         }
         eprintln!("{name}: seeded {size} tasks ({rate:.0} tasks/s through enqueue_many)");
         tables.push(measure_routes(&q).await);
         q.close().await;
-        keep.push((server, dir));
+        keep.push(db);
     }
     println!("\n### {name}: {total} tasks\n");
     println!("enqueue_many, batches of {BATCH}: {seed_rate:.0} tasks/s\n");
@@ -335,17 +295,17 @@ async fn backend(postgres: bool, total: usize) {
         };
         println!("| {label} | {} | {} | {ratio} |", cell(*big), cell(*small));
     }
-    let empty = fresh_db(postgres).await;
-    let on_empty = throughput(&empty.0).await;
+    let empty = Db::new(postgres, "scale").await;
+    let on_empty = throughput(&empty.url).await;
     let on_big = throughput(&big_url).await;
     println!("\n| concurrency | tasks/s, empty table | tasks/s, next to {total} tasks | ratio |");
     println!("| ---: | ---: | ---: | ---: |");
     for ((c, e), (_, b)) in on_empty.iter().zip(&on_big) {
         println!("| {c} | {e:.0} | {b:.0} | {:.2} |", b / e);
     }
-    drop_db(empty.1).await;
-    for (server, _dir) in keep {
-        drop_db(server).await;
+    empty.drop_db().await;
+    for db in keep {
+        db.drop_db().await;
     }
 }
 

@@ -87,30 +87,7 @@ const SQLITE_COLUMNS: [(&str, &str); 2] = [
 pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
     let result = match store {
         #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => {
-            const HAS: &str =
-                "SELECT COUNT(*) FROM pragma_table_info('retry_tasks') WHERE name = $1";
-            let mut result = Ok(());
-            for (column, add) in SQLITE_COLUMNS {
-                let has: i64 = match sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await {
-                    Ok(has) => has,
-                    Err(e) => return Err(Error::from_sqlx(e)),
-                };
-                if has > 0 {
-                    continue;
-                }
-                if let Err(e) = sqlx::query(add).execute(pool).await {
-                    // Another process added it in between: that is the outcome wanted.
-                    let added: Result<i64, _> =
-                        sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await;
-                    if !matches!(added, Ok(1)) {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            result
-        }
+        Store::Sqlite(pool) => super::sqlite::add_missing_columns(pool, &SQLITE_COLUMNS).await,
         #[cfg(feature = "postgres")]
         Store::Postgres(pool) => {
             // The same lock as the schema's: processes starting together add the columns once.
@@ -119,20 +96,7 @@ pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
             const HAS: &str = "SELECT COUNT(*) FROM information_schema.columns \
                  WHERE table_schema = current_schema() AND table_name = 'retry_tasks' \
                  AND column_name IN ('errors', 'cancel_requested')";
-            let run = async {
-                let has: i64 = sqlx::query_scalar(HAS).fetch_one(pool).await?;
-                if has == 2 {
-                    return Ok(());
-                }
-                let mut tx = pool.begin().await?;
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(super::postgres::MIGRATION_LOCK)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::raw_sql(POSTGRES_COLUMNS).execute(&mut *tx).await?;
-                tx.commit().await
-            };
-            run.await
+            super::postgres::create_missing(pool, HAS, 2, &[POSTGRES_COLUMNS]).await
         }
     };
     result.map_err(Error::from_sqlx)

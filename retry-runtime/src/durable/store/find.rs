@@ -32,20 +32,7 @@ pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
             const HAS: &str = "SELECT COUNT(*) FROM pg_indexes \
                  WHERE schemaname = current_schema() AND tablename = 'retry_tasks' \
                  AND indexname IN ('retry_tasks_kind_live', 'retry_tasks_kind_finished')";
-            let run = async {
-                let has: i64 = sqlx::query_scalar(HAS).fetch_one(pool).await?;
-                if has == 2 {
-                    return Ok(());
-                }
-                let mut tx = pool.begin().await?;
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(super::postgres::MIGRATION_LOCK)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::raw_sql(INDEXES).execute(&mut *tx).await?;
-                tx.commit().await
-            };
-            run.await
+            super::postgres::create_missing(pool, HAS, 2, &[INDEXES]).await
         }
     };
     result.map_err(Error::from_sqlx)

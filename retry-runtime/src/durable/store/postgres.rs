@@ -236,6 +236,32 @@ pub(super) async fn migrate(pool: &PgPool) -> Result<(), sqlx::Error> {
     tx.commit().await
 }
 
+/// Runs `schema` (each a `raw_sql` text) once `has` (a count of the catalog's rows for what the
+/// schema creates) is below `complete`: under the schema's advisory lock, so that processes
+/// starting together create it once, and only when something is missing, since `ALTER TABLE`
+/// and `CREATE INDEX` wait for (and stall) every running worker's claims even when there is
+/// nothing to do.
+pub(super) async fn create_missing(
+    pool: &PgPool,
+    has: &'static str,
+    complete: i64,
+    schema: &[&'static str],
+) -> Result<(), sqlx::Error> {
+    let found: i64 = sqlx::query_scalar(has).fetch_one(pool).await?;
+    if found == complete {
+        return Ok(());
+    }
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    for &statements in schema {
+        sqlx::raw_sql(statements).execute(&mut *tx).await?;
+    }
+    tx.commit().await
+}
+
 /// Completes every task of `done`, each fenced by its own token, in one statement (one round
 /// trip, one commit). Returns, per task, whether it was completed.
 pub(super) async fn complete_batch(

@@ -99,20 +99,7 @@ pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
         Store::Postgres(pool) => {
             const HAS: &str = "SELECT COUNT(*) FROM information_schema.tables \
                  WHERE table_schema = current_schema() AND table_name = 'retry_worker_systems'";
-            let run = async {
-                let has: i64 = sqlx::query_scalar(HAS).fetch_one(pool).await?;
-                if has == 1 {
-                    return Ok(());
-                }
-                let mut tx = pool.begin().await?;
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(super::postgres::MIGRATION_LOCK)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::raw_sql(SCHEMA).execute(&mut *tx).await?;
-                tx.commit().await
-            };
-            run.await
+            super::postgres::create_missing(pool, HAS, 1, &[SCHEMA]).await
         }
     };
     result.map_err(Error::from_sqlx)

@@ -162,3 +162,26 @@ pub(super) async fn complete_batch(
     tx.commit().await?;
     Ok(written)
 }
+
+/// Adds each `(column, ALTER TABLE …)` to `retry_tasks` where `pragma_table_info` lacks it
+/// (SQLite has no `ADD COLUMN IF NOT EXISTS`); a column another process added in between is
+/// the outcome wanted.
+pub(super) async fn add_missing_columns(
+    pool: &SqlitePool,
+    columns: &[(&str, &'static str)],
+) -> Result<(), sqlx::Error> {
+    const HAS: &str = "SELECT COUNT(*) FROM pragma_table_info('retry_tasks') WHERE name = $1";
+    for &(column, add) in columns {
+        let has: i64 = sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await?;
+        if has > 0 {
+            continue;
+        }
+        if let Err(e) = sqlx::query(add).execute(pool).await {
+            let added: i64 = sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await?;
+            if added != 1 {
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}

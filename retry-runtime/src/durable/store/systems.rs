@@ -200,21 +200,7 @@ pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
                  + (SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() \
                  AND tablename = 'retry_tasks' \
                  AND indexname IN ('retry_tasks_system', 'retry_tasks_retries'))";
-            let run = async {
-                let has: i64 = sqlx::query_scalar(HAS).fetch_one(pool).await?;
-                if has == 4 {
-                    return Ok(());
-                }
-                let mut tx = pool.begin().await?;
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(super::postgres::MIGRATION_LOCK)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::raw_sql(POSTGRES_COLUMNS).execute(&mut *tx).await?;
-                sqlx::raw_sql(INDEX).execute(&mut *tx).await?;
-                tx.commit().await
-            };
-            run.await
+            super::postgres::create_missing(pool, HAS, 4, &[POSTGRES_COLUMNS, INDEX]).await
         }
     };
     result.map_err(Error::from_sqlx)
@@ -222,19 +208,6 @@ pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
 
 #[cfg(feature = "sqlite")]
 async fn migrate_sqlite(pool: &sqlx::SqlitePool) -> Result<(), sqlx::Error> {
-    const HAS: &str = "SELECT COUNT(*) FROM pragma_table_info('retry_tasks') WHERE name = $1";
-    for (column, add) in SQLITE_COLUMNS {
-        let has: i64 = sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await?;
-        if has > 0 {
-            continue;
-        }
-        if let Err(e) = sqlx::query(add).execute(pool).await {
-            // Another process added it in between: that is the outcome wanted.
-            let added: i64 = sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await?;
-            if added != 1 {
-                return Err(e);
-            }
-        }
-    }
+    super::sqlite::add_missing_columns(pool, &SQLITE_COLUMNS).await?;
     sqlx::raw_sql(INDEX).execute(pool).await.map(drop)
 }

@@ -3,7 +3,11 @@
 //!
 //! - **Throughput**: N tasks (default 2 000) enqueued, then one worker with concurrency 1, 4 or
 //!   16 and a no-op handler; tasks/s from the worker's start until the handler has run N times
-//!   (ours: then every task is checked `Completed` in the table).
+//!   (ours: then every task is checked `Completed` in the table), and the steady rate from its
+//!   first run to the Nth. The contenders alternate within each round. With
+//!   `DURABLE_BENCH_FINISHED=1000000`, ours on a table that already holds that many completed
+//!   tasks (a busy queue's week of finished work) is measured beside ours on an empty table,
+//!   and nothing else.
 //! - **Due → pickup latency**: an idle worker (concurrency 4, both polling every 100 ms); 200
 //!   tasks enqueued one at a time, 10–30 ms apart, each due at once; the time from just before
 //!   the enqueue call to the handler's start, p50 and p99.
@@ -87,11 +91,20 @@ fn apalis_url(db: &Db) -> String {
     }
 }
 
-/// Waits, bounded, until the handlers ran `n` times; returns the time since `start`.
-async fn wait_ran(n: usize, start: Instant, within: Duration) -> Duration {
+/// Waits, bounded, until the handlers ran `n` times; returns the time since `start` and the
+/// steady rate: handler runs per second from the first run seen to the `n`th, which leaves
+/// out the worker's start (connections, its first claim) that the first figure includes.
+async fn wait_ran(n: usize, start: Instant, within: Duration) -> (Duration, f64) {
+    let mut first: Option<(Instant, usize)> = None;
     loop {
-        if RAN.load(Ordering::SeqCst) >= n {
-            return start.elapsed();
+        let ran = RAN.load(Ordering::SeqCst);
+        if ran > 0 && first.is_none() {
+            first = Some((Instant::now(), ran));
+        }
+        if ran >= n {
+            let (at, counted) = first.expect("seen before the last");
+            let steady = (n - counted) as f64 / at.elapsed().as_secs_f64().max(1e-9);
+            return (start.elapsed(), steady);
         }
         assert!(
             start.elapsed() < within,
@@ -100,6 +113,15 @@ async fn wait_ran(n: usize, start: Instant, within: Duration) -> Duration {
         );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// One throughput measurement: enqueue calls per second, and handler runs per second from the
+/// worker's start and from its first run (see [`wait_ran`]).
+#[derive(Clone, Copy)]
+struct Rates {
+    enqueue: f64,
+    tasks: f64,
+    steady: f64,
 }
 
 const POLL: Duration = Duration::from_millis(100);
@@ -136,9 +158,10 @@ fn ours_worker(q: Queue, concurrency: usize) -> Worker {
 }
 
 /// Returns (enqueue/s, tasks/s).
-async fn ours_throughput(backend: Backend, concurrency: usize, n: usize) -> (f64, f64) {
+async fn ours_throughput(backend: Backend, concurrency: usize, n: usize, finished: usize) -> Rates {
     let db = fresh_db(backend).await;
     let q = Queue::connect(&db.url).await.expect("connect");
+    prefill_finished(&db, finished).await;
     let start = Instant::now();
     for i in 0..n {
         q.enqueue(Task::new("noop", &i)).await.expect("enqueue");
@@ -150,20 +173,75 @@ async fn ours_throughput(backend: Backend, concurrency: usize, n: usize) -> (f64
     let worker = tokio::spawn(ours_worker(q.clone(), concurrency).run_until(async {
         let _ = stopped.await;
     }));
-    let took = wait_ran(n, start, LIMIT).await;
+    let (took, steady) = wait_ran(n, start, LIMIT).await;
     let _ = stop.send(());
     worker.await.expect("join").expect("worker");
     let completed = q
         .inspector()
-        .tasks(TaskQuery::new(TaskState::Completed))
+        .tasks(
+            TaskQuery::new(TaskState::Completed).size(u32::try_from(n + 1).expect("a page size")),
+        )
         .await
         .expect("list")
         .tasks
-        .len();
+        .into_iter()
+        .filter(|t| !t.id.starts_with(FINISHED_PREFIX))
+        .count();
     assert_eq!(completed, n, "every task is recorded completed");
     q.close().await;
     db.drop_db().await;
-    (enqueue_rate, n as f64 / took.as_secs_f64())
+    Rates {
+        enqueue: enqueue_rate,
+        tasks: n as f64 / took.as_secs_f64(),
+        steady,
+    }
+}
+
+/// The ids of the prefilled finished tasks.
+const FINISHED_PREFIX: &str = "finished-";
+
+/// Fills the queue with `count` completed tasks, finished a minute ago and kept for the default
+/// 7 days (a busy queue's table: its finished work is what most of its rows are), in one
+/// statement, then updates the planner's statistics as autovacuum would.
+async fn prefill_finished(db: &Db, count: usize) {
+    if count == 0 {
+        return;
+    }
+    let finished = i64::try_from(now_us() / 1000).expect("ms fit") - 60_000;
+    let rows = format!(
+        "SELECT 'default', '{FINISHED_PREFIX}' || g, 'noop', '0', 'completed', 0, 25, 1800000, \
+         {finished}, {finished}"
+    );
+    let columns = "INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, max_retry, \
+         timeout_ms, created_ms, finished_ms) ";
+    if db.is_postgres() {
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&db.url)
+            .await
+            .expect("connect to prefill");
+        let insert = format!("{columns}{rows} FROM generate_series(1, {count}) AS g");
+        // Separately: VACUUM cannot run in the implicit transaction of a multi-statement text.
+        // The checkpoint writes the load's pages out now, not during the measurement.
+        for sql in [insert.as_str(), "VACUUM ANALYZE retry_tasks", "CHECKPOINT"] {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+                .execute(&mut conn)
+                .await
+                .expect("prefill");
+        }
+    } else {
+        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&db.url)
+            .await
+            .expect("connect to prefill");
+        let insert = format!(
+            "WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < {count}) \
+             {columns}{rows} FROM s"
+        );
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "{insert}; ANALYZE; PRAGMA wal_checkpoint(TRUNCATE)"
+        )))
+        .execute(&mut conn)
+        .await
+        .expect("prefill");
+    }
 }
 
 async fn ours_latency(backend: Backend, tasks: usize) -> Vec<u64> {
@@ -312,7 +390,7 @@ macro_rules! apalis_suite {
                 $storage::new(pool).with_config(config)
             }
 
-            pub async fn throughput(backend: Backend, concurrency: usize, n: usize) -> (f64, f64) {
+            pub async fn throughput(backend: Backend, concurrency: usize, n: usize) -> Rates {
                 let db = fresh_db(backend).await;
                 let pool = pool(&db).await;
                 let mut sink = storage::<u64>(&pool, None);
@@ -328,12 +406,16 @@ macro_rules! apalis_suite {
                     .concurrency(concurrency)
                     .build(apalis_noop);
                 let running = tokio::spawn(worker.run());
-                let took = wait_ran(n, start, LIMIT).await;
+                let (took, steady) = wait_ran(n, start, LIMIT).await;
                 running.abort();
                 let _ = running.await;
                 pool.close().await;
                 db.drop_db().await;
-                (enqueue_rate, n as f64 / took.as_secs_f64())
+                Rates {
+                    enqueue: enqueue_rate,
+                    tasks: n as f64 / took.as_secs_f64(),
+                    steady,
+                }
             }
 
             pub async fn latency(backend: Backend, tasks: usize) -> Vec<u64> {
@@ -454,9 +536,15 @@ impl System {
     }
 }
 
-async fn throughput(system: System, backend: Backend, concurrency: usize, n: usize) -> (f64, f64) {
+async fn throughput(
+    system: System,
+    backend: Backend,
+    concurrency: usize,
+    n: usize,
+    finished: usize,
+) -> Rates {
     match (system, backend) {
-        (System::Ours, _) => ours_throughput(backend, concurrency, n).await,
+        (System::Ours, _) => ours_throughput(backend, concurrency, n, finished).await,
         (System::Apalis, Backend::Sqlite) => {
             apalis_sqlite_suite::throughput(backend, concurrency, n).await
         }
@@ -489,6 +577,10 @@ fn main() {
     }
     let tasks = env_usize("DURABLE_BENCH_TASKS", 2000);
     let rounds = env_usize("DURABLE_BENCH_ROUNDS", 3).max(1);
+    // Completed tasks in ours' table before its throughput runs; with any, ours on an empty
+    // table is measured beside ours on that one, and nothing else (apalis's tables hold none,
+    // and the other sections do not change).
+    let finished = env_usize("DURABLE_BENCH_FINISHED", 0);
     let mut backends = vec![Backend::Sqlite];
     if std::env::var("RETRY_TEST_POSTGRES_URL").is_ok() {
         backends.push(Backend::Postgres);
@@ -515,33 +607,48 @@ fn main() {
     );
     let started = Instant::now();
     runtime.block_on(async {
-        println!("\nthroughput, no-op handler (enqueue: one task per call, before the workers start)");
         println!(
-            "| system | backend | concurrency | tasks/s | enqueue/s |\n| --- | --- | --- | --- | --- |"
+            "\nthroughput, no-op handler (enqueue: one task per call, before the workers start; \
+             the contenders alternate within each round)"
         );
+        println!(
+            "| system | backend | concurrency | completed tasks in the table before | tasks/s | \
+             steady tasks/s | enqueue/s |\n| --- | --- | --- | --- | --- | --- | --- |"
+        );
+        // With a prefilled table: ours on an empty one beside ours on the prefilled one.
+        let contenders: &[(System, usize)] = if finished > 0 {
+            &[(System::Ours, 0), (System::Ours, finished)]
+        } else {
+            &[(System::Ours, 0), (System::Apalis, 0)]
+        };
         for &backend in &backends {
-            for system in [System::Ours, System::Apalis] {
-                for concurrency in [1, 4, 16] {
-                    let mut rates = Vec::new();
-                    let mut enqueues = Vec::new();
-                    for _ in 0..rounds {
-                        let (enq, rate) = throughput(system, backend, concurrency, tasks).await;
-                        rates.push(rate);
-                        enqueues.push(enq);
+            for concurrency in [1, 4, 16] {
+                let mut runs: Vec<Vec<Rates>> = vec![Vec::new(); contenders.len()];
+                for _ in 0..rounds {
+                    for (i, &(system, rows)) in contenders.iter().enumerate() {
+                        runs[i].push(throughput(system, backend, concurrency, tasks, rows).await);
                     }
+                }
+                for (&(system, rows), runs) in contenders.iter().zip(runs) {
                     println!(
-                        "| {} | {:?} | {concurrency} | {:.0} | {:.0} |",
+                        "| {} | {:?} | {concurrency} | {rows} | {:.0} | {:.0} | {:.0} |",
                         system.name(),
                         backend,
-                        median(rates),
-                        median(enqueues)
+                        median(runs.iter().map(|r| r.tasks).collect()),
+                        median(runs.iter().map(|r| r.steady).collect()),
+                        median(runs.iter().map(|r| r.enqueue).collect())
                     );
                 }
             }
         }
+        if finished > 0 {
+            return;
+        }
 
         println!("\ndue -> pickup latency, idle worker polling every 100 ms, 200 tasks");
-        println!("| system | backend | p50 ms | p99 ms | max ms |\n| --- | --- | --- | --- | --- |");
+        println!(
+            "| system | backend | p50 ms | p99 ms | max ms |\n| --- | --- | --- | --- | --- |"
+        );
         for &backend in &backends {
             for system in [System::Ours, System::Apalis] {
                 let v = latency(system, backend, 200).await;

@@ -5,7 +5,8 @@
 //!   `DURABLE_ENQUEUE_BATCH` (default 10 000) tasks into a fresh database, one call per batch;
 //!   tasks/s over the calls alone (the tasks are built before the clock starts).
 //! - **`enqueue`**: `DURABLE_ENQUEUE_SINGLE` (default 2 000) tasks, one call each, into another
-//!   fresh database; tasks/s.
+//!   fresh database; tasks/s. Once from one caller in a loop, once from 16 callers at once
+//!   (a burst of clients, whose commits can share WAL flushes).
 //!
 //! Each figure is the median of `DURABLE_ENQUEUE_ROUNDS` (default 3) rounds. SQLite runs in a
 //! fresh temp dir each time; PostgreSQL in a fresh database on the server of
@@ -77,6 +78,39 @@ async fn single(backend: Backend, n: usize) -> f64 {
     rate
 }
 
+/// Callers enqueueing at once in [`concurrent`]: a burst of clients, each waiting for its
+/// own commit.
+const CALLERS: usize = 16;
+
+/// `n` single `enqueue` calls from [`CALLERS`] callers at once (`n / CALLERS` each): tasks/s.
+/// Their commits share WAL flushes (PostgreSQL's group commit), which one caller in a loop
+/// cannot.
+async fn concurrent(backend: Backend, n: usize) -> f64 {
+    let db = fresh_db(backend).await;
+    let q = Queue::connect(&db.url).await.expect("connect");
+    let each = (n / CALLERS).max(1);
+    let start = Instant::now();
+    let callers: Vec<_> = (0..CALLERS)
+        .map(|c| {
+            let q = q.clone();
+            tokio::spawn(async move {
+                for i in 0..each {
+                    q.enqueue(Task::new("noop", &(c * each + i)))
+                        .await
+                        .expect("enqueue");
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.await.expect("caller");
+    }
+    let rate = (each * CALLERS) as f64 / start.elapsed().as_secs_f64();
+    q.close().await;
+    db.drop_db().await;
+    rate
+}
+
 fn main() {
     // `cargo test --benches` runs bench targets with `--test`: nothing to measure then.
     if std::env::args().any(|a| a == "--test" || a == "--list") {
@@ -111,15 +145,23 @@ fn main() {
             .join(" ")
     );
     runtime.block_on(async {
-        println!("\n| backend | enqueue_many tasks/s | enqueue tasks/s |\n| --- | ---: | ---: |");
+        println!(
+            "\n| backend | enqueue_many tasks/s | enqueue tasks/s, one caller | enqueue tasks/s, \
+             {CALLERS} callers |\n| --- | ---: | ---: | ---: |"
+        );
         for &backend in &backends {
-            let mut bulk = Vec::new();
-            let mut one = Vec::new();
+            let (mut bulk, mut one, mut burst) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..rounds {
                 bulk.push(many(backend, batches, size).await);
                 one.push(single(backend, singles).await);
+                burst.push(concurrent(backend, singles).await);
             }
-            println!("| {backend:?} | {:.0} | {:.0} |", median(bulk), median(one));
+            println!(
+                "| {backend:?} | {:.0} | {:.0} | {:.0} |",
+                median(bulk),
+                median(one),
+                median(burst)
+            );
         }
     });
 }

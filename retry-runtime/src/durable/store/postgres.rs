@@ -56,6 +56,8 @@ CREATE INDEX IF NOT EXISTS retry_tasks_leases ON retry_tasks (queue, lease_expir
     WHERE state = 'active';
 CREATE INDEX IF NOT EXISTS retry_tasks_finished ON retry_tasks (queue, state, finished_ms)
     WHERE state IN ('archived', 'completed');
+CREATE INDEX IF NOT EXISTS retry_tasks_retained ON retry_tasks (queue, (finished_ms + retention_ms))
+    WHERE state = 'completed' AND retention_ms IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS retry_tasks_unique ON retry_tasks (queue, unique_key)
     WHERE unique_key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS retry_queues (

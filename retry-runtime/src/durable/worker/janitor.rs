@@ -154,4 +154,105 @@ mod tests {
         // Nothing left past the retention: one statement finds nothing.
         assert_eq!(trim_completed(&q.handle, now, 10).await.unwrap(), (0, 1));
     }
+
+    /// The janitor's delete walks the two indexes of finished tasks and stops at the first task
+    /// not yet expired: no scan of the table, which holds a busy queue's week of completed work.
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn the_trim_of_completed_tasks_searches_indexes_and_never_scans_the_table() {
+        use crate::durable::Queue;
+        use crate::durable::store::{Store, tasks};
+
+        let q = Queue::connect("sqlite::memory:").await.unwrap();
+        let Store::Sqlite(pool) = &q.handle.store else {
+            unreachable!("a sqlite:// queue")
+        };
+        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {}",
+            tasks::TRIM_COMPLETED
+        )))
+        .bind("default")
+        .bind(1_i64)
+        .bind(2_i64)
+        .bind(10_i64)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        let steps: Vec<&str> = plan.iter().map(|(_, _, _, step)| step.as_str()).collect();
+        assert!(
+            steps
+                .iter()
+                .any(|s| s.contains("USING INDEX retry_tasks_finished")
+                    && s.contains("finished_ms<?")),
+            "{steps:?}"
+        );
+        assert!(
+            steps
+                .iter()
+                .any(|s| s.contains("USING INDEX retry_tasks_retained")),
+            "{steps:?}"
+        );
+        assert!(
+            !steps.iter().any(|s| s.starts_with("SCAN retry_tasks")),
+            "{steps:?}"
+        );
+    }
+
+    /// A task's own retention is kept whichever is longer, the queue's or its own.
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn tasks_with_a_retention_of_their_own_expire_by_it_beside_the_queues() {
+        use std::time::Duration;
+
+        use super::trim_completed;
+        use crate::durable::store::Store;
+        use crate::durable::{Queue, Task};
+
+        let hour = Duration::from_secs(3600);
+        let q = Queue::connect("sqlite::memory:")
+            .await
+            .unwrap()
+            .completed_retention(hour);
+        let tasks = [
+            Task::new("x", &0).task_id("queue-kept"),
+            Task::new("x", &1)
+                .task_id("own-short")
+                .retention(Duration::from_secs(60)),
+            Task::new("x", &2).task_id("own-long").retention(3 * hour),
+            Task::new("x", &3)
+                .task_id("own-expired-later")
+                .retention(2 * hour),
+        ];
+        q.enqueue_many(tasks).await.unwrap();
+        let Store::Sqlite(pool) = &q.handle.store else {
+            unreachable!("a sqlite:// queue")
+        };
+        sqlx::query("UPDATE retry_tasks SET state = 'completed', finished_ms = 0")
+            .execute(pool)
+            .await
+            .unwrap();
+        let left = || async {
+            let mut ids: Vec<String> = sqlx::query_scalar("SELECT id FROM retry_tasks")
+                .fetch_all(pool)
+                .await
+                .unwrap();
+            ids.sort();
+            ids
+        };
+        // A minute and a bit: only the task kept for a minute is past its retention.
+        assert_eq!(trim_completed(&q.handle, 60_001, 10).await.unwrap().0, 1);
+        assert_eq!(
+            left().await,
+            ["own-expired-later", "own-long", "queue-kept"]
+        );
+        // An hour and a bit: the queue's retention ends; the tasks kept longer stay.
+        assert_eq!(trim_completed(&q.handle, 3_600_001, 10).await.unwrap().0, 1);
+        assert_eq!(left().await, ["own-expired-later", "own-long"]);
+        assert_eq!(trim_completed(&q.handle, 7_200_001, 10).await.unwrap().0, 1);
+        assert_eq!(
+            trim_completed(&q.handle, 10_800_001, 10).await.unwrap().0,
+            1
+        );
+        assert!(left().await.is_empty());
+    }
 }

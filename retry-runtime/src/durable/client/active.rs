@@ -51,7 +51,7 @@ impl ActiveTask {
         &self.info.kind
     }
 
-    /// The external system the task names ([`Task::system`]), if any.
+    /// The external system the task names ([`Task::system`](crate::durable::Task::system)), if any.
     pub fn system(&self) -> Option<&str> {
         self.info.system.as_deref()
     }
@@ -66,7 +66,7 @@ impl ActiveTask {
         self.info.max_retry
     }
 
-    /// The task as it was claimed (state [`TaskState::Active`]); its `payload` field is empty
+    /// The task as it was claimed (state [`TaskState::Active`](crate::durable::TaskState::Active)); its `payload` field is empty
     /// (the payload is [`payload_json`](ActiveTask::payload_json), shared by the clones).
     pub fn info(&self) -> &TaskInfo {
         &self.info
@@ -83,7 +83,7 @@ impl ActiveTask {
         self.deadline
     }
 
-    /// When the idempotency key expires, if the task has a [`key_ttl`](Task::key_ttl).
+    /// When the idempotency key expires, if the task has a [`key_ttl`](crate::durable::Task::key_ttl).
     pub fn key_expires_at(&self) -> Option<SystemTime> {
         self.key_expires_at
     }

@@ -272,7 +272,12 @@ impl Scheduler {
             #[cfg(feature = "tracing")]
             let enqueue = tracing::Instrument::instrument(
                 enqueue,
-                tracing::info_span!(parent: None, "retry_queue.periodic", otel.kind = "producer", id),
+                tracing::info_span!(
+                    parent: None,
+                    "retry_queue.periodic",
+                    otel.kind = "producer",
+                    id,
+                ),
             );
             match enqueue.await {
                 Ok(info) => {

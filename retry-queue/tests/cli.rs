@@ -420,9 +420,34 @@ completed_at:    -
 lease_expires_at: -
 last_err:        gateway down
 payload:         \"gateway down\"
+trace:           -
 errors:
   #0   2023-11-14T22:13:21Z  gateway down
 "
+        )
+    );
+    // A task that carries its enqueuer's trace context: `trace:` is the trace id; the JSON
+    // has the traceparent too (absent above, where there is none).
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    fx.q.enqueue(
+        Task::new("charge", &1)
+            .task_id("t1")
+            .trace_parent(traceparent),
+    )
+    .await
+    .unwrap();
+    let shown = fx.run(&["task", "show", "t1"]);
+    let shown = shown.ok();
+    assert!(
+        shown.contains("\ntrace:           4bf92f3577b34da6a3ce929d0e0e4736\n"),
+        "{shown}"
+    );
+    let json = fx.run(&["task", "show", "t1", "--json"]).json();
+    assert_eq!(
+        (&json["trace_parent"], &json["trace_id"]),
+        (
+            &json!(traceparent),
+            &json!("4bf92f3577b34da6a3ce929d0e0e4736")
         )
     );
     assert_eq!(

@@ -1253,6 +1253,9 @@ async fn refresh_chain(c: &Client, base: &str) -> Step {
 
 // ---- Issue 23, items 4–6 and 9: find, selections, the task page, the flags. ----
 
+/// The trace context `pay-1` carries (a W3C example): the task page shows its trace id.
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 /// Seeds a SQLite file for [`an_operator_finds_selects_and_opens_tasks_in_a_real_browser`]; the
 /// queue's clock starts two hours ago (the dashboard reads the system clock):
 ///
@@ -1262,6 +1265,8 @@ async fn refresh_chain(c: &Client, base: &str) -> Step {
 ///   in an hour; `mail-1` (kind `send`, "smtp refused"); `late-1` (kind `charge`, "gateway
 ///   timeout"), due 59 minutes ago: overdue;
 /// - pending: `odd/id 1%` (kind `report`).
+///
+/// `pay-1` carries the trace context [`TRACEPARENT`].
 async fn seed_find(url: &str) {
     let clock = ManualClock::new(SystemTime::now() - Duration::from_secs(2 * 3600));
     let q = Queue::connect(url)
@@ -1305,9 +1310,11 @@ async fn seed_find(url: &str) {
         (3, "card declined"),
         (4, "card declined"),
     ] {
-        q.enqueue(charge(&format!("pay-{n}"), n, fail))
-            .await
-            .unwrap();
+        let mut task = charge(&format!("pay-{n}"), n, fail);
+        if n == 1 {
+            task = task.trace_parent(TRACEPARENT);
+        }
+        q.enqueue(task).await.unwrap();
     }
     q.enqueue(Task::new("send", &"ada@example.com").task_id("mail-1"))
         .await
@@ -1483,6 +1490,10 @@ async fn find_select_open(c: &Client, base: &str) -> Step {
         t == ["charge"]
     })
     .await?;
+    wait_texts(c, "#task-fields .field-trace", "the trace id", |t| {
+        t == ["4bf92f3577b34da6a3ce929d0e0e4736"]
+    })
+    .await?;
     let failures = wait_texts(c, "#failures tr.failure", "two failures", |t| t.len() == 2).await?;
     if !failures
         .iter()
@@ -1513,6 +1524,13 @@ async fn find_select_open(c: &Client, base: &str) -> Step {
         .map_err(cmd("opening Pending"))?;
     click(c, "tr.task[data-id='odd/id 1%'] a.task-link").await?;
     wait_texts(c, "#task-id", "the odd id", |t| t == ["odd/id 1%"]).await?;
+    wait_texts(
+        c,
+        "#task-fields .field-trace",
+        "no trace row without a trace",
+        |t| t.is_empty(),
+    )
+    .await?;
     c.goto(&format!("{base}/#/q/default/task/nope"))
         .await
         .map_err(cmd("opening an unknown task"))?;

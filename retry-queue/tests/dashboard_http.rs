@@ -2023,6 +2023,23 @@ async fn one_task_comes_with_payload_failures_and_actions(backend: Backend) {
             })
         )
     );
+    // A task carrying its enqueuer's trace context has it, and its trace id (r1 has neither).
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    d.q.enqueue(
+        Task::new("report", &0)
+            .task_id("traced")
+            .trace_parent(traceparent),
+    )
+    .await
+    .unwrap();
+    let (_, traced) = d.get("/api/queues/{q}/tasks/traced").await;
+    assert_eq!(
+        (&traced["trace_parent"], &traced["trace_id"]),
+        (
+            &json!(traceparent),
+            &json!("4bf92f3577b34da6a3ce929d0e0e4736")
+        )
+    );
     let (_, c1) = d.get("/api/queues/{q}/tasks/c1").await;
     assert_eq!(c1["actions"], json!(["run", "delete"]));
     assert_eq!(c1["completed_at"], json!(at(4)));

@@ -245,6 +245,7 @@ fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
             t.last_err.as_deref().map_or_else(|| "-".to_owned(), clean),
         ),
         ("payload", clean(&t.payload)),
+        ("trace", t.trace_id().map_or_else(|| "-".to_owned(), clean)),
     ];
     for (name, value) in fields {
         writeln!(out, "{:<16} {value}", format!("{name}:"))?;

@@ -61,7 +61,8 @@
 //!   the stored JSON text as a string, times RFC 3339 in UTC or `null` when absent;
 //!   `lease_expires_at` is set on an active task only (past it, the worker is presumed dead and
 //!   the recoverer retries the task: the page flags it); `errors` the failure history, oldest
-//!   first, `[{"retried", "at", "error"}…]` (the last 10).
+//!   first, `[{"retried", "at", "error"}…]` (the last 10); `"system"`, `"trace_parent"` (the
+//!   W3C `traceparent` of the span that enqueued the task) and `"trace_id"` only when set.
 //! - A queue: `{"queue", "counts": {"pending": n, "scheduled": n, "active": n,
 //!   "retry": n, "archived": n, "completed": n}, "paused", "processed_today", "failed_today",
 //!   "oldest_pending_age_secs", "next_due_at", "workers", "running"}` (whole seconds, `null`

@@ -108,6 +108,13 @@ pub(crate) struct TaskJson {
     #[schema(format = DateTime)]
     lease_expires_at: Option<String>,
     errors: Vec<FailedJson>,
+    /// The trace context of the span that enqueued the task, W3C `traceparent` text (absent
+    /// when it carries none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_parent: Option<String>,
+    /// The trace id of `trace_parent` (absent with it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<String>,
 }
 
 impl TaskJson {
@@ -143,6 +150,8 @@ pub(crate) fn task(task: &TaskInfo) -> TaskJson {
                 error: failed.error.clone(),
             })
             .collect(),
+        trace_parent: task.trace_parent.clone(),
+        trace_id: task.trace_id().map(str::to_owned),
     }
 }
 

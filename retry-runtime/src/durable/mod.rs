@@ -25,6 +25,7 @@ pub mod protocol;
 mod scheduler;
 mod state;
 mod store;
+mod traceparent;
 pub(crate) mod worker;
 
 pub use client::kind::TaskKind;

@@ -321,7 +321,8 @@ async function taskPage(r) {
     t.next_process_at ? field("Next attempt", when(t.next_process_at)) : null,
     t.lease_expires_at ? field("Lease expires", when(t.lease_expires_at)) : null,
     t.last_failed_at ? field("Last failed", when(t.last_failed_at)) : null,
-    t.completed_at ? field("Completed", when(t.completed_at)) : null));
+    t.completed_at ? field("Completed", when(t.completed_at)) : null,
+    t.trace_id ? field("Trace", el("code", { id: "task-trace", title: "traceparent " + t.trace_parent }, t.trace_id)) : null));
   const buttons = el("div", { id: "task-actions", class: "toolbar" }, actions.map((a) => el("button", {
     id: "task-" + a, class: a === "delete" ? "danger" : "", "data-action": a,
     onclick: () => (a === "delete" ? confirmTaskDelete(r) : actOnTask(r, a)),

@@ -2,6 +2,7 @@
 //! over, the [`Task`](crate::durable::Task) it writes (typed by [`kind`]) and the checks every
 //! enqueue passes ([`prepare`]). Nothing here runs tasks; the worker's loop is in `durable/worker/`.
 
+pub(crate) mod active;
 pub(crate) mod kind;
 pub(crate) mod prepare;
 pub(crate) mod queue;

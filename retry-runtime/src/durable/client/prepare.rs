@@ -8,6 +8,7 @@ use crate::durable::client::task::{MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, Task
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::store::NewTask;
+use crate::durable::traceparent;
 
 /// A checked task, owning its texts; [`Prepared::row`] borrows them as the row to insert.
 #[derive(Debug)]
@@ -26,11 +27,17 @@ pub(crate) struct Prepared {
     retention_ms: Option<i64>,
     pub(crate) unique_key: Option<String>,
     unique_until_ms: Option<i64>,
+    trace_parent: Option<String>,
 }
 
 impl Prepared {
-    /// Checks `task` and computes its row as enqueued at `now`.
-    pub(crate) fn new(task: Task, now: SystemTime) -> Result<Prepared, Error> {
+    /// Checks `task` and computes its row as enqueued at `now`; a task without a trace context
+    /// of its own takes `current`, the enqueuing span's (read once per enqueue).
+    pub(crate) fn new(
+        task: Task,
+        now: SystemTime,
+        current: Option<&str>,
+    ) -> Result<Prepared, Error> {
         let timeout = task.attempt_timeout();
         let payload = task.payload.map_err(Error::Encode)?;
         if payload.len() > MAX_PAYLOAD_BYTES {
@@ -47,6 +54,13 @@ impl Prepared {
         if let Some(system) = &system {
             check_name("task system", system)?;
         }
+        let trace_parent = match task.trace_parent {
+            Some(given) => {
+                traceparent::check(&given)?;
+                Some(given)
+            }
+            None => current.map(str::to_owned),
+        };
         let id = match task.id {
             Some(id) => {
                 check_name("task id", &id)?;
@@ -81,6 +95,7 @@ impl Prepared {
             created_ms: now_ms,
             retention_ms: task.retention.map(duration_ms),
             unique_until_ms: task.unique.map(after),
+            trace_parent,
         })
     }
 
@@ -101,6 +116,7 @@ impl Prepared {
             retention_ms: self.retention_ms,
             unique_key: self.unique_key.as_deref(),
             unique_until_ms: self.unique_until_ms,
+            trace_parent: self.trace_parent.as_deref(),
         }
     }
 }

@@ -181,12 +181,17 @@ impl Queue {
     /// Adds `task` to the queue: [`TaskState::Pending`](crate::durable::TaskState::Pending), or [`TaskState::Scheduled`](crate::durable::TaskState::Scheduled) when it has
     /// a [`process_at`](Task::process_at) in the future.
     ///
+    /// With the `opentelemetry` feature, records the current `tracing` span's trace context on
+    /// the task (unless it has a [`trace_parent`](Task::trace_parent) of its own).
+    ///
     /// Fails with [`Error::TaskIdConflict`] when the queue already holds a task with its id,
     /// [`Error::PayloadTooLarge`] above [`MAX_PAYLOAD_BYTES`](crate::durable::MAX_PAYLOAD_BYTES), [`Error::Encode`],
-    /// [`Error::Invalid`] for an empty kind or id, and [`Error::Unreachable`] /
+    /// [`Error::Invalid`] for an empty kind or id or a malformed
+    /// [`trace_parent`](Task::trace_parent), and [`Error::Unreachable`] /
     /// [`Error::Database`] when nothing could be written.
     pub async fn enqueue(&self, task: Task) -> Result<TaskInfo, Error> {
-        let prepared = Prepared::new(task, self.handle.clock.now())?;
+        let current = crate::durable::traceparent::current();
+        let prepared = Prepared::new(task, self.handle.clock.now(), current.as_deref())?;
         let new = prepared.row();
         let (id, now_ms) = (new.id, new.created_ms);
         if let Some(row) = tasks::insert(&self.handle.store, &self.handle.name, &new).await? {
@@ -249,10 +254,12 @@ impl Queue {
             id: id.to_owned(),
             cause: Box::new(cause),
         };
+        let current = crate::durable::traceparent::current();
         let mut prepared = Vec::new();
         for task in tasks {
             let id = task.id.clone().unwrap_or_default();
-            prepared.push(Prepared::new(task, now).map_err(|e| refuse(&id, e))?);
+            let task = Prepared::new(task, now, current.as_deref());
+            prepared.push(task.map_err(|e| refuse(&id, e))?);
         }
         // Conflicts inside the batch are found here: the database would only skip the row.
         let mut ids = std::collections::HashSet::with_capacity(prepared.len());

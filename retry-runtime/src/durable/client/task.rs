@@ -1,14 +1,14 @@
 //! Tasks: what is enqueued ([`Task`]), what is stored ([`TaskInfo`], in a
 //! [`TaskState`](crate::durable::TaskState)) and what a handler gets ([`ActiveTask`]).
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use crate::IdempotencyKey;
+pub use crate::durable::client::active::ActiveTask;
 use crate::durable::client::kind::TaskKind;
+#[cfg(doc)]
 use crate::durable::error::Error;
 pub use crate::durable::state::TaskState;
 
@@ -65,6 +65,18 @@ pub struct TaskInfo {
     /// it (`None` in other states). Past it, the worker is presumed dead and the recoverer
     /// makes the task due again ([`Worker::lease`](crate::durable::Worker::lease)).
     pub lease_expires_at: Option<SystemTime>,
+    /// The trace context of the span that enqueued the task, as W3C `traceparent` text
+    /// (`00-<trace id>-<span id>-<flags>`): recorded with the `opentelemetry` feature, or
+    /// given with [`Task::trace_parent`]; `None` when there was none.
+    pub trace_parent: Option<String>,
+}
+
+impl TaskInfo {
+    /// The trace id (32 hex digits) of [`trace_parent`](TaskInfo::trace_parent), if the task
+    /// carries one: what a tracing backend finds the enqueuer's trace by.
+    pub fn trace_id(&self) -> Option<&str> {
+        crate::durable::traceparent::trace_id(self.trace_parent.as_deref()?)
+    }
 }
 
 /// A task to enqueue: a kind, a JSON payload and options.
@@ -98,6 +110,7 @@ pub struct Task {
     pub(crate) process_at: Option<When>,
     pub(crate) unique: Option<Duration>,
     pub(crate) retention: Option<Duration>,
+    pub(crate) trace_parent: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -130,6 +143,7 @@ impl Task {
             process_at: None,
             unique: None,
             retention: None,
+            trace_parent: None,
         }
     }
 
@@ -264,6 +278,22 @@ impl Task {
         self
     }
 
+    /// The trace context to carry, as W3C `traceparent` text: the worker's attempt span
+    /// continues it (with the `opentelemetry` feature), and the inspector shows it. Without
+    /// it, an enqueue with that feature records the current span's context. A text that is not
+    /// a `traceparent` makes the enqueue fail with [`Error::Invalid`].
+    ///
+    /// ```
+    /// use retry_runtime::durable::Task;
+    /// let task = Task::new("charge", &7)
+    ///     .trace_parent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    /// # let _ = task;
+    /// ```
+    pub fn trace_parent(mut self, traceparent: impl Into<String>) -> Self {
+        self.trace_parent = Some(traceparent.into());
+        self
+    }
+
     /// The system given with [`system`](Task::system), if any.
     pub fn system_name(&self) -> Option<&str> {
         self.system.as_deref()
@@ -287,97 +317,5 @@ impl Task {
             (None, Some(_)) => Duration::ZERO,
             (None, None) => DEFAULT_TIMEOUT,
         }
-    }
-}
-
-/// A claimed task, as its handler gets it: its stored info, its payload, and the lease (fencing
-/// token) under which this attempt runs.
-///
-/// Clones share the payload.
-#[derive(Clone, Debug)]
-pub struct ActiveTask {
-    pub(crate) info: TaskInfo,
-    pub(crate) payload: Arc<str>,
-    pub(crate) token: i64,
-    pub(crate) lease_expires_at: SystemTime,
-    pub(crate) timeout: Duration,
-    pub(crate) deadline: Option<SystemTime>,
-    pub(crate) key_expires_at: Option<SystemTime>,
-    /// How long the task waited between its due time and its claim, by the queue's clock; set
-    /// by a claim, `None` for a task read otherwise (by the recoverer).
-    pub(crate) pickup_delay: Option<Duration>,
-}
-
-impl ActiveTask {
-    /// The payload, decoded from JSON as `T`.
-    ///
-    /// A handler that returns the error (`task.payload()?`) has its task archived at once: no
-    /// later attempt could decode it either.
-    pub fn payload<T: DeserializeOwned>(&self) -> Result<T, Error> {
-        serde_json::from_str(&self.payload).map_err(Error::Decode)
-    }
-
-    /// The payload as stored: JSON text.
-    pub fn payload_json(&self) -> &str {
-        &self.payload
-    }
-
-    /// The task's id.
-    pub fn id(&self) -> &str {
-        &self.info.id
-    }
-
-    /// The task's kind.
-    pub fn kind(&self) -> &str {
-        &self.info.kind
-    }
-
-    /// The external system the task names ([`Task::system`]), if any.
-    pub fn system(&self) -> Option<&str> {
-        self.info.system.as_deref()
-    }
-
-    /// Failed attempts counted before this one (0 on the first run).
-    pub fn retried(&self) -> u32 {
-        self.info.retried
-    }
-
-    /// Retries allowed after the first attempt.
-    pub fn max_retry(&self) -> u32 {
-        self.info.max_retry
-    }
-
-    /// The task as it was claimed (state [`TaskState::Active`]); its `payload` field is empty
-    /// (the payload is [`payload_json`](ActiveTask::payload_json), shared by the clones).
-    pub fn info(&self) -> &TaskInfo {
-        &self.info
-    }
-
-    /// The bound on each attempt from the task's timeout; `Duration::ZERO`: none (the attempt is
-    /// bounded by the task's deadline alone, if it has one).
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    /// The task's deadline, if it has one.
-    pub fn deadline(&self) -> Option<SystemTime> {
-        self.deadline
-    }
-
-    /// When the idempotency key expires, if the task has a [`key_ttl`](Task::key_ttl).
-    pub fn key_expires_at(&self) -> Option<SystemTime> {
-        self.key_expires_at
-    }
-
-    /// When the lease expires unless renewed (as of the claim, or the last renewal through
-    /// [`protocol::extend_lease`](crate::durable::protocol::extend_lease) on this value).
-    pub fn lease_expires_at(&self) -> SystemTime {
-        self.lease_expires_at
-    }
-
-    /// The fencing token of this attempt: every state change the attempt makes is conditional on
-    /// the task still being active under this token.
-    pub fn lease_token(&self) -> i64 {
-        self.token
     }
 }

@@ -265,7 +265,21 @@ impl Scheduler {
         let mut pass = Pass::default();
         for (index, start, task) in self.entries.due_tasks(now_ms) {
             let id = task.id().unwrap_or_default().to_owned();
-            match self.queue.enqueue(task).await {
+            let enqueue = self.queue.enqueue(task);
+            // With `tracing`, each period's enqueue is a root span of its own: the trace the
+            // task carries (feature `opentelemetry`) starts there, not in a scheduler's
+            // process-long span.
+            #[cfg(feature = "tracing")]
+            let enqueue = tracing::Instrument::instrument(
+                enqueue,
+                tracing::info_span!(
+                    parent: None,
+                    "retry_queue.periodic",
+                    otel.kind = "producer",
+                    id,
+                ),
+            );
+            match enqueue.await {
                 Ok(info) => {
                     let at = to_ms(info.enqueued_at);
                     self.entries.mark_enqueued(index, at, id.clone());

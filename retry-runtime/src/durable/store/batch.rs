@@ -22,30 +22,31 @@ use crate::durable::error::Error;
 const ROWS_PER_STATEMENT: usize = 10_000;
 
 /// The columns bound per row, in the order of [`row_args`].
-const PER_ROW: usize = 15;
+const PER_ROW: usize = 16;
 
 /// One row of a batch, with the columns of every `retry_tasks` insert (`retried` is 0).
 macro_rules! insert_into {
     () => {
         "INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, max_retry, \
          timeout_ms, deadline_ms, key_expires_ms, next_process_ms, created_ms, retention_ms, \
-         unique_key, unique_until_ms, system) "
+         unique_key, unique_until_ms, system, trace_parent) "
     };
 }
 
-/// The `SELECT` of a batch on PostgreSQL: `$1` the queue, `$2`–`$15` one array per column, in
+/// The `SELECT` of a batch on PostgreSQL: `$1` the queue, `$2`–`$16` one array per column, in
 /// the order of [`row_args`] after the queue.
 #[cfg(feature = "postgres")]
 macro_rules! postgres_rows {
     () => {
         "SELECT $1, id, kind, payload, state, 0, max_retry, timeout_ms, deadline_ms, \
          key_expires_ms, next_process_ms, created_ms, retention_ms, unique_key, unique_until_ms, \
-         system \
+         system, trace_parent \
          FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], \
              $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], \
-             $14::bigint[], $15::text[]) \
+             $14::bigint[], $15::text[], $16::text[]) \
          AS t(id, kind, payload, state, max_retry, timeout_ms, deadline_ms, key_expires_ms, \
-             next_process_ms, created_ms, retention_ms, unique_key, unique_until_ms, system)"
+             next_process_ms, created_ms, retention_ms, unique_key, unique_until_ms, system, \
+             trace_parent)"
     };
 }
 
@@ -57,7 +58,7 @@ macro_rules! sqlite_rows {
     () => {
         "SELECT $1, value ->> 0, value ->> 1, value ->> 2, value ->> 3, 0, value ->> 4, \
          value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9, value ->> 10, \
-         value ->> 11, value ->> 12, value ->> 13 \
+         value ->> 11, value ->> 12, value ->> 13, value ->> 14 \
          FROM json_each($2) WHERE true"
     };
 }
@@ -87,7 +88,7 @@ const SQLITE_INSERT_OR_SKIP: &str = concat!(
 /// One row, for the second try of a row whose unique key was released.
 const INSERT_ONE: &str = concat!(
     insert_into!(),
-    "VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+    "VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
      ON CONFLICT DO NOTHING"
 );
 
@@ -116,7 +117,8 @@ fn postgres_bound<'q>(
         .bind(column(chunk, |t| t.retention_ms))
         .bind(column(chunk, |t| t.unique_key))
         .bind(column(chunk, |t| t.unique_until_ms))
-        .bind(column(chunk, |t| t.system)))
+        .bind(column(chunk, |t| t.system))
+        .bind(column(chunk, |t| t.trace_parent)))
 }
 
 /// `sql` (a batch statement) with `chunk` bound as one JSON array of rows.
@@ -144,6 +146,7 @@ fn sqlite_bound<'q>(
                 t.unique_key,
                 t.unique_until_ms,
                 t.system,
+                t.trace_parent,
             )
         })
         .collect();
@@ -304,5 +307,6 @@ pub(super) fn row_args<'a>(queue: &'a str, task: &NewTask<'a>) -> [Arg<'a>; PER_
         Arg::MaybeText(task.unique_key),
         Arg::MaybeInt(task.unique_until_ms),
         Arg::MaybeText(task.system),
+        Arg::MaybeText(task.trace_parent),
     ]
 }

@@ -39,7 +39,7 @@ macro_rules! columns {
     () => {
         "seq, queue, id, kind, payload, state, retried, max_retry, timeout_ms, deadline_ms, \
          key_expires_ms, next_process_ms, lease_token, lease_expires_ms, last_err, \
-         last_failed_ms, created_ms, finished_ms, errors, system"
+         last_failed_ms, created_ms, finished_ms, errors, system, trace_parent"
     };
 }
 
@@ -58,6 +58,7 @@ mod rows;
 mod sqlite;
 pub(crate) mod systems;
 pub(crate) mod tasks;
+mod trace;
 
 pub(crate) use db::{Arg, Store, execute, fetch_all, fetch_int, fetch_optional};
 pub(crate) use rows::{Done, Fence, NewTask, Row};
@@ -124,6 +125,7 @@ impl Store {
             find::migrate(self).await?;
             systems::migrate(self).await?;
             reports::migrate(self).await?;
+            trace::migrate(self).await?;
             return counts::migrate(self).await;
         };
         if self.has_current_columns().await {

@@ -30,6 +30,8 @@ pub(crate) struct Row {
     pub(crate) finished_ms: Option<i64>,
     /// The failure history, a JSON array (see [`history`](crate::durable::failures)).
     pub(crate) errors: Option<String>,
+    /// The enqueuer's trace context, W3C `traceparent` text.
+    pub(crate) trace_parent: Option<String>,
 }
 
 impl<R> sqlx::FromRow<'_, R> for Row
@@ -69,6 +71,7 @@ where
             created_ms: row.try_get("created_ms")?,
             finished_ms: row.try_get("finished_ms")?,
             errors: row.try_get("errors")?,
+            trace_parent: row.try_get("trace_parent")?,
         })
     }
 }
@@ -99,6 +102,7 @@ impl Row {
                 .lease_expires_ms
                 .filter(|_| self.state == TaskState::Active)
                 .map(from_ms),
+            trace_parent: self.trace_parent,
         }
     }
 
@@ -147,6 +151,8 @@ pub(crate) struct NewTask<'a> {
     /// The hash of kind and payload for a [`unique`](super::Task::unique) task.
     pub(crate) unique_key: Option<&'a str>,
     pub(crate) unique_until_ms: Option<i64>,
+    /// The enqueuer's trace context, W3C `traceparent` text.
+    pub(crate) trace_parent: Option<&'a str>,
 }
 
 /// The condition of every change to a claimed task: still active under this token, and (for the

@@ -15,8 +15,8 @@ pub(crate) async fn insert(
     const INSERT: &str = concat!(
         "INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, max_retry, \
          timeout_ms, deadline_ms, key_expires_ms, next_process_ms, created_ms, \
-         retention_ms, unique_key, unique_until_ms, system) \
-         VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+         retention_ms, unique_key, unique_until_ms, system, trace_parent) \
+         VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
          ON CONFLICT DO NOTHING RETURNING ",
         columns!()
     );

@@ -22,8 +22,8 @@ use crate::durable::worker::completer::Completer;
 use crate::durable::worker::failure::Failure;
 use crate::durable::worker::gate::Gate;
 use crate::durable::worker::heartbeat::Held;
-use crate::durable::worker::lease;
 use crate::durable::worker::outcome::{Outcomes, cancel, persist};
+use crate::durable::worker::{lease, span};
 
 /// How long a claim holds a task unless renewed; renewed every third of it while the handler runs.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -98,6 +98,7 @@ pub(crate) async fn attempt(
         return Some(false);
     }
     let running = RUNNING.scope(Arc::from(task.id()), handler(task.clone()));
+    let running = span::instrument(&task, queue.name(), running);
     let run = Running(tokio::spawn(running));
     let _holding = runner.held.hold(queue.name(), &task, now);
     let result = supervise(&runner, &queue, &mut task, run, bound, stop).await?;

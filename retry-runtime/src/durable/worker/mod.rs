@@ -23,6 +23,7 @@ pub(crate) mod processor;
 pub(crate) mod ramp;
 pub(crate) mod recoverer;
 pub(crate) mod served;
+mod span;
 pub(crate) mod wake;
 
 use std::fmt;

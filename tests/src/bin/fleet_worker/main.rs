@@ -4,7 +4,7 @@
 //! ```text
 //! fleet_worker --url URL --name NAME --version V --log FILE --mode fleet|gated
 //!              [--queue Q] [--concurrency N] [--poll-ms N] [--lease-ms N] [--recover-ms N]
-//!              [--retry-delay-ms N] [--periodic-ms N] [--gates DIR]
+//!              [--retry-delay-ms N] [--periodic-ms N] [--work-ms N] [--gates DIR]
 //! ```
 //!
 //! It serves the kinds `job` and `tick` (`fleet`) or `gated` (`gated`) until its standard input
@@ -14,6 +14,7 @@
 //! "binary's version": it is logged and written with each side effect, so a test can replace
 //! the processes of a fleet one by one with a newer one (a rolling restart) and see who ran
 //! what. `--periodic-ms N` also runs a [`Scheduler`] with one entry: a `tick` task every N ms.
+//! `--work-ms N`: each attempt works (sleeps) N ms before its side effect.
 //!
 //! - `fleet`: the row is written unconditionally (what a handler that calls an external system
 //!   does: at least once per attempt that gets there).
@@ -36,20 +37,24 @@
 //! The worker's own log (`tracing`, INFO and above: retries, fenced-off outcomes, lost leases)
 //! goes to standard error. One thread per process (tokio's current-thread runtime).
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+mod effects;
+mod handler;
+
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_runtime::BoxError;
-use retry_runtime::durable::{ActiveTask, Queue, Scheduler, Task, Worker};
-use sqlx::postgres::PgPoolOptions;
-use sqlx::sqlite::SqlitePoolOptions;
+use retry_runtime::durable::{Queue, Scheduler, Task, Worker};
 
+use crate::effects::Effects;
+use crate::handler::{Ctx, Log, handle};
+
+/// What the handlers do: see the module's documentation.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     Fleet,
     Gated,
 }
@@ -67,6 +72,7 @@ struct Args {
     recover: Duration,
     retry_delay: Duration,
     periodic: Option<Duration>,
+    work: Duration,
     gates: Option<PathBuf>,
 }
 
@@ -84,6 +90,7 @@ fn parse_args() -> Result<Args, String> {
         recover: Duration::from_millis(500),
         retry_delay: Duration::from_millis(50),
         periodic: None,
+        work: Duration::ZERO,
         gates: None,
     };
     let mut it = std::env::args().skip(1);
@@ -116,6 +123,7 @@ fn parse_args() -> Result<Args, String> {
             "--recover-ms" => args.recover = millis()?,
             "--retry-delay-ms" => args.retry_delay = millis()?,
             "--periodic-ms" => args.periodic = Some(millis()?),
+            "--work-ms" => args.work = millis()?,
             "--gates" => args.gates = Some(PathBuf::from(&value)),
             other => return Err(format!("unknown flag {other}")),
         }
@@ -127,174 +135,6 @@ fn parse_args() -> Result<Args, String> {
         return Err("--mode gated needs --gates DIR".into());
     }
     Ok(args)
-}
-
-/// One line per event, flushed at once: the test reads the file while the process runs (or
-/// after it was killed).
-#[derive(Clone)]
-struct Log(Arc<Mutex<File>>);
-
-impl Log {
-    fn line(&self, line: &str) {
-        let mut file = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        file.write_all(format!("{line}\n").as_bytes())
-            .expect("write the event log");
-        file.flush().expect("flush the event log");
-    }
-
-    fn event(&self, what: &str, task: &ActiveTask) {
-        let pid = std::process::id();
-        self.line(&format!("{what} {} {} {pid}", task.id(), task.retried()));
-    }
-}
-
-/// Logs `dropped …` unless disarmed: the worker dropped the handler's future (a lost lease, a
-/// shutdown) before it ended.
-struct DropWitness<'a> {
-    log: &'a Log,
-    task: &'a ActiveTask,
-    armed: bool,
-}
-
-impl Drop for DropWitness<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.log.event("dropped", self.task);
-        }
-    }
-}
-
-/// Where the side effects go: the table `effects` of the queue's database.
-#[derive(Clone)]
-enum Effects {
-    Postgres(sqlx::PgPool),
-    Sqlite(sqlx::SqlitePool),
-}
-
-/// What one attempt's side effect identifies itself by.
-struct Effect<'a> {
-    task: &'a ActiveTask,
-    queue: &'a str,
-    worker: &'a str,
-    version: &'a str,
-}
-
-impl Effects {
-    async fn open(url: &str, connections: u32) -> Result<Effects, sqlx::Error> {
-        if url.starts_with("sqlite:") {
-            let pool = SqlitePoolOptions::new()
-                .max_connections(1)
-                .connect(url)
-                .await?;
-            sqlx::query("PRAGMA busy_timeout = 10000")
-                .execute(&pool)
-                .await?;
-            Ok(Effects::Sqlite(pool))
-        } else {
-            let pool = PgPoolOptions::new()
-                .max_connections(connections)
-                .connect(url)
-                .await?;
-            Ok(Effects::Postgres(pool))
-        }
-    }
-
-    /// Writes the row; `fenced`: only while the attempt's lease token is the task's. `Ok(false)`:
-    /// refused by the fence.
-    async fn record(&self, e: &Effect<'_>, fenced: bool) -> Result<bool, sqlx::Error> {
-        const PG: &str = "INSERT INTO effects (task_id, attempt, worker, pid, version) \
-             VALUES ($1, $2, $3, $4, $5)";
-        const PG_FENCED: &str = "INSERT INTO effects (task_id, attempt, worker, pid, version) \
-             SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM retry_tasks \
-             WHERE queue = $6 AND id = $1 AND state = 'active' AND lease_token = $7)";
-        const SQLITE: &str = "INSERT INTO effects (task_id, attempt, worker, pid, version) \
-             VALUES (?1, ?2, ?3, ?4, ?5)";
-        const SQLITE_FENCED: &str = "INSERT INTO effects (task_id, attempt, worker, pid, version) \
-             SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM retry_tasks \
-             WHERE queue = ?6 AND id = ?1 AND state = 'active' AND lease_token = ?7)";
-        let attempt = i64::from(e.task.retried());
-        let pid = i64::from(std::process::id());
-        let rows = match self {
-            Effects::Postgres(pool) => sqlx::query(if fenced { PG_FENCED } else { PG })
-                .bind(e.task.id())
-                .bind(attempt)
-                .bind(e.worker)
-                .bind(pid)
-                .bind(e.version)
-                .bind(e.queue)
-                .bind(e.task.lease_token())
-                .execute(pool)
-                .await?
-                .rows_affected(),
-            Effects::Sqlite(pool) => sqlx::query(if fenced { SQLITE_FENCED } else { SQLITE })
-                .bind(e.task.id())
-                .bind(attempt)
-                .bind(e.worker)
-                .bind(pid)
-                .bind(e.version)
-                .bind(e.queue)
-                .bind(e.task.lease_token())
-                .execute(pool)
-                .await?
-                .rows_affected(),
-        };
-        Ok(rows == 1)
-    }
-}
-
-/// Waits until the file `{stem}.{which}` exists, checking every 5 ms.
-async fn gate(stem: &Path, which: &str) {
-    let mut path = stem.as_os_str().to_owned();
-    path.push(format!(".{which}"));
-    let path = PathBuf::from(path);
-    while !path.exists() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// Everything a handler needs, shared by the handlers of every kind.
-struct Ctx {
-    log: Log,
-    effects: Effects,
-    queue: String,
-    name: String,
-    version: String,
-    mode: Mode,
-    gates: Option<PathBuf>,
-}
-
-async fn handle(ctx: Arc<Ctx>, task: ActiveTask) -> Result<(), BoxError> {
-    let mut witness = DropWitness {
-        log: &ctx.log,
-        task: &task,
-        armed: true,
-    };
-    ctx.log.event("start", &task);
-    let gates = match (&ctx.mode, &ctx.gates) {
-        (Mode::Gated, Some(dir)) => Some(dir.join(format!("{}.{}", task.id(), task.retried()))),
-        _ => None,
-    };
-    if let Some(gates) = &gates {
-        gate(gates, "write").await;
-    }
-    let effect = Effect {
-        task: &task,
-        queue: &ctx.queue,
-        worker: &ctx.name,
-        version: &ctx.version,
-    };
-    let written = ctx.effects.record(&effect, ctx.mode == Mode::Gated).await?;
-    ctx.log
-        .event(if written { "effect" } else { "refused" }, &task);
-    if let Some(gates) = &gates {
-        gate(gates, "return").await;
-    }
-    ctx.log.event("ok", &task);
-    witness.armed = false;
-    Ok(())
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -354,6 +194,7 @@ async fn main() -> ExitCode {
         name: args.name.clone(),
         version: args.version.clone(),
         mode: args.mode,
+        work: args.work,
         gates: args.gates.clone(),
     });
     let retry_delay = args.retry_delay;

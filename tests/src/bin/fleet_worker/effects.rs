@@ -1,7 +1,9 @@
 //! The side effects: one row per attempt in the table `effects` of the queue's database.
 
+use std::str::FromStr as _;
+
 use retry_runtime::durable::ActiveTask;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::SqlitePoolOptions;
 
 /// Where the side effects go: the table `effects` of the queue's database.
@@ -31,9 +33,12 @@ impl Effects {
                 .await?;
             Ok(Effects::Sqlite(pool))
         } else {
+            // Named, so that the queue's own connections can be told from these in
+            // `pg_stat_activity`.
+            let options = PgConnectOptions::from_str(url)?.application_name("fleet_worker effects");
             let pool = PgPoolOptions::new()
                 .max_connections(connections)
-                .connect(url)
+                .connect_with(options)
                 .await?;
             Ok(Effects::Postgres(pool))
         }

@@ -68,7 +68,6 @@ pub(crate) struct Ctx {
     pub(crate) name: String,
     pub(crate) version: String,
     pub(crate) mode: Mode,
-    pub(crate) work: Duration,
     pub(crate) gates: Option<PathBuf>,
 }
 
@@ -85,9 +84,6 @@ pub(crate) async fn handle(ctx: Arc<Ctx>, task: ActiveTask) -> Result<(), BoxErr
     };
     if let Some(gates) = &gates {
         gate(gates, "write").await;
-    }
-    if !ctx.work.is_zero() {
-        tokio::time::sleep(ctx.work).await;
     }
     let effect = Effect {
         task: &task,

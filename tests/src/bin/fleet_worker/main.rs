@@ -4,7 +4,7 @@
 //! ```text
 //! fleet_worker --url URL --name NAME --version V --log FILE --mode fleet|gated
 //!              [--queue Q] [--concurrency N] [--poll-ms N] [--lease-ms N] [--recover-ms N]
-//!              [--retry-delay-ms N] [--periodic-ms N] [--work-ms N] [--gates DIR]
+//!              [--retry-delay-ms N] [--periodic-ms N] [--gates DIR]
 //! ```
 //!
 //! It serves the kinds `job` and `tick` (`fleet`) or `gated` (`gated`) until its standard input
@@ -14,7 +14,6 @@
 //! "binary's version": it is logged and written with each side effect, so a test can replace
 //! the processes of a fleet one by one with a newer one (a rolling restart) and see who ran
 //! what. `--periodic-ms N` also runs a [`Scheduler`] with one entry: a `tick` task every N ms.
-//! `--work-ms N`: each attempt works (sleeps) N ms before its side effect.
 //!
 //! - `fleet`: the row is written unconditionally (what a handler that calls an external system
 //!   does: at least once per attempt that gets there).
@@ -72,7 +71,6 @@ struct Args {
     recover: Duration,
     retry_delay: Duration,
     periodic: Option<Duration>,
-    work: Duration,
     gates: Option<PathBuf>,
 }
 
@@ -90,7 +88,6 @@ fn parse_args() -> Result<Args, String> {
         recover: Duration::from_millis(500),
         retry_delay: Duration::from_millis(50),
         periodic: None,
-        work: Duration::ZERO,
         gates: None,
     };
     let mut it = std::env::args().skip(1);
@@ -123,7 +120,6 @@ fn parse_args() -> Result<Args, String> {
             "--recover-ms" => args.recover = millis()?,
             "--retry-delay-ms" => args.retry_delay = millis()?,
             "--periodic-ms" => args.periodic = Some(millis()?),
-            "--work-ms" => args.work = millis()?,
             "--gates" => args.gates = Some(PathBuf::from(&value)),
             other => return Err(format!("unknown flag {other}")),
         }
@@ -194,7 +190,6 @@ async fn main() -> ExitCode {
         name: args.name.clone(),
         version: args.version.clone(),
         mode: args.mode,
-        work: args.work,
         gates: args.gates.clone(),
     });
     let retry_delay = args.retry_delay;

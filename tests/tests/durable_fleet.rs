@@ -375,11 +375,10 @@ async fn fleet_run(url: &str) {
 
     // At 45 %: each process in turn stopped gracefully and replaced by a v2 one.
     let rolling_from = progress(&mut db, TASKS * 45 / 100).await;
-    for slot in 0..PROCESSES {
-        fleet.stop(&current[slot], Duration::from_secs(30));
-        let next = format!("w{slot}-v2");
-        fleet.spawn(&next, "v2").await;
-        current[slot] = next;
+    for (slot, name) in current.iter_mut().enumerate() {
+        fleet.stop(name, Duration::from_secs(30));
+        *name = format!("w{slot}-v2");
+        fleet.spawn(name, "v2").await;
     }
     let rolling_until = completed_jobs(&mut db).await;
     let rolled_ms = now_ms();

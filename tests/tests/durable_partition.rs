@@ -187,18 +187,22 @@ impl Lab {
             dir = dir.display(),
             pg_ctl = bindir.join("pg_ctl").display(),
         );
-        // Should this process die without unwinding, the watcher still removes everything.
-        Command::new("setsid")
-            .args(["bash", "-c"])
-            .arg(format!(
-                "while kill -0 {} 2>/dev/null; do sleep 1; done; {{ {cleanup}; }} >/dev/null 2>&1",
-                std::process::id()
-            ))
+        // Should this process die without unwinding, the watcher still removes everything. A
+        // launcher starts it in a session of its own and returns at once (waited for here).
+        let watcher = format!(
+            "while kill -0 {} 2>/dev/null; do sleep 1; done; {{ {cleanup}; }} >/dev/null 2>&1",
+            std::process::id()
+        );
+        let launched = Command::new("bash")
+            .args([
+                "-c",
+                "setsid bash -c \"$1\" watcher </dev/null >/dev/null 2>&1 &",
+            ])
+            .args(["launcher", &watcher])
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("setsid bash: the cleanup watcher");
+            .status()
+            .expect("bash: the cleanup watcher");
+        assert!(launched.success(), "the cleanup watcher did not start");
         let lab = Lab {
             tag,
             dir,

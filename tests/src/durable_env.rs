@@ -230,3 +230,97 @@ pub fn postgres_url_or_skip(test: &str) -> Option<String> {
     }
     url
 }
+
+/// A PostgreSQL database of a test's own on the server of [`postgres_url`] (`CREATE DATABASE`),
+/// for tests whose worker processes need a database to themselves (their own tables, or the
+/// whole `retry_tasks`); [`PgDatabase::drop_database`] drops it.
+pub struct PgDatabase {
+    /// The database's URL.
+    pub url: String,
+    server: String,
+    name: String,
+}
+
+impl PgDatabase {
+    /// A fresh database named after `test` (and this process, and the time), or `None` after
+    /// a loud skip line without PostgreSQL.
+    ///
+    /// # Panics
+    /// When the server does not answer or refuses the `CREATE DATABASE`.
+    pub async fn create(test: &str) -> Option<PgDatabase> {
+        use sqlx::Connection as _;
+        let server = postgres_url_or_skip(test)?;
+        let name = format!(
+            "{}_{}_{}",
+            test.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+            std::process::id(),
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .expect("clock after 1970")
+                .subsec_nanos()
+        );
+        let name: String = name.chars().take(63).collect();
+        let mut admin = sqlx::PgConnection::connect(&server)
+            .await
+            .unwrap_or_else(|e| panic!("{server}: cannot connect: {e}"));
+        // The name is ours: ASCII letters, digits and `_` only.
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+            .execute(&mut admin)
+            .await
+            .expect("CREATE DATABASE");
+        admin.close().await.ok();
+        Some(PgDatabase {
+            url: with_database(&server, &name),
+            server,
+            name,
+        })
+    }
+
+    /// Drops the database (`WITH (FORCE)`: connections left behind by killed processes too).
+    pub async fn drop_database(self) {
+        use sqlx::Connection as _;
+        if let Ok(mut admin) = sqlx::PgConnection::connect(&self.server).await {
+            let drop = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
+            let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
+                .execute(&mut admin)
+                .await;
+            admin.close().await.ok();
+        }
+    }
+}
+
+/// `postgres://user@host:port/db?params` with its database replaced by `name`.
+pub fn with_database(server: &str, name: &str) -> String {
+    let (base, query) = match server.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (server, None),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_end = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    let mut url = format!("{}/{name}", &base[..host_end]);
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
+    url
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn with_database_replaces_only_the_database() {
+        assert_eq!(
+            with_database("postgres://postgres@127.0.0.1:5432/retry_test", "x"),
+            "postgres://postgres@127.0.0.1:5432/x"
+        );
+        assert_eq!(
+            with_database("postgres://u:p@h:1/db?sslmode=disable", "x"),
+            "postgres://u:p@h:1/x?sslmode=disable"
+        );
+        assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
+    }
+}

@@ -18,19 +18,19 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use retry_runtime::durable::{Queue, Task, TaskInfo, TaskState};
+use retry_tests::durable_env::PgDatabase;
 use sqlx::{Connection, Row};
-
-const POSTGRES_URL_VAR: &str = "RETRY_TEST_POSTGRES_URL";
 
 // ---------------------------------------------------------------------------------------------
 // Backends
 
-/// Where a test's queue lives; dropping it deletes the SQLite dir or drops the database.
+/// Where a test's queue lives; dropping it deletes the SQLite dir ([`Backend::cleanup`] drops
+/// the PostgreSQL database).
 struct Backend {
     url: String,
     dir: tempfile::TempDir,
-    /// (server URL, database name) of a PostgreSQL database this test created.
-    postgres: Option<(String, String)>,
+    /// The PostgreSQL database this test created.
+    postgres: Option<PgDatabase>,
 }
 
 impl Backend {
@@ -49,36 +49,15 @@ impl Backend {
 
     /// A fresh database on the test PostgreSQL, or `None` (and a loud message) without one.
     async fn postgres(test: &str) -> Option<Backend> {
-        let server =
-            retry_tests::durable_env::postgres_url_or_skip(&format!("durable_crash::{test}"))?;
-        let name = format!(
-            "crash_{}_{}_{}",
-            test.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
-            std::process::id(),
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos()
-        );
-        let name: String = name.chars().take(63).collect();
-        let mut admin = sqlx::PgConnection::connect(&server)
-            .await
-            .unwrap_or_else(|e| panic!("{POSTGRES_URL_VAR}={server}: cannot connect: {e}"));
-        // The name is ours: ASCII letters, digits and `_` only.
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-            .execute(&mut admin)
-            .await
-            .expect("CREATE DATABASE");
-        admin.close().await.ok();
-        let url = with_database(&server, &name);
+        let database = PgDatabase::create(&format!("durable_crash::{test}")).await?;
         let dir = tempfile::Builder::new()
             .prefix("retry-durable-crash-")
             .tempdir()
             .expect("temp dir");
         Some(Backend {
-            url,
+            url: database.url.clone(),
             dir,
-            postgres: Some((server, name)),
+            postgres: Some(database),
         })
     }
 
@@ -94,14 +73,8 @@ impl Backend {
 
     /// Drops the test's PostgreSQL database (the SQLite dir goes with `dir`).
     async fn cleanup(self) {
-        if let Some((server, name)) = &self.postgres
-            && let Ok(mut admin) = sqlx::PgConnection::connect(server).await
-        {
-            let drop = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
-            let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
-                .execute(&mut admin)
-                .await;
-            admin.close().await.ok();
+        if let Some(database) = self.postgres {
+            database.drop_database().await;
         }
     }
 }
@@ -127,24 +100,6 @@ async fn lease_expires_ms(url: &str, id: &str) -> u128 {
             .get(0)
     };
     u128::try_from(ms).expect("a lease after 1970")
-}
-
-/// `postgres://user@host:port/db?params` with its database replaced by `name`.
-fn with_database(server: &str, name: &str) -> String {
-    let (base, query) = match server.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (server, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let host_end = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut url = format!("{}/{name}", &base[..host_end]);
-    if let Some(query) = query {
-        url.push('?');
-        url.push_str(query);
-    }
-    url
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -963,17 +918,4 @@ async fn postgres_four_processes_two_hundred_tasks_random_failures_each_succeeds
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_two_processes_hundred_tasks_random_failures_each_succeeds_exactly_once() {
     many_workers_many_tasks(Backend::sqlite(), 2, 100).await;
-}
-
-#[test]
-fn with_database_replaces_only_the_database() {
-    assert_eq!(
-        with_database("postgres://postgres@127.0.0.1:5432/retry_test", "x"),
-        "postgres://postgres@127.0.0.1:5432/x"
-    );
-    assert_eq!(
-        with_database("postgres://u:p@h:1/db?sslmode=disable", "x"),
-        "postgres://u:p@h:1/x?sslmode=disable"
-    );
-    assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
 }

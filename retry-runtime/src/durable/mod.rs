@@ -28,6 +28,11 @@ mod store;
 mod traceparent;
 pub(crate) mod worker;
 
+// A chapter of the manual, not code: its text is `docs/many_workers.md` (as the crate's
+// `manual` chapters are), so that it reads as a page of its own next to the module's docs.
+#[doc = include_str!("../../docs/many_workers.md")]
+pub mod many_workers {}
+
 pub use client::kind::TaskKind;
 pub use client::queue::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,

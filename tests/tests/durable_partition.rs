@@ -18,8 +18,9 @@
 //! - `late-handler`: A's handler is still waiting when the link is cut; the lease lapses, B
 //!   runs and completes the task; the link comes back and A's handler goes on. Its fenced write
 //!   is refused, and whichever of A's calls meets the database first (the attempt's renewal, or
-//!   its completion) is refused by the fence and logged; or, had the outage outlasted the
-//!   pool's acquire timeout, A had dropped the attempt by itself.
+//!   its completion) is refused by the fence and logged; or, as is usual, A drops the attempt
+//!   by itself: a renewal that gets no answer before the lease runs out gives the attempt up
+//!   (`durable/worker/attempt.rs`), so A's handler stops about when B may start.
 //!
 //! Each task ends completed once, by B; nothing is lost; A's late outcomes change nothing; and
 //! the side-effect rows are exactly A's one written under its lease and B's two.
@@ -47,6 +48,9 @@ const FENCED_COMPLETION: &str = "outcome not recorded, the lease was taken over 
 const FENCED_RENEWAL: &str = "lease lost (recovered elsewhere), attempt dropped";
 /// … when it gives an attempt up because no renewal got through in time.
 const GIVEN_UP: &str = "lease could not be renewed, attempt dropped";
+/// … when a renewal got no answer at all before the lease it renews ran out (a cut link).
+const NO_ANSWER: &str =
+    "the lease's renewal got no answer before the lease ran out, attempt dropped";
 
 /// The PostgreSQL port inside the database's namespace (its own: nothing else listens there).
 const PORT: u16 = 5432;
@@ -650,14 +654,15 @@ async fn postgres_partitioned_host_late_outcomes_are_fenced_off_and_nothing_is_l
         "A's late completion changed nothing: the task is still B's, active"
     );
     // late-handler's handler was waiting when the link went; the attempt's own calls to the
-    // database (a renewal, a look for a cancel) hung meanwhile. Whichever was pending decides
-    // how A meets the fence once the link is back: a renewal refused (the attempt dropped), or
-    // the handler's success seen first and its completion refused.
+    // database (a renewal, a look for a cancel) got no answer meanwhile. A renewal with no
+    // answer by the end of the lease drops the attempt; should the link come back first, A meets
+    // the fence: a renewal refused (the attempt dropped), or the handler's success seen first and
+    // its completion refused.
     let late_handler_end = wait_for(
         "A to log its late outcome of late-handler refused (or the attempt given up)",
         Duration::from_secs(60),
         || async {
-            [FENCED_COMPLETION, FENCED_RENEWAL, GIVEN_UP]
+            [NO_ANSWER, FENCED_COMPLETION, FENCED_RENEWAL, GIVEN_UP]
                 .into_iter()
                 .find_map(|needle| worker_log_line(&lab, "a", needle, late_handler))
         },

@@ -225,9 +225,25 @@ async fn supervise(
 }
 
 /// Renews a running attempt's lease. `false`: the attempt must stop (the lease was lost, or a
-/// failed renewal leaves too little of it for the next try).
+/// failed renewal leaves too little of it for the next try, or the renewal got no answer before
+/// the lease ran out). A host cut off from the database gets no error, only silence (a
+/// statement already sent waits minutes for TCP to give up), and another worker may hold the
+/// task once the lease has run out: bounded so, the attempt is dropped before then, as the lease
+/// promises (`tests/tests/durable_partition.rs`).
 async fn renew_running(runner: &Runner, queue: &Queue, task: &mut ActiveTask) -> bool {
-    match lease::extend(&queue.handle, task, runner.lease).await {
+    // A renewal starts a third into the lease it renews: two thirds are left for it.
+    let left = runner.lease.saturating_sub(runner.heartbeat());
+    let Ok(renewed) =
+        tokio::time::timeout(left, lease::extend(&queue.handle, task, runner.lease)).await
+    else {
+        event!(
+            warn,
+            "durable worker: the lease's renewal got no answer before the lease ran out, attempt dropped",
+            task = task.id()
+        );
+        return false;
+    };
+    match renewed {
         Ok(true) => true,
         Ok(false) => {
             event!(
@@ -260,10 +276,21 @@ async fn renew_running(runner: &Runner, queue: &Queue, task: &mut ActiveTask) ->
     }
 }
 
-/// Whether an operator asked to cancel `task` (a failed read counts as no).
+/// Whether an operator asked to cancel `task` (a failed read, or one that takes longer than the
+/// interval between reads, counts as no: meanwhile the supervisor watches nothing else, not even
+/// the handler's end).
 async fn cancel_requested(queue: &Queue, task: &ActiveTask) -> bool {
     let store = &queue.handle.store;
-    match control::cancel_requested(store, &queue.handle.name, Fence::of(task)).await {
+    let read = control::cancel_requested(store, &queue.handle.name, Fence::of(task));
+    let Ok(read) = tokio::time::timeout(CANCEL_CHECK, read).await else {
+        event!(
+            warn,
+            "durable worker: looking for a cancel got no answer in time",
+            task = task.id()
+        );
+        return false;
+    };
+    match read {
         Ok(requested) => requested,
         Err(e) => {
             event!(

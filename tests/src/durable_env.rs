@@ -307,6 +307,27 @@ pub fn with_database(server: &str, name: &str) -> String {
     url
 }
 
+/// Polls `check` every `every` until it returns `Some`, and returns that; fails the test after
+/// `within`, naming `what` it waited for. For the suites that watch real processes, where no
+/// clock can be paused: the wait is bounded, and nothing asserts how long it took.
+pub async fn poll_until<T, F, Fut>(what: &str, within: Duration, every: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        tokio::time::sleep(every).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::with_database;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use retry_runtime::durable::{Queue, Task, TaskInfo, TaskState};
-use retry_tests::durable_env::PgDatabase;
+use retry_tests::durable_env::{PgDatabase, poll_until};
 use sqlx::{Connection, Row};
 
 // ---------------------------------------------------------------------------------------------
@@ -298,22 +298,11 @@ fn now_us() -> u128 {
 }
 
 /// Polls `check` every 20 ms until it returns `Some`, or fails the test after `within`.
-async fn wait_for<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+async fn wait_for<T, Fut>(what: &str, within: Duration, check: impl FnMut() -> Fut) -> T
 where
-    F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until(what, within, Duration::from_millis(20), check).await
 }
 
 async fn info(q: &Queue, id: &str) -> TaskInfo {

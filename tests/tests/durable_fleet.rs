@@ -28,7 +28,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use retry_runtime::durable::{Queue, Task};
-use retry_tests::durable_env::PgDatabase;
+use retry_tests::durable_env::{PgDatabase, poll_until};
 use sqlx::{Connection, PgConnection, Row, SqliteConnection};
 
 const TASKS: usize = 20_000;
@@ -191,22 +191,11 @@ impl Drop for Fleet {
 }
 
 /// Polls `check` every 50 ms until it returns `Some`, or fails the test after `within`.
-async fn wait_for<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+async fn wait_for<T, Fut>(what: &str, within: Duration, check: impl FnMut() -> Fut) -> T
 where
-    F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll_until(what, within, Duration::from_millis(50), check).await
 }
 
 // ---------------------------------------------------------------------------------------------

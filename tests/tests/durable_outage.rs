@@ -2,7 +2,8 @@
 //! test's own (`scripts/postgres.sh serve-while`: other tests keep theirs) stopped and started
 //! again while a worker runs. The worker logs, backs off, reconnects and carries on: every task
 //! ends completed, and none was lost. SQLite: the file locked by another connection for
-//! seconds, which every statement waits out.
+//! seconds, which every statement waits out. And an attempt whose lease renewal gets no answer
+//! (its task's row locked by another transaction) is dropped when its lease runs out.
 //!
 //! Waits are bounded loops; nothing asserts a wall-clock duration.
 
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, Task, TaskQuery, TaskState, Worker};
+use retry_tests::durable_env::PgDatabase;
 
 /// A throwaway cluster: its URL, its directory (`data/`, `bindir`) and port.
 struct Server {
@@ -271,4 +273,127 @@ async fn a_worker_waits_out_sqlite_locked_for_seconds() {
     assert_eq!(runs.len(), total, "every task ran");
     let again: Vec<_> = runs.iter().filter(|&(_, &r)| r > 1).collect();
     assert!(again.is_empty(), "tasks that ran twice: {again:?}");
+}
+
+/// A renewal that gets no answer drops its attempt when the lease runs out. The attempt's lease
+/// is 600 ms (a renewal every 200 ms), its handler hangs, and another transaction holds the
+/// task's row lock (`SELECT … FOR UPDATE`), so the renewal's `UPDATE` waits for it with no
+/// end, as a statement sent to a server that can no longer answer does. The worker gives the
+/// attempt up when the lease runs out, dropping the handler while the row is still locked,
+/// rather than letting it run on past its lease (before, it waited as long as the lock was
+/// held); once the lock is gone, its recoverer puts the task back as a failed attempt and the
+/// next attempt completes it. `durable_partition.rs` shows the same across a cut link (root
+/// only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_renewal_with_no_answer_drops_the_attempt_when_its_lease_runs_out() {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+    use sqlx::Connection as _;
+
+    /// Set when the handler's future is dropped before it returned.
+    struct DroppedUnfinished(Arc<AtomicBool>);
+    impl Drop for DroppedUnfinished {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    let Some(db) = PgDatabase::create("renewal_with_no_answer").await else {
+        return;
+    };
+    let q = Queue::connect(&db.url).await.expect("connect");
+    let attempts = Arc::new(AtomicU32::new(0));
+    let dropped = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (attempts, dropped) = (attempts.clone(), dropped.clone());
+        Worker::new(q.clone())
+            .lease(Duration::from_millis(600))
+            .recover_interval(Duration::from_millis(100))
+            .poll_interval(Duration::from_millis(50))
+            .retry_delay(|_, _, _| Duration::ZERO)
+            .handle("hang", move |_task| {
+                let (attempts, dropped) = (attempts.clone(), dropped.clone());
+                async move {
+                    if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                        let guard = DroppedUnfinished(dropped);
+                        std::future::pending::<()>().await;
+                        drop(guard);
+                    }
+                    Ok::<(), BoxError>(())
+                }
+            })
+    };
+    q.enqueue(Task::new("hang", &()).task_id("hangs"))
+        .await
+        .expect("enqueue");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async move {
+        stopped.await.ok();
+    }));
+    for _ in 0..2_000 {
+        if attempts.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        1,
+        "the first attempt started"
+    );
+
+    let mut other = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+    sqlx::raw_sql("BEGIN; SELECT 1 FROM retry_tasks WHERE id = 'hangs' FOR UPDATE")
+        .execute(&mut other)
+        .await
+        .expect("the row lock");
+    let mut dropped_while_locked = false;
+    for _ in 0..3_000 {
+        if dropped.load(Ordering::SeqCst) {
+            dropped_while_locked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    sqlx::raw_sql("COMMIT")
+        .execute(&mut other)
+        .await
+        .expect("unlock");
+    other.close().await.ok();
+    assert!(
+        dropped_while_locked,
+        "the hanging handler was dropped while its renewal got no answer"
+    );
+
+    let mut info = None;
+    for _ in 0..600 {
+        let now = q
+            .inspector()
+            .get("hangs")
+            .await
+            .expect("get")
+            .expect("the task");
+        if now.state == TaskState::Completed {
+            info = Some(now);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let info = info.expect("the task completed once the lock was gone");
+    assert_eq!(
+        info.retried, 1,
+        "the dropped attempt counted as one failure"
+    );
+    assert!(
+        info.last_err
+            .as_deref()
+            .is_some_and(|e| e.contains("lease expired")),
+        "its error is the lapsed lease: {:?}",
+        info.last_err
+    );
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    stop.send(()).unwrap();
+    running.await.unwrap().expect("the worker stopped");
+    q.close().await;
+    db.drop_database().await;
 }

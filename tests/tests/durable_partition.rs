@@ -37,6 +37,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use retry_runtime::durable::{Queue, Task, TaskState};
+use retry_tests::durable_env::poll_until;
 use sqlx::{Connection, PgConnection, Row};
 
 /// How long a claim holds a task: renewed every third of it (1 s) while the handler runs.
@@ -467,22 +468,11 @@ impl Drop for Lab {
 // Waiting and reading
 
 /// Polls `check` every 10 ms until it returns `Some`, or fails the test after `within`.
-async fn wait_for<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+async fn wait_for<T, Fut>(what: &str, within: Duration, check: impl FnMut() -> Fut) -> T
 where
-    F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    poll_until(what, within, Duration::from_millis(10), check).await
 }
 
 /// Waits until host `name`'s event log has the line `{event} {task} {retried} …`.

@@ -493,7 +493,9 @@ impl Drop for Paused {
 
 /// A handler that lets 31 minutes pass on tokio's clock (paused inside the handler, so no real
 /// time goes by), then ends after a short real pause: an attempt bounded by 30 minutes
-/// ([`DEFAULT_TIMEOUT`]) is cut before it ends.
+/// ([`DEFAULT_TIMEOUT`]) is cut before it ends. Its worker needs a lease longer than that
+/// ([`LONG_LEASE`]): to the attempt, 31 minutes without an answered renewal are a lapsed lease,
+/// and it would be dropped for that before its timeout was looked at.
 async fn runs_31_minutes(_task: ActiveTask) -> Result<(), BoxError> {
     {
         let _paused = Paused::new();
@@ -503,11 +505,16 @@ async fn runs_31_minutes(_task: ActiveTask) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// Longer than the 31 minutes [`runs_31_minutes`] lets pass.
+const LONG_LEASE: Duration = Duration::from_secs(3 * 3600);
+
 async fn a_deadline_only_task_is_not_cut_at_30_minutes(backend: Backend) {
     let Some(env) = Env::new(backend, "rules-deadline-only").await else {
         return;
     };
-    let w = worker(&env).handle("export", runs_31_minutes);
+    let w = worker(&env)
+        .lease(LONG_LEASE)
+        .handle("export", runs_31_minutes);
     let deadline_only = env
         .q
         .enqueue(Task::new("export", &1).deadline(t0() + secs(24 * 3600)))
@@ -536,10 +543,12 @@ async fn zero_timeout_means_no_timeout(backend: Backend) {
     let seen = Arc::new(Mutex::new(None));
     let w = {
         let seen = seen.clone();
-        worker(&env).handle("export", move |task| {
-            *seen.lock().unwrap() = Some(task.timeout());
-            runs_31_minutes(task)
-        })
+        worker(&env)
+            .lease(LONG_LEASE)
+            .handle("export", move |task| {
+                *seen.lock().unwrap() = Some(task.timeout());
+                runs_31_minutes(task)
+            })
     };
     let id = env
         .q

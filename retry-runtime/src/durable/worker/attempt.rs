@@ -171,6 +171,13 @@ async fn supervise(
         }
     };
     tokio::pin!(timer);
+    // When the lease runs out, on the runtime's clock (as the queue's clock has it now, then
+    // from each renewal's start): a renewal unanswered by then drops the attempt.
+    let left = task
+        .lease_expires_at()
+        .duration_since(queue.handle.clock.now())
+        .unwrap_or_default();
+    let mut lease_ends = Instant::now() + left.min(runner.lease);
     let mut renew = tokio::time::interval_at(Instant::now() + beat, beat);
     renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
     // An operator's cancel is looked for every CANCEL_CHECK: a read of the task's row, made
@@ -198,7 +205,7 @@ async fn supervise(
                 };
                 return Some(run.stop().await.unwrap_or_else(|| Err(Failure::erased(Box::new(err)))));
             }
-            _ = renew.tick() => if !renew_running(runner, queue, task).await {
+            _ = renew.tick() => if !renew_running(runner, queue, task, &mut lease_ends).await {
                 run.stop().await;
                 return None;
             },
@@ -224,18 +231,21 @@ async fn supervise(
     }
 }
 
-/// Renews a running attempt's lease. `false`: the attempt must stop (the lease was lost, or a
-/// failed renewal leaves too little of it for the next try, or the renewal got no answer before
-/// the lease ran out). A host cut off from the database gets no error, only silence (a
-/// statement already sent waits minutes for TCP to give up), and another worker may hold the
-/// task once the lease has run out: bounded so, the attempt is dropped before then, as the lease
-/// promises (`tests/tests/durable_partition.rs`).
-async fn renew_running(runner: &Runner, queue: &Queue, task: &mut ActiveTask) -> bool {
-    // A renewal starts a third into the lease it renews: two thirds are left for it.
-    let left = runner.lease.saturating_sub(runner.heartbeat());
-    let Ok(renewed) =
-        tokio::time::timeout(left, lease::extend(&queue.handle, task, runner.lease)).await
-    else {
+/// Renews a running attempt's lease, which runs out at `lease_ends` (moved on by a renewal).
+/// `false`: the attempt must stop (the lease was lost, or a failed renewal leaves too little of
+/// it for the next try, or the renewal got no answer before the lease ran out). A host cut off
+/// from the database gets silence, not an error (a statement sent waits minutes for TCP to give
+/// up), and another worker may take the task once the lease has run out: the attempt is dropped
+/// then, as the lease promises (`tests/tests/durable_partition.rs`, `durable_outage.rs`).
+async fn renew_running(
+    runner: &Runner,
+    queue: &Queue,
+    task: &mut ActiveTask,
+    lease_ends: &mut Instant,
+) -> bool {
+    let started = Instant::now();
+    let renewal = lease::extend(&queue.handle, task, runner.lease);
+    let Ok(renewed) = tokio::time::timeout_at(*lease_ends, renewal).await else {
         event!(
             warn,
             "durable worker: the lease's renewal got no answer before the lease ran out, attempt dropped",
@@ -244,7 +254,10 @@ async fn renew_running(runner: &Runner, queue: &Queue, task: &mut ActiveTask) ->
         return false;
     };
     match renewed {
-        Ok(true) => true,
+        Ok(true) => {
+            *lease_ends = started + runner.lease;
+            true
+        }
         Ok(false) => {
             event!(
                 warn,

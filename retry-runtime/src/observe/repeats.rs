@@ -81,6 +81,10 @@ const NEVER: u64 = u64::MAX;
 /// were not logged since.
 #[derive(Debug)]
 pub struct Repeats {
+    /// The tokio clock at the site's first give-up: the site's own, since a paused clock (a
+    /// test's) is its runtime's, and one process-wide anchor set on another runtime's clock
+    /// can lie ahead of this one's, freezing every interval at 0.
+    anchor: OnceLock<Instant>,
     /// Nanoseconds from the anchor to the interval's first give-up; [`NEVER`] before it.
     start: [AtomicU64; REASONS.len()],
     /// Give-ups counted, not logged, since then.
@@ -135,6 +139,7 @@ impl Repeats {
     /// No give-up yet.
     pub const fn new() -> Repeats {
         Repeats {
+            anchor: OnceLock::new(),
             start: [const { AtomicU64::new(NEVER) }; REASONS.len()],
             repeated: [const { AtomicU64::new(0) }; REASONS.len()],
         }
@@ -143,7 +148,7 @@ impl Repeats {
     /// A give-up now, for `reason`: log it, or count it.
     pub(crate) fn give_up(&self, reason: GiveUp) -> Decision {
         let i = index(reason);
-        let now = now_nanos();
+        let now = self.now_nanos();
         let start = self.start[i].load(Relaxed);
         let counted = Decision {
             log: false,
@@ -173,7 +178,7 @@ impl Repeats {
         if self.repeated.iter().all(|n| n.load(Relaxed) == 0) {
             return None;
         }
-        let now = now_nanos();
+        let now = self.now_nanos();
         let mut ended = [(0, NEVER); REASONS.len()];
         for (i, start) in self.start.iter().enumerate() {
             let at = start.load(Relaxed);
@@ -186,6 +191,14 @@ impl Repeats {
             }
         }
         self.summary(&ended, now)
+    }
+
+    /// The tokio clock (paused in tests), in nanoseconds since the site's first give-up.
+    fn now_nanos(&self) -> u64 {
+        let anchor = *self.anchor.get_or_init(Instant::now);
+        u64::try_from(Instant::now().saturating_duration_since(anchor).as_nanos())
+            .unwrap_or(NEVER - 1)
+            .min(NEVER - 1)
     }
 
     /// The counts of the intervals of `(reason, start)` that end `now`, reset.
@@ -212,15 +225,6 @@ impl Default for Repeats {
 
 fn interval_nanos() -> u64 {
     INTERVAL_NANOS.load(Relaxed)
-}
-
-/// The tokio clock (paused in tests), in nanoseconds since the first give-up of the process.
-fn now_nanos() -> u64 {
-    static ANCHOR: OnceLock<Instant> = OnceLock::new();
-    let anchor = *ANCHOR.get_or_init(Instant::now);
-    u64::try_from(Instant::now().saturating_duration_since(anchor).as_nanos())
-        .unwrap_or(NEVER - 1)
-        .min(NEVER - 1)
 }
 
 #[cfg(test)]

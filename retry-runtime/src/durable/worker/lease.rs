@@ -3,7 +3,7 @@
 //! these directly; the public [`protocol`](crate::durable::protocol) is a thin layer over them
 //! for custom workers.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, from_ms, to_ms};
@@ -43,6 +43,13 @@ pub(crate) fn claimed(rows: Vec<Row>, now: i64) -> Vec<ActiveTask> {
             task
         })
         .collect()
+}
+
+/// How much of `task`'s lease is left at `now` (zero once it has expired).
+pub(crate) fn left(task: &ActiveTask, now: SystemTime) -> Duration {
+    task.lease_expires_at()
+        .duration_since(now)
+        .unwrap_or(Duration::ZERO)
 }
 
 /// Renews the lease of `task` to `lease` from now. `Ok(false)`: fenced off.

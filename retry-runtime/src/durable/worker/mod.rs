@@ -1,7 +1,7 @@
 //! The worker's loop, in asynq's components: [`Worker`] (options, handlers, `run_until`) wires
-//! `processor` (claims, runs attempts through `lease`, `attempt`, `outcome`), `completer`
-//! (batched completions), `recoverer` (expired leases), `janitor` (limits), `heartbeat` (who
-//! runs what) and `metrics` (the task gauges).
+//! `processor` (claims, runs attempts through `lease`, `attempt`, `supervisor`, `outcome`),
+//! `completer` (batched completions), `recoverer` (expired leases), `janitor` (limits),
+//! `heartbeat` (who runs what) and `metrics` (the task gauges).
 
 pub(crate) mod attempt;
 pub(crate) mod claim;
@@ -24,6 +24,7 @@ pub(crate) mod ramp;
 pub(crate) mod recoverer;
 pub(crate) mod served;
 mod span;
+mod supervisor;
 pub(crate) mod wake;
 
 use std::fmt;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, Task, TaskQuery, TaskState, Worker};
-use retry_tests::durable_env::PgDatabase;
+use retry_tests::durable_env::{PgDatabase, poll_until};
 
 /// A throwaway cluster: its URL, its directory (`data/`, `bindir`) and port.
 struct Server {
@@ -330,56 +330,42 @@ async fn postgres_a_renewal_with_no_answer_drops_the_attempt_when_its_lease_runs
     let running = tokio::spawn(worker.run_until(async move {
         stopped.await.ok();
     }));
-    for _ in 0..2_000 {
-        if attempts.load(Ordering::SeqCst) == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(
-        attempts.load(Ordering::SeqCst),
-        1,
-        "the first attempt started"
-    );
+    poll_until(
+        "the first attempt to start",
+        Duration::from_secs(10),
+        Duration::from_millis(5),
+        || async { (attempts.load(Ordering::SeqCst) == 1).then_some(()) },
+    )
+    .await;
 
     let mut other = sqlx::PgConnection::connect(&db.url).await.expect("connect");
     sqlx::raw_sql("BEGIN; SELECT 1 FROM retry_tasks WHERE id = 'hangs' FOR UPDATE")
         .execute(&mut other)
         .await
         .expect("the row lock");
-    let mut dropped_while_locked = false;
-    for _ in 0..3_000 {
-        if dropped.load(Ordering::SeqCst) {
-            dropped_while_locked = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    poll_until(
+        "the hanging handler to be dropped while its renewal gets no answer (the row locked)",
+        Duration::from_secs(30),
+        Duration::from_millis(10),
+        || async { dropped.load(Ordering::SeqCst).then_some(()) },
+    )
+    .await;
     sqlx::raw_sql("COMMIT")
         .execute(&mut other)
         .await
         .expect("unlock");
     other.close().await.ok();
-    assert!(
-        dropped_while_locked,
-        "the hanging handler was dropped while its renewal got no answer"
-    );
 
-    let mut info = None;
-    for _ in 0..600 {
-        let now = q
-            .inspector()
-            .get("hangs")
-            .await
-            .expect("get")
-            .expect("the task");
-        if now.state == TaskState::Completed {
-            info = Some(now);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let info = info.expect("the task completed once the lock was gone");
+    let info = poll_until(
+        "the task to complete once the lock was gone",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || async {
+            let info = q.inspector().get("hangs").await.expect("get");
+            info.filter(|t| t.state == TaskState::Completed)
+        },
+    )
+    .await;
     assert_eq!(
         info.retried, 1,
         "the dropped attempt counted as one failure"

@@ -20,6 +20,7 @@ const HOT_PATH: &[&str] = &[
     "retry-runtime/src/durable/worker/outcome.rs",
     "retry-runtime/src/durable/worker/attempt.rs",
     "retry-runtime/src/durable/worker/supervisor.rs",
+    "retry-runtime/src/durable/worker/runner.rs",
     "retry-runtime/src/durable/worker/lease.rs",
     "retry-runtime/src/durable/worker/heartbeat.rs",
     "retry-runtime/src/durable/worker/pace.rs",

@@ -4,25 +4,18 @@
 //! [completer](crate::durable::worker::completer), a failure to the [outcomes](crate::durable::worker::outcome). A stop signal
 //! (shutdown) drops the handler and gives the task back.
 
-use std::any::Any;
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
-use tokio::task::{JoinError, JoinHandle};
 
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
 use crate::durable::worker::completer::Completer;
 use crate::durable::worker::failure::Failure;
-use crate::durable::worker::gate::Gate;
-use crate::durable::worker::heartbeat::Held;
-use crate::durable::worker::outcome::Outcomes;
-use crate::durable::worker::supervisor::{lease_end, supervise};
+use crate::durable::worker::runner::Runner;
+use crate::durable::worker::supervisor::{Bound, Running, lease_end, supervise};
 use crate::durable::worker::{lease, span};
 
 /// How long a claim holds a task unless renewed; renewed every third of it while the handler runs.
@@ -39,29 +32,6 @@ pub(crate) fn running_task_is(id: &dyn std::fmt::Display) -> bool {
     RUNNING
         .try_with(|running| id.to_string() == **running)
         .unwrap_or(false)
-}
-
-/// What a handler's future gives: `Ok`, or the failure already judged.
-pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send>>;
-/// A registered handler, its error type erased.
-pub(crate) type Handler = Arc<dyn Fn(ActiveTask) -> HandlerFuture + Send + Sync>;
-
-/// What every attempt of a worker needs: the handlers by kind, the lease, and the outcomes.
-pub(crate) struct Runner {
-    pub(crate) handlers: HashMap<String, Handler>,
-    pub(crate) lease: Duration,
-    pub(crate) outcomes: Arc<Outcomes>,
-    /// The tasks running now, for the worker's heartbeat.
-    pub(crate) held: Arc<Held>,
-    /// The per-system limits, breakers and retry share the claims obey.
-    pub(crate) gate: Arc<Gate>,
-}
-
-impl Runner {
-    /// How often a lease is renewed: every third of it.
-    pub(crate) fn heartbeat(&self) -> Duration {
-        (self.lease / 3).max(Duration::from_millis(1))
-    }
 }
 
 /// One attempt: runs the handler in its own tokio task under the timeout and deadline, renews
@@ -146,15 +116,6 @@ async fn renew_if_waited(runner: &Runner, queue: &Queue, task: &mut ActiveTask) 
     }
 }
 
-/// What ends an attempt that runs too long.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Bound {
-    /// The task's timeout, from the start of the attempt.
-    Timeout(Duration),
-    /// The task's deadline, this far away.
-    Deadline(Duration),
-}
-
 /// The nearer of the task's timeout (zero: none) and deadline; `None`: the attempt is unbounded.
 fn attempt_bound(task: &ActiveTask, now: SystemTime) -> Option<Bound> {
     let timeout = Some(task.timeout())
@@ -167,64 +128,5 @@ fn attempt_bound(task: &ActiveTask, now: SystemTime) -> Option<Bound> {
         (Some(Bound::Timeout(t)), Some(Bound::Deadline(d))) if t < d => timeout,
         (_, Some(deadline)) => Some(deadline),
         (timeout, None) => timeout,
-    }
-}
-
-/// The handler's tokio task, aborted when dropped: a supervisor that is itself dropped (its
-/// worker's future dropped, the runtime shutting down) never leaves a handler running without a
-/// lease.
-pub(super) struct Running(pub(super) JoinHandle<Result<(), Failure>>);
-
-impl Running {
-    /// Drops the handler's future and waits until it is gone; `Some(outcome)` if the attempt
-    /// ended (returned or panicked) before it could be dropped.
-    pub(super) async fn stop(&mut self) -> Option<Result<(), Failure>> {
-        self.0.abort();
-        match (&mut self.0).await {
-            Err(e) if e.is_cancelled() => None,
-            joined => Some(handler_result(joined)),
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-pub(super) fn handler_result(
-    joined: Result<Result<(), Failure>, JoinError>,
-) -> Result<(), Failure> {
-    let panicked = |message| Err(Failure::erased(Box::new(Error::Panicked(message))));
-    match joined {
-        Ok(result) => result,
-        Err(e) if e.is_panic() => panicked(panic_message(e.into_panic())),
-        Err(_) => panicked("the handler's task was cancelled".into()),
-    }
-}
-
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(text) => *text,
-        Err(payload) => match payload.downcast::<&'static str>() {
-            Ok(text) => (*text).to_owned(),
-            Err(_) => "a panic whose payload is not text".to_owned(),
-        },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn panic_messages_are_read_from_text_payloads() {
-        assert_eq!(panic_message(Box::new("boom")), "boom");
-        assert_eq!(panic_message(Box::new(String::from("bang"))), "bang");
-        assert_eq!(
-            panic_message(Box::new(7_u8)),
-            "a panic whose payload is not text"
-        );
     }
 }

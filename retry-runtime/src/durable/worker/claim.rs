@@ -12,10 +12,10 @@ use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::store::systems::{self, Filter, Retried};
-use crate::durable::worker::attempt::Runner;
 use crate::durable::worker::gate::{Gate, Plan};
 use crate::durable::worker::lease;
 use crate::durable::worker::metrics::{Metrics, Outcome};
+use crate::durable::worker::runner::Runner;
 use crate::durable::worker::served::Served;
 
 /// The spread of deferred tasks after the breaker's next probe: they do not all come due at

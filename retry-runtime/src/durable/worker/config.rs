@@ -15,7 +15,7 @@ use crate::durable::client::queue::Queue;
 use crate::durable::clock::DelayRng;
 use crate::durable::error::Error;
 use crate::durable::inspector::presence::DEFAULT_HEARTBEAT_INTERVAL;
-use crate::durable::worker::attempt::{DEFAULT_LEASE, Handler, Runner};
+use crate::durable::worker::attempt::DEFAULT_LEASE;
 use crate::durable::worker::completer::{Completer, Writer};
 use crate::durable::worker::failure::Rules;
 use crate::durable::worker::gate::Gate;
@@ -28,6 +28,7 @@ use crate::durable::worker::processor::{
     DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT, Processor,
 };
 use crate::durable::worker::recoverer::{DEFAULT_RECOVER_INTERVAL, Recoverer};
+use crate::durable::worker::runner::{Handler, Runner};
 use crate::durable::worker::served::Served;
 
 /// A worker's options and handlers, as its setters leave them.

@@ -9,8 +9,8 @@ use crate::Classify;
 use crate::durable::client::kind::TaskKind;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::{BoxError, SkipRetry};
-use crate::durable::worker::attempt::Handler;
 use crate::durable::worker::failure::Failure;
+use crate::durable::worker::runner::Handler;
 
 impl Worker {
     /// Runs `handler` for tasks of kind `kind` (replacing any earlier handler of that kind). A

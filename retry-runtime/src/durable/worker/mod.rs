@@ -22,6 +22,7 @@ pub(crate) mod periodic;
 pub(crate) mod processor;
 pub(crate) mod ramp;
 pub(crate) mod recoverer;
+pub(crate) mod runner;
 pub(crate) mod served;
 mod span;
 mod supervisor;
@@ -36,11 +37,11 @@ use crate::durable::client::queue::Queue;
 use crate::durable::client::task::{ActiveTask, TaskInfo};
 use crate::durable::error::{BoxError, Error};
 use crate::durable::store::Fence;
-use crate::durable::worker::attempt::Runner;
 use crate::durable::worker::config::Config;
 use crate::durable::worker::failure::Failure;
 use crate::durable::worker::limit::SystemLimit;
 use crate::durable::worker::processor::log_join;
+use crate::durable::worker::runner::Runner;
 use crate::durable::worker::served::Served;
 
 #[doc = include_str!("../../../docs/worker.md")]

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
-use crate::durable::worker::attempt::{Runner, attempt};
+use crate::durable::worker::attempt::attempt;
 use crate::durable::worker::claim;
 use crate::durable::worker::completer::Completer;
 use crate::durable::worker::due::next_due;
@@ -23,6 +23,7 @@ use crate::durable::worker::gate::Key;
 use crate::durable::worker::lease;
 use crate::durable::worker::outcome::persist;
 use crate::durable::worker::pace::{Pace, claim_backoff};
+use crate::durable::worker::runner::Runner;
 use crate::durable::worker::served::Served;
 
 /// How often a worker looks for due tasks when the last look found fewer than it had room for.

@@ -2,19 +2,21 @@
 //! its timeout or deadline passes, its lease is lost or runs out unrenewed, an operator cancels
 //! it, or the worker shuts down, and renews the lease every third of it meanwhile.
 
+use std::any::Any;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
+use tokio::task::{JoinError, JoinHandle};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
 use crate::durable::store::{Fence, control};
-use crate::durable::worker::attempt::{Bound, Runner, Running, handler_result};
 use crate::durable::worker::failure::Failure;
 use crate::durable::worker::lease;
 use crate::durable::worker::outcome::{cancel, persist};
+use crate::durable::worker::runner::Runner;
 
 /// How often a running attempt looks for an operator's cancel: a canceled handler is dropped
 /// within this (plus one read) of [`Inspector::cancel`](crate::durable::Inspector::cancel).
@@ -211,5 +213,71 @@ async fn cancel_requested(queue: &Queue, task: &ActiveTask) -> bool {
             );
             false
         }
+    }
+}
+
+/// What ends an attempt that runs too long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Bound {
+    /// The task's timeout, from the start of the attempt.
+    Timeout(Duration),
+    /// The task's deadline, this far away.
+    Deadline(Duration),
+}
+
+/// The handler's tokio task, aborted when dropped: a supervisor that is itself dropped (its
+/// worker's future dropped, the runtime shutting down) never leaves a handler running without a
+/// lease.
+pub(super) struct Running(pub(super) JoinHandle<Result<(), Failure>>);
+
+impl Running {
+    /// Drops the handler's future and waits until it is gone; `Some(outcome)` if the attempt
+    /// ended (returned or panicked) before it could be dropped.
+    pub(super) async fn stop(&mut self) -> Option<Result<(), Failure>> {
+        self.0.abort();
+        match (&mut self.0).await {
+            Err(e) if e.is_cancelled() => None,
+            joined => Some(handler_result(joined)),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn handler_result(joined: Result<Result<(), Failure>, JoinError>) -> Result<(), Failure> {
+    let panicked = |message| Err(Failure::erased(Box::new(Error::Panicked(message))));
+    match joined {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => panicked(panic_message(e.into_panic())),
+        Err(_) => panicked("the handler's task was cancelled".into()),
+    }
+}
+
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(text) => *text,
+        Err(payload) => match payload.downcast::<&'static str>() {
+            Ok(text) => (*text).to_owned(),
+            Err(_) => "a panic whose payload is not text".to_owned(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_messages_are_read_from_text_payloads() {
+        assert_eq!(panic_message(Box::new("boom")), "boom");
+        assert_eq!(panic_message(Box::new(String::from("bang"))), "bang");
+        assert_eq!(
+            panic_message(Box::new(7_u8)),
+            "a panic whose payload is not text"
+        );
     }
 }

@@ -72,6 +72,9 @@ pub enum Command {
     },
     /// The entries of the live schedulers: kind, spec, next run, last enqueue
     Schedulers,
+    /// The schema's numbered versions: which are applied, apply the pending ones, revert
+    #[command(subcommand)]
+    Migrate(MigrateCommand),
     /// Serve the web dashboard. Its token (required off loopback), at least 16 characters,
     /// comes from --token-file, else --token, else RETRY_QUEUE_TOKEN
     Dash {
@@ -201,4 +204,22 @@ fn state_parser() -> impl TypedValueParser<Value = TaskState> {
         PossibleValue::new(state.as_str()).help(help)
     });
     PossibleValuesParser::new(values).try_map(|name| name.parse::<TaskState>())
+}
+
+/// `retry-queue migrate …`: the schema's versions. These open the database without migrating
+/// it; every other command migrates on connect, as a worker does.
+#[derive(Debug, Subcommand)]
+pub enum MigrateCommand {
+    /// Every version this build knows and the database has: applied, pending, or newer; and
+    /// whether this build runs on the database as it is
+    Status,
+    /// Apply every pending version, in one transaction under the schema's lock
+    Up,
+    /// Revert the versions above N, newest first, in one transaction (N = 0 removes every
+    /// table of the task queue, tasks included)
+    Down {
+        /// The version to go back to
+        #[arg(long, value_name = "N")]
+        to: u32,
+    },
 }

@@ -44,11 +44,14 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
             .await
             .map_err(|e| Failure::Message(e.to_string()));
     }
-    let base = connect(&cli.db).await?;
     let output = Output {
         json: cli.json,
         out,
     };
+    if let Command::Migrate(command) = cli.command {
+        return super::migrate::run(&cli.db, command, output).await;
+    }
+    let base = connect(&cli.db).await?;
     match cli.command {
         Command::Stats => stats(&base, output).await,
         Command::Task(command) => task(&base, command, output).await,
@@ -64,7 +67,7 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
         Command::Workers => super::presence::workers(&base, output).await,
         Command::Systems { queue } => super::systems::print(&named(&base, &queue)?, output).await,
         Command::Schedulers => super::presence::schedulers(&base, output).await,
-        Command::Dash { .. } => unreachable!("handled above"),
+        Command::Dash { .. } | Command::Migrate(_) => unreachable!("handled above"),
     }
 }
 

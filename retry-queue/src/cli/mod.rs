@@ -16,6 +16,7 @@
 //! retry-queue --db sqlite://tasks.db workers
 //! retry-queue --db sqlite://tasks.db systems --queue default
 //! retry-queue --db sqlite://tasks.db schedulers
+//! retry-queue --db sqlite://tasks.db migrate status|up|down --to N
 //! retry-queue --db sqlite://tasks.db dash [--listen 127.0.0.1:8080] [--read-only] [--token-file PATH]
 //! ```
 //!
@@ -31,6 +32,7 @@ mod errors;
 mod failure;
 mod find;
 mod history;
+mod migrate;
 mod open;
 mod output;
 mod presence;
@@ -41,7 +43,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 
-pub use args::{Cli, Command, QueueCommand, StateArgs, TaskCommand, TaskId};
+pub use args::{Cli, Command, MigrateCommand, QueueCommand, StateArgs, TaskCommand, TaskId};
 
 /// Parses the command line, runs the command, prints its output on stdout and a failure as
 /// one `error: …` line on stderr; returns the exit status (0, 1, or clap's 2).

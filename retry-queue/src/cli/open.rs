@@ -8,6 +8,14 @@ use super::table::clean;
 /// Opens the database at `url`. A SQLite file that does not exist is an error: an inspector
 /// with a mistyped path must not create an empty database and report it empty.
 pub(super) async fn connect(url: &str) -> Result<Queue, Failure> {
+    existing(url)?;
+    Queue::connect(url)
+        .await
+        .map_err(|e| Failure::Message(clean(&e.to_string())))
+}
+
+/// Refuses a `sqlite:` URL whose file does not exist.
+pub(super) fn existing(url: &str) -> Result<(), Failure> {
     if let Some(path) = sqlite_path(url) {
         if !std::path::Path::new(path).exists() {
             return Err(Failure::Message(format!(
@@ -17,9 +25,7 @@ pub(super) async fn connect(url: &str) -> Result<Queue, Failure> {
             )));
         }
     }
-    Queue::connect(url)
-        .await
-        .map_err(|e| Failure::Message(clean(&e.to_string())))
+    Ok(())
 }
 
 /// The file of a `sqlite:` URL (`sqlite://tasks.db`, `sqlite:///abs/tasks.db`, `sqlite:tasks.db`,

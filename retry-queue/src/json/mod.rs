@@ -9,6 +9,7 @@
 
 pub(crate) mod action_answers;
 pub(crate) mod answers;
+pub(crate) mod schema;
 pub(crate) mod systems;
 
 use std::time::SystemTime;
@@ -23,6 +24,7 @@ use utoipa::ToSchema;
 
 pub(crate) use action_answers::*;
 pub(crate) use answers::*;
+pub(crate) use schema::{MigratedJson, schema, state_name};
 pub(crate) use systems::{SystemJson, Systems, systems};
 
 /// [`rfc3339`] of an optional time: `None` when absent.

@@ -23,6 +23,7 @@ mod inspector;
 mod manual_clock;
 pub mod protocol;
 mod scheduler;
+mod schema;
 mod state;
 mod store;
 mod traceparent;
@@ -33,6 +34,7 @@ pub(crate) mod worker;
 #[doc = include_str!("../../docs/many_workers.md")]
 pub mod many_workers {}
 
+pub use client::connect::Connect;
 pub use client::kind::TaskKind;
 pub use client::queue::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,
@@ -58,6 +60,7 @@ pub use inspector::{MAX_KINDS, MAX_SEARCH_BYTES};
 #[cfg(any(test, feature = "test-util"))]
 pub use manual_clock::ManualClock;
 pub use scheduler::Scheduler;
+pub use schema::{MigrationState, MigrationStatus, Schema, SchemaStatus, latest_version};
 #[cfg(any(test, feature = "test-util"))]
 pub use store::counts::HISTORY_DAYS;
 pub use worker::Worker;

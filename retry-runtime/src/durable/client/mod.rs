@@ -3,6 +3,7 @@
 //! enqueue passes ([`prepare`]). Nothing here runs tasks; the worker's loop is in `durable/worker/`.
 
 pub(crate) mod active;
+pub(crate) mod connect;
 pub(crate) mod kind;
 pub(crate) mod prepare;
 pub(crate) mod queue;

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::IdempotencyKey;
+use crate::durable::client::connect::Connect;
 use crate::durable::client::kind::TaskKind;
 use crate::durable::client::prepare::Prepared;
 use crate::durable::client::task::{MAX_NAME_BYTES, Task, TaskInfo};
@@ -15,7 +16,8 @@ use crate::durable::clock::SystemClock;
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::inspector::Inspector;
-use crate::durable::store::{NewTask, Store, batch, tasks};
+use crate::durable::schema::Schema;
+use crate::durable::store::{NewTask, Store, batch, migrator, tasks};
 use crate::durable::worker::wake::Wake;
 
 /// The name of the queue [`Queue::connect`] opens.
@@ -65,8 +67,23 @@ impl Queue {
     /// - `postgres://user:password@host:port/database` (feature `postgres`): no TLS.
     ///
     /// A database that cannot be reached gives [`Error::Unreachable`].
+    ///
+    /// The schema's pending migrations are applied first ([`Schema`](crate::durable::Schema));
+    /// a schema newer than this build can use is refused. [`Queue::builder`] has the options.
     pub async fn connect(url: &str) -> Result<Queue, Error> {
-        Ok(Queue::from_store(Store::connect(url).await?))
+        Queue::builder(url).connect().await
+    }
+
+    /// Opens a queue with options: `Queue::builder(url).migrate(false).connect().await`.
+    pub fn builder(url: &str) -> Connect {
+        Connect::new(url)
+    }
+
+    /// The schema of this queue's database, on the same connections.
+    pub fn schema(&self) -> Schema {
+        Schema {
+            store: self.handle.store.clone(),
+        }
     }
 
     /// Opens the queue on a pool the application already has (WAL mode is up to the pool's
@@ -74,7 +91,7 @@ impl Queue {
     #[cfg(feature = "sqlite")]
     pub async fn from_sqlite_pool(pool: sqlx::SqlitePool) -> Result<Queue, Error> {
         let store = Store::Sqlite(pool);
-        store.migrate().await?;
+        migrator::prepare(&store, true).await?;
         Ok(Queue::from_store(store))
     }
 
@@ -82,11 +99,11 @@ impl Queue {
     #[cfg(feature = "postgres")]
     pub async fn from_pg_pool(pool: sqlx::PgPool) -> Result<Queue, Error> {
         let store = Store::Postgres(pool);
-        store.migrate().await?;
+        migrator::prepare(&store, true).await?;
         Ok(Queue::from_store(store))
     }
 
-    fn from_store(store: Store) -> Queue {
+    pub(crate) fn from_store(store: Store) -> Queue {
         let handle = Handle {
             store,
             name: Arc::from(DEFAULT_QUEUE),

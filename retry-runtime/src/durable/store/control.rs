@@ -66,38 +66,3 @@ pub(crate) async fn archive_canceled(
     let more = [Arg::Int(now), Arg::Text(CANCELED)];
     super::tasks::fenced(store, ARCHIVE_CANCELED, queue, fence, &more).await
 }
-
-#[cfg(feature = "postgres")]
-const POSTGRES_COLUMNS: &str = "ALTER TABLE retry_tasks \
-     ADD COLUMN IF NOT EXISTS errors TEXT, \
-     ADD COLUMN IF NOT EXISTS cancel_requested BOOLEAN NOT NULL DEFAULT FALSE";
-
-/// SQLite has no `ADD COLUMN IF NOT EXISTS`: each column is added when `pragma_table_info`
-/// lacks it.
-#[cfg(feature = "sqlite")]
-const SQLITE_COLUMNS: [(&str, &str); 2] = [
-    ("errors", "ALTER TABLE retry_tasks ADD COLUMN errors TEXT"),
-    (
-        "cancel_requested",
-        "ALTER TABLE retry_tasks ADD COLUMN cancel_requested BOOLEAN NOT NULL DEFAULT FALSE",
-    ),
-];
-
-/// Adds the columns where missing.
-pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
-    let result = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => super::sqlite::add_missing_columns(pool, &SQLITE_COLUMNS).await,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => {
-            // The same lock as the schema's: processes starting together add the columns once.
-            // `ALTER TABLE` takes an exclusive lock even when the columns exist (it would stall
-            // every worker's claim behind it), so it runs only when they are missing.
-            const HAS: &str = "SELECT COUNT(*) FROM information_schema.columns \
-                 WHERE table_schema = current_schema() AND table_name = 'retry_tasks' \
-                 AND column_name IN ('errors', 'cancel_requested')";
-            super::postgres::create_missing(pool, HAS, 2, &[POSTGRES_COLUMNS]).await
-        }
-    };
-    result.map_err(Error::from_sqlx)
-}

@@ -10,34 +10,6 @@ use super::{Arg, Row, Store, fetch_all};
 use crate::durable::client::task::TaskState;
 use crate::durable::error::Error;
 
-/// The kind indexes: one over the states that wait or run (ordered like their lists, by due
-/// time), one over the finished states (by finish time). A row is in exactly one of them, so a
-/// state change moves one index entry.
-const INDEXES: &str = "CREATE INDEX IF NOT EXISTS retry_tasks_kind_live \
-     ON retry_tasks (queue, state, kind, next_process_ms, seq) \
-     WHERE state IN ('pending', 'scheduled', 'active', 'retry');
-CREATE INDEX IF NOT EXISTS retry_tasks_kind_finished \
-     ON retry_tasks (queue, state, kind, finished_ms, seq) \
-     WHERE state IN ('archived', 'completed');
-";
-
-/// Creates the kind indexes where missing. On PostgreSQL, under the schema's advisory lock and
-/// only when one is missing: even `CREATE INDEX IF NOT EXISTS` waits for the table's writers.
-pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
-    let result = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => sqlx::raw_sql(INDEXES).execute(pool).await.map(drop),
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => {
-            const HAS: &str = "SELECT COUNT(*) FROM pg_indexes \
-                 WHERE schemaname = current_schema() AND tablename = 'retry_tasks' \
-                 AND indexname IN ('retry_tasks_kind_live', 'retry_tasks_kind_finished')";
-            super::postgres::create_missing(pool, HAS, 2, &[INDEXES]).await
-        }
-    };
-    result.map_err(Error::from_sqlx)
-}
-
 /// A case-insensitive substring match of `$6` (a `LIKE` pattern) in the id, payload or last
 /// error; both sides folded by the database's own `lower`.
 macro_rules! hit {

@@ -43,11 +43,14 @@ macro_rules! columns {
     };
 }
 
+mod adopt;
 pub(crate) mod batch;
 pub(crate) mod control;
 pub(crate) mod counts;
 mod db;
 pub(crate) mod find;
+pub(crate) mod migrations;
+pub(crate) mod migrator;
 pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -58,26 +61,22 @@ mod rows;
 mod sqlite;
 pub(crate) mod systems;
 pub(crate) mod tasks;
-mod trace;
 
 pub(crate) use db::{Arg, Store, execute, fetch_all, fetch_int, fetch_optional};
 pub(crate) use rows::{Done, Fence, NewTask, Row};
 
 impl Store {
-    /// Opens the database named by `url` and creates the table if it is missing.
-    pub(crate) async fn connect(url: &str) -> Result<Store, Error> {
+    /// Opens the database named by `url`, its schema untouched ([`migrator`] reads and
+    /// changes it).
+    pub(crate) async fn open(url: &str) -> Result<Store, Error> {
         let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
-        let store = match scheme {
-            "sqlite" => Store::connect_sqlite(url).await?,
-            "postgres" | "postgresql" => Store::connect_postgres(url).await?,
-            _ => {
-                return Err(Error::Invalid(format!(
-                    "unsupported task queue URL scheme {scheme:?}: use sqlite://PATH or postgres://…"
-                )));
-            }
-        };
-        store.migrate().await?;
-        Ok(store)
+        match scheme {
+            "sqlite" => Store::connect_sqlite(url).await,
+            "postgres" | "postgresql" => Store::connect_postgres(url).await,
+            _ => Err(Error::Invalid(format!(
+                "unsupported task queue URL scheme {scheme:?}: use sqlite://PATH or postgres://…"
+            ))),
+        }
     }
 
     #[cfg(feature = "sqlite")]
@@ -108,49 +107,6 @@ impl Store {
         Err(Error::Invalid(
             "a postgres:// task queue needs the `postgres` feature of retry-runtime".into(),
         ))
-    }
-
-    /// Creates the tables and their indexes where missing. A `retry_tasks` table made by an
-    /// earlier version (without the columns this one needs) is reported, not changed.
-    pub(crate) async fn migrate(&self) -> Result<(), Error> {
-        let result = match self {
-            #[cfg(feature = "sqlite")]
-            Store::Sqlite(pool) => sqlite::migrate(pool).await,
-            #[cfg(feature = "postgres")]
-            Store::Postgres(pool) => postgres::migrate(pool).await,
-        };
-        let Err(e) = result else {
-            control::migrate(self).await?;
-            presence::migrate(self).await?;
-            find::migrate(self).await?;
-            systems::migrate(self).await?;
-            reports::migrate(self).await?;
-            trace::migrate(self).await?;
-            return counts::migrate(self).await;
-        };
-        if self.has_current_columns().await {
-            return Err(Error::from_sqlx(e));
-        }
-        Err(Error::Invalid(
-            "the table retry_tasks was created by an earlier version of retry-runtime: it lacks \
-             the columns seq, retention_ms, unique_key and unique_until_ms. This version does \
-             not migrate it: drain the queue and drop the table (it is created anew), or point \
-             the queue at a new database"
-                .into(),
-        ))
-    }
-
-    /// true when `retry_tasks` is missing or has this version's columns.
-    async fn has_current_columns(&self) -> bool {
-        const PROBE: &str = "SELECT seq, retention_ms, unique_key, unique_until_ms \
-             FROM retry_tasks WHERE 1 = 0";
-        let result = match self {
-            #[cfg(feature = "sqlite")]
-            Store::Sqlite(pool) => sqlx::query(PROBE).execute(pool).await.map(drop),
-            #[cfg(feature = "postgres")]
-            Store::Postgres(pool) => sqlx::query(PROBE).execute(pool).await.map(drop),
-        };
-        result.is_ok()
     }
 
     /// Closes the pool's connections.

@@ -19,95 +19,6 @@ const MAX_CONNECTIONS: u32 = 10;
 /// How long a caller waits for a connection.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serialises the `CREATE … IF NOT EXISTS` of processes starting together (which could otherwise
-/// race on the catalog); any constant unlikely to be used by the application.
-pub(super) const MIGRATION_LOCK: i64 = 0x7265_7472_795f_7471; // "retry_tq"
-
-/// The tables and indexes. `seq` grows with each insert: tasks due at the same millisecond run
-/// in enqueue order.
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS retry_tasks (
-    seq              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    queue            TEXT NOT NULL,
-    id               TEXT NOT NULL,
-    kind             TEXT NOT NULL,
-    payload          TEXT NOT NULL,
-    state            TEXT NOT NULL CHECK (state IN
-                         ('pending', 'scheduled', 'active', 'retry', 'archived', 'completed')),
-    retried          BIGINT NOT NULL,
-    max_retry        BIGINT NOT NULL,
-    timeout_ms       BIGINT NOT NULL,
-    deadline_ms      BIGINT,
-    key_expires_ms   BIGINT,
-    next_process_ms  BIGINT,
-    lease_token      BIGINT,
-    lease_expires_ms BIGINT,
-    last_err         TEXT,
-    last_failed_ms   BIGINT,
-    created_ms       BIGINT NOT NULL,
-    finished_ms      BIGINT,
-    retention_ms     BIGINT,
-    unique_key       TEXT,
-    unique_until_ms  BIGINT,
-    UNIQUE (queue, id)
-);
-CREATE INDEX IF NOT EXISTS retry_tasks_due ON retry_tasks (queue, next_process_ms, seq)
-    WHERE state IN ('pending', 'scheduled', 'retry');
-CREATE INDEX IF NOT EXISTS retry_tasks_leases ON retry_tasks (queue, lease_expires_ms)
-    WHERE state = 'active';
-CREATE INDEX IF NOT EXISTS retry_tasks_finished ON retry_tasks (queue, state, finished_ms)
-    WHERE state IN ('archived', 'completed');
-CREATE INDEX IF NOT EXISTS retry_tasks_retained ON retry_tasks (queue, (finished_ms + retention_ms))
-    WHERE state = 'completed' AND retention_ms IS NOT NULL;
-CREATE UNIQUE INDEX IF NOT EXISTS retry_tasks_unique ON retry_tasks (queue, unique_key)
-    WHERE unique_key IS NOT NULL;
-CREATE TABLE IF NOT EXISTS retry_queues (
-    queue  TEXT    NOT NULL PRIMARY KEY,
-    paused BOOLEAN NOT NULL DEFAULT FALSE
-);
-";
-
-/// The wake-ups ([`wake`](crate::durable::worker::wake)): `NOTIFY retry_tasks, '<queue>'` once per
-/// inserting statement and queue (a batch notifies once), when a task becomes waiting again (a
-/// retry, a re-run, a recovered lease; a claim or a completion does not match the trigger's
-/// `WHEN` and costs no call), and when a queue is unpaused. Triggers are created only where
-/// missing: replacing one would lock the table against running workers.
-const WAKE_UP_SCHEMA: &str =
-    "CREATE OR REPLACE FUNCTION retry_tasks_inserted() RETURNS trigger LANGUAGE plpgsql AS $f$
-BEGIN
-    PERFORM pg_notify('retry_tasks', q.queue) FROM (SELECT DISTINCT queue FROM retry_woken) AS q;
-    RETURN NULL;
-END $f$;
-CREATE OR REPLACE FUNCTION retry_tasks_waiting() RETURNS trigger LANGUAGE plpgsql AS $f$
-BEGIN
-    PERFORM pg_notify('retry_tasks', NEW.queue);
-    RETURN NULL;
-END $f$;
-CREATE OR REPLACE FUNCTION retry_queues_unpaused() RETURNS trigger LANGUAGE plpgsql AS $f$
-BEGIN
-    PERFORM pg_notify('retry_tasks', OLD.queue);
-    RETURN NULL;
-END $f$;
-DO $d$ BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'retry_tasks'::regclass
-                   AND tgname = 'retry_tasks_inserted') THEN
-        CREATE TRIGGER retry_tasks_inserted AFTER INSERT ON retry_tasks
-            REFERENCING NEW TABLE AS retry_woken FOR EACH STATEMENT
-            EXECUTE FUNCTION retry_tasks_inserted();
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'retry_tasks'::regclass
-                   AND tgname = 'retry_tasks_waiting') THEN
-        CREATE TRIGGER retry_tasks_waiting AFTER UPDATE ON retry_tasks FOR EACH ROW
-            WHEN (NEW.state IN ('pending', 'scheduled', 'retry') AND OLD.state <> NEW.state)
-            EXECUTE FUNCTION retry_tasks_waiting();
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'retry_queues'::regclass
-                   AND tgname = 'retry_queues_unpaused') THEN
-        CREATE TRIGGER retry_queues_unpaused AFTER DELETE ON retry_queues FOR EACH ROW
-            WHEN (OLD.paused) EXECUTE FUNCTION retry_queues_unpaused();
-    END IF;
-END $d$;
-";
-
 /// Claims up to `$3` due tasks of queue `$1` at `$2` under token `$4` until `$5`, skipping rows
 /// other claims hold, and commits without waiting for the WAL flush.
 // The claim's condition besides the state and the due time: the queue is not paused, and the
@@ -225,43 +136,6 @@ pub(super) async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
         .max_connections(MAX_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT)
         .connect_lazy_with(options))
-}
-
-pub(super) async fn migrate(pool: &PgPool) -> Result<(), sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(MIGRATION_LOCK)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::raw_sql(SCHEMA).execute(&mut *tx).await?;
-    sqlx::raw_sql(WAKE_UP_SCHEMA).execute(&mut *tx).await?;
-    tx.commit().await
-}
-
-/// Runs `schema` (each a `raw_sql` text) once `has` (a count of the catalog's rows for what the
-/// schema creates) is below `complete`: under the schema's advisory lock, so that processes
-/// starting together create it once, and only when something is missing, since `ALTER TABLE`
-/// and `CREATE INDEX` wait for (and stall) every running worker's claims even when there is
-/// nothing to do.
-pub(super) async fn create_missing(
-    pool: &PgPool,
-    has: &'static str,
-    complete: i64,
-    schema: &[&'static str],
-) -> Result<(), sqlx::Error> {
-    let found: i64 = sqlx::query_scalar(has).fetch_one(pool).await?;
-    if found == complete {
-        return Ok(());
-    }
-    let mut tx = pool.begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(MIGRATION_LOCK)
-        .execute(&mut *tx)
-        .await?;
-    for &statements in schema {
-        sqlx::raw_sql(statements).execute(&mut *tx).await?;
-    }
-    tx.commit().await
 }
 
 /// Completes every task of `done`, each fenced by its own token, in one statement (one round

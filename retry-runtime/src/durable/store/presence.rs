@@ -10,35 +10,6 @@
 use super::{Arg, Store, execute, fetch_all};
 use crate::durable::error::Error;
 
-/// Both tables, one text for both backends (`BIGINT` is an integer in SQLite too). Times are
-/// milliseconds since the Unix epoch, from the writer's queue clock; `queues` and `active` are
-/// JSON arrays.
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS retry_workers (
-    id           TEXT   NOT NULL PRIMARY KEY,
-    host         TEXT   NOT NULL,
-    pid          BIGINT NOT NULL,
-    queues       TEXT   NOT NULL,
-    concurrency  BIGINT NOT NULL,
-    started_ms   BIGINT NOT NULL,
-    heartbeat_ms BIGINT NOT NULL,
-    stale_ms     BIGINT NOT NULL,
-    active       TEXT   NOT NULL
-);
-CREATE TABLE IF NOT EXISTS retry_scheduler_entries (
-    scheduler        TEXT   NOT NULL,
-    entry            BIGINT NOT NULL,
-    queue            TEXT   NOT NULL,
-    kind             TEXT,
-    spec             TEXT   NOT NULL,
-    next_run_ms      BIGINT,
-    last_enqueued_ms BIGINT,
-    last_task_id     TEXT,
-    heartbeat_ms     BIGINT NOT NULL,
-    stale_ms         BIGINT NOT NULL,
-    PRIMARY KEY (scheduler, entry)
-);
-";
-
 /// A worker's row, as written and read.
 #[derive(Debug)]
 pub(crate) struct WorkerRow {
@@ -192,22 +163,4 @@ pub(crate) async fn live_entries(store: &Store, now: i64) -> Result<Vec<EntryRow
             stale_ms: r.9,
         })
         .collect())
-}
-
-/// Creates both tables where missing.
-pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
-    let result = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => sqlx::raw_sql(SCHEMA).execute(pool).await.map(drop),
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => {
-            // Under the schema's lock (processes starting together would race on the catalog),
-            // taken only when a table is missing.
-            const HAS: &str = "SELECT COUNT(*) FROM information_schema.tables \
-                 WHERE table_schema = current_schema() \
-                 AND table_name IN ('retry_workers', 'retry_scheduler_entries')";
-            super::postgres::create_missing(pool, HAS, 2, &[SCHEMA]).await
-        }
-    };
-    result.map_err(Error::from_sqlx)
 }

@@ -6,19 +6,6 @@
 use super::{Arg, Store, execute, fetch_all};
 use crate::durable::error::Error;
 
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS retry_worker_systems (
-    worker       TEXT   NOT NULL,
-    system       TEXT   NOT NULL,
-    queues       TEXT   NOT NULL,
-    held         BIGINT NOT NULL,
-    rate_milli   BIGINT,
-    ramping      BIGINT NOT NULL,
-    breaker      TEXT   NOT NULL,
-    heartbeat_ms BIGINT NOT NULL,
-    stale_ms     BIGINT NOT NULL,
-    PRIMARY KEY (worker, system)
-)";
-
 /// One worker's report of one system.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Report {
@@ -88,19 +75,4 @@ pub(crate) async fn live(store: &Store, now: i64) -> Result<Vec<Report>, Error> 
             breaker: r.6,
         })
         .collect())
-}
-
-/// Creates the table where missing (on PostgreSQL under the schema's lock, only when missing).
-pub(crate) async fn migrate(store: &Store) -> Result<(), Error> {
-    let result = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => sqlx::raw_sql(SCHEMA).execute(pool).await.map(drop),
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => {
-            const HAS: &str = "SELECT COUNT(*) FROM information_schema.tables \
-                 WHERE table_schema = current_schema() AND table_name = 'retry_worker_systems'";
-            super::postgres::create_missing(pool, HAS, 1, &[SCHEMA]).await
-        }
-    };
-    result.map_err(Error::from_sqlx)
 }

@@ -18,49 +18,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a caller waits for the connection.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The tables and indexes. `seq` grows with each insert: tasks due at the same millisecond run
-/// in enqueue order.
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS retry_tasks (
-    seq              INTEGER PRIMARY KEY,
-    queue            TEXT NOT NULL,
-    id               TEXT NOT NULL,
-    kind             TEXT NOT NULL,
-    payload          TEXT NOT NULL,
-    state            TEXT NOT NULL CHECK (state IN
-                         ('pending', 'scheduled', 'active', 'retry', 'archived', 'completed')),
-    retried          INTEGER NOT NULL,
-    max_retry        INTEGER NOT NULL,
-    timeout_ms       INTEGER NOT NULL,
-    deadline_ms      INTEGER,
-    key_expires_ms   INTEGER,
-    next_process_ms  INTEGER,
-    lease_token      INTEGER,
-    lease_expires_ms INTEGER,
-    last_err         TEXT,
-    last_failed_ms   INTEGER,
-    created_ms       INTEGER NOT NULL,
-    finished_ms      INTEGER,
-    retention_ms     INTEGER,
-    unique_key       TEXT,
-    unique_until_ms  INTEGER,
-    UNIQUE (queue, id)
-);
-CREATE INDEX IF NOT EXISTS retry_tasks_due ON retry_tasks (queue, next_process_ms, seq)
-    WHERE state IN ('pending', 'scheduled', 'retry');
-CREATE INDEX IF NOT EXISTS retry_tasks_leases ON retry_tasks (queue, lease_expires_ms)
-    WHERE state = 'active';
-CREATE INDEX IF NOT EXISTS retry_tasks_finished ON retry_tasks (queue, state, finished_ms)
-    WHERE state IN ('archived', 'completed');
-CREATE INDEX IF NOT EXISTS retry_tasks_retained ON retry_tasks (queue, (finished_ms + retention_ms))
-    WHERE state = 'completed' AND retention_ms IS NOT NULL;
-CREATE UNIQUE INDEX IF NOT EXISTS retry_tasks_unique ON retry_tasks (queue, unique_key)
-    WHERE unique_key IS NOT NULL;
-CREATE TABLE IF NOT EXISTS retry_queues (
-    queue  TEXT    NOT NULL PRIMARY KEY,
-    paused BOOLEAN NOT NULL DEFAULT FALSE
-);
-";
-
 /// Claims up to `$3` due tasks of queue `$1` at `$2` under token `$4` until `$5`.
 // The claim's condition besides the state and the due time: the queue is not paused, and the
 // task's kind is one the claiming worker handles (`$6`, a JSON array of kinds, or NULL for any
@@ -138,10 +95,6 @@ pub(super) async fn connect(url: &str) -> Result<SqlitePool, sqlx::Error> {
         .await
 }
 
-pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(SCHEMA).execute(pool).await.map(drop)
-}
-
 /// Completes every task of `done`, each fenced by its own token, in one transaction: one commit
 /// (one WAL write) for the batch. Returns, per task, whether it was completed.
 pub(super) async fn complete_batch(
@@ -163,27 +116,4 @@ pub(super) async fn complete_batch(
     }
     tx.commit().await?;
     Ok(written)
-}
-
-/// Adds each `(column, ALTER TABLE …)` to `retry_tasks` where `pragma_table_info` lacks it
-/// (SQLite has no `ADD COLUMN IF NOT EXISTS`); a column another process added in between is
-/// the outcome wanted.
-pub(super) async fn add_missing_columns(
-    pool: &SqlitePool,
-    columns: &[(&str, &'static str)],
-) -> Result<(), sqlx::Error> {
-    const HAS: &str = "SELECT COUNT(*) FROM pragma_table_info('retry_tasks') WHERE name = $1";
-    for &(column, add) in columns {
-        let has: i64 = sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await?;
-        if has > 0 {
-            continue;
-        }
-        if let Err(e) = sqlx::query(add).execute(pool).await {
-            let added: i64 = sqlx::query_scalar(HAS).bind(column).fetch_one(pool).await?;
-            if added != 1 {
-                return Err(e);
-            }
-        }
-    }
-    Ok(())
 }

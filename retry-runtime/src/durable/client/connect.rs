@@ -1,0 +1,40 @@
+//! Opening a queue with options: [`Queue::builder`](super::queue::Queue::builder).
+
+use crate::durable::client::queue::Queue;
+use crate::durable::error::Error;
+use crate::durable::store::{Store, migrator};
+
+/// The options of [`Queue::builder`]: `.migrate(false)`, then `.connect().await`.
+#[derive(Clone, Debug)]
+#[must_use = "a Connect does nothing until .connect().await"]
+pub struct Connect {
+    url: String,
+    migrate: bool,
+}
+
+impl Connect {
+    pub(crate) fn new(url: &str) -> Connect {
+        Connect {
+            url: url.to_owned(),
+            migrate: true,
+        }
+    }
+
+    /// Whether connecting applies the schema's pending migrations (the default: yes). With
+    /// `false`, a database whose schema is behind this build's is refused with an error that
+    /// says so, and the operator migrates it (`retry-queue migrate up`, or
+    /// [`Schema::up`](crate::durable::Schema::up)), e.g. from a deploy step, so that workers
+    /// run without the rights to change tables.
+    pub fn migrate(mut self, apply: bool) -> Connect {
+        self.migrate = apply;
+        self
+    }
+
+    /// Opens the queue [`"default"`](crate::durable::DEFAULT_QUEUE) of the database. A schema
+    /// newer than this build can use is refused either way, with an error naming its version.
+    pub async fn connect(self) -> Result<Queue, Error> {
+        let store = Store::open(&self.url).await?;
+        migrator::prepare(&store, self.migrate).await?;
+        Ok(Queue::from_store(store))
+    }
+}

@@ -1,0 +1,284 @@
+//! Applies and reverts the numbered [`migrations`](super::migrations), recording each in
+//! `retry_migrations` (version, name, checksum of its text, the oldest version whose code still
+//! works with it, when it was applied).
+//!
+//! - Connecting ([`prepare`]) reads that table without a lock. When nothing is pending it
+//!   changes nothing and locks nothing: `ALTER TABLE` and `CREATE INDEX` would wait for (and
+//!   stall) every running worker's claims even with nothing to do.
+//! - Changes run in one transaction under the schema's lock: PostgreSQL's advisory lock,
+//!   SQLite's write lock (`BEGIN IMMEDIATE`). Processes that start together migrate once; the
+//!   others find nothing pending once they hold the lock.
+//! - A database made by an unversioned release (tasks, no `retry_migrations`) is adopted
+//!   ([`adopt`](super::adopt)) before the baseline runs.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sqlx::{Database, Executor};
+
+use super::adopt;
+use super::migrations::Migration;
+use super::{Arg, Store, fetch_all, fetch_int};
+use crate::durable::error::Error;
+
+/// The record of what was applied; the same text for both backends.
+const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS retry_migrations (
+    version       BIGINT NOT NULL PRIMARY KEY,
+    name          TEXT   NOT NULL,
+    checksum      TEXT   NOT NULL,
+    oldest_reader BIGINT NOT NULL,
+    applied_ms    BIGINT NOT NULL
+)";
+
+const APPLIED: &str = "SELECT version, name, checksum, oldest_reader, applied_ms \
+     FROM retry_migrations ORDER BY version";
+
+const RECORD: &str = "INSERT INTO retry_migrations \
+     (version, name, checksum, oldest_reader, applied_ms) VALUES ($1, $2, $3, $4, $5)";
+
+const FORGET: &str = "DELETE FROM retry_migrations WHERE version = $1";
+
+/// A row of `retry_migrations`: version, name, checksum, oldest reader, applied at (ms).
+pub(crate) type Applied = (i64, String, String, i64, i64);
+
+/// What differs between the backends' catalogs and locks.
+pub(super) struct Dialect {
+    /// Counts the tables named `$1`.
+    pub(super) has_table: &'static str,
+    /// Counts the columns named `$1` of `retry_tasks`.
+    pub(super) has_column: &'static str,
+    /// Starts the transaction that holds the schema's lock.
+    begin: &'static str,
+    /// Takes the schema's lock once the transaction has started (or nothing to run).
+    lock: Option<&'static str>,
+    /// `ALTER TABLE … ADD COLUMN` of each column an unversioned release may lack.
+    pub(super) added_columns: &'static [(&'static str, &'static str)],
+}
+
+#[cfg(feature = "postgres")]
+const POSTGRES: Dialect = Dialect {
+    has_table: "SELECT COUNT(*) FROM information_schema.tables \
+         WHERE table_schema = current_schema() AND table_name = $1",
+    has_column: "SELECT COUNT(*) FROM information_schema.columns \
+         WHERE table_schema = current_schema() AND table_name = 'retry_tasks' AND column_name = $1",
+    begin: "BEGIN",
+    // 0x7265_7472_795f_7471, "retry_tq": any constant the application is unlikely to use.
+    lock: Some("SELECT pg_advisory_xact_lock(8243122727982953585)"),
+    added_columns: &adopt::POSTGRES_COLUMNS,
+};
+
+#[cfg(feature = "sqlite")]
+const SQLITE: Dialect = Dialect {
+    has_table: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = $1",
+    has_column: "SELECT COUNT(*) FROM pragma_table_info('retry_tasks') WHERE name = $1",
+    begin: "BEGIN IMMEDIATE",
+    lock: None,
+    added_columns: &adopt::SQLITE_COLUMNS,
+};
+
+/// The migrations this build knows for `store`'s backend.
+pub(crate) fn known(store: &Store) -> &'static [Migration] {
+    match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(_) => super::migrations::SQLITE,
+        #[cfg(feature = "postgres")]
+        Store::Postgres(_) => super::migrations::POSTGRES,
+    }
+}
+
+fn dialect(store: &Store) -> &'static Dialect {
+    match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(_) => &SQLITE,
+        #[cfg(feature = "postgres")]
+        Store::Postgres(_) => &POSTGRES,
+    }
+}
+
+/// The rows of `retry_migrations`, oldest first; none when the table does not exist.
+pub(crate) async fn applied(store: &Store) -> Result<Vec<Applied>, Error> {
+    let dialect = dialect(store);
+    if fetch_int(store, dialect.has_table, &[Arg::Text("retry_migrations")]).await? == 0 {
+        return Ok(Vec::new());
+    }
+    fetch_all(store, APPLIED, &[]).await
+}
+
+/// What connecting does: nothing when the schema is current or ahead by changes this build can
+/// live with; applies what is pending when `apply`; refuses a schema this build cannot use.
+pub(crate) async fn prepare(store: &Store, apply: bool) -> Result<(), Error> {
+    let known = known(store);
+    let applied = applied(store).await?;
+    usable(known, &applied)?;
+    let pending = known
+        .iter()
+        .filter(|m| !applied.iter().any(|a| a.0 == m.version))
+        .count();
+    if pending == 0 {
+        return Ok(());
+    }
+    if !apply {
+        let current = applied.last().map_or(0, |a| a.0);
+        let latest = known.last().map_or(0, |m| m.version);
+        return Err(Error::Invalid(format!(
+            "the task database's schema is at version {current}; this build of retry-runtime \
+             needs version {latest}: run `retry-queue migrate up`, or connect without \
+             `.migrate(false)`"
+        )));
+    }
+    up(store, None).await.map(drop)
+}
+
+/// Refuses a schema this build cannot use: a known migration whose recorded checksum differs
+/// from this build's text, or a newer one that older code cannot live with.
+pub(crate) fn usable(known: &[Migration], applied: &[Applied]) -> Result<(), Error> {
+    let latest = known.last().map_or(0, |m| m.version);
+    for (version, name, checksum, oldest_reader, _) in applied {
+        match known.iter().find(|m| m.version == *version) {
+            Some(m) if m.checksum() != *checksum => {
+                return Err(Error::Invalid(format!(
+                    "migration {version} ({name}) was applied to this database from a text that \
+                     differs from this build's (checksum {checksum}, this build {}): the schema \
+                     may not be what this build expects",
+                    m.checksum()
+                )));
+            }
+            None if *oldest_reader > latest => {
+                return Err(Error::Invalid(format!(
+                    "the task database's schema is at version {version} ({name}), newer than \
+                     this build of retry-runtime knows (version {latest}) and not usable by it: \
+                     upgrade retry-runtime, or revert with the newer build's \
+                     `retry-queue migrate down --to {latest}`"
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Applies the pending migrations up to `to` (all when `None`); returns the versions applied.
+pub(crate) async fn up(store: &Store, to: Option<i64>) -> Result<Vec<i64>, Error> {
+    let known = known(store);
+    let step = Step::Up(to.unwrap_or(i64::MAX));
+    let result = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(pool) => locked(pool, &SQLITE, known, step).await,
+        #[cfg(feature = "postgres")]
+        Store::Postgres(pool) => locked(pool, &POSTGRES, known, step).await,
+    };
+    result
+}
+
+/// Reverts the applied migrations above `to`, newest first; returns the versions reverted.
+pub(crate) async fn down(store: &Store, to: i64) -> Result<Vec<i64>, Error> {
+    let known = known(store);
+    let result = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(pool) => locked(pool, &SQLITE, known, Step::Down(to)).await,
+        #[cfg(feature = "postgres")]
+        Store::Postgres(pool) => locked(pool, &POSTGRES, known, Step::Down(to)).await,
+    };
+    result
+}
+
+#[derive(Clone, Copy)]
+enum Step {
+    Up(i64),
+    Down(i64),
+}
+
+/// Runs `step` in one transaction under the schema's lock.
+async fn locked<DB>(
+    pool: &sqlx::Pool<DB>,
+    dialect: &Dialect,
+    known: &[Migration],
+    step: Step,
+) -> Result<Vec<i64>, Error>
+where
+    DB: Database,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Decode<'t, DB> + sqlx::Type<DB>,
+    for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> String: sqlx::Decode<'t, DB> + sqlx::Type<DB>,
+    for<'r> Applied: sqlx::FromRow<'r, DB::Row>,
+    for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
+{
+    let run = async {
+        let mut tx = pool.begin_with(dialect.begin).await?;
+        if let Some(lock) = dialect.lock {
+            sqlx::query(lock).execute(&mut *tx).await?;
+        }
+        sqlx::raw_sql(MIGRATIONS_TABLE).execute(&mut *tx).await?;
+        let applied: Vec<Applied> = sqlx::query_as(APPLIED).fetch_all(&mut *tx).await?;
+        let changed = match step {
+            Step::Up(to) => {
+                if let Err(e) = usable(known, &applied) {
+                    return Ok(Err(e));
+                }
+                let adopting = applied.is_empty()
+                    && adopt::count(&mut tx, dialect.has_table, "retry_tasks").await? > 0;
+                let moved = if adopting {
+                    adopt::before_baseline(&mut tx, dialect).await?
+                } else {
+                    false
+                };
+                let mut changed = Vec::new();
+                for m in known.iter().filter(|m| m.version <= to) {
+                    if applied.iter().any(|a| a.0 == m.version) {
+                        continue;
+                    }
+                    sqlx::raw_sql(m.up).execute(&mut *tx).await?;
+                    if moved && m.version == 1 {
+                        adopt::after_baseline(&mut tx).await?;
+                    }
+                    sqlx::query(RECORD)
+                        .bind(m.version)
+                        .bind(m.name)
+                        .bind(m.checksum().as_str())
+                        .bind(m.oldest_reader)
+                        .bind(now_ms())
+                        .execute(&mut *tx)
+                        .await?;
+                    changed.push(m.version);
+                }
+                changed
+            }
+            Step::Down(to) => {
+                let latest = known.last().map_or(0, |m| m.version);
+                if let Some(newer) = applied.iter().find(|a| a.0 > latest) {
+                    return Ok(Err(Error::Invalid(format!(
+                        "migration {} ({}) was applied by a newer build of retry-runtime, which \
+                         alone knows how to revert it: run its `retry-queue migrate down --to \
+                         {latest}` first",
+                        newer.0, newer.1
+                    ))));
+                }
+                let mut changed = Vec::new();
+                for m in known.iter().rev().filter(|m| m.version > to) {
+                    if !applied.iter().any(|a| a.0 == m.version) {
+                        continue;
+                    }
+                    sqlx::raw_sql(m.down).execute(&mut *tx).await?;
+                    sqlx::query(FORGET)
+                        .bind(m.version)
+                        .execute(&mut *tx)
+                        .await?;
+                    changed.push(m.version);
+                }
+                changed
+            }
+        };
+        tx.commit().await?;
+        Ok(Ok(changed))
+    };
+    run.await.map_err(Error::from_sqlx)?
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
+}

@@ -393,8 +393,8 @@ async fn a_canceled_task_is_never_retried_even_if_its_attempt_fails_or_its_worke
     assert_eq!(env.info("lost").await.state, TaskState::Retry);
 }
 
-/// A table made before task control (without `errors` and `cancel_requested`) gains the columns
-/// when a queue connects, its tasks kept. SQLite only: on PostgreSQL the tests share one table.
+/// A table made before task control (without `errors` and `cancel_requested`) and before
+/// versions were recorded gains the columns when a queue connects, its tasks kept. SQLite only: on PostgreSQL the tests share one table.
 #[tokio::test]
 async fn a_table_without_the_control_columns_gains_them_on_connect() {
     let Some(env) = Env::new(Backend::Sqlite, "control-migrate").await else {
@@ -408,6 +408,7 @@ async fn a_table_without_the_control_columns_gains_them_on_connect() {
     for drop in [
         "ALTER TABLE retry_tasks DROP COLUMN errors",
         "ALTER TABLE retry_tasks DROP COLUMN cancel_requested",
+        "DROP TABLE retry_migrations",
     ] {
         sqlx::query(drop).execute(&pool).await.unwrap();
     }

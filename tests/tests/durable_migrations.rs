@@ -1,0 +1,250 @@
+//! The versioned schema (issue 33, item 1) on a database of its own per test, on both
+//! backends: what a new database records, `down` and `up`, `.migrate(false)`, a schema newer
+//! than this build (refused, unless it only adds), a migration whose text changed, processes
+//! that start together, and every earlier layout of this project upgraded in place
+//! (`tests/fixtures/schemas/`, dumps made by each layout's own code).
+
+use retry_runtime::durable::{
+    Error, MigrationState, Queue, Schema, Task, TaskState, latest_version,
+};
+use retry_tests::both_backends;
+use retry_tests::durable_env::{Backend, PgDatabase};
+
+/// A database of the test's own; dropped (PostgreSQL) or deleted (SQLite) by [`Fresh::done`].
+struct Fresh {
+    url: String,
+    pg: Option<PgDatabase>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Fresh {
+    async fn new(backend: Backend, test: &str) -> Option<Fresh> {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("a temporary directory");
+                let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+                Some(Fresh {
+                    url,
+                    pg: None,
+                    _dir: Some(dir),
+                })
+            }
+            Backend::Postgres => {
+                let pg = PgDatabase::create(&format!("migrations_{test}")).await?;
+                Some(Fresh {
+                    url: pg.url.clone(),
+                    pg: Some(pg),
+                    _dir: None,
+                })
+            }
+        }
+    }
+
+    /// Runs `sql` (one or more statements) on the database, outside the queue.
+    async fn raw(&self, sql: String) {
+        if self.url.starts_with("sqlite") {
+            let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+        } else {
+            let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+        }
+    }
+
+    async fn done(self) {
+        if let Some(pg) = self.pg {
+            pg.drop_database().await;
+        }
+    }
+}
+
+fn invalid(result: Result<Queue, Error>) -> String {
+    match result {
+        Err(Error::Invalid(why)) => why,
+        Err(e) => panic!("expected Error::Invalid, got {e:?}"),
+        Ok(_) => panic!("expected Error::Invalid, the queue opened"),
+    }
+}
+
+fn every_version() -> Vec<u32> {
+    (1..=latest_version()).collect()
+}
+
+async fn a_new_database_records_every_version_and_down_then_up_round_trips(backend: Backend) {
+    let Some(db) = Fresh::new(backend, "round_trip").await else {
+        return;
+    };
+    let q = Queue::connect(&db.url).await.unwrap();
+    q.enqueue(Task::new("email", &1).task_id("a"))
+        .await
+        .unwrap();
+    let status = q.schema().status().await.unwrap();
+    assert_eq!(
+        (status.version, status.latest),
+        (latest_version(), latest_version())
+    );
+    assert_eq!(status.refused, None);
+    assert!(
+        status
+            .migrations
+            .iter()
+            .all(|m| m.state == MigrationState::Applied)
+    );
+    assert!(status.migrations.iter().all(|m| m.applied_at.is_some()));
+    assert_eq!(
+        status
+            .migrations
+            .iter()
+            .map(|m| m.version)
+            .collect::<Vec<_>>(),
+        every_version()
+    );
+    assert_eq!(status.migrations[0].name, "baseline");
+    // Connecting again applies nothing.
+    assert_eq!(q.schema().up().await.unwrap(), Vec::<u32>::new());
+    q.close().await;
+
+    let schema = Schema::connect(&db.url).await.unwrap();
+    let mut reverted = every_version();
+    reverted.reverse();
+    assert_eq!(schema.down(0).await.unwrap(), reverted);
+    let status = schema.status().await.unwrap();
+    assert_eq!(status.version, 0);
+    assert!(
+        status
+            .migrations
+            .iter()
+            .all(|m| m.state == MigrationState::Pending)
+    );
+    assert!(status.refused.unwrap().contains("retry-queue migrate up"));
+    // Behind, and told not to migrate: refused, with the way out named.
+    let why = invalid(Queue::builder(&db.url).migrate(false).connect().await);
+    assert!(why.contains("schema is at version 0"), "{why}");
+    assert!(why.contains("retry-queue migrate up"), "{why}");
+
+    assert_eq!(schema.up().await.unwrap(), every_version());
+    schema.close().await;
+    let q = Queue::builder(&db.url)
+        .migrate(false)
+        .connect()
+        .await
+        .unwrap();
+    // down 0 removed the tasks with their table.
+    assert_eq!(q.inspector().get("a").await.unwrap(), None);
+    q.enqueue(Task::new("email", &2).task_id("b"))
+        .await
+        .unwrap();
+    assert_eq!(q.inspector().count(TaskState::Pending).await.unwrap(), 1);
+    q.close().await;
+    db.done().await;
+}
+
+async fn a_schema_newer_than_this_build_is_refused_unless_it_only_adds(backend: Backend) {
+    let Some(db) = Fresh::new(backend, "newer").await else {
+        return;
+    };
+    Queue::connect(&db.url).await.unwrap().close().await;
+    let latest = latest_version();
+    let next = latest + 1;
+    // A version a newer build applied, which older code cannot live with.
+    db.raw(format!(
+        "INSERT INTO retry_migrations (version, name, checksum, oldest_reader, applied_ms) \
+         VALUES ({next}, 'future', 'abc', {next}, 0)"
+    ))
+    .await;
+    let why = invalid(Queue::connect(&db.url).await);
+    assert!(
+        why.contains(&format!("schema is at version {next} (future)")),
+        "{why}"
+    );
+    assert!(why.contains(&format!("knows (version {latest})")), "{why}");
+    assert!(
+        why.contains(&format!("migrate down --to {latest}")),
+        "{why}"
+    );
+    let schema = Schema::connect(&db.url).await.unwrap();
+    let status = schema.status().await.unwrap();
+    assert_eq!(status.version, next);
+    let newest = status.migrations.last().unwrap();
+    assert_eq!(
+        (newest.version, newest.name.as_str(), newest.state),
+        (next, "future", MigrationState::Newer { usable: false })
+    );
+    assert!(status.refused.is_some());
+    // Only the build that applied it knows how to revert it.
+    let Err(Error::Invalid(why)) = schema.down(0).await else {
+        panic!("down over a newer version must be refused");
+    };
+    assert!(why.contains("applied by a newer build"), "{why}");
+
+    // The same version marked as one that only adds: this build runs on, as during a rolling
+    // upgrade.
+    db.raw(format!(
+        "UPDATE retry_migrations SET oldest_reader = {latest} WHERE version = {next}"
+    ))
+    .await;
+    let q = Queue::connect(&db.url).await.unwrap();
+    q.enqueue(Task::new("email", &1)).await.unwrap();
+    let status = q.schema().status().await.unwrap();
+    assert_eq!(status.refused, None);
+    assert_eq!(
+        status.migrations.last().unwrap().state,
+        MigrationState::Newer { usable: true }
+    );
+    q.close().await;
+    schema.close().await;
+    db.done().await;
+}
+
+async fn a_migration_applied_from_another_text_is_refused(backend: Backend) {
+    let Some(db) = Fresh::new(backend, "changed").await else {
+        return;
+    };
+    Queue::connect(&db.url).await.unwrap().close().await;
+    db.raw("UPDATE retry_migrations SET checksum = 'edited' WHERE version = 1".into())
+        .await;
+    let why = invalid(Queue::connect(&db.url).await);
+    assert!(why.contains("migration 1 (baseline)"), "{why}");
+    assert!(why.contains("checksum edited"), "{why}");
+    let schema = Schema::connect(&db.url).await.unwrap();
+    let status = schema.status().await.unwrap();
+    assert_eq!(status.migrations[0].state, MigrationState::Changed);
+    assert!(status.refused.is_some());
+    schema.close().await;
+    db.done().await;
+}
+
+async fn processes_starting_together_migrate_once(backend: Backend) {
+    let Some(db) = Fresh::new(backend, "together").await else {
+        return;
+    };
+    let mut connects = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let url = db.url.clone();
+        connects.spawn(async move { Queue::connect(&url).await });
+    }
+    while let Some(q) = connects.join_next().await {
+        q.unwrap().unwrap().close().await;
+    }
+    let schema = Schema::connect(&db.url).await.unwrap();
+    let status = schema.status().await.unwrap();
+    assert_eq!(status.version, latest_version());
+    assert_eq!(status.migrations.len(), every_version().len());
+    schema.close().await;
+    db.done().await;
+}
+
+both_backends!(
+    a_new_database_records_every_version_and_down_then_up_round_trips,
+    a_schema_newer_than_this_build_is_refused_unless_it_only_adds,
+    a_migration_applied_from_another_text_is_refused,
+    processes_starting_together_migrate_once,
+);

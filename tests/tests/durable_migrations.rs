@@ -5,7 +5,7 @@
 //! (`tests/fixtures/schemas/`, dumps made by each layout's own code).
 
 use retry_runtime::durable::{
-    Error, MigrationState, Queue, Schema, Task, TaskState, latest_version,
+    Error, MigrationState, Queue, Schema, Task, TaskState, latest_version, protocol,
 };
 use retry_tests::both_backends;
 use retry_tests::durable_env::{Backend, PgDatabase};
@@ -242,7 +242,173 @@ async fn processes_starting_together_migrate_once(backend: Backend) {
     db.done().await;
 }
 
+/// The fixtures of `backend`, oldest layout first: `(file name, SQL)`.
+fn fixtures(backend: Backend) -> Vec<(String, String)> {
+    let dir = match backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    let dir = format!("{}/fixtures/schemas/{dir}", env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&path).unwrap())
+        })
+        .filter(|(name, _)| name.ends_with(".sql"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The schema as the catalog describes it, one line per column, index, trigger, function and
+/// constraint, whitespace collapsed: two databases with the same lines have the same layout.
+async fn catalog(url: &str) -> Vec<String> {
+    const SQLITE: &str = "SELECT m.name || '.' || p.name || ' ' || p.type || ' ' || p.\"notnull\" \
+         || ' ' || COALESCE(p.dflt_value, '') || ' ' || p.pk \
+         FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table' \
+         UNION ALL SELECT type || ' ' || name || ' ' || COALESCE(sql, '') FROM sqlite_master \
+         WHERE type IN ('index', 'trigger') AND sql IS NOT NULL";
+    const POSTGRES: &str = "SELECT table_name || '.' || column_name || ' ' || data_type || ' ' \
+         || is_nullable || ' ' || COALESCE(column_default, '') || ' ' || is_identity \
+         FROM information_schema.columns WHERE table_schema = current_schema() \
+         UNION ALL SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = current_schema() \
+         UNION ALL SELECT 'trigger ' || pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal \
+         UNION ALL SELECT 'function ' || proname || ' ' || prosrc FROM pg_proc \
+         WHERE pronamespace = current_schema()::regnamespace \
+         UNION ALL SELECT 'constraint ' || conrelid::regclass || ' ' || pg_get_constraintdef(oid) \
+         FROM pg_constraint WHERE connamespace = current_schema()::regnamespace";
+    let mut lines: Vec<String> = if url.starts_with("sqlite") {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        let rows = sqlx::query_scalar(SQLITE).fetch_all(&pool).await.unwrap();
+        pool.close().await;
+        rows
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        let rows = sqlx::query_scalar(POSTGRES).fetch_all(&pool).await.unwrap();
+        pool.close().await;
+        rows
+    };
+    for line in &mut lines {
+        *line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    }
+    lines.sort();
+    lines
+}
+
+/// Loads a dump on a connection of its own (a PostgreSQL dump empties the connection's
+/// `search_path`).
+async fn load(url: &str, sql: &str) {
+    use sqlx::Connection as _;
+    let sql = sqlx::AssertSqlSafe(sql.to_owned());
+    if url.starts_with("sqlite") {
+        let options: sqlx::sqlite::SqliteConnectOptions = url.parse().unwrap();
+        let mut conn = sqlx::SqliteConnection::connect_with(&options.create_if_missing(true))
+            .await
+            .unwrap();
+        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+        conn.close().await.unwrap();
+    } else {
+        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+        conn.close().await.unwrap();
+    }
+}
+
+/// Every task as `(queue, id, state, kind, payload, retried, created_ms)`, in key order.
+async fn tasks(url: &str) -> Vec<(String, String, String, String, String, i64, i64)> {
+    const TASKS: &str = "SELECT queue, id, state, kind, payload, retried, created_ms \
+         FROM retry_tasks ORDER BY queue, id";
+    if url.starts_with("sqlite") {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        let rows = sqlx::query_as(TASKS).fetch_all(&pool).await.unwrap();
+        pool.close().await;
+        rows
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        let rows = sqlx::query_as(TASKS).fetch_all(&pool).await.unwrap();
+        pool.close().await;
+        rows
+    }
+}
+
+/// Every earlier layout, loaded from its dump, upgrades in place when a queue connects: the
+/// catalog is then the same as a new database's, every task is kept, the counts are the
+/// tasks', and the queue works (a task enqueued, claimed and completed).
+async fn every_earlier_layout_upgrades_in_place(backend: Backend) {
+    let Some(new) = Fresh::new(backend, "layout_new").await else {
+        return;
+    };
+    Queue::connect(&new.url).await.unwrap().close().await;
+    let expected = catalog(&new.url).await;
+    new.done().await;
+    let fixtures = fixtures(backend);
+    assert!(fixtures.len() >= 14, "{} fixtures", fixtures.len());
+    for (name, sql) in fixtures {
+        let Some(db) = Fresh::new(backend, "layout").await else {
+            return;
+        };
+        load(&db.url, &sql).await;
+        let before = tasks(&db.url).await;
+        assert!(!before.is_empty(), "{name}: the fixture has tasks");
+        let q = Queue::connect(&db.url)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            catalog(&db.url).await,
+            expected,
+            "{name}: the layout after the upgrade"
+        );
+        assert_eq!(
+            tasks(&db.url).await,
+            before,
+            "{name}: the tasks after the upgrade"
+        );
+        let mut queues: Vec<&str> = before.iter().map(|t| t.0.as_str()).collect();
+        queues.dedup();
+        for queue in queues {
+            let q = q.clone().named(queue);
+            for state in [
+                TaskState::Pending,
+                TaskState::Scheduled,
+                TaskState::Active,
+                TaskState::Retry,
+                TaskState::Archived,
+                TaskState::Completed,
+            ] {
+                let stored = before
+                    .iter()
+                    .filter(|t| t.0 == queue && t.2 == state.to_string())
+                    .count();
+                assert_eq!(
+                    q.inspector().count(state).await.unwrap(),
+                    stored as u64,
+                    "{name}: {queue} {state}"
+                );
+            }
+        }
+        let q = q.named("after-upgrade");
+        q.enqueue(Task::new("email", &1).task_id("new"))
+            .await
+            .unwrap();
+        let claimed = protocol::claim(&q, 5, std::time::Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1, "{name}");
+        assert!(protocol::complete(&q, &claimed[0]).await.unwrap(), "{name}");
+        assert_eq!(
+            q.inspector().count(TaskState::Completed).await.unwrap(),
+            1,
+            "{name}"
+        );
+        q.close().await;
+        db.done().await;
+    }
+}
+
 both_backends!(
+    every_earlier_layout_upgrades_in_place,
     a_new_database_records_every_version_and_down_then_up_round_trips,
     a_schema_newer_than_this_build_is_refused_unless_it_only_adds,
     a_migration_applied_from_another_text_is_refused,

@@ -912,6 +912,129 @@ fn no_database_is_a_clap_error_and_a_missing_file_is_not_created() {
     assert!(!path.exists());
 }
 
+/// `migrate status|up|down` on a SQLite file (on PostgreSQL the tests share one database,
+/// and `down` would drop its tables under them; `tests/tests/durable_migrations.rs` runs the
+/// same operations on both backends).
+#[test]
+fn migrate_shows_applies_and_reverts_the_schema_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.db");
+    std::fs::File::create(&path).unwrap();
+    let url = format!("sqlite://{}", path.display());
+    let migrate = |args: &[&str]| run(bin().arg("--db").arg(&url).arg("migrate").args(args));
+    let latest = retry_runtime::durable::latest_version();
+    let versions: Vec<String> = (1..=latest).map(|v| v.to_string()).collect();
+
+    let status = migrate(&["status"]);
+    let lines: Vec<&str> = status.ok().lines().collect();
+    assert_eq!(lines[0], format!("schema version 0 (this build: {latest})"));
+    assert_eq!(lines[1], "VERSION  NAME      STATE    APPLIED AT");
+    assert_eq!(lines[2], "      1  baseline  pending  -");
+    assert_eq!(
+        lines.last().unwrap(),
+        &format!(
+            "this build refuses it: version {latest} is not applied: run `retry-queue migrate up`"
+        )
+    );
+
+    let up = migrate(&["up"]);
+    let lines: Vec<&str> = up.ok().lines().collect();
+    assert_eq!(lines[0], format!("applied {}", versions.join(", ")));
+    assert_eq!(
+        lines[1],
+        format!("schema version {latest} (this build: {latest})")
+    );
+    assert!(
+        lines[3].starts_with("      1  baseline  applied  20"),
+        "{}",
+        lines[3]
+    );
+    assert_eq!(lines.last().unwrap(), &"this build runs on it");
+    assert_eq!(migrate(&["up"]).ok().lines().next(), Some("nothing to do"));
+
+    let json = run(bin()
+        .arg("--db")
+        .arg(&url)
+        .args(["--json", "migrate", "status"]))
+    .json();
+    assert_eq!(json["version"], latest);
+    assert_eq!(json["latest"], latest);
+    assert_eq!(json["refused"], Value::Null);
+    assert_eq!(json["migrations"][0]["name"], "baseline");
+    assert_eq!(json["migrations"][0]["state"], "applied");
+
+    // A version a newer build applied, which this one cannot live with: every other command
+    // refuses the database in one line; status says why; down leaves it alone.
+    let next = latest + 1;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+            sqlx::query(
+                "INSERT INTO retry_migrations (version, name, checksum, oldest_reader, applied_ms) \
+                 VALUES ($1, 'future', 'abc', $1, 0)",
+            )
+            .bind(i64::from(next))
+            .execute(&pool)
+            .await
+            .unwrap();
+            pool.close().await;
+        });
+    let refused = format!(
+        "the task database's schema is at version {next} (future), newer than this build of \
+         retry-runtime knows (version {latest}) and not usable by it: upgrade retry-runtime, or \
+         revert with the newer build's `retry-queue migrate down --to {latest}`"
+    );
+    run(bin().arg("--db").arg(&url).arg("stats")).fails_with(&format!("error: {refused}"));
+    let status = migrate(&["status"]);
+    let lines: Vec<&str> = status.ok().lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("schema version {next} (this build: {latest})")
+    );
+    assert!(
+        lines.contains(
+            &format!("{next:>7}  future    newer-unusable  1970-01-01T00:00:00Z").as_str()
+        ),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        lines.last().unwrap(),
+        &format!("this build refuses it: {refused}")
+    );
+    migrate(&["down", "--to", "0"]).fails_with(&format!(
+        "error: migration {next} (future) was applied by a newer build of retry-runtime, which \
+         alone knows how to revert it: run its `retry-queue migrate down --to {latest}` first"
+    ));
+
+    // Without it, down reverts every version, newest first.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+            sqlx::query("DELETE FROM retry_migrations WHERE name = 'future'")
+                .execute(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+        });
+    let mut reverted = versions.clone();
+    reverted.reverse();
+    let down = migrate(&["down", "--to", "0"]);
+    assert_eq!(
+        down.ok().lines().next(),
+        Some(format!("reverted {}", reverted.join(", ")).as_str())
+    );
+    assert_eq!(
+        migrate(&["status"]).ok().lines().next(),
+        Some(format!("schema version 0 (this build: {latest})").as_str())
+    );
+}
+
 #[test]
 fn an_unreachable_database_is_one_line_not_a_panic() {
     // Port 1 on loopback: nothing listens there.

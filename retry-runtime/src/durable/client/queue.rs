@@ -87,7 +87,7 @@ impl Queue {
     }
 
     /// Opens the queue on a pool the application already has (WAL mode is up to the pool's
-    /// options); creates the table if missing.
+    /// options); applies the schema's pending migrations, as [`Queue::connect`] does.
     #[cfg(feature = "sqlite")]
     pub async fn from_sqlite_pool(pool: sqlx::SqlitePool) -> Result<Queue, Error> {
         let store = Store::Sqlite(pool);
@@ -95,7 +95,8 @@ impl Queue {
         Ok(Queue::from_store(store))
     }
 
-    /// Opens the queue on a pool the application already has; creates the table if missing.
+    /// Opens the queue on a pool the application already has; applies the schema's pending
+    /// migrations, as [`Queue::connect`] does.
     #[cfg(feature = "postgres")]
     pub async fn from_pg_pool(pool: sqlx::PgPool) -> Result<Queue, Error> {
         let store = Store::Postgres(pool);

@@ -1,5 +1,4 @@
-//! The columns of task control (issue 22, items 5–6), added by their own migration step so
-//! that a table made by an earlier version gains them in place: `errors`, the failure history
+//! The columns of task control (issue 22, items 5–6): `errors`, the failure history
 //! as a JSON array (see [`history`](crate::durable::failures)), and `cancel_requested`, set by
 //! the inspector on an active task for its worker to stop it.
 

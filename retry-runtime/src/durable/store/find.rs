@@ -1,6 +1,7 @@
 //! What the inspector's find runs (issue 23, item 4): the tasks of one kind in a state, paged by
 //! key; a text searched in the id, payload and `last_err` of a bounded window of a state; and
-//! the kinds present in a state. Its two indexes are created by their own [`migrate`].
+//! the kinds present in a state, through two kind indexes (`retry_tasks_kind_live` and
+//! `retry_tasks_kind_finished`, in the baseline migration).
 //!
 //! Every statement names its state as a literal and repeats the `state IN (…)` of the partial
 //! index it reads: SQLite uses a partial index only when the query's `WHERE` contains the

@@ -1,7 +1,6 @@
 //! The external system a task names (issue 31): the columns `system` (the task's
 //! [`system`](crate::durable::Task::system)) and `deferred_ms` (the due time a breaker-aware
-//! deferral gave it), added by their own migration step so that a table made by an earlier
-//! version gains them in place, and an index over the live tasks that name a system (tasks
+//! deferral gave it), and an index over the live tasks that name a system (tasks
 //! without one cost it nothing). Beside them, what the worker's per-system gate runs: the claim
 //! with its conditions (only one system; every system but the limited ones; fresh tasks or
 //! retries only), the deferral, and the operator's per-system figures.

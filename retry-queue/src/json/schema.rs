@@ -1,14 +1,14 @@
 //! The JSON of `retry-queue migrate status` (and of `up`/`down`'s answers): the schema's
-//! versions and whether this build can run on the database.
+//! versions and whether this build can run on the database. The CLI's only: no route of the
+//! dashboard serves it, so it is not in the OpenAPI document.
 
 use retry_runtime::durable::{MigrationState, SchemaStatus};
 use serde::Serialize;
-use utoipa::ToSchema;
 
 use super::opt_time;
 
 /// Where the database's schema stands against this build.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize)]
 pub(crate) struct SchemaJson {
     /// The highest version applied (0: none, or a database made before versions were recorded).
     pub(crate) version: u32,
@@ -21,7 +21,7 @@ pub(crate) struct SchemaJson {
 }
 
 /// One version of the schema.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize)]
 pub(crate) struct MigrationJson {
     pub(crate) version: u32,
     pub(crate) name: String,
@@ -32,7 +32,7 @@ pub(crate) struct MigrationJson {
 }
 
 /// What `migrate up` or `migrate down` changed, and where the schema stands after it.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize)]
 pub(crate) struct MigratedJson {
     /// The versions applied (up) or reverted (down), in the order they ran.
     pub(crate) changed: Vec<u32>,

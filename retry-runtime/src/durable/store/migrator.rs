@@ -13,7 +13,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use sqlx::{Database, Executor};
+use sqlx::{Database, Executor, Transaction};
 
 use super::adopt;
 use super::migrations::Migration;
@@ -158,27 +158,22 @@ pub(crate) fn usable(known: &[Migration], applied: &[Applied]) -> Result<(), Err
 
 /// Applies the pending migrations up to `to` (all when `None`); returns the versions applied.
 pub(crate) async fn up(store: &Store, to: Option<i64>) -> Result<Vec<i64>, Error> {
-    let known = known(store);
-    let step = Step::Up(to.unwrap_or(i64::MAX));
-    let result = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => locked(pool, &SQLITE, known, step).await,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => locked(pool, &POSTGRES, known, step).await,
-    };
-    result
+    run(store, Step::Up(to.unwrap_or(i64::MAX))).await
 }
 
 /// Reverts the applied migrations above `to`, newest first; returns the versions reverted.
 pub(crate) async fn down(store: &Store, to: i64) -> Result<Vec<i64>, Error> {
+    run(store, Step::Down(to)).await
+}
+
+async fn run(store: &Store, step: Step) -> Result<Vec<i64>, Error> {
     let known = known(store);
-    let result = match store {
+    match store {
         #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => locked(pool, &SQLITE, known, Step::Down(to)).await,
+        Store::Sqlite(pool) => locked(pool, &SQLITE, known, step).await,
         #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => locked(pool, &POSTGRES, known, Step::Down(to)).await,
-    };
-    result
+        Store::Postgres(pool) => locked(pool, &POSTGRES, known, step).await,
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -187,7 +182,8 @@ enum Step {
     Down(i64),
 }
 
-/// Runs `step` in one transaction under the schema's lock.
+/// Runs `step` in one transaction under the schema's lock. A refusal rolls back before any
+/// change: the lock's transaction only created `retry_migrations` if it was missing.
 async fn locked<DB>(
     pool: &sqlx::Pool<DB>,
     dialect: &Dialect,
@@ -211,68 +207,102 @@ where
         }
         sqlx::raw_sql(MIGRATIONS_TABLE).execute(&mut *tx).await?;
         let applied: Vec<Applied> = sqlx::query_as(APPLIED).fetch_all(&mut *tx).await?;
+        let refused = match step {
+            Step::Up(_) => usable(known, &applied).err(),
+            Step::Down(_) => newer_than_known(known, &applied),
+        };
+        if let Some(refused) = refused {
+            return Ok(Err(refused));
+        }
         let changed = match step {
-            Step::Up(to) => {
-                if let Err(e) = usable(known, &applied) {
-                    return Ok(Err(e));
-                }
-                let adopting = applied.is_empty()
-                    && adopt::count(&mut tx, dialect.has_table, "retry_tasks").await? > 0;
-                let moved = if adopting {
-                    adopt::before_baseline(&mut tx, dialect).await?
-                } else {
-                    false
-                };
-                let mut changed = Vec::new();
-                for m in known.iter().filter(|m| m.version <= to) {
-                    if applied.iter().any(|a| a.0 == m.version) {
-                        continue;
-                    }
-                    sqlx::raw_sql(m.up).execute(&mut *tx).await?;
-                    if moved && m.version == 1 {
-                        adopt::after_baseline(&mut tx).await?;
-                    }
-                    sqlx::query(RECORD)
-                        .bind(m.version)
-                        .bind(m.name)
-                        .bind(m.checksum().as_str())
-                        .bind(m.oldest_reader)
-                        .bind(now_ms())
-                        .execute(&mut *tx)
-                        .await?;
-                    changed.push(m.version);
-                }
-                changed
-            }
-            Step::Down(to) => {
-                let latest = known.last().map_or(0, |m| m.version);
-                if let Some(newer) = applied.iter().find(|a| a.0 > latest) {
-                    return Ok(Err(Error::Invalid(format!(
-                        "migration {} ({}) was applied by a newer build of retry-runtime, which \
-                         alone knows how to revert it: run its `retry-queue migrate down --to \
-                         {latest}` first",
-                        newer.0, newer.1
-                    ))));
-                }
-                let mut changed = Vec::new();
-                for m in known.iter().rev().filter(|m| m.version > to) {
-                    if !applied.iter().any(|a| a.0 == m.version) {
-                        continue;
-                    }
-                    sqlx::raw_sql(m.down).execute(&mut *tx).await?;
-                    sqlx::query(FORGET)
-                        .bind(m.version)
-                        .execute(&mut *tx)
-                        .await?;
-                    changed.push(m.version);
-                }
-                changed
-            }
+            Step::Up(to) => apply(&mut tx, dialect, known, &applied, to).await?,
+            Step::Down(to) => revert(&mut tx, known, &applied, to).await?,
         };
         tx.commit().await?;
         Ok(Ok(changed))
     };
     run.await.map_err(Error::from_sqlx)?
+}
+
+/// A version only a newer build can revert.
+fn newer_than_known(known: &[Migration], applied: &[Applied]) -> Option<Error> {
+    let latest = known.last().map_or(0, |m| m.version);
+    let newer = applied.iter().find(|a| a.0 > latest)?;
+    Some(Error::Invalid(format!(
+        "migration {} ({}) was applied by a newer build of retry-runtime, which alone knows \
+         how to revert it: run its `retry-queue migrate down --to {latest}` first",
+        newer.0, newer.1
+    )))
+}
+
+/// Applies the known versions up to `to` that `applied` lacks, adopting an unversioned
+/// database first; records each.
+async fn apply<DB>(
+    tx: &mut Transaction<'static, DB>,
+    dialect: &Dialect,
+    known: &[Migration],
+    applied: &[Applied],
+    to: i64,
+) -> Result<Vec<i64>, sqlx::Error>
+where
+    DB: Database,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
+{
+    let adopting =
+        applied.is_empty() && adopt::count(tx, dialect.has_table, "retry_tasks").await? > 0;
+    let set_aside = adopting && adopt::before_baseline(tx, dialect).await?;
+    let mut changed = Vec::new();
+    for m in known.iter().filter(|m| m.version <= to) {
+        if applied.iter().any(|a| a.0 == m.version) {
+            continue;
+        }
+        sqlx::raw_sql(m.up).execute(&mut **tx).await?;
+        if set_aside && m.version == 1 {
+            adopt::after_baseline(tx).await?;
+        }
+        sqlx::query(RECORD)
+            .bind(m.version)
+            .bind(m.name)
+            .bind(m.checksum().as_str())
+            .bind(m.oldest_reader)
+            .bind(now_ms())
+            .execute(&mut **tx)
+            .await?;
+        changed.push(m.version);
+    }
+    Ok(changed)
+}
+
+/// Reverts the applied versions above `to`, newest first; forgets each.
+async fn revert<DB>(
+    tx: &mut Transaction<'static, DB>,
+    known: &[Migration],
+    applied: &[Applied],
+    to: i64,
+) -> Result<Vec<i64>, sqlx::Error>
+where
+    DB: Database,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut changed = Vec::new();
+    for m in known.iter().rev().filter(|m| m.version > to) {
+        if !applied.iter().any(|a| a.0 == m.version) {
+            continue;
+        }
+        sqlx::raw_sql(m.down).execute(&mut **tx).await?;
+        sqlx::query(FORGET)
+            .bind(m.version)
+            .execute(&mut **tx)
+            .await?;
+        changed.push(m.version);
+    }
+    Ok(changed)
 }
 
 fn now_ms() -> i64 {

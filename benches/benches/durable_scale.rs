@@ -11,7 +11,9 @@
 //! 2. **Operator routes**: the dashboard's API served on 127.0.0.1, each route asked 20 times
 //!    (after 2 unmeasured), p50 and p95; the same on a table of 1 000 tasks of the same shape,
 //!    and the ratio.
-//! 3. **Throughput** next to that table: 20 000 no-op tasks through a worker at concurrency
+//! 3. **Schema** (issue 33): `retry-queue migrate status`'s work and a connect with nothing
+//!    pending, 20 times each, p50 and p95, at both sizes.
+//! 4. **Throughput** next to that table: 20 000 no-op tasks through a worker at concurrency
 //!    1/4/16, on the big table and on an empty one.
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::Db;
 use retry_runtime::BoxError;
-use retry_runtime::durable::{Queue, Task, TaskQuery, TaskState, Worker};
+use retry_runtime::durable::{Queue, Schema, Task, TaskQuery, TaskState, Worker};
 
 mod common;
 
@@ -233,6 +235,45 @@ async fn measure_routes(q: &Queue) -> Vec<(&'static str, Option<(f64, f64)>)> {
     measured
 }
 
+/// p50 and p95 in ms of `ASKED` runs of `run` (after two unmeasured).
+async fn timed_calls<F, Fut>(mut run: F) -> Option<(f64, f64)>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut ms = Vec::with_capacity(ASKED);
+    for i in 0..ASKED + 2 {
+        let start = Instant::now();
+        run().await;
+        if i >= 2 {
+            ms.push(start.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    ms.sort_by(f64::total_cmp);
+    let rank = |p: f64| ms[((p / 100.0 * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1];
+    Some((rank(50.0), rank(95.0)))
+}
+
+/// The schema's commands (issue 33): what `retry-queue migrate status` does (open the database
+/// without migrating, read the versions, close), and a worker's connect with nothing pending.
+async fn measure_schema(url: &str) -> Vec<(&'static str, Option<(f64, f64)>)> {
+    let status = timed_calls(|| async {
+        let schema = Schema::connect(url).await.expect("open");
+        let status = schema.status().await.expect("status");
+        assert_eq!(status.refused, None);
+        schema.close().await;
+    })
+    .await;
+    let connect = timed_calls(|| async {
+        Queue::connect(url).await.expect("connect").close().await;
+    })
+    .await;
+    vec![
+        ("migrate status (open, read, close)", status),
+        ("Queue::connect, schema current", connect),
+    ]
+}
+
 /// Tasks/s of `THROUGHPUT_TASKS` no-op tasks at each concurrency, in a queue of their own.
 async fn throughput(url: &str) -> Vec<(usize, f64)> {
     let mut rates = Vec::new();
@@ -280,7 +321,9 @@ async fn backend(postgres: bool, total: usize) {
             big_url = db.url.clone();
         }
         eprintln!("{name}: seeded {size} tasks ({rate:.0} tasks/s through enqueue_many)");
-        tables.push(measure_routes(&q).await);
+        let mut measured = measure_routes(&q).await;
+        measured.extend(measure_schema(&db.url).await);
+        tables.push(measured);
         q.close().await;
         keep.push(db);
     }

@@ -48,6 +48,7 @@ pub(crate) mod control;
 pub(crate) mod counts;
 mod db;
 pub(crate) mod find;
+pub(crate) mod leader;
 pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -122,6 +123,7 @@ impl Store {
         let Err(e) = result else {
             control::migrate(self).await?;
             presence::migrate(self).await?;
+            leader::migrate(self).await?;
             find::migrate(self).await?;
             systems::migrate(self).await?;
             reports::migrate(self).await?;

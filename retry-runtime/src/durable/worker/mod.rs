@@ -13,6 +13,7 @@ pub(crate) mod gate;
 mod handlers;
 pub(crate) mod heartbeat;
 pub(crate) mod janitor;
+pub(crate) mod leadership;
 pub(crate) mod lease;
 pub(crate) mod limit;
 pub(crate) mod metrics;
@@ -306,7 +307,10 @@ impl Worker {
     /// it recovered. [`run_until`](Worker::run_until) calls it every
     /// [`recover_interval`](Worker::recover_interval).
     pub async fn recover_expired(&self) -> Result<usize, Error> {
-        self.config.recoverer(self.runner()).recover_all().await
+        self.config
+            .recoverer(self.runner(), Arc::default())
+            .recover_all()
+            .await
     }
 
     /// Records a failed attempt of `task` (claimed with

@@ -158,6 +158,9 @@ impl Worker {
     /// How often [`run_until`](Worker::run_until) writes the worker's heartbeat (default
     /// [`DEFAULT_HEARTBEAT_INTERVAL`](crate::durable::DEFAULT_HEARTBEAT_INTERVAL)): what
     /// [`Inspector::workers`](crate::durable::Inspector::workers) shows. Three missed beats make it stale.
+    /// The beat also elects each queue's leader, which runs the queue's maintenance, so a
+    /// worker beats at least every sixth of its [`lease`](Worker::lease), whatever this says
+    /// (see the guide's "Maintenance" in `docs/many_workers.md`).
     pub fn heartbeat_interval(mut self, every: Duration) -> Self {
         self.config.heartbeat_interval = every;
         self

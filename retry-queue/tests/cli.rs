@@ -1071,18 +1071,20 @@ mod presence {
                 "started_at": FUTURE_TEXT,
                 "last_heartbeat_at": FUTURE_TEXT,
                 "active": [{"queue": fx.name(), "id": "w1", "kind": "slow", "started_at": FUTURE_TEXT}],
+                "leader_of": [fx.name()],
             })
         );
         let text = fx.run_exact(&["workers"]);
         let text = text.ok();
         assert_eq!(
             line_of(text, "WORKER HOST"),
-            "WORKER HOST PID QUEUES BUSY STARTED LAST HEARTBEAT"
+            "WORKER HOST PID QUEUES LEADER OF BUSY STARTED LAST HEARTBEAT"
         );
         assert_eq!(
             line_of(text, id),
             format!(
-                "{id} {host} {pid} {} 1/4 {FUTURE_TEXT} {FUTURE_TEXT}",
+                "{id} {host} {pid} {} {} 1/4 {FUTURE_TEXT} {FUTURE_TEXT}",
+                fx.name(),
                 fx.name()
             )
         );

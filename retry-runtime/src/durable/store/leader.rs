@@ -148,12 +148,25 @@ pub(crate) async fn leaders(store: &Store, now: i64) -> Result<Vec<(String, Stri
 }
 
 /// A leader's housekeeping of the presence tables: deletes the rows of workers and scheduler
-/// entries stale at `now` (a process that crashed, or a scheduler that stopped beating).
+/// entries stale at `now` (a process that crashed, or a scheduler that stopped beating). One
+/// statement on PostgreSQL, two on SQLite.
 pub(crate) async fn sweep(store: &Store, now: i64) -> Result<(), Error> {
+    #[cfg(feature = "sqlite")]
     const WORKERS: &str = "DELETE FROM retry_workers WHERE stale_ms <= $1";
+    #[cfg(feature = "sqlite")]
     const ENTRIES: &str = "DELETE FROM retry_scheduler_entries WHERE stale_ms <= $1";
-    execute(store, WORKERS, &[Arg::Int(now)]).await?;
-    execute(store, ENTRIES, &[Arg::Int(now)]).await.map(drop)
+    #[cfg(feature = "postgres")]
+    const BOTH: &str = "WITH workers AS (DELETE FROM retry_workers WHERE stale_ms <= $1) \
+         DELETE FROM retry_scheduler_entries WHERE stale_ms <= $1";
+    match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(_) => {
+            execute(store, WORKERS, &[Arg::Int(now)]).await?;
+            execute(store, ENTRIES, &[Arg::Int(now)]).await.map(drop)
+        }
+        #[cfg(feature = "postgres")]
+        Store::Postgres(_) => execute(store, BOTH, &[Arg::Int(now)]).await.map(drop),
+    }
 }
 
 /// Creates the table where missing.

@@ -4,10 +4,10 @@
 //!
 //! Each row carries `stale_ms`, the time after which it is no longer believed: its last beat
 //! plus three of its owner's beat intervals (readers need not know anyone's interval). Readers
-//! ignore stale rows; the beat of each queue's leader ([`leader`](super::leader)) deletes them,
-//! so a process that crashed leaves its rows for three missed beats and one leader's beat.
-//! A worker's row is written by [`leader::beat`](super::leader::beat), in the same round trip
-//! as the election.
+//! ignore stale rows; the beat of each queue's leader deletes them (`store/leader.rs`), so a
+//! process that crashed leaves its rows for three missed beats and one leader's beat. A
+//! worker's row is written by the heartbeat's statement in `store/leader.rs`, in the same
+//! round trip as the election.
 
 use super::{Arg, Store, execute, fetch_all};
 use crate::durable::error::Error;
@@ -102,7 +102,7 @@ pub(crate) async fn live_workers(store: &Store, now: i64) -> Result<Vec<WorkerRo
 }
 
 /// Writes `rows` (one scheduler's entries); the stale entries of others are deleted by the
-/// leaders' housekeeping ([`leader::sweep`](super::leader::sweep)).
+/// leaders' housekeeping (`sweep` in `store/leader.rs`).
 pub(crate) async fn beat_entries(store: &Store, rows: &[EntryRow]) -> Result<(), Error> {
     const UPSERT: &str = "INSERT INTO retry_scheduler_entries \
          (scheduler, entry, queue, kind, spec, next_run_ms, last_enqueued_ms, last_task_id, \

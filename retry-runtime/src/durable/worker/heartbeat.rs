@@ -148,7 +148,7 @@ impl Heartbeat {
             ),
         };
         let led = leader::beat(&self.handle.store, &row).await?;
-        self.leadership.record(led, now, row.stale_ms);
+        self.leadership.record(led, row.stale_ms);
         if self.leadership.leads_any(now) {
             leader::sweep(&self.handle.store, now).await?;
         }

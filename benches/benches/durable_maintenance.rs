@@ -28,7 +28,9 @@ fn kind(query: &str) -> &'static str {
     let q = query.to_ascii_lowercase();
     if q.contains("insert into retry_workers") {
         "heartbeat (+ election)"
-    } else if q.contains("delete from retry_workers") || q.contains("delete from retry_scheduler_entries") {
+    } else if q.contains("delete from retry_workers")
+        || q.contains("delete from retry_scheduler_entries")
+    {
         "presence sweep"
     } else if q.contains("retry_leaders") {
         "leadership (other)"
@@ -83,7 +85,9 @@ async fn measure(n: usize, secs: u64) -> BTreeMap<&'static str, (i64, Vec<String
         let entry = kinds.entry(kind(&query)).or_default();
         entry.0 += calls;
         let short: String = query.split_whitespace().collect::<Vec<_>>().join(" ");
-        entry.1.push(format!("{calls:>6} {}", &short[..short.len().min(110)]));
+        entry
+            .1
+            .push(format!("{calls:>6} {}", &short[..short.len().min(110)]));
     }
     let _ = stop.send(true);
     for worker in running {
@@ -103,7 +107,11 @@ fn main() {
     let sizes: Vec<usize> = std::env::var("DURABLE_MAINT_WORKERS")
         .unwrap_or_else(|_| "2,40".to_owned())
         .split(',')
-        .map(|n| n.trim().parse::<usize>().expect("DURABLE_MAINT_WORKERS: numbers"))
+        .map(|n| {
+            n.trim()
+                .parse::<usize>()
+                .expect("DURABLE_MAINT_WORKERS: numbers")
+        })
         .map(|n| n.clamp(1, 200))
         .collect();
     let secs: u64 = std::env::var("DURABLE_MAINT_SECS")

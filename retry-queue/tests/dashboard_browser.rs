@@ -860,7 +860,10 @@ async fn who_runs(c: &Client, base: &str, q: &Queue) -> Step {
         t == ["export-1"]
     })
     .await?;
-    wait_texts(c, "tr.worker td.queues a", "its queue", |t| t == ["exports"]).await?;
+    wait_texts(c, "tr.worker td.queues a", "its queue", |t| {
+        t == ["exports"]
+    })
+    .await?;
     // Alone on its queue, it leads it: the queue carries the leader's badge, the row says so.
     wait_texts(
         c,

@@ -75,7 +75,12 @@ fn leaders<'w>(env: &Env, workers: &'w [WorkerInfo]) -> Vec<&'w WorkerInfo> {
 /// A worker beating and recovering every [`BEAT`], tagged by its `concurrency` (which the
 /// workers list shows), counting the failed attempts it reports in `failed`. Its `hang`
 /// handler hangs on its first run in the whole test (`hung`), and succeeds afterwards.
-fn worker(q: &Queue, concurrency: usize, failed: Arc<AtomicUsize>, hung: Arc<AtomicBool>) -> Worker {
+fn worker(
+    q: &Queue,
+    concurrency: usize,
+    failed: Arc<AtomicUsize>,
+    hung: Arc<AtomicBool>,
+) -> Worker {
     Worker::new(q.clone())
         .concurrency(concurrency)
         .poll_interval(Duration::from_millis(10))
@@ -129,7 +134,7 @@ async fn one_of_three_workers_leads_and_only_it_recovers(backend: Backend) {
     })
     .await;
     let leader = leaders(&env, &workers)[0].clone();
-    assert_eq!(leader.leader_of, [env.name.clone()]);
+    assert_eq!(leader.leader_of, vec![env.name.clone()]);
     // A task (of a kind no worker here handles) claimed by a worker that died: its lease runs
     // out 10 ms later (the leadership lasts three beats of 20 ms from the last beat, at T0: it
     // does not lapse).
@@ -148,7 +153,10 @@ async fn one_of_three_workers_leads_and_only_it_recovers(backend: Backend) {
     assert_eq!(counts, expected, "only the leader recovered");
     let after = workers_of(&env).await;
     assert_eq!(
-        leaders(&env, &after).iter().map(|w| &w.id).collect::<Vec<_>>(),
+        leaders(&env, &after)
+            .iter()
+            .map(|w| &w.id)
+            .collect::<Vec<_>>(),
         vec![&leader.id],
         "the leadership did not move"
     );
@@ -174,7 +182,10 @@ async fn a_leader_that_stops_gracefully_hands_over_at_once(backend: Backend) {
     let (stop_b, running_b) = start(worker(&q, 2, Arc::default(), hung));
     let both = wait_workers(&env, "B beats beside A", |w| w.len() == 2).await;
     assert_eq!(
-        leaders(&env, &both).iter().map(|w| &w.id).collect::<Vec<_>>(),
+        leaders(&env, &both)
+            .iter()
+            .map(|w| &w.id)
+            .collect::<Vec<_>>(),
         vec![&a],
         "A still leads"
     );
@@ -182,7 +193,11 @@ async fn a_leader_that_stops_gracefully_hands_over_at_once(backend: Backend) {
     running_a.await.unwrap();
     let after = wait_workers(&env, "B leads", |w| w.len() == 1 && w[0].leads(&env.name)).await;
     assert_ne!(after[0].id, a);
-    assert_eq!(after[0].last_heartbeat_at, t0(), "the clock never moved: no lease lapsed");
+    assert_eq!(
+        after[0].last_heartbeat_at,
+        t0(),
+        "the clock never moved: no lease lapsed"
+    );
     stop_b.send(()).unwrap();
     running_b.await.unwrap();
     assert_eq!(workers_of(&env).await, vec![]);
@@ -229,14 +244,22 @@ async fn a_crashed_leaders_lease_lapses_then_the_next_leader_recovers_its_tasks_
     let b_queue = env.other_process().await.completed_retention(retention);
     let (stop_b, running_b) = start(worker(&b_queue, 2, b_failed.clone(), hung));
     let both = wait_workers(&env, "B beats beside A's row", |w| w.len() == 2).await;
-    assert_eq!(leaders(&env, &both)[0].concurrency, 1, "A's row still leads");
+    assert_eq!(
+        leaders(&env, &both)[0].concurrency,
+        1,
+        "A's row still leads"
+    );
     // At T0 + 59 ms the orphan's lease has expired and the completed task is past its
     // retention, but A's leadership has not lapsed: through ten of B's beats and recover
     // intervals, B leads nothing, so it recovers and trims nothing.
     env.clock.advance(Duration::from_millis(59));
     tokio::time::sleep(BEAT * 10).await;
     let still = workers_of(&env).await;
-    assert_eq!(leaders(&env, &still)[0].concurrency, 1, "not lapsed at 59 ms");
+    assert_eq!(
+        leaders(&env, &still)[0].concurrency,
+        1,
+        "not lapsed at 59 ms"
+    );
     assert_eq!(env.info(&orphan).await.state, TaskState::Active);
     assert!(env.q.inspector().get(&done).await.unwrap().is_some());
     assert_eq!(b_failed.load(Ordering::SeqCst), 0);
@@ -259,15 +282,21 @@ async fn a_crashed_leaders_lease_lapses_then_the_next_leader_recovers_its_tasks_
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(env.q.inspector().get(&done).await.unwrap().is_none(), "trimmed");
+    assert!(
+        env.q.inspector().get(&done).await.unwrap().is_none(),
+        "trimmed"
+    );
     assert_eq!(env.info(&id).await.state, TaskState::Active);
     assert_eq!(b_failed.load(Ordering::SeqCst), 1);
     // At T0 + 120 ms A's task's lease runs out: B, the leader, recovers it (a failed attempt)
     // and runs it again.
     env.clock.advance(Duration::from_millis(60));
-    wait_task(&env, &id, "A's task recovered by B and run again", |s, r| {
-        s == TaskState::Completed && r == 1
-    })
+    wait_task(
+        &env,
+        &id,
+        "A's task recovered by B and run again",
+        |s, r| s == TaskState::Completed && r == 1,
+    )
     .await;
     assert_eq!(b_failed.load(Ordering::SeqCst), 2);
     assert_eq!(a_failed.load(Ordering::SeqCst), 0);

@@ -98,7 +98,7 @@ pub(crate) async fn beat(store: &Store, row: &WorkerRow) -> Result<Vec<String>, 
         Arg::Int(row.stale_ms),
         Arg::Text(&row.active),
     ];
-    let result = match store {
+    let result: Result<Vec<String>, sqlx::Error> = match store {
         #[cfg(feature = "sqlite")]
         Store::Sqlite(pool) => {
             use sqlx::Row as _;
@@ -117,7 +117,9 @@ pub(crate) async fn beat(store: &Store, row: &WorkerRow) -> Result<Vec<String>, 
                     .fetch_all(&mut *tx)
                     .await?;
                 tx.commit().await?;
-                rows.iter().map(|r| r.try_get::<String, _>("queue")).collect()
+                rows.iter()
+                    .map(|r| r.try_get::<String, _>("queue"))
+                    .collect()
             }
             .await
         }

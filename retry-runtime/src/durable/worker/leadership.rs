@@ -102,9 +102,15 @@ mod tests {
     fn the_beat_is_at_most_a_sixth_of_the_lease() {
         let secs = Duration::from_secs;
         assert_eq!(beat_interval(secs(5), secs(30)), secs(5));
-        assert_eq!(beat_interval(secs(5), secs(2)), Duration::from_nanos(333_333_333));
+        assert_eq!(
+            beat_interval(secs(5), secs(2)),
+            Duration::from_nanos(333_333_333)
+        );
         assert_eq!(beat_interval(secs(1), secs(60)), secs(1));
-        assert_eq!(beat_interval(secs(5), Duration::ZERO), Duration::from_millis(1));
+        assert_eq!(
+            beat_interval(secs(5), Duration::ZERO),
+            Duration::from_millis(1)
+        );
     }
 
     #[test]

@@ -51,7 +51,10 @@ impl Recoverer {
     async fn recover_led(&self) -> Result<usize, Error> {
         let mut recovered = 0;
         for queue in &self.queues {
-            if self.leadership.leads(queue.name(), to_ms(queue.handle.clock.now())) {
+            if self
+                .leadership
+                .leads(queue.name(), to_ms(queue.handle.clock.now()))
+            {
                 recovered += self.recover(queue).await?;
             }
         }

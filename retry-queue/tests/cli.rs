@@ -1181,7 +1181,7 @@ fn help_lists_workers_and_schedulers() {
     let out = run(bin().arg("--help"));
     let text = out.ok();
     for line in [
-        "  workers     The live workers (by their heartbeats): host, pid, queues, and the tasks each is running",
+        "  workers     The live workers (by their heartbeats): host, pid, queues, queues led, tasks running",
         "  schedulers  The entries of the live schedulers: kind, spec, next run, last enqueue",
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");

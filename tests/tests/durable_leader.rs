@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use retry_runtime::BoxError;
-use retry_runtime::durable::{Queue, Task, TaskState, Worker, WorkerInfo, protocol};
+use retry_runtime::durable::{Queue, Scheduler, Task, TaskState, Worker, WorkerInfo, protocol};
 use retry_tests::durable_env::{Backend, Env, secs, t0};
 use tokio::sync::oneshot;
 
@@ -21,6 +21,7 @@ retry_tests::both_backends!(
     one_of_three_workers_leads_and_only_it_recovers,
     a_leader_that_stops_gracefully_hands_over_at_once,
     a_crashed_leaders_lease_lapses_then_the_next_leader_recovers_its_tasks_and_trims,
+    a_leader_deletes_the_stale_entries_of_a_scheduler_that_stopped_beating,
 );
 
 /// Held by each test while it runs.
@@ -302,4 +303,42 @@ async fn a_crashed_leaders_lease_lapses_then_the_next_leader_recovers_its_tasks_
     assert_eq!(a_failed.load(Ordering::SeqCst), 0);
     stop_b.send(()).unwrap();
     running_b.await.unwrap();
+}
+
+/// The scheduler's housekeeping is the leader's: a scheduler's entries three beats stale are
+/// deleted by the beat of a queue's leader (schedulers no longer delete each other's).
+async fn a_leader_deletes_the_stale_entries_of_a_scheduler_that_stopped_beating(backend: Backend) {
+    let _serial = serial().await;
+    let Some(env) = Env::new(backend, "leader-sweep").await else {
+        return;
+    };
+    let entries_of = || async {
+        let all = env.q.inspector().schedulers().await.expect("schedulers");
+        all.into_iter().filter(|e| e.queue == env.name).count()
+    };
+    // A scheduler beating every minute writes its entry at T0, then stops beating.
+    let scheduler = Scheduler::new(env.q.clone())
+        .heartbeat_interval(secs(60))
+        .every(secs(3600), || Task::new("report", &0));
+    scheduler.enqueue_due().await.unwrap();
+    assert_eq!(entries_of().await, 1);
+    // Three minutes on, the entry is stale; a worker starts and leads the queue.
+    env.clock.advance(secs(180));
+    let (stop, running) = start(worker(&env.q, 1, Arc::default(), Arc::default()));
+    wait_workers(&env, "the worker leads", |w| {
+        w.len() == 1 && w[0].leads(&env.name)
+    })
+    .await;
+    // Back at T0 the entry would read as live again had it been kept: the leader's beat (at
+    // T0 + 180 s, its sweep runs after its election) deleted it.
+    env.clock.set(t0());
+    for _ in 0..2_000 {
+        if entries_of().await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(entries_of().await, 0, "deleted by the leader");
+    stop.send(()).unwrap();
+    running.await.unwrap();
 }

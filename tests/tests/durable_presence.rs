@@ -179,10 +179,11 @@ async fn a_worker_three_beats_late_is_ignored_then_deleted(backend: Backend) {
     let b = second[0].id.clone();
     assert_ne!(a, b);
     assert_eq!(second[0].last_heartbeat_at, t0() + secs(180));
-    // Back at T0, A's row would read as live again had it been kept: it is gone.
+    // Back at T0, A's row would read as live again had it been kept: it is gone (deleted by
+    // B's sweep at T0 + 180 s, which follows the beat that made B the leader).
     env.clock.set(t0());
-    let ids: Vec<String> = workers_of(&env).await.into_iter().map(|w| w.id).collect();
-    assert_eq!(ids, vec![b]);
+    let ids = wait_workers(&env, "A's row deleted", |w| w.len() == 1).await;
+    assert_eq!(ids.into_iter().map(|w| w.id).collect::<Vec<_>>(), vec![b]);
     stop_a.send(()).unwrap();
     stop_b.send(()).unwrap();
     running_a.await.unwrap();

@@ -1,5 +1,7 @@
 //! The worker's heartbeat (asynq's `heartbeat.go`): every
-//! [`heartbeat_interval`](crate::durable::Worker::heartbeat_interval) it writes the worker's row —
+//! [`heartbeat_interval`](crate::durable::Worker::heartbeat_interval), or every sixth of the
+//! lease if that is shorter ([`beat_interval`](super::leadership::beat_interval)), it writes the
+//! worker's row —
 //! who it is, what it serves, the tasks it is running ([`Held`]) — and, in the same round trip,
 //! takes or renews the leadership of the queues it serves that have no live leader
 //! ([`leader`](crate::durable::store::leader), [`Leadership`]). A leader also deletes the rows
@@ -149,8 +151,14 @@ impl Heartbeat {
         };
         let led = leader::beat(&self.handle.store, &row).await?;
         self.leadership.record(led, row.stale_ms);
-        if self.leadership.leads_any(now) {
-            leader::sweep(&self.handle.store, now).await?;
+        if self.leadership.leads_any(now)
+            && let Err(e) = leader::sweep(&self.handle.store, now).await
+        {
+            event!(
+                warn,
+                "durable worker: deleting stale heartbeat rows failed (the next beat tries again)",
+                error = e
+            );
         }
         if self.gate.watched.is_empty() {
             return Ok(());

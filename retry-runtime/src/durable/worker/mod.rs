@@ -149,7 +149,9 @@ impl Worker {
     }
 
     /// How often [`run_until`](Worker::run_until) recovers expired leases and trims finished
-    /// tasks (default [`DEFAULT_RECOVER_INTERVAL`](crate::durable::DEFAULT_RECOVER_INTERVAL)).
+    /// tasks (default [`DEFAULT_RECOVER_INTERVAL`](crate::durable::DEFAULT_RECOVER_INTERVAL)),
+    /// on the queues this worker leads: one worker per queue, elected on the heartbeats, runs
+    /// them (see the guide's "Maintenance" in `docs/many_workers.md`).
     pub fn recover_interval(mut self, every: Duration) -> Self {
         self.config.recover_interval = every;
         self

@@ -19,7 +19,8 @@ use crate::durable::worker::leadership::Leadership;
 use crate::durable::worker::outcome::Outcomes;
 use crate::durable::worker::periodic;
 
-/// How often a worker recovers expired leases and trims the archive and completed tasks.
+/// How often a worker recovers expired leases and trims the archive and completed tasks, on the
+/// queues it leads.
 pub const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Expired tasks read per statement.

@@ -1194,18 +1194,20 @@ mod presence {
                 "started_at": FUTURE_TEXT,
                 "last_heartbeat_at": FUTURE_TEXT,
                 "active": [{"queue": fx.name(), "id": "w1", "kind": "slow", "started_at": FUTURE_TEXT}],
+                "leader_of": [fx.name()],
             })
         );
         let text = fx.run_exact(&["workers"]);
         let text = text.ok();
         assert_eq!(
             line_of(text, "WORKER HOST"),
-            "WORKER HOST PID QUEUES BUSY STARTED LAST HEARTBEAT"
+            "WORKER HOST PID QUEUES LEADER OF BUSY STARTED LAST HEARTBEAT"
         );
         assert_eq!(
             line_of(text, id),
             format!(
-                "{id} {host} {pid} {} 1/4 {FUTURE_TEXT} {FUTURE_TEXT}",
+                "{id} {host} {pid} {} {} 1/4 {FUTURE_TEXT} {FUTURE_TEXT}",
+                fx.name(),
                 fx.name()
             )
         );
@@ -1302,7 +1304,7 @@ fn help_lists_workers_and_schedulers() {
     let out = run(bin().arg("--help"));
     let text = out.ok();
     for line in [
-        "  workers     The live workers (by their heartbeats): host, pid, queues, and the tasks each is running",
+        "  workers     The live workers (by their heartbeats): host, pid, queues, queues led, tasks running",
         "  schedulers  The entries of the live schedulers: kind, spec, next run, last enqueue",
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");

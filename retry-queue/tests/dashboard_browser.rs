@@ -860,7 +860,18 @@ async fn who_runs(c: &Client, base: &str, q: &Queue) -> Step {
         t == ["export-1"]
     })
     .await?;
-    wait_texts(c, "tr.worker td.queues", "its queue", |t| t == ["exports"]).await?;
+    wait_texts(c, "tr.worker td.queues a", "its queue", |t| {
+        t == ["exports"]
+    })
+    .await?;
+    // Alone on its queue, it leads it: the queue carries the leader's badge, the row says so.
+    wait_texts(
+        c,
+        "tr.worker.leader[data-leader-of='exports'] td.queues .badge.leader",
+        "it leads its queue",
+        |t| t == ["leader"],
+    )
+    .await?;
     wait_texts(c, "tr.worker td.busy", "one slot of one busy", |t| {
         t == ["1/1"]
     })

@@ -1427,6 +1427,9 @@ mod presence {
         }
         assert_eq!(seen.len(), 1, "{seen:?}");
         let w = &seen[0];
+        // Alone on both queues, it leads both (by name).
+        let mut led = vec![d.q.name().to_owned(), d.other.clone()];
+        led.sort();
         // The id and the host name are the machine's; every other field is exact (the queue's
         // clock stands at T0 + 60 s).
         assert_eq!(
@@ -1440,6 +1443,7 @@ mod presence {
                 "started_at": at(60),
                 "last_heartbeat_at": at(60),
                 "active": [{"queue": d.q.name(), "id": "w1", "kind": "slow", "started_at": at(60)}],
+                "leader_of": led,
             })
         );
         let prefix = format!("{}-{}-", w["host"].as_str().unwrap(), std::process::id());

@@ -64,12 +64,14 @@ async fn wait_workers(
     panic!("never: {what}: {:?}", workers_of(env).await);
 }
 
-/// A worker whose `slow` handler waits until `release` is notified.
+/// A worker whose `slow` handler waits until `release` is notified. Its lease is an hour, so
+/// that it beats every `beat` (a worker beats at least every sixth of its lease).
 fn slow_worker(q: &Queue, release: Arc<Notify>, beat: Duration) -> Worker {
     Worker::new(q.clone())
         .concurrency(3)
         .poll_interval(Duration::from_millis(10))
         .heartbeat_interval(beat)
+        .lease(secs(3600))
         .handle("slow", move |_task| {
             let release = release.clone();
             async move {
@@ -170,16 +172,18 @@ async fn a_worker_three_beats_late_is_ignored_then_deleted(backend: Backend) {
     );
     env.clock.advance(Duration::from_millis(1));
     assert_eq!(workers_of(&env).await, vec![], "three beats missed");
-    // The next beat of any worker deletes the stale row.
+    // The next beat of any worker deletes the stale row: A's leadership lapsed with it, so B
+    // leads the queue, and a leader deletes the stale rows.
     let (stop_b, running_b) = start(slow_worker(&env.q, release, secs(60)));
     let second = wait_workers(&env, "worker B beat", |w| w.len() == 1).await;
     let b = second[0].id.clone();
     assert_ne!(a, b);
     assert_eq!(second[0].last_heartbeat_at, t0() + secs(180));
-    // Back at T0, A's row would read as live again had it been kept: it is gone.
+    // Back at T0, A's row would read as live again had it been kept: it is gone (deleted by
+    // B's sweep at T0 + 180 s, which follows the beat that made B the leader).
     env.clock.set(t0());
-    let ids: Vec<String> = workers_of(&env).await.into_iter().map(|w| w.id).collect();
-    assert_eq!(ids, vec![b]);
+    let ids = wait_workers(&env, "A's row deleted", |w| w.len() == 1).await;
+    assert_eq!(ids.into_iter().map(|w| w.id).collect::<Vec<_>>(), vec![b]);
     stop_a.send(()).unwrap();
     stop_b.send(()).unwrap();
     running_a.await.unwrap();

@@ -61,7 +61,7 @@ pub enum Command {
         #[arg(long, default_value = DEFAULT_QUEUE)]
         queue: String,
     },
-    /// The live workers (by their heartbeats): host, pid, queues, and the tasks each is running
+    /// The live workers (by their heartbeats): host, pid, queues, queues led, tasks running
     Workers,
     /// A queue's tasks per external system (due, deferred, in flight), and what the live
     /// workers report of each system: its breaker and the rate its tasks start at

@@ -11,7 +11,8 @@ use super::output::Output;
 use super::table::{Align, Table, clean};
 use crate::json;
 
-/// `workers`: one row per live worker, then one per task they run.
+/// `workers`: one row per live worker (with the queues it leads: runs the maintenance of),
+/// then one per task they run.
 pub(super) async fn workers<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Failure> {
     let workers = base
         .inspector()
@@ -29,6 +30,7 @@ pub(super) async fn workers<W: Write>(base: &Queue, output: Output<'_, W>) -> Re
                 ("HOST", Align::Left),
                 ("PID", Align::Right),
                 ("QUEUES", Align::Left),
+                ("LEADER OF", Align::Left),
                 ("BUSY", Align::Right),
                 ("STARTED", Align::Left),
                 ("LAST HEARTBEAT", Align::Left),
@@ -39,6 +41,11 @@ pub(super) async fn workers<W: Write>(base: &Queue, output: Output<'_, W>) -> Re
                     clean(&w.host),
                     w.pid.to_string(),
                     clean(&w.queues.join(",")),
+                    if w.leader_of.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        clean(&w.leader_of.join(","))
+                    },
                     format!("{}/{}", w.active.len(), w.concurrency),
                     rfc3339(w.started_at),
                     rfc3339(w.last_heartbeat_at),

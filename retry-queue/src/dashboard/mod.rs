@@ -72,8 +72,10 @@
 //!   `next_due_at` — and none; `running` how many of its tasks those workers run).
 //! - An error group: `{"last_err", "count", "oldest", "newest"}`.
 //! - A worker: `{"id", "host", "pid", "queues": [name…], "concurrency", "started_at",
-//!   "last_heartbeat_at", "active": [{"queue", "id", "kind", "started_at"}…]}`; a worker is live
-//!   until it misses three heartbeats (every 5 s by default) or stops gracefully.
+//!   "last_heartbeat_at", "active": [{"queue", "id", "kind", "started_at"}…], "leader_of":
+//!   [name…]}`; a worker is live until it misses three heartbeats (every 5 s by default) or
+//!   stops gracefully; `leader_of` names the queues whose maintenance it runs (one leader per
+//!   queue).
 //! - A scheduler entry: `{"scheduler", "queue", "kind", "spec", "next_run_at",
 //!   "last_enqueued_at", "last_task_id", "last_heartbeat_at"}`; `kind` is `null` before the
 //!   entry made its first task, the last enqueue `null` until this scheduler enqueued one.

@@ -237,7 +237,7 @@ pub(crate) struct HeldJson {
 }
 
 /// A live worker (live until it misses three heartbeats or stops gracefully); `active` the
-/// tasks it is running, one per busy slot.
+/// tasks it is running, one per busy slot; `leader_of` the queues it leads.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct WorkerJson {
     id: String,
@@ -250,6 +250,11 @@ pub(crate) struct WorkerJson {
     #[schema(format = DateTime)]
     last_heartbeat_at: String,
     active: Vec<HeldJson>,
+    /// The queues this worker leads, by name (empty when it leads none): it runs their
+    /// maintenance (recovering expired leases, deleting expired completed tasks, trimming the
+    /// archive and the history) for all their workers. A queue has at most one live leader,
+    /// elected on the workers' heartbeats.
+    leader_of: Vec<String>,
 }
 
 /// A live worker as JSON.
@@ -269,6 +274,7 @@ pub(crate) fn worker(w: &WorkerInfo) -> WorkerJson {
         started_at: rfc3339(w.started_at),
         last_heartbeat_at: rfc3339(w.last_heartbeat_at),
         active: w.active.iter().map(held).collect(),
+        leader_of: w.leader_of.clone(),
     }
 }
 

@@ -42,11 +42,15 @@ function pageCrumbs(name) {
 async function renderWorkers() {
   const data = await api("GET", "workers");
   const workers = data.workers;
-  const rows = workers.map((w) => el("tr", { class: "worker", "data-id": w.id },
+  // A queue the worker leads (runs the maintenance of) carries a "leader" badge.
+  const leaderBadge = (w, name) => w.leader_of.includes(name)
+    ? el("span", { class: "badge leader", title: "Leader of " + name + ": runs its maintenance (recovers expired leases, trims finished tasks)" }, "leader")
+    : null;
+  const rows = workers.map((w) => el("tr", { class: w.leader_of.length ? "worker leader" : "worker", "data-id": w.id, "data-leader-of": w.leader_of.join(",") },
     el("td", { class: "id", title: w.id }, el("code", {}, w.id)),
     el("td", { class: "host" }, w.host),
     el("td", { class: "num pid" }, w.pid),
-    el("td", { class: "queues" }, w.queues.flatMap((name, i) => [i ? ", " : null, el("a", { href: queueHref(name, "active") }, name)])),
+    el("td", { class: "queues" }, w.queues.flatMap((name, i) => [i ? ", " : null, el("a", { href: queueHref(name, "active") }, name), leaderBadge(w, name)])),
     el("td", { class: "num busy" }, w.active.length + "/" + w.concurrency),
     timeCell("started", w.started_at),
     timeCell("beat", w.last_heartbeat_at)));
@@ -62,7 +66,7 @@ async function renderWorkers() {
     }
   }
   const section = el("section", { id: "workers-view" },
-    el("p", { class: "muted" }, "Worker processes with a live heartbeat (written every few seconds; a worker that misses three is dropped). A worker that stops gracefully leaves at once."));
+    el("p", { class: "muted" }, "Worker processes with a live heartbeat (written every few seconds; a worker that misses three is dropped). A worker that stops gracefully leaves at once. Each queue has one leader, marked \u201cleader\u201d, which runs the queue's maintenance for all its workers."));
   if (!workers.length) {
     section.append(el("p", { id: "empty", class: "muted" }, "No worker is running."));
   } else {

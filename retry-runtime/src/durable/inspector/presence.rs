@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::durable::clock::{from_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
+use crate::durable::store::leader;
 use crate::durable::store::presence::{self, EntryRow, WorkerRow};
 
 /// How often a worker or a scheduler writes its heartbeat by default (see
@@ -50,6 +51,8 @@ pub(crate) const MISSED_BEATS: u32 = 3;
 /// }
 /// assert_eq!(workers[0].queues, ["default"]);
 /// assert_eq!((workers[0].concurrency, workers[0].pid), (2, std::process::id()));
+/// // Alone on its queue, it leads it: it runs the queue's maintenance.
+/// assert_eq!(workers[0].leader_of, ["default"]);
 /// stop.send(()).ok();
 /// running.await.unwrap()?;
 /// // A graceful stop deletes the row at once.
@@ -77,6 +80,10 @@ pub struct WorkerInfo {
     pub last_heartbeat_at: SystemTime,
     /// The tasks it was running at its last heartbeat, oldest first.
     pub active: Vec<HeldTask>,
+    /// The queues it leads, by name: it runs their maintenance (the recoverer, the janitor and
+    /// the trims) for every worker. Each queue has at most one live leader, elected on the
+    /// workers' heartbeats (see the guide's "Maintenance": `docs/many_workers.md`).
+    pub leader_of: Vec<String>,
 }
 
 /// A task a worker is running, as of its last heartbeat.
@@ -197,11 +204,20 @@ pub(crate) fn stale_after(now_ms: i64, interval: Duration) -> i64 {
     now_ms.saturating_add(ms.max(1))
 }
 
-/// The live workers of `handle`'s database, by id.
+/// The live workers of `handle`'s database, by id, each with the queues it leads.
 pub(crate) async fn workers(handle: &Handle) -> Result<Vec<WorkerInfo>, Error> {
     let now = to_ms(handle.clock.now());
     let rows = presence::live_workers(&handle.store, now).await?;
-    Ok(rows.into_iter().map(WorkerInfo::from_row).collect())
+    let leaders = leader::leaders(&handle.store, now).await?;
+    let mut workers: Vec<WorkerInfo> = rows.into_iter().map(WorkerInfo::from_row).collect();
+    for worker in &mut workers {
+        worker.leader_of = leaders
+            .iter()
+            .filter(|(_, id)| *id == worker.id)
+            .map(|(queue, _)| queue.clone())
+            .collect();
+    }
+    Ok(workers)
 }
 
 /// The entries of the live schedulers of `handle`'s database, by queue and spec.
@@ -227,7 +243,13 @@ impl WorkerInfo {
             concurrency: usize::try_from(row.concurrency).unwrap_or(0),
             started_at: from_ms(row.started_ms),
             last_heartbeat_at: from_ms(row.heartbeat_ms),
+            leader_of: Vec::new(),
         }
+    }
+
+    /// Whether the worker leads the queue `name` (runs its maintenance).
+    pub fn leads(&self, name: &str) -> bool {
+        self.leader_of.iter().any(|queue| queue == name)
     }
 
     /// Whether the worker serves the queue `name`.

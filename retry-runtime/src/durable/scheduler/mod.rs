@@ -305,8 +305,8 @@ impl Scheduler {
         pass
     }
 
-    /// Writes the entries' heartbeat rows (and deletes the stale rows of others), logging a
-    /// failure: the rows are for the operator, never a reason to stop enqueueing.
+    /// Writes the entries' heartbeat rows (the stale rows of others are deleted by the
+    /// workers' leaders, `store/leader.rs`), logging a failure: the rows are for the operator, never a reason to stop enqueueing.
     async fn beat_logged(&self) {
         let now_ms = to_ms(self.queue.now());
         let stale_ms = stale_after(now_ms, self.heartbeat);
@@ -325,7 +325,7 @@ impl Scheduler {
                 stale_ms,
             })
             .collect();
-        if let Err(e) = presence::beat_entries(&self.queue.handle.store, now_ms, &rows).await {
+        if let Err(e) = presence::beat_entries(&self.queue.handle.store, &rows).await {
             event!(
                 warn,
                 "durable scheduler: writing the heartbeat failed",

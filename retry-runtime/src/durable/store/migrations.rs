@@ -61,12 +61,17 @@ macro_rules! migration {
 
 /// PostgreSQL's migrations, in order.
 #[cfg(feature = "postgres")]
-pub(crate) const POSTGRES: &[Migration] =
-    &[migration!("postgres", 1, "0001_baseline", "baseline", 1)];
+pub(crate) const POSTGRES: &[Migration] = &[
+    migration!("postgres", 1, "0001_baseline", "baseline", 1),
+    migration!("postgres", 2, "0002_leaders", "leaders", 1),
+];
 
 /// SQLite's migrations, in order.
 #[cfg(feature = "sqlite")]
-pub(crate) const SQLITE: &[Migration] = &[migration!("sqlite", 1, "0001_baseline", "baseline", 1)];
+pub(crate) const SQLITE: &[Migration] = &[
+    migration!("sqlite", 1, "0001_baseline", "baseline", 1),
+    migration!("sqlite", 2, "0002_leaders", "leaders", 1),
+];
 
 #[cfg(all(test, feature = "sqlite", feature = "postgres"))]
 mod tests {

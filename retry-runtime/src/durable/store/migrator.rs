@@ -312,3 +312,50 @@ fn now_ms() -> i64 {
             i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
         })
 }
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::{Applied, usable};
+    use crate::durable::store::migrations::SQLITE;
+
+    fn applied(up_to: usize, oldest_reader_of_last: i64) -> Vec<Applied> {
+        SQLITE[..up_to]
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let reader = if i + 1 == up_to {
+                    oldest_reader_of_last
+                } else {
+                    m.oldest_reader
+                };
+                (m.version, m.name.to_owned(), m.checksum(), reader, 0)
+            })
+            .collect()
+    }
+
+    /// A rolling upgrade from version 1 to 2: the build that knows only the baseline keeps
+    /// running on a database the next build migrated, because `leaders` only adds a table.
+    #[test]
+    fn the_build_before_runs_on_a_schema_one_additive_version_ahead() {
+        assert_eq!(SQLITE[1].name, "leaders");
+        assert_eq!(SQLITE[1].oldest_reader, 1);
+        let schema = applied(2, SQLITE[1].oldest_reader);
+        assert!(usable(&SQLITE[..1], &schema).is_ok());
+        assert!(usable(SQLITE, &schema).is_ok());
+        // Had it been a change older code cannot live with, version 1 would refuse it.
+        let breaking = applied(2, 2);
+        let refused = usable(&SQLITE[..1], &breaking).unwrap_err().to_string();
+        assert!(
+            refused.contains("schema is at version 2 (leaders)"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_known_version_recorded_with_another_checksum_is_refused() {
+        let mut schema = applied(1, 1);
+        schema[0].2 = "0".repeat(64);
+        let refused = usable(SQLITE, &schema).unwrap_err().to_string();
+        assert!(refused.contains("migration 1 (baseline)"), "{refused}");
+    }
+}

@@ -49,6 +49,7 @@ pub(crate) mod control;
 pub(crate) mod counts;
 mod db;
 pub(crate) mod find;
+pub(crate) mod leader;
 pub(crate) mod migrations;
 pub(crate) mod migrator;
 pub(crate) mod operator;

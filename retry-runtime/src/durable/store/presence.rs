@@ -4,8 +4,10 @@
 //!
 //! Each row carries `stale_ms`, the time after which it is no longer believed: its last beat
 //! plus three of its owner's beat intervals (readers need not know anyone's interval). Readers
-//! ignore stale rows; every beat also deletes the stale rows of others, so a process that
-//! crashed leaves its rows for three missed beats at most, and while any other beats.
+//! ignore stale rows; the beat of each queue's leader deletes them (`store/leader.rs`), so a
+//! process that crashed leaves its rows for three missed beats and one leader's beat. A
+//! worker's row is written by the heartbeat's statement in `store/leader.rs`, in the same
+//! round trip as the election.
 
 use super::{Arg, Store, execute, fetch_all};
 use crate::durable::error::Error;
@@ -42,30 +44,6 @@ pub(crate) struct EntryRow {
     pub(crate) stale_ms: i64,
 }
 
-/// Deletes the stale rows of others (and of a crashed earlier self), then writes `row`.
-pub(crate) async fn beat_worker(store: &Store, row: &WorkerRow) -> Result<(), Error> {
-    const STALE: &str = "DELETE FROM retry_workers WHERE stale_ms <= $1";
-    const UPSERT: &str = "INSERT INTO retry_workers \
-         (id, host, pid, queues, concurrency, started_ms, heartbeat_ms, stale_ms, active) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-         ON CONFLICT (id) DO UPDATE SET queues = excluded.queues, \
-         concurrency = excluded.concurrency, heartbeat_ms = excluded.heartbeat_ms, \
-         stale_ms = excluded.stale_ms, active = excluded.active";
-    execute(store, STALE, &[Arg::Int(row.heartbeat_ms)]).await?;
-    let args = [
-        Arg::Text(&row.id),
-        Arg::Text(&row.host),
-        Arg::Int(row.pid),
-        Arg::Text(&row.queues),
-        Arg::Int(row.concurrency),
-        Arg::Int(row.started_ms),
-        Arg::Int(row.heartbeat_ms),
-        Arg::Int(row.stale_ms),
-        Arg::Text(&row.active),
-    ];
-    execute(store, UPSERT, &args).await.map(drop)
-}
-
 /// Deletes the row of worker `id` (its graceful stop).
 pub(crate) async fn remove_worker(store: &Store, id: &str) -> Result<(), Error> {
     const REMOVE: &str = "DELETE FROM retry_workers WHERE id = $1";
@@ -94,9 +72,9 @@ pub(crate) async fn live_workers(store: &Store, now: i64) -> Result<Vec<WorkerRo
         .collect())
 }
 
-/// Deletes the stale entries of others, then writes `rows` (one scheduler's entries).
-pub(crate) async fn beat_entries(store: &Store, now: i64, rows: &[EntryRow]) -> Result<(), Error> {
-    const STALE: &str = "DELETE FROM retry_scheduler_entries WHERE stale_ms <= $1";
+/// Writes `rows` (one scheduler's entries); the stale entries of others are deleted by the
+/// leaders' housekeeping (`sweep` in `store/leader.rs`).
+pub(crate) async fn beat_entries(store: &Store, rows: &[EntryRow]) -> Result<(), Error> {
     const UPSERT: &str = "INSERT INTO retry_scheduler_entries \
          (scheduler, entry, queue, kind, spec, next_run_ms, last_enqueued_ms, last_task_id, \
           heartbeat_ms, stale_ms) \
@@ -105,7 +83,6 @@ pub(crate) async fn beat_entries(store: &Store, now: i64, rows: &[EntryRow]) -> 
          kind = excluded.kind, spec = excluded.spec, next_run_ms = excluded.next_run_ms, \
          last_enqueued_ms = excluded.last_enqueued_ms, last_task_id = excluded.last_task_id, \
          heartbeat_ms = excluded.heartbeat_ms, stale_ms = excluded.stale_ms";
-    execute(store, STALE, &[Arg::Int(now)]).await?;
     for row in rows {
         let args = [
             Arg::Text(&row.scheduler),

@@ -21,6 +21,7 @@ use crate::durable::worker::failure::Rules;
 use crate::durable::worker::gate::Gate;
 use crate::durable::worker::heartbeat::Heartbeat;
 use crate::durable::worker::janitor::Janitor;
+use crate::durable::worker::leadership::{Leadership, beat_interval};
 use crate::durable::worker::limit::Systems;
 use crate::durable::worker::metrics::Metrics;
 use crate::durable::worker::outcome::{ErrorFn, Outcomes};
@@ -141,39 +142,46 @@ impl Config {
         }
     }
 
-    pub(crate) fn recoverer(&self, runner: &Runner) -> Recoverer {
+    pub(crate) fn recoverer(&self, runner: &Runner, leadership: Arc<Leadership>) -> Recoverer {
         Recoverer {
             queues: self.served(),
             outcomes: runner.outcomes.clone(),
+            leadership,
         }
     }
 
-    pub(crate) fn janitor(&self) -> Janitor {
+    pub(crate) fn janitor(&self, leadership: Arc<Leadership>) -> Janitor {
         Janitor {
             queues: self.queues.iter().map(|s| s.queue.handle.clone()).collect(),
             interval: self.recover_interval,
+            leadership,
         }
     }
 }
 
 impl Config {
-    pub(crate) fn heartbeat(&self, runner: &Runner) -> Heartbeat {
+    /// The heartbeat, which also elects the leaders: it beats every heartbeat interval, or
+    /// every sixth of the lease if that is shorter (see `leadership.rs`).
+    pub(crate) fn heartbeat(&self, runner: &Runner, leadership: Arc<Leadership>) -> Heartbeat {
         Heartbeat {
             handle: self.base.handle.clone(),
             queues: self.served().iter().map(|q| q.name().to_owned()).collect(),
             concurrency: self.concurrency,
-            interval: self.heartbeat_interval,
+            interval: beat_interval(self.heartbeat_interval, self.lease),
             held: runner.held.clone(),
             gate: runner.gate.clone(),
+            leadership,
         }
     }
 
     /// Starts the periodic components and the wake-up listener, which run beside the processor
-    /// until `true` is sent (after it has drained); the handle ends when they all have.
+    /// until `true` is sent (after it has drained); the handle ends when they all have. The
+    /// recoverer and the janitor work on the queues the heartbeat's election gave the worker.
     pub(crate) fn start_periodic(&self, runner: &Runner) -> (watch::Sender<bool>, JoinHandle<()>) {
-        let recoverer = self.recoverer(runner);
-        let janitor = self.janitor();
-        let heartbeat = self.heartbeat(runner);
+        let leadership = Arc::new(Leadership::default());
+        let recoverer = self.recoverer(runner, leadership.clone());
+        let janitor = self.janitor(leadership.clone());
+        let heartbeat = self.heartbeat(runner, leadership);
         let metrics = runner.outcomes.metrics.clone();
         let interval = self.recover_interval;
         let (stop, stopped) = watch::channel(false);

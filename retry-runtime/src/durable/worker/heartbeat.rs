@@ -1,8 +1,13 @@
 //! The worker's heartbeat (asynq's `heartbeat.go`): every
-//! [`heartbeat_interval`](crate::durable::Worker::heartbeat_interval) it writes the worker's row —
-//! who it is, what it serves, the tasks it is running ([`Held`]) — and deletes the rows of
-//! workers three beats stale; on a graceful stop it deletes its own row. A worker that crashed
-//! (or whose `run_until` future was dropped) leaves its row to go stale.
+//! [`heartbeat_interval`](crate::durable::Worker::heartbeat_interval), or every sixth of the
+//! lease if that is shorter ([`beat_interval`](super::leadership::beat_interval)), it writes the
+//! worker's row —
+//! who it is, what it serves, the tasks it is running ([`Held`]) — and, in the same round trip,
+//! takes or renews the leadership of the queues it serves that have no live leader
+//! ([`leader`](crate::durable::store::leader), [`Leadership`]). A leader also deletes the rows
+//! of workers and scheduler entries three beats stale. On a graceful stop it deletes its own
+//! row and gives up its leaderships. A worker that crashed (or whose `run_until` future was
+//! dropped) leaves both to go stale: its leaderships lapse when its row goes stale.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,9 +20,11 @@ use crate::durable::clock::to_ms;
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::inspector::presence::{HeldJson, HeldTask, stale_after};
+use crate::durable::store::leader;
 use crate::durable::store::presence::{self, WorkerRow};
 use crate::durable::store::reports::{self, Report};
 use crate::durable::worker::gate::Gate;
+use crate::durable::worker::leadership::Leadership;
 use crate::durable::worker::periodic;
 use crate::protect::BreakerState;
 
@@ -84,6 +91,8 @@ pub(crate) struct Heartbeat {
     pub(crate) held: Arc<Held>,
     /// The systems the worker knows, reported beside its row (`store/reports.rs`).
     pub(crate) gate: Arc<Gate>,
+    /// What the election gave the worker, for its recoverer and janitor.
+    pub(crate) leadership: Arc<Leadership>,
 }
 
 impl Heartbeat {
@@ -104,7 +113,9 @@ impl Heartbeat {
         })
         .await;
         if *graceful.borrow() {
+            self.leadership.clear();
             let removed = async {
+                leader::resign(&self.handle.store, &id).await?;
                 presence::remove_worker(&self.handle.store, &id).await?;
                 reports::remove(&self.handle.store, &id).await
             };
@@ -138,7 +149,17 @@ impl Heartbeat {
                     .collect::<Vec<_>>(),
             ),
         };
-        presence::beat_worker(&self.handle.store, &row).await?;
+        let led = leader::beat(&self.handle.store, &row).await?;
+        self.leadership.record(led, row.stale_ms);
+        if self.leadership.leads_any(now)
+            && let Err(e) = leader::sweep(&self.handle.store, now).await
+        {
+            event!(
+                warn,
+                "durable worker: deleting stale heartbeat rows failed (the next beat tries again)",
+                error = e
+            );
+        }
         if self.gate.watched.is_empty() {
             return Ok(());
         }

@@ -7,8 +7,10 @@
 //! statements of at most [`TRIM_BATCH`] rows each, its own transaction: a backlog of a million
 //! expired rows never becomes one statement that holds its locks and writes its WAL at once,
 //! and the janitor runs on its own task, off the path of claims and completions. The hourly
-//! history of attempts is kept [`HISTORY_DAYS`](crate::durable::HISTORY_DAYS) days.
+//! history of attempts is kept [`HISTORY_DAYS`](crate::durable::HISTORY_DAYS) days. A running
+//! worker's janitor trims only the queues it leads ([`Leadership`]).
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
@@ -18,21 +20,26 @@ use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::store::{counts, tasks};
+use crate::durable::worker::leadership::Leadership;
 use crate::durable::worker::periodic;
 
 /// The most completed tasks one statement of the janitor deletes.
 pub(crate) const TRIM_BATCH: i64 = 10_000;
 
-/// A worker's janitor: trims the queues it serves every `interval`.
+/// A worker's janitor: trims the queues it serves and leads every `interval`.
 pub(crate) struct Janitor {
     pub(crate) queues: Vec<Handle>,
     pub(crate) interval: Duration,
+    pub(crate) leadership: Arc<Leadership>,
 }
 
 impl Janitor {
-    /// Trims every queue, logging failures.
+    /// Trims every queue the worker leads, logging failures.
     pub(crate) async fn tick(&self) {
         for queue in &self.queues {
+            if !self.leadership.leads(&queue.name, to_ms(queue.clock.now())) {
+                continue;
+            }
             if let Err(e) = trim(queue).await {
                 event!(
                     warn,
@@ -44,9 +51,10 @@ impl Janitor {
         }
     }
 
-    /// Ticks at once and every `interval` until `stop` turns true.
+    /// Ticks at once, every `interval` and whenever a queue is gained, until `stop` turns true.
     pub(crate) async fn run(self, stop: watch::Receiver<bool>) {
-        periodic::every(self.interval, stop, || self.tick()).await;
+        let gained = self.leadership.gained();
+        periodic::every_or_woken(self.interval, stop, gained, || self.tick()).await;
     }
 }
 

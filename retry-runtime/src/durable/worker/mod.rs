@@ -13,6 +13,7 @@ pub(crate) mod gate;
 mod handlers;
 pub(crate) mod heartbeat;
 pub(crate) mod janitor;
+pub(crate) mod leadership;
 pub(crate) mod lease;
 pub(crate) mod limit;
 pub(crate) mod metrics;
@@ -148,7 +149,9 @@ impl Worker {
     }
 
     /// How often [`run_until`](Worker::run_until) recovers expired leases and trims finished
-    /// tasks (default [`DEFAULT_RECOVER_INTERVAL`](crate::durable::DEFAULT_RECOVER_INTERVAL)).
+    /// tasks (default [`DEFAULT_RECOVER_INTERVAL`](crate::durable::DEFAULT_RECOVER_INTERVAL)),
+    /// on the queues this worker leads: one worker per queue, elected on the heartbeats, runs
+    /// them (see the guide's "Maintenance" in `docs/many_workers.md`).
     pub fn recover_interval(mut self, every: Duration) -> Self {
         self.config.recover_interval = every;
         self
@@ -157,6 +160,9 @@ impl Worker {
     /// How often [`run_until`](Worker::run_until) writes the worker's heartbeat (default
     /// [`DEFAULT_HEARTBEAT_INTERVAL`](crate::durable::DEFAULT_HEARTBEAT_INTERVAL)): what
     /// [`Inspector::workers`](crate::durable::Inspector::workers) shows. Three missed beats make it stale.
+    /// The beat also elects each queue's leader, which runs the queue's maintenance, so a
+    /// worker beats at least every sixth of its [`lease`](Worker::lease), whatever this says
+    /// (see the guide's "Maintenance" in `docs/many_workers.md`).
     pub fn heartbeat_interval(mut self, every: Duration) -> Self {
         self.config.heartbeat_interval = every;
         self
@@ -306,7 +312,10 @@ impl Worker {
     /// it recovered. [`run_until`](Worker::run_until) calls it every
     /// [`recover_interval`](Worker::recover_interval).
     pub async fn recover_expired(&self) -> Result<usize, Error> {
-        self.config.recoverer(self.runner()).recover_all().await
+        self.config
+            .recoverer(self.runner(), Arc::default())
+            .recover_all()
+            .await
     }
 
     /// Records a failed attempt of `task` (claimed with

@@ -2,7 +2,8 @@
 //! the database — and puts each back as a failed attempt whose error is
 //! [`Error::LeaseExpired`], decided by the worker's rules like any other failure. Each write is
 //! fenced by the task's token *and* by the lease still being expired, so a renewal that lands
-//! first wins, and two recoverers never both count the same attempt.
+//! first wins, and two recoverers never both count the same attempt. A running worker recovers
+//! only the queues it leads ([`Leadership`]): one recoverer per queue.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,10 +15,12 @@ use crate::durable::clock::to_ms;
 use crate::durable::error::{BoxError, Error};
 use crate::durable::store::{Fence, tasks};
 use crate::durable::worker::failure::Failure;
+use crate::durable::worker::leadership::Leadership;
 use crate::durable::worker::outcome::Outcomes;
 use crate::durable::worker::periodic;
 
-/// How often a worker recovers expired leases and trims the archive and completed tasks.
+/// How often a worker recovers expired leases and trims the archive and completed tasks, on the
+/// queues it leads.
 pub const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Expired tasks read per statement.
@@ -26,11 +29,12 @@ const BATCH: usize = 100;
 /// Statements per run: a backlog larger than `BATCH × MAX_BATCHES` waits for the next run.
 const MAX_BATCHES: usize = 100;
 
-/// A worker's recoverer: the queues it serves, and the rules that decide what a lost attempt
-/// becomes.
+/// A worker's recoverer: the queues it serves, the rules that decide what a lost attempt
+/// becomes, and which queues the worker leads.
 pub(crate) struct Recoverer {
     pub(crate) queues: Vec<Queue>,
     pub(crate) outcomes: Arc<Outcomes>,
+    pub(crate) leadership: Arc<Leadership>,
 }
 
 impl Recoverer {
@@ -43,10 +47,27 @@ impl Recoverer {
         Ok(recovered)
     }
 
-    /// Recovers at once and every `interval` until `stop` turns true, logging failures.
+    /// Recovers the expired leases of the queues the worker leads; returns how many tasks it
+    /// put back.
+    async fn recover_led(&self) -> Result<usize, Error> {
+        let mut recovered = 0;
+        for queue in &self.queues {
+            if self
+                .leadership
+                .leads(queue.name(), to_ms(queue.handle.clock.now()))
+            {
+                recovered += self.recover(queue).await?;
+            }
+        }
+        Ok(recovered)
+    }
+
+    /// Recovers the queues it leads at once, every `interval` and whenever it gains one, until
+    /// `stop` turns true, logging failures.
     pub(crate) async fn run(&self, interval: Duration, stop: watch::Receiver<bool>) {
-        periodic::every(interval, stop, || async {
-            if let Err(e) = self.recover_all().await {
+        let gained = self.leadership.gained();
+        periodic::every_or_woken(interval, stop, gained, || async {
+            if let Err(e) = self.recover_led().await {
                 event!(
                     warn,
                     "durable worker: recovering expired leases failed",

@@ -1,0 +1,157 @@
+//! One leader per queue for its maintenance (issue 33, item 3): a lease row per queue in
+//! `retry_leaders`, `(queue, worker, expires_ms)` (migration 2, `migrations/*/0002_leaders`),
+//! and the statements that take, renew, give up
+//! and read it. Times are milliseconds from the writer's queue clock, like every other time in
+//! the store, never the database's `now()`.
+//!
+//! The election costs no statement of its own: it rides on the heartbeat every worker writes
+//! anyway ([`beat`]). On PostgreSQL the heartbeat's upsert and the election are **one
+//! statement** (a data-modifying CTE); on SQLite, two statements in one transaction on one
+//! connection. A worker takes a queue's row when it is absent or lapsed (`expires_ms <= now`),
+//! renews it while it holds it, and deletes its rows when it stops gracefully ([`resign`]), so
+//! that the next beat of another worker takes over at once. The row's expiry is the worker's
+//! heartbeat row's `stale_ms`: leadership lapses exactly when its holder's presence goes stale.
+//!
+//! The housekeeping that used to run on every beat of every worker and scheduler (deleting the
+//! stale rows of `retry_workers` and `retry_scheduler_entries`) runs on leaders only
+//! ([`sweep`]).
+
+use super::presence::WorkerRow;
+use super::{Arg, Store, execute, fetch_all};
+use crate::durable::error::Error;
+
+/// The heartbeat's upsert of the worker's row (`$1`–`$9`), as a CTE on PostgreSQL.
+macro_rules! upsert_worker {
+    () => {
+        "INSERT INTO retry_workers \
+         (id, host, pid, queues, concurrency, started_ms, heartbeat_ms, stale_ms, active) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+         ON CONFLICT (id) DO UPDATE SET queues = excluded.queues, \
+         concurrency = excluded.concurrency, heartbeat_ms = excluded.heartbeat_ms, \
+         stale_ms = excluded.stale_ms, active = excluded.active"
+    };
+}
+
+/// The election's tail: takes or renews the row of each served queue whose row is absent, is
+/// the worker's own, or has lapsed by the beat's time (the parameter `$now`); returns the
+/// queues now led.
+macro_rules! elect_tail {
+    ($now:literal) => {
+        concat!(
+            " ON CONFLICT (queue) DO UPDATE SET worker = excluded.worker, \
+             expires_ms = excluded.expires_ms \
+             WHERE retry_leaders.worker = excluded.worker OR retry_leaders.expires_ms <= ",
+            $now,
+            " RETURNING queue"
+        )
+    };
+}
+
+/// PostgreSQL: the heartbeat and the election, one statement. The served queues are the row's
+/// JSON array `$4`; the lease runs to the row's `stale_ms` (`$8`).
+#[cfg(feature = "postgres")]
+const POSTGRES_BEAT: &str = concat!(
+    "WITH beat AS (",
+    upsert_worker!(),
+    " RETURNING id) INSERT INTO retry_leaders (queue, worker, expires_ms) \
+     SELECT DISTINCT served.name, $1, $8 FROM json_array_elements_text($4::json) AS served(name)",
+    elect_tail!("$7")
+);
+
+/// SQLite: the election, run after the upsert in the same transaction: worker `$1`, expiry
+/// `$2`, the served queues' JSON array `$3`, the beat's time `$4`. (`WHERE true` tells SQLite's
+/// parser that `ON CONFLICT` belongs to the `INSERT`.)
+#[cfg(feature = "sqlite")]
+const SQLITE_ELECT: &str = concat!(
+    "INSERT INTO retry_leaders (queue, worker, expires_ms) \
+     SELECT DISTINCT value, $1, $2 FROM json_each($3) WHERE true",
+    elect_tail!("$4")
+);
+
+/// Writes the worker's heartbeat `row` and, in the same round trip, takes or renews the
+/// leadership of each queue it serves that has no live leader; returns the queues it leads
+/// until `row.stale_ms`.
+pub(crate) async fn beat(store: &Store, row: &WorkerRow) -> Result<Vec<String>, Error> {
+    let args = [
+        Arg::Text(&row.id),
+        Arg::Text(&row.host),
+        Arg::Int(row.pid),
+        Arg::Text(&row.queues),
+        Arg::Int(row.concurrency),
+        Arg::Int(row.started_ms),
+        Arg::Int(row.heartbeat_ms),
+        Arg::Int(row.stale_ms),
+        Arg::Text(&row.active),
+    ];
+    let result: Result<Vec<String>, sqlx::Error> = match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(pool) => {
+            use sqlx::Row as _;
+            async {
+                let mut tx = pool.begin().await?;
+                super::db::bound(upsert_worker!(), &args)
+                    .execute(&mut *tx)
+                    .await?;
+                let elect = [
+                    Arg::Text(&row.id),
+                    Arg::Int(row.stale_ms),
+                    Arg::Text(&row.queues),
+                    Arg::Int(row.heartbeat_ms),
+                ];
+                let rows = super::db::bound(SQLITE_ELECT, &elect)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                rows.iter()
+                    .map(|r| r.try_get::<String, _>("queue"))
+                    .collect()
+            }
+            .await
+        }
+        #[cfg(feature = "postgres")]
+        Store::Postgres(pool) => {
+            use sqlx::Row as _;
+            super::db::bound(POSTGRES_BEAT, &args)
+                .fetch_all(pool)
+                .await
+                .and_then(|rows| rows.iter().map(|r| r.try_get("queue")).collect())
+        }
+    };
+    result.map_err(Error::from_sqlx)
+}
+
+/// Gives up every leadership worker `id` holds (its graceful stop): the next beat of another
+/// worker of each queue takes over at once.
+pub(crate) async fn resign(store: &Store, id: &str) -> Result<(), Error> {
+    const RESIGN: &str = "DELETE FROM retry_leaders WHERE worker = $1";
+    execute(store, RESIGN, &[Arg::Text(id)]).await.map(drop)
+}
+
+/// The leader of each queue whose lease has not lapsed at `now`: `(queue, worker)`, by queue.
+pub(crate) async fn leaders(store: &Store, now: i64) -> Result<Vec<(String, String)>, Error> {
+    const LIVE: &str =
+        "SELECT queue, worker FROM retry_leaders WHERE expires_ms > $1 ORDER BY queue";
+    fetch_all(store, LIVE, &[Arg::Int(now)]).await
+}
+
+/// A leader's housekeeping of the presence tables: deletes the rows of workers and scheduler
+/// entries stale at `now` (a process that crashed, or a scheduler that stopped beating). One
+/// statement on PostgreSQL, two on SQLite.
+pub(crate) async fn sweep(store: &Store, now: i64) -> Result<(), Error> {
+    #[cfg(feature = "sqlite")]
+    const WORKERS: &str = "DELETE FROM retry_workers WHERE stale_ms <= $1";
+    #[cfg(feature = "sqlite")]
+    const ENTRIES: &str = "DELETE FROM retry_scheduler_entries WHERE stale_ms <= $1";
+    #[cfg(feature = "postgres")]
+    const BOTH: &str = "WITH workers AS (DELETE FROM retry_workers WHERE stale_ms <= $1) \
+         DELETE FROM retry_scheduler_entries WHERE stale_ms <= $1";
+    match store {
+        #[cfg(feature = "sqlite")]
+        Store::Sqlite(_) => {
+            execute(store, WORKERS, &[Arg::Int(now)]).await?;
+            execute(store, ENTRIES, &[Arg::Int(now)]).await.map(drop)
+        }
+        #[cfg(feature = "postgres")]
+        Store::Postgres(_) => execute(store, BOTH, &[Arg::Int(now)]).await.map(drop),
+    }
+}

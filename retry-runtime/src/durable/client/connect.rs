@@ -12,14 +12,17 @@ pub struct Connect {
     migrate: bool,
 }
 
-impl Connect {
-    pub(crate) fn new(url: &str) -> Connect {
+impl Queue {
+    /// Opens a queue with options: `Queue::builder(url).migrate(false).connect().await`.
+    pub fn builder(url: &str) -> Connect {
         Connect {
             url: url.to_owned(),
             migrate: true,
         }
     }
+}
 
+impl Connect {
     /// Whether connecting applies the schema's pending migrations (the default: yes). With
     /// `false`, a database whose schema is behind this build's is refused with an error that
     /// says so, and the operator migrates it (`retry-queue migrate up`, or

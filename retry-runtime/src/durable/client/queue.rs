@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::IdempotencyKey;
-use crate::durable::client::connect::Connect;
 use crate::durable::client::kind::TaskKind;
 use crate::durable::client::prepare::Prepared;
 use crate::durable::client::task::{MAX_NAME_BYTES, Task, TaskInfo};
@@ -72,11 +71,6 @@ impl Queue {
     /// a schema newer than this build can use is refused. [`Queue::builder`] has the options.
     pub async fn connect(url: &str) -> Result<Queue, Error> {
         Queue::builder(url).connect().await
-    }
-
-    /// Opens a queue with options: `Queue::builder(url).migrate(false).connect().await`.
-    pub fn builder(url: &str) -> Connect {
-        Connect::new(url)
     }
 
     /// The schema of this queue's database, on the same connections.

@@ -10,8 +10,6 @@
 
 use sqlx::{Database, Executor, Transaction};
 
-use super::migrator::Dialect;
-
 /// The columns added after the table's first layout, each with its PostgreSQL type.
 #[cfg(feature = "postgres")]
 pub(super) const POSTGRES_COLUMNS: [(&str, &str); 5] = [
@@ -88,9 +86,12 @@ where
 /// Brings an unversioned `retry_tasks` to where the baseline can take it: adds the missing
 /// columns, or sets the first layout's tasks aside. Returns whether they were set aside (then
 /// [`after_baseline`] copies them back).
+/// `has_column` counts the columns of `retry_tasks` named `$1`; `columns` is [`POSTGRES_COLUMNS`]
+/// or [`SQLITE_COLUMNS`].
 pub(super) async fn before_baseline<DB>(
     tx: &mut Transaction<'static, DB>,
-    dialect: &Dialect,
+    has_column: &'static str,
+    columns: &[(&str, &'static str)],
 ) -> Result<bool, sqlx::Error>
 where
     DB: Database,
@@ -99,14 +100,14 @@ where
     for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
 {
-    if count(tx, dialect.has_column, "seq").await? == 0 {
+    if count(tx, has_column, "seq").await? == 0 {
         for statement in SET_ASIDE {
             sqlx::query(statement).execute(&mut **tx).await?;
         }
         return Ok(true);
     }
-    for &(column, add) in dialect.added_columns {
-        if count(tx, dialect.has_column, column).await? == 0 {
+    for &(column, add) in columns {
+        if count(tx, has_column, column).await? == 0 {
             sqlx::query(add).execute(&mut **tx).await?;
         }
     }

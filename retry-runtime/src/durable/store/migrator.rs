@@ -41,17 +41,17 @@ const FORGET: &str = "DELETE FROM retry_migrations WHERE version = $1";
 pub(crate) type Applied = (i64, String, String, i64, i64);
 
 /// What differs between the backends' catalogs and locks.
-pub(super) struct Dialect {
+struct Dialect {
     /// Counts the tables named `$1`.
-    pub(super) has_table: &'static str,
+    has_table: &'static str,
     /// Counts the columns named `$1` of `retry_tasks`.
-    pub(super) has_column: &'static str,
+    has_column: &'static str,
     /// Starts the transaction that holds the schema's lock.
     begin: &'static str,
     /// Takes the schema's lock once the transaction has started (or nothing to run).
     lock: Option<&'static str>,
     /// `ALTER TABLE … ADD COLUMN` of each column an unversioned release may lack.
-    pub(super) added_columns: &'static [(&'static str, &'static str)],
+    added_columns: &'static [(&'static str, &'static str)],
 }
 
 #[cfg(feature = "postgres")]
@@ -254,7 +254,8 @@ where
 {
     let adopting =
         applied.is_empty() && adopt::count(tx, dialect.has_table, "retry_tasks").await? > 0;
-    let set_aside = adopting && adopt::before_baseline(tx, dialect).await?;
+    let set_aside =
+        adopting && adopt::before_baseline(tx, dialect.has_column, dialect.added_columns).await?;
     let mut changed = Vec::new();
     for m in known.iter().filter(|m| m.version <= to) {
         if applied.iter().any(|a| a.0 == m.version) {

@@ -912,6 +912,22 @@ fn no_database_is_a_clap_error_and_a_missing_file_is_not_created() {
     assert!(!path.exists());
 }
 
+/// Runs `sql` on the SQLite database at `url`, outside the queue.
+fn sqlite_exec(url: &str, sql: &str) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+                .execute(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+        });
+}
+
 /// `migrate status|up|down` on a SQLite file (on PostgreSQL the tests share one database,
 /// and `down` would drop its tables under them; `tests/tests/durable_migrations.rs` runs the
 /// same operations on both backends).
@@ -966,22 +982,13 @@ fn migrate_shows_applies_and_reverts_the_schema_versions() {
     // A version a newer build applied, which this one cannot live with: every other command
     // refuses the database in one line; status says why; down leaves it alone.
     let next = latest + 1;
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-            sqlx::query(
-                "INSERT INTO retry_migrations (version, name, checksum, oldest_reader, applied_ms) \
-                 VALUES ($1, 'future', 'abc', $1, 0)",
-            )
-            .bind(i64::from(next))
-            .execute(&pool)
-            .await
-            .unwrap();
-            pool.close().await;
-        });
+    sqlite_exec(
+        &url,
+        &format!(
+            "INSERT INTO retry_migrations (version, name, checksum, oldest_reader, applied_ms) \
+             VALUES ({next}, 'future', 'abc', {next}, 0)"
+        ),
+    );
     let refused = format!(
         "the task database's schema is at version {next} (future), newer than this build of \
          retry-runtime knows (version {latest}) and not usable by it: upgrade retry-runtime, or \
@@ -1010,18 +1017,7 @@ fn migrate_shows_applies_and_reverts_the_schema_versions() {
     ));
 
     // Without it, down reverts every version, newest first.
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-            sqlx::query("DELETE FROM retry_migrations WHERE name = 'future'")
-                .execute(&pool)
-                .await
-                .unwrap();
-            pool.close().await;
-        });
+    sqlite_exec(&url, "DELETE FROM retry_migrations WHERE name = 'future'");
     let mut reverted = versions.clone();
     reverted.reverse();
     let down = migrate(&["down", "--to", "0"]);

@@ -345,3 +345,26 @@ mod tests {
         assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
     }
 }
+
+/// Runs `worker` on a task of its own until the returned sender fires (or is dropped); the
+/// handle ends when the worker has stopped gracefully.
+///
+/// # Panics
+/// The handle's task panics when the worker's run fails.
+pub fn start(
+    worker: Worker,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        worker
+            .run_until(async {
+                stopped.await.ok();
+            })
+            .await
+            .expect("the worker runs");
+    });
+    (stop, running)
+}

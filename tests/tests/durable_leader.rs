@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, Scheduler, Task, TaskState, Worker, WorkerInfo, protocol};
-use retry_tests::durable_env::{Backend, Env, secs, t0};
+use retry_tests::durable_env::{Backend, Env, secs, start, t0};
 use tokio::sync::oneshot;
 
 retry_tests::both_backends!(
@@ -100,20 +100,6 @@ fn worker(
                 Ok::<(), BoxError>(())
             }
         })
-}
-
-/// Runs `worker` until the returned sender fires (or is dropped).
-fn start(worker: Worker) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let running = tokio::spawn(async move {
-        worker
-            .run_until(async {
-                stopped.await.ok();
-            })
-            .await
-            .expect("the worker runs");
-    });
-    (stop, running)
 }
 
 /// Three workers on one queue: exactly one leads it, and only that one recovers an expired

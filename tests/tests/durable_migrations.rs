@@ -371,14 +371,7 @@ async fn every_earlier_layout_upgrades_in_place(backend: Backend) {
         queues.dedup();
         for queue in queues {
             let q = q.clone().named(queue);
-            for state in [
-                TaskState::Pending,
-                TaskState::Scheduled,
-                TaskState::Active,
-                TaskState::Retry,
-                TaskState::Archived,
-                TaskState::Completed,
-            ] {
+            for state in TaskState::ALL {
                 let stored = before
                     .iter()
                     .filter(|t| t.0 == queue && t.2 == state.to_string())

@@ -15,7 +15,7 @@ use retry_runtime::BoxError;
 use retry_runtime::durable::{
     HeldTask, Queue, Scheduler, SchedulerEntry, Task, TaskState, Worker, WorkerInfo,
 };
-use retry_tests::durable_env::{Backend, Env, T0_SECS, secs, t0};
+use retry_tests::durable_env::{Backend, Env, T0_SECS, secs, start, t0};
 use tokio::sync::{Notify, oneshot};
 
 retry_tests::both_backends!(
@@ -79,20 +79,6 @@ fn slow_worker(q: &Queue, release: Arc<Notify>, beat: Duration) -> Worker {
                 Ok::<(), BoxError>(())
             }
         })
-}
-
-/// Runs `worker` until the returned sender fires (or is dropped).
-fn start(worker: Worker) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let running = tokio::spawn(async move {
-        worker
-            .run_until(async {
-                stopped.await.ok();
-            })
-            .await
-            .expect("the worker runs");
-    });
-    (stop, running)
 }
 
 async fn a_running_worker_beats_with_the_tasks_it_holds(backend: Backend) {

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, Task, TaskState, Worker};
-use retry_tests::durable_env::{Backend, Env};
+use retry_tests::durable_env::{Backend, Env, start};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -34,20 +34,6 @@ fn sleepy_worker(q: &Queue, runs: &Arc<Mutex<Vec<SystemTime>>>) -> Worker {
             runs.lock().unwrap().push(clock.now());
             async { Ok::<(), BoxError>(()) }
         })
-}
-
-/// Runs `worker` until the returned sender fires.
-fn start(worker: Worker) -> (oneshot::Sender<()>, JoinHandle<()>) {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let run = tokio::spawn(async move {
-        worker
-            .run_until(async move {
-                stopped.await.ok();
-            })
-            .await
-            .unwrap();
-    });
-    (stop, run)
 }
 
 /// Lets a started worker make its first claim (an empty queue: it then waits for a wake-up).

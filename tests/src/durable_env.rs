@@ -328,24 +328,6 @@ where
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::with_database;
-
-    #[test]
-    fn with_database_replaces_only_the_database() {
-        assert_eq!(
-            with_database("postgres://postgres@127.0.0.1:5432/retry_test", "x"),
-            "postgres://postgres@127.0.0.1:5432/x"
-        );
-        assert_eq!(
-            with_database("postgres://u:p@h:1/db?sslmode=disable", "x"),
-            "postgres://u:p@h:1/x?sslmode=disable"
-        );
-        assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
-    }
-}
-
 /// Runs `worker` on a task of its own until the returned sender fires (or is dropped); the
 /// handle ends when the worker has stopped gracefully.
 ///
@@ -367,4 +349,22 @@ pub fn start(
             .expect("the worker runs");
     });
     (stop, running)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn with_database_replaces_only_the_database() {
+        assert_eq!(
+            with_database("postgres://postgres@127.0.0.1:5432/retry_test", "x"),
+            "postgres://postgres@127.0.0.1:5432/x"
+        );
+        assert_eq!(
+            with_database("postgres://u:p@h:1/db?sslmode=disable", "x"),
+            "postgres://u:p@h:1/x?sslmode=disable"
+        );
+        assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
+    }
 }

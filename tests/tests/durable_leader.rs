@@ -15,7 +15,6 @@ use std::time::Duration;
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, Scheduler, Task, TaskState, Worker, WorkerInfo, protocol};
 use retry_tests::durable_env::{Backend, Env, secs, start, t0};
-use tokio::sync::oneshot;
 
 retry_tests::both_backends!(
     one_of_three_workers_leads_and_only_it_recovers,

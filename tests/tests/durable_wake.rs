@@ -12,8 +12,6 @@ use std::time::{Duration, SystemTime};
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, Task, TaskState, Worker};
 use retry_tests::durable_env::{Backend, Env, start};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 /// Longer than any test may take: a task picked up by a poll would time the test out.
 const POLL: Duration = Duration::from_secs(3600);

@@ -21,6 +21,11 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Claims up to `$3` due tasks of queue `$1` at `$2` under token `$4` until `$5`, skipping rows
 /// other claims hold, and commits without waiting for the WAL flush.
+// The claimed rows are found by `seq = ANY (ARRAY(…))`, not by a join with `due`: the plan is
+// generic (`plan_cache_mode`, see `connect`), so the planner does not know `LIMIT $3` and
+// expects a tenth of the due rows. A join then hashed the whole table: behind a backlog of a
+// million pending tasks every claim read all of them (300 ms; 10 tasks/s). An array is
+// expected to hold a few values, so the rows are fetched by the primary key.
 // The claim's condition besides the state and the due time: the queue is not paused, and the
 // task's kind is one the claiming worker handles (`$6`, a JSON array of kinds, or NULL for any
 // kind), read with `jsonb_array_elements_text`.
@@ -33,8 +38,8 @@ pub(super) const CLAIM: &str = concat!(
          ORDER BY next_process_ms, seq LIMIT $3 \
          FOR UPDATE SKIP LOCKED) \
      UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
-     FROM due, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
-     WHERE seq = due.due_seq \
+     FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
+     WHERE seq = ANY (ARRAY(SELECT due_seq FROM due)) \
      RETURNING ",
     columns!()
 );
@@ -65,8 +70,8 @@ pub(super) const CLAIM_MANAGED: &str = concat!(
               AND state = 'active'), 0)) END \
          FOR UPDATE SKIP LOCKED) \
      UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
-     FROM due, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
-     WHERE seq = due.due_seq \
+     FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
+     WHERE seq = ANY (ARRAY(SELECT due_seq FROM due)) \
      RETURNING ",
     columns!()
 );

@@ -1,5 +1,5 @@
 //! Issue 31: a system's global concurrency limit holds across worker processes
-//! (`SystemLimit::global_concurrency`): three `durable_worker` processes of concurrency 8 on one
+//! (`SystemLimit::global_concurrency`): three `durable_worker` processes of concurrency 2 on one
 //! database, each limiting the system `gw` to 3 active tasks in the queue, run 60 tasks that
 //! sleep 30 ms; from the start and end times every process logs (one clock, the machine's),
 //! never more than 3 ran at once, and every task ran once. PostgreSQL (a fresh database) and
@@ -10,10 +10,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use retry_runtime::durable::{Queue, Task};
+use retry_tests::durable_env::poll_until;
 use sqlx::Connection as _;
 
 const PROCESSES: usize = 3;
 const LIMIT: usize = 3;
+/// Each process's own concurrency, below the global limit: no process can hold every slot, so
+/// reaching the limit takes two processes at once. (At 8, one process could keep all three
+/// slots for the whole run: it claims again the moment one of its tasks ends, in-process,
+/// while the others only poll.)
+const PER_PROCESS: usize = 2;
 const TASKS: usize = 60;
 
 async fn postgres_url() -> Option<String> {
@@ -49,8 +55,6 @@ async fn sqlite_global_limit_holds_across_three_processes() {
 
 async fn global_limit_holds(url: &str, dir: &tempfile::TempDir, shared: bool) {
     let q = Queue::connect(url).await.expect("the database answers");
-    let tasks = (0..TASKS).map(|n| Task::new("job", &n).system("gw").task_id(format!("t{n}")));
-    q.enqueue_many(tasks).await.unwrap();
     let mut children: Vec<Child> = (0..PROCESSES)
         .map(|i| {
             let name = format!("w{i}");
@@ -60,7 +64,7 @@ async fn global_limit_holds(url: &str, dir: &tempfile::TempDir, shared: bool) {
                 .arg(dir.path().join(format!("{name}.log")))
                 .args([
                     "--concurrency",
-                    "8",
+                    &PER_PROCESS.to_string(),
                     "--poll-ms",
                     "20",
                     "--lease-ms",
@@ -74,6 +78,17 @@ async fn global_limit_holds(url: &str, dir: &tempfile::TempDir, shared: bool) {
                 .expect("spawn durable_worker")
         })
         .collect();
+    // The tasks go in once every process beats: enqueued before, they went to whichever
+    // process started first, which could run all 60 before the others had connected.
+    poll_until(
+        "the three worker processes to beat",
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || async { (q.inspector().workers().await.unwrap().len() == PROCESSES).then_some(()) },
+    )
+    .await;
+    let tasks = (0..TASKS).map(|n| Task::new("job", &n).system("gw").task_id(format!("t{n}")));
+    q.enqueue_many(tasks).await.unwrap();
     let read = || -> Vec<String> {
         (0..PROCESSES)
             .flat_map(|i| {

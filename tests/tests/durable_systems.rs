@@ -259,8 +259,8 @@ async fn retries_take_at_most_their_share_while_fresh_tasks_are_due(backend: Bac
     assert_eq!(env.ids(TaskState::Completed).await.len(), 14, "{rounds:?}");
 }
 
-/// A table made before issue 31 (no `system`, no `deferred_ms`, neither index) gains them in
-/// place when a queue connects: its tasks keep their rows and name no system. SQLite only: on
+/// A table made before issue 31 (no `system`, no `deferred_ms`, neither index) and before
+/// versions were recorded (no `retry_migrations`) gains them in place when a queue connects: its tasks keep their rows and name no system. SQLite only: on
 /// the shared PostgreSQL database, dropping columns would pull them from under other tests.
 #[tokio::test]
 async fn an_earlier_table_gains_the_system_columns_in_place() {
@@ -280,6 +280,7 @@ async fn an_earlier_table_gains_the_system_columns_in_place() {
         "DROP INDEX retry_tasks_retries",
         "ALTER TABLE retry_tasks DROP COLUMN system",
         "ALTER TABLE retry_tasks DROP COLUMN deferred_ms",
+        "DROP TABLE retry_migrations",
     ] {
         sqlx::query(sql).execute(&mut db).await.unwrap();
     }

@@ -303,8 +303,8 @@ async fn a_batch_and_a_periodic_task_carry_the_span_that_enqueued_them(backend: 
     );
 }
 
-/// A table made before issue 33 (no `trace_parent`) gains the column in place when a queue
-/// connects: its tasks keep their rows and carry no trace. SQLite only: on the shared
+/// A table made before issue 33 (no `trace_parent`) and before versions were recorded gains
+/// the column in place when a queue connects: its tasks keep their rows and carry no trace. SQLite only: on the shared
 /// PostgreSQL database, dropping the column would pull it from under other tests.
 #[tokio::test]
 async fn an_earlier_table_gains_the_trace_column_in_place() {
@@ -319,10 +319,12 @@ async fn an_earlier_table_gains_the_trace_column_in_place() {
         .unwrap();
     env.q.close().await;
     let mut db = sqlx::SqliteConnection::connect(&env.url).await.unwrap();
-    sqlx::query("ALTER TABLE retry_tasks DROP COLUMN trace_parent")
-        .execute(&mut db)
-        .await
-        .unwrap();
+    for sql in [
+        "ALTER TABLE retry_tasks DROP COLUMN trace_parent",
+        "DROP TABLE retry_migrations",
+    ] {
+        sqlx::query(sql).execute(&mut db).await.unwrap();
+    }
     db.close().await.unwrap();
     let q = env.on_system_clock().await;
     let old = q.inspector().get("old").await.unwrap().unwrap();

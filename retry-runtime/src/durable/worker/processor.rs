@@ -76,15 +76,7 @@ impl Processor {
                 let Some((queue, task, _)) = ready.pop_front() else {
                     break;
                 };
-                let key = self.runner.gate.key(&task);
-                let run = attempt(
-                    self.runner.clone(),
-                    queue,
-                    task,
-                    stopped.clone(),
-                    completer.clone(),
-                );
-                running.spawn(timed(run, self.runner.clone(), key));
+                self.start(&mut running, queue, task, &stopped, &completer);
             }
             let now = Instant::now();
             // Slots held longer than the pace promised (attempts that suddenly take longer):
@@ -105,11 +97,8 @@ impl Processor {
                     continue;
                 }
             }
-            // The next claim while there is room, the next renewal of a prefetched task.
-            let mut wake = (running.len() + ready.len() < capacity).then_some(next_claim);
-            if let Some(renewed) = ready.iter().map(|(_, _, at)| *at).min() {
-                wake = Some(wake.map_or(renewed + beat, |at| at.min(renewed + beat)));
-            }
+            let has_room = running.len() + ready.len() < capacity;
+            let wake = next_wake(has_room.then_some(next_claim), &ready, beat);
             let idle = Instant::now() + Duration::from_secs(3600);
             tokio::select! {
                 biased;
@@ -133,6 +122,27 @@ impl Processor {
             }
         }
         self.drain(ready, running, stop).await;
+    }
+
+    /// Starts an attempt of `task` in `running`, timed (its duration feeds the pace) and
+    /// holding its slot of the per-system gate until it ends.
+    fn start(
+        &self,
+        running: &mut JoinSet<(Duration, bool)>,
+        queue: Queue,
+        task: ActiveTask,
+        stopped: &watch::Receiver<bool>,
+        completer: &Completer,
+    ) {
+        let key = self.runner.gate.key(&task);
+        let run = attempt(
+            self.runner.clone(),
+            queue,
+            task,
+            stopped.clone(),
+            completer.clone(),
+        );
+        running.spawn(timed(run, self.runner.clone(), key));
     }
 
     /// After a claim: the ready queue extended, the run of failed claims counted or ended;
@@ -276,10 +286,7 @@ impl Processor {
         let (_stop, stopped) = watch::channel(false);
         let mut running = JoinSet::new();
         for (queue, task) in claimed {
-            let completer = completer.clone();
-            let key = self.runner.gate.key(&task);
-            let run = attempt(self.runner.clone(), queue, task, stopped.clone(), completer);
-            running.spawn(timed(run, self.runner.clone(), key));
+            self.start(&mut running, queue, task, &stopped, &completer);
         }
         while let Some(joined) = running.join_next().await {
             log_join(joined);
@@ -348,6 +355,20 @@ pub(crate) fn log_join<T>(joined: Result<T, JoinError>) -> Option<T> {
 
 /// Runs `run`, releases its task from the gate, and returns how long it took and whether to
 /// claim at once.
+/// When the processor must look again: the next claim (`claim`, while there is room) or the
+/// next renewal of a prefetched task, whichever comes first; `None` when neither is due.
+fn next_wake(
+    claim: Option<Instant>,
+    ready: &VecDeque<(Queue, ActiveTask, Instant)>,
+    beat: Duration,
+) -> Option<Instant> {
+    let renewal = ready.iter().map(|(_, _, at)| *at + beat).min();
+    match (claim, renewal) {
+        (Some(claim), Some(renewal)) => Some(claim.min(renewal)),
+        (claim, renewal) => claim.or(renewal),
+    }
+}
+
 async fn timed(
     run: impl Future<Output = Option<bool>>,
     runner: Arc<Runner>,

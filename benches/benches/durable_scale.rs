@@ -123,6 +123,13 @@ async fn seed(q: &Queue, total: usize) -> f64 {
     rate
 }
 
+/// The p50 and p95 of `ms` (nearest rank).
+fn p50_p95(mut ms: Vec<f64>) -> (f64, f64) {
+    ms.sort_by(f64::total_cmp);
+    let rank = |p: f64| ms[((p / 100.0 * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1];
+    (rank(50.0), rank(95.0))
+}
+
 /// p50 and p95 in ms of `ASKED` GETs of `path` (after two unmeasured); `None` for a route the
 /// server does not have.
 async fn timed(http: &reqwest::Client, base: &str, path: &str) -> Option<(f64, f64)> {
@@ -141,9 +148,7 @@ async fn timed(http: &reqwest::Client, base: &str, path: &str) -> Option<(f64, f
             ms.push(start.elapsed().as_secs_f64() * 1000.0);
         }
     }
-    ms.sort_by(f64::total_cmp);
-    let rank = |p: f64| ms[((p / 100.0 * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1];
-    Some((rank(50.0), rank(95.0)))
+    Some(p50_p95(ms))
 }
 
 /// The routes measured, labelled; the cursor is a deep one (the `next` of page 5 000 at the
@@ -249,9 +254,7 @@ where
             ms.push(start.elapsed().as_secs_f64() * 1000.0);
         }
     }
-    ms.sort_by(f64::total_cmp);
-    let rank = |p: f64| ms[((p / 100.0 * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1];
-    Some((rank(50.0), rank(95.0)))
+    Some(p50_p95(ms))
 }
 
 /// The schema's commands (issue 33): what `retry-queue migrate status` does (open the database

@@ -33,6 +33,14 @@ impl From<std::io::Error> for Failure {
     }
 }
 
+/// A failure to open the database or to change its schema, where no queue or task is named:
+/// the error's own text, control characters escaped.
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Message(super::table::clean(&e.to_string()))
+    }
+}
+
 /// The failure of an inspector call on `queue` (about the task `id`, if any).
 pub(super) fn failure(e: Error, queue: &Queue, id: Option<&str>) -> Failure {
     Failure::Message(Problem::of(e, queue.name(), id).message)

@@ -19,14 +19,13 @@ pub(super) async fn run<W: Write>(
     output: Output<'_, W>,
 ) -> Result<(), Failure> {
     existing(url)?;
-    let message = |e: retry_runtime::durable::Error| Failure::Message(clean(&e.to_string()));
-    let schema = Schema::connect(url).await.map_err(message)?;
+    let schema = Schema::connect(url).await?;
     let changed = match command {
         MigrateCommand::Status => None,
-        MigrateCommand::Up => Some(("applied", schema.up().await.map_err(message)?)),
-        MigrateCommand::Down { to } => Some(("reverted", schema.down(to).await.map_err(message)?)),
+        MigrateCommand::Up => Some(("applied", schema.up().await?)),
+        MigrateCommand::Down { to } => Some(("reverted", schema.down(to).await?)),
     };
-    let status = schema.status().await.map_err(message)?;
+    let status = schema.status().await?;
     schema.close().await;
     let Some((verb, changed)) = changed else {
         return output.print(|| json::schema(&status), |out| table(&status, out));

@@ -9,9 +9,7 @@ use super::table::clean;
 /// with a mistyped path must not create an empty database and report it empty.
 pub(super) async fn connect(url: &str) -> Result<Queue, Failure> {
     existing(url)?;
-    Queue::connect(url)
-        .await
-        .map_err(|e| Failure::Message(clean(&e.to_string())))
+    Ok(Queue::connect(url).await?)
 }
 
 /// Refuses a `sqlite:` URL whose file does not exist.

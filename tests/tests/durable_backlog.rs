@@ -1,9 +1,15 @@
-//! The claim behind a backlog, on PostgreSQL: its statements run on generic plans
-//! (`plan_cache_mode = force_generic_plan`), which do not know the claim's `LIMIT`. A claim that
-//! joined the due rows back to the table was planned as a hash join over the whole table: behind
-//! a million pending tasks every claim read all of them (10 tasks/s). The test counts the
-//! table's sequential scans (`pg_stat_user_tables`), exactly, around one claim behind 100 000
-//! pending tasks.
+//! What the worker's statements read on PostgreSQL, where they run on generic plans
+//! (`plan_cache_mode = force_generic_plan`), planned once per connection without the values.
+//!
+//! - The claim behind a backlog: the plan does not know the claim's `LIMIT`. A claim that joined
+//!   the due rows back to the table was planned as a hash join over the whole table: behind a
+//!   million pending tasks every claim read all of them (10 tasks/s). The test counts the
+//!   table's sequential scans (`pg_stat_user_tables`), exactly, around one claim behind 100 000
+//!   pending tasks.
+//! - A change of a claimed task beside many other active ones: fenced by (queue, id) and the
+//!   lease bound, the plan walked the small partial index of the active tasks by queue and read
+//!   every active task for each one it changed. The test counts the index entries read
+//!   (`pg_stat_user_indexes`) around a batch of completions, a renewal and a single completion.
 
 use std::time::Duration;
 
@@ -12,9 +18,27 @@ use retry_tests::durable_env::{PgDatabase, poll_until};
 
 const BACKLOG: usize = 100_000;
 
-/// `seq_scan` of `retry_tasks`, read once every other connection to the database has ended
-/// (a backend reports its counts when it exits). `admin` holds one connection.
+/// `seq_scan` of `retry_tasks`, read once every other connection to the database has ended.
 async fn seq_scans(admin: &sqlx::PgPool) -> i64 {
+    table_stat(
+        admin,
+        "SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'retry_tasks'",
+    )
+    .await
+}
+
+/// The index entries read on `retry_tasks`, over all its indexes.
+async fn index_entries_read(admin: &sqlx::PgPool) -> i64 {
+    table_stat(
+        admin,
+        "SELECT SUM(idx_tup_read)::bigint FROM pg_stat_user_indexes WHERE relname = 'retry_tasks'",
+    )
+    .await
+}
+
+/// One statistic (`query`), read once every other connection to the database has ended (a
+/// backend reports its counts when it exits). `admin` holds one connection.
+async fn table_stat(admin: &sqlx::PgPool, query: &'static str) -> i64 {
     poll_until(
         "the queue's connections to end",
         Duration::from_secs(30),
@@ -36,7 +60,7 @@ async fn seq_scans(admin: &sqlx::PgPool) -> i64 {
         .execute(&mut *conn)
         .await
         .unwrap();
-    sqlx::query_scalar("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'retry_tasks'")
+    sqlx::query_scalar(query)
         .fetch_one(&mut *conn)
         .await
         .unwrap()
@@ -76,6 +100,63 @@ async fn a_claim_behind_a_backlog_reads_no_more_than_it_claims() {
         seq_scans(&admin).await,
         before,
         "the claim scanned the whole table"
+    );
+    admin.close().await;
+    db.drop_database().await;
+}
+
+/// Active tasks beside those the test changes (before the fix each change read them all),
+/// among more that wait.
+const ACTIVE: usize = 300;
+const COMPLETED: usize = 100;
+const WAITING: usize = 20_000;
+
+#[tokio::test]
+async fn a_change_of_a_claimed_task_reads_its_own_row_only() {
+    let Some(db) = PgDatabase::create("fenced_row").await else {
+        return;
+    };
+    let q = Queue::connect(&db.url).await.unwrap();
+    for batch in 0..WAITING / 10_000 {
+        let tasks = (0..10_000).map(|n| Task::new("noop", &(batch * 10_000 + n)));
+        q.enqueue_many(tasks).await.unwrap();
+    }
+    let mut claimed = protocol::claim(&q, ACTIVE, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), ACTIVE);
+    q.close().await;
+    let admin = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url)
+        .await
+        .unwrap();
+    let before = index_entries_read(&admin).await;
+
+    // A fresh connection: its statements are planned now, beside the active tasks.
+    let q = Queue::connect(&db.url).await.unwrap();
+    let batch: Vec<_> = claimed.drain(..COMPLETED).collect();
+    let written = protocol::complete_all(&q, &batch).await.unwrap();
+    assert!(
+        written.iter().all(|&w| w),
+        "every completion of the batch is written"
+    );
+    let renewed = &mut claimed[0];
+    assert!(
+        protocol::extend_lease(&q, renewed, Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    assert!(protocol::complete(&q, &claimed[1]).await.unwrap());
+    q.close().await;
+
+    // The primary key's entries of each row changed: two at most, one per version of the row
+    // (enqueued, claimed) until the older one is found dead. Before, `ACTIVE` per row changed.
+    let read = index_entries_read(&admin).await - before;
+    let changed = i64::try_from(COMPLETED + 2).unwrap();
+    assert!(
+        read <= 2 * changed,
+        "{COMPLETED} completions, a renewal and a completion beside {ACTIVE} active tasks read {read} index entries"
     );
     admin.close().await;
     db.drop_database().await;

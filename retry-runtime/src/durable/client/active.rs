@@ -15,6 +15,8 @@ use crate::durable::error::Error;
 /// Clones share the payload.
 #[derive(Clone, Debug)]
 pub struct ActiveTask {
+    /// The task's row: every change the attempt makes finds it by its primary key.
+    pub(crate) seq: i64,
     pub(crate) info: TaskInfo,
     pub(crate) payload: Arc<str>,
     pub(crate) token: i64,

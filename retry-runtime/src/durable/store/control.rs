@@ -37,31 +37,33 @@ pub(crate) async fn request_cancel(store: &Store, queue: &str, id: &str) -> Resu
 }
 
 /// Whether the operator asked to cancel the task held under `fence`.
-pub(crate) async fn cancel_requested(
-    store: &Store,
-    queue: &str,
-    fence: Fence<'_>,
-) -> Result<bool, Error> {
+pub(crate) async fn cancel_requested(store: &Store, fence: Fence<'_>) -> Result<bool, Error> {
     const CANCEL_REQUESTED: &str = "SELECT COUNT(*) FROM retry_tasks \
-         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
+         WHERE seq = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
          AND cancel_requested";
-    let args = [Arg::Text(queue), Arg::Text(fence.id), Arg::Int(fence.token)];
+    let args = [
+        Arg::Int(fence.seq),
+        Arg::Text(fence.id),
+        Arg::Int(fence.token),
+    ];
     Ok(fetch_int(store, CANCEL_REQUESTED, &args).await? > 0)
 }
 
 /// Archives a claimed task whose cancel was asked for, fenced, at `now`; true when it did.
 pub(crate) async fn archive_canceled(
     store: &Store,
-    queue: &str,
     fence: Fence<'_>,
     now: i64,
 ) -> Result<bool, Error> {
-    const ARCHIVE_CANCELED: &str = "UPDATE retry_tasks SET state = 'archived', \
+    const ARCHIVE_CANCELED: &str = concat!(
+        "UPDATE retry_tasks SET state = 'archived', \
          last_err = CASE WHEN last_err IS NULL THEN $6 ELSE last_err || ' ' || $6 END, \
          finished_ms = $5, next_process_ms = NULL, cancel_requested = FALSE, \
          lease_token = NULL, lease_expires_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
-         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-         AND lease_expires_ms <= $4 AND cancel_requested";
+         WHERE ",
+        fenced_row!(),
+        " AND cancel_requested"
+    );
     let more = [Arg::Int(now), Arg::Text(CANCELED)];
-    super::tasks::fenced(store, ARCHIVE_CANCELED, queue, fence, &more).await
+    super::tasks::fenced(store, ARCHIVE_CANCELED, fence, &more).await
 }

@@ -86,16 +86,17 @@ pub(super) const DEFER: &str = "UPDATE retry_tasks SET state = 'scheduled', \
           AND kind IN (SELECT jsonb_array_elements_text($4::jsonb)))) RETURNING kind";
 
 /// The completions of a batch, each fenced by its own token, in one statement: the arrays are
-/// the tasks' queues, ids, tokens, lease bounds (`expired_before`) and completion times. It
-/// returns the tasks it completed: a task fenced off is missing.
+/// the tasks' rows (`seq`), ids, tokens, lease bounds (`expired_before`) and completion times.
+/// It returns the rows it completed: a task fenced off is missing. The fence of
+/// [`fenced_row`](super::fenced_row), row by row: by the primary key, never by the queue.
 const COMPLETE_BATCH: &str = "UPDATE retry_tasks AS t SET state = 'completed', \
      finished_ms = c.finished, next_process_ms = NULL, lease_token = NULL, \
      lease_expires_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
-     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) \
-         AS c(queue, id, token, expired_before, finished) \
-     WHERE t.queue = c.queue AND t.id = c.id AND t.state = 'active' \
+     FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) \
+         AS c(seq, id, token, expired_before, finished) \
+     WHERE t.seq = c.seq AND t.id = c.id AND t.state = 'active' \
      AND t.lease_token = c.token AND t.lease_expires_ms <= c.expired_before \
-     RETURNING c.queue, c.id, c.token";
+     RETURNING c.seq";
 
 /// [`CLAIM_MANAGED`] with a global limit: in one transaction, an advisory lock on the queue
 /// and system first (a claim of the system elsewhere waits for this one to commit), then the
@@ -143,37 +144,29 @@ pub(super) async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
         .connect_lazy_with(options))
 }
 
-/// Completes every task of `done`, each fenced by its own token, in one statement (one round
-/// trip, one commit). Returns, per task, whether it was completed.
+/// Completes every task of `done` (one per row), each fenced by its own token, in one statement
+/// (one round trip, one commit). Returns the rows completed.
 pub(super) async fn complete_batch(
     pool: &PgPool,
     done: &[Done<'_>],
-) -> Result<Vec<bool>, sqlx::Error> {
-    // One order, (queue, id), in every batch: two batches that both reach two rows (only
-    // possible with a stale token in one of them, a row being active under one token) then
-    // tend to lock them in the same order. A deadlock, should one happen anyway, is an error
+) -> Result<Vec<i64>, sqlx::Error> {
+    // One order, by row, in every batch: two batches that both reach two rows (only possible
+    // with a stale token in one of them, a row being active under one token) then tend to
+    // lock them in the same order. A deadlock, should one happen anyway, is an error
     // PostgreSQL reports, and the batch is written again.
     let mut order: Vec<&Done<'_>> = done.iter().collect();
-    order.sort_unstable_by_key(|task| (task.queue, task.fence.id));
-    let queues: Vec<&str> = order.iter().map(|task| task.queue).collect();
+    order.sort_unstable_by_key(|task| task.fence.seq);
+    let seqs: Vec<i64> = order.iter().map(|task| task.fence.seq).collect();
     let ids: Vec<&str> = order.iter().map(|task| task.fence.id).collect();
     let tokens: Vec<i64> = order.iter().map(|task| task.fence.token).collect();
     let bounds: Vec<i64> = order.iter().map(|task| task.fence.expired_before).collect();
     let finished: Vec<i64> = order.iter().map(|task| task.finished).collect();
-    let completed: Vec<(String, String, i64)> = sqlx::query_as(COMPLETE_BATCH)
-        .bind(queues)
+    sqlx::query_scalar(COMPLETE_BATCH)
+        .bind(seqs)
         .bind(ids)
         .bind(tokens)
         .bind(bounds)
         .bind(finished)
         .fetch_all(pool)
-        .await?;
-    Ok(done
-        .iter()
-        .map(|task| {
-            completed.iter().any(|(queue, id, token)| {
-                queue == task.queue && id == task.fence.id && *token == task.fence.token
-            })
-        })
-        .collect())
+        .await
 }

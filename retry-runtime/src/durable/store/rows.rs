@@ -110,6 +110,7 @@ impl Row {
     /// [`ActiveTask::payload_json`] (the handler gets a clone of the task on every attempt):
     /// the `payload` of its [`TaskInfo`] is left empty.
     pub(crate) fn into_active(mut self) -> ActiveTask {
+        let seq = self.seq;
         let token = self.lease_token.unwrap_or_default();
         let lease_expires_at = from_ms(self.lease_expires_ms.unwrap_or_default());
         let timeout = Duration::from_millis(u64::try_from(self.timeout_ms).unwrap_or(0));
@@ -119,6 +120,7 @@ impl Row {
         let mut info = self.into_info();
         info.state = TaskState::Active;
         ActiveTask {
+            seq,
             info,
             payload,
             token,
@@ -159,22 +161,35 @@ pub(crate) struct NewTask<'a> {
 /// recoverer) with its lease expired by `expired_before` (`i64::MAX` otherwise).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Fence<'a> {
+    /// The task's row (its primary key).
+    pub(crate) seq: i64,
     pub(crate) id: &'a str,
     pub(crate) token: i64,
     pub(crate) expired_before: i64,
 }
 
-/// A completion to write in a batch: the task's queue, its fence, and when it completed.
+/// A completion to write in a batch: the task's fence, and when it completed.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Done<'a> {
-    pub(crate) queue: &'a str,
     pub(crate) fence: Fence<'a>,
     pub(crate) finished: i64,
+}
+
+impl Done<'_> {
+    /// Per task of `done`, whether its row is among `completed`, the rows a batch statement
+    /// returned (a row is active under one token at a time: a row written is its task done).
+    pub(crate) fn written(done: &[Done<'_>], mut completed: Vec<i64>) -> Vec<bool> {
+        completed.sort_unstable();
+        done.iter()
+            .map(|task| completed.binary_search(&task.fence.seq).is_ok())
+            .collect()
+    }
 }
 
 impl<'a> Fence<'a> {
     pub(crate) fn of(task: &'a ActiveTask) -> Self {
         Fence {
+            seq: task.seq,
             id: task.id(),
             token: task.token,
             expired_before: i64::MAX,
@@ -182,10 +197,10 @@ impl<'a> Fence<'a> {
     }
 }
 
-/// Completes one task (the batch statement's single-task form, also run per task of a SQLite
-/// batch).
-pub(crate) const COMPLETE: &str = "UPDATE retry_tasks SET state = 'completed', finished_ms = $5, \
+/// Completes one task (the batch statements' single-task form).
+pub(crate) const COMPLETE: &str = concat!(
+    "UPDATE retry_tasks SET state = 'completed', finished_ms = $5, \
      next_process_ms = NULL, lease_token = NULL, lease_expires_ms = NULL, \
-     unique_key = NULL, unique_until_ms = NULL \
-     WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-     AND lease_expires_ms <= $4";
+     unique_key = NULL, unique_until_ms = NULL WHERE ",
+    fenced_row!()
+);

@@ -10,7 +10,6 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use super::Done;
-use super::rows::COMPLETE;
 
 /// How long a statement waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -95,25 +94,43 @@ pub(super) async fn connect(url: &str) -> Result<SqlitePool, sqlx::Error> {
         .await
 }
 
-/// Completes every task of `done`, each fenced by its own token, in one transaction: one commit
-/// (one WAL write) for the batch. Returns, per task, whether it was completed.
+/// The completions of a batch in one statement, each fenced by its own token ([`fenced_row`](super::fenced_row)
+/// row by row): `$1` is a JSON array of `[seq, id, token, expired_before, finished]`. It returns
+/// the rows it completed: a task fenced off is missing.
+// One statement, not one per task in a transaction: each statement is a round trip to sqlx's
+// connection thread, two thread switches, which took a third of the worker's time.
+const COMPLETE_BATCH: &str = "UPDATE retry_tasks AS t SET state = 'completed', \
+     finished_ms = c.finished, next_process_ms = NULL, lease_token = NULL, \
+     lease_expires_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
+     FROM (SELECT value ->> 0 AS seq, value ->> 1 AS id, value ->> 2 AS token, \
+                  value ->> 3 AS expired_before, value ->> 4 AS finished \
+           FROM json_each($1)) AS c \
+     WHERE t.seq = c.seq AND t.id = c.id AND t.state = 'active' \
+     AND t.lease_token = c.token AND t.lease_expires_ms <= c.expired_before \
+     RETURNING seq";
+
+/// Completes every task of `done` (one per row), each fenced by its own token, in one
+/// statement: one commit (one WAL write) for the batch. Returns the rows completed.
 pub(super) async fn complete_batch(
     pool: &SqlitePool,
     done: &[Done<'_>],
-) -> Result<Vec<bool>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let mut written = Vec::with_capacity(done.len());
-    for task in done {
-        let changed = sqlx::query(COMPLETE)
-            .bind(task.queue)
-            .bind(task.fence.id)
-            .bind(task.fence.token)
-            .bind(task.fence.expired_before)
-            .bind(task.finished)
-            .execute(&mut *tx)
-            .await?;
-        written.push(changed.rows_affected() == 1);
-    }
-    tx.commit().await?;
-    Ok(written)
+) -> Result<Vec<i64>, sqlx::Error> {
+    let batch: Vec<_> = done
+        .iter()
+        .map(|task| {
+            let fence = task.fence;
+            (
+                fence.seq,
+                fence.id,
+                fence.token,
+                fence.expired_before,
+                task.finished,
+            )
+        })
+        .collect();
+    let batch = serde_json::to_string(&batch).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    sqlx::query_scalar(COMPLETE_BATCH)
+        .bind(batch)
+        .fetch_all(pool)
+        .await
 }

@@ -1,6 +1,8 @@
 //! What clients and workers run: inserts, the claim, and every change of a claimed task, fenced
 //! by its lease token (see the [module docs](super)).
 
+use std::collections::HashSet;
+
 use super::{Arg, Done, Fence, NewTask, Row, Store, execute, fetch_all, fetch_int, fetch_optional};
 use crate::durable::error::Error;
 use crate::durable::failures;
@@ -101,19 +103,19 @@ pub(crate) async fn claim(
     Ok(rows)
 }
 
-/// Runs `statement`, an `UPDATE` fenced by `$1`–`$4` (queue, id, lease token, lease expired
-/// before), with `more` bound as `$5`, `$6`, …; true when it changed the task.
+/// Runs `statement`, an `UPDATE` fenced by `$1`–`$4` ([`fenced_row`]: the row, its id, lease
+/// token, lease expired before), with `more` bound as `$5`, `$6`, …; true when it changed the
+/// task.
 pub(super) async fn fenced(
     store: &Store,
     statement: &'static str,
-    queue: &str,
     fence: Fence<'_>,
     more: &[Arg<'_>],
 ) -> Result<bool, Error> {
     // No statement binds more than five values after the fence.
     let mut args = [Arg::Int(0); 9];
     args[..4].copy_from_slice(&[
-        Arg::Text(queue),
+        Arg::Int(fence.seq),
         Arg::Text(fence.id),
         Arg::Int(fence.token),
         Arg::Int(fence.expired_before),
@@ -126,43 +128,56 @@ pub(super) async fn fenced(
 /// Renews the lease to `lease_until`.
 pub(crate) async fn extend(
     store: &Store,
-    queue: &str,
     fence: Fence<'_>,
     lease_until: i64,
 ) -> Result<bool, Error> {
-    const EXTEND: &str = "UPDATE retry_tasks SET lease_expires_ms = $5 \
-         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-         AND lease_expires_ms <= $4";
-    fenced(store, EXTEND, queue, fence, &[Arg::Int(lease_until)]).await
+    const EXTEND: &str = concat!(
+        "UPDATE retry_tasks SET lease_expires_ms = $5 \
+         WHERE ",
+        fenced_row!()
+    );
+    fenced(store, EXTEND, fence, &[Arg::Int(lease_until)]).await
 }
 
 /// Marks the task completed at `now`.
-pub(crate) async fn complete(
-    store: &Store,
-    queue: &str,
-    fence: Fence<'_>,
-    now: i64,
-) -> Result<bool, Error> {
-    fenced(store, COMPLETE, queue, fence, &[Arg::Int(now)]).await
+pub(crate) async fn complete(store: &Store, fence: Fence<'_>, now: i64) -> Result<bool, Error> {
+    fenced(store, COMPLETE, fence, &[Arg::Int(now)]).await
 }
 
 /// Completes every task of `done`, each fenced by its own token, with one commit; returns, per
 /// task, whether it was completed.
+///
+/// The statement reports the rows it wrote, so a row appears once per statement: a batch can
+/// hold two completions of one task (a stale one, then the fresh one of the attempt that ran
+/// after its recovery), and the second goes in a statement of its own after the first.
 pub(crate) async fn complete_batch(store: &Store, done: &[Done<'_>]) -> Result<Vec<bool>, Error> {
-    let result = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => super::sqlite::complete_batch(pool, done).await,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => super::postgres::complete_batch(pool, done).await,
-    };
-    result.map_err(Error::from_sqlx)
+    let mut written = vec![false; done.len()];
+    let mut left: Vec<usize> = (0..done.len()).collect();
+    while !left.is_empty() {
+        let mut rows = HashSet::with_capacity(left.len());
+        let (now, later): (Vec<usize>, Vec<usize>) = left
+            .into_iter()
+            .partition(|&i| rows.insert(done[i].fence.seq));
+        let batch: Vec<Done<'_>> = now.iter().map(|&i| done[i]).collect();
+        let completed = match store {
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(pool) => super::sqlite::complete_batch(pool, &batch).await,
+            #[cfg(feature = "postgres")]
+            Store::Postgres(pool) => super::postgres::complete_batch(pool, &batch).await,
+        }
+        .map_err(Error::from_sqlx)?;
+        for (i, was) in now.into_iter().zip(Done::written(&batch, completed)) {
+            written[i] = was;
+        }
+        left = later;
+    }
+    Ok(written)
 }
 
 /// Puts the task in `retry`, due at `next_process`, with `errors` as its failure history.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn retry(
     store: &Store,
-    queue: &str,
     fence: Fence<'_>,
     retried: i64,
     next_process: i64,
@@ -170,11 +185,14 @@ pub(crate) async fn retry(
     failed_at: i64,
     errors: &str,
 ) -> Result<bool, Error> {
-    const RETRY: &str = "UPDATE retry_tasks SET state = 'retry', retried = $5, \
+    const RETRY: &str = concat!(
+        "UPDATE retry_tasks SET state = 'retry', retried = $5, \
          next_process_ms = $6, last_err = $7, last_failed_ms = $8, errors = $9, \
          lease_token = NULL, lease_expires_ms = NULL \
-         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-         AND lease_expires_ms <= $4 AND NOT cancel_requested";
+         WHERE ",
+        fenced_row!(),
+        " AND NOT cancel_requested"
+    );
     let last_err = failures::bounded(last_err);
     let more = [
         Arg::Int(retried),
@@ -183,44 +201,47 @@ pub(crate) async fn retry(
         Arg::Int(failed_at),
         Arg::Text(errors),
     ];
-    fenced(store, RETRY, queue, fence, &more).await
+    fenced(store, RETRY, fence, &more).await
 }
 
 /// Puts the task off ([`Snooze`](crate::durable::Snooze)): `scheduled`, due at `next_process`;
 /// `retried`, `last_err` and `last_failed_ms` stay as they were.
 pub(crate) async fn snooze(
     store: &Store,
-    queue: &str,
     fence: Fence<'_>,
     next_process: i64,
 ) -> Result<bool, Error> {
-    const SNOOZE: &str = "UPDATE retry_tasks SET state = 'scheduled', next_process_ms = $5, \
+    const SNOOZE: &str = concat!(
+        "UPDATE retry_tasks SET state = 'scheduled', next_process_ms = $5, \
          lease_token = NULL, lease_expires_ms = NULL \
-         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-         AND lease_expires_ms <= $4 AND NOT cancel_requested";
-    fenced(store, SNOOZE, queue, fence, &[Arg::Int(next_process)]).await
+         WHERE ",
+        fenced_row!(),
+        " AND NOT cancel_requested"
+    );
+    fenced(store, SNOOZE, fence, &[Arg::Int(next_process)]).await
 }
 
 /// Archives the task with `last_err`, and `errors` as its failure history.
 pub(crate) async fn archive(
     store: &Store,
-    queue: &str,
     fence: Fence<'_>,
     last_err: &str,
     now: i64,
     errors: &str,
 ) -> Result<bool, Error> {
-    const ARCHIVE: &str = "UPDATE retry_tasks SET state = 'archived', last_err = $5, \
+    const ARCHIVE: &str = concat!(
+        "UPDATE retry_tasks SET state = 'archived', last_err = $5, \
          last_failed_ms = $6, finished_ms = $6, errors = $7, next_process_ms = NULL, \
          lease_token = NULL, lease_expires_ms = NULL, \
          unique_key = NULL, unique_until_ms = NULL \
-         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-         AND lease_expires_ms <= $4 AND NOT cancel_requested";
+         WHERE ",
+        fenced_row!(),
+        " AND NOT cancel_requested"
+    );
     let last_err = failures::bounded(last_err);
     fenced(
         store,
         ARCHIVE,
-        queue,
         fence,
         &[Arg::Text(&last_err), Arg::Int(now), Arg::Text(errors)],
     )
@@ -228,20 +249,17 @@ pub(crate) async fn archive(
 }
 
 /// Gives the task back, pending.
-pub(crate) async fn requeue(
-    store: &Store,
-    queue: &str,
-    fence: Fence<'_>,
-    now: i64,
-) -> Result<bool, Error> {
+pub(crate) async fn requeue(store: &Store, fence: Fence<'_>, now: i64) -> Result<bool, Error> {
     // Back where it was: the task keeps the due time it was claimed at, so it comes before
     // every task due after it (the head of its queue), not behind the tasks due since.
-    const REQUEUE: &str = "UPDATE retry_tasks SET state = 'pending', \
+    const REQUEUE: &str = concat!(
+        "UPDATE retry_tasks SET state = 'pending', \
          next_process_ms = COALESCE(next_process_ms, $5), \
          lease_token = NULL, lease_expires_ms = NULL \
-         WHERE queue = $1 AND id = $2 AND state = 'active' AND lease_token = $3 \
-         AND lease_expires_ms <= $4";
-    fenced(store, REQUEUE, queue, fence, &[Arg::Int(now)]).await
+         WHERE ",
+        fenced_row!()
+    );
+    fenced(store, REQUEUE, fence, &[Arg::Int(now)]).await
 }
 
 /// Up to `limit` active tasks whose lease expired by `now`, the longest expired first.

@@ -104,7 +104,6 @@ async fn write_batch(writer: &Writer, batch: &mut [Completion]) {
         let done: Vec<Done<'_>> = batch
             .iter()
             .map(|c| Done {
-                queue: c.queue.name(),
                 fence: Fence::of(&c.task),
                 finished: c.finished,
             })

@@ -63,7 +63,7 @@ pub(crate) async fn extend(
         .now()
         .checked_add(lease)
         .unwrap_or(task.lease_expires_at);
-    let renewed = tasks::extend(&queue.store, &queue.name, Fence::of(task), to_ms(until)).await?;
+    let renewed = tasks::extend(&queue.store, Fence::of(task), to_ms(until)).await?;
     if renewed {
         task.lease_expires_at = from_ms(to_ms(until));
     }
@@ -73,7 +73,7 @@ pub(crate) async fn extend(
 /// Marks `task` completed. `Ok(false)`: fenced off.
 pub(crate) async fn complete(queue: &Handle, task: &ActiveTask) -> Result<bool, Error> {
     let now = to_ms(queue.clock.now());
-    tasks::complete(&queue.store, &queue.name, Fence::of(task), now).await
+    tasks::complete(&queue.store, Fence::of(task), now).await
 }
 
 /// Marks every task of `tasks` completed in one round trip, each fenced by its own token; per
@@ -86,7 +86,6 @@ pub(crate) async fn complete_all(queue: &Handle, tasks: &[ActiveTask]) -> Result
     let done: Vec<Done<'_>> = tasks
         .iter()
         .map(|task| Done {
-            queue: &queue.name,
             fence: Fence::of(task),
             finished,
         })
@@ -97,7 +96,7 @@ pub(crate) async fn complete_all(queue: &Handle, tasks: &[ActiveTask]) -> Result
 /// Gives `task` back: pending, due now, `retried` unchanged. `Ok(false)`: fenced off.
 pub(crate) async fn requeue(queue: &Handle, task: &ActiveTask) -> Result<bool, Error> {
     let now = to_ms(queue.clock.now());
-    tasks::requeue(&queue.store, &queue.name, Fence::of(task), now).await
+    tasks::requeue(&queue.store, Fence::of(task), now).await
 }
 
 /// A fresh fencing token: random, positive, from the OS-seeded generator (never from a seeded

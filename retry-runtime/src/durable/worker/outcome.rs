@@ -151,7 +151,7 @@ pub(crate) async fn cancel(
     metrics: &Metrics,
 ) -> Result<bool, Error> {
     let store = &queue.handle.store;
-    if !control::archive_canceled(store, &queue.handle.name, fence, to_ms(now)).await? {
+    if !control::archive_canceled(store, fence, to_ms(now)).await? {
         return Ok(false);
     }
     metrics.count_outcome(queue.name(), task.kind(), Outcome::Archived);
@@ -187,7 +187,6 @@ async fn write(
             let retried = i64::from(*retried);
             tasks::retry(
                 &queue.handle.store,
-                &queue.handle.name,
                 fence,
                 retried,
                 at,
@@ -197,20 +196,10 @@ async fn write(
             )
             .await?
         }
-        Decision::Snooze { at } => {
-            tasks::snooze(&queue.handle.store, &queue.handle.name, fence, to_ms(*at)).await?
-        }
+        Decision::Snooze { at } => tasks::snooze(&queue.handle.store, fence, to_ms(*at)).await?,
         Decision::Archive { last_err, .. } => {
             let errors = failures::append(&task.info().errors, task.retried(), now, last_err);
-            tasks::archive(
-                &queue.handle.store,
-                &queue.handle.name,
-                fence,
-                last_err,
-                to_ms(now),
-                &errors,
-            )
-            .await?
+            tasks::archive(&queue.handle.store, fence, last_err, to_ms(now), &errors).await?
         }
     };
     Ok(written)

@@ -193,7 +193,7 @@ async fn renew_running(
 /// the handler's end).
 async fn cancel_requested(queue: &Queue, task: &ActiveTask) -> bool {
     let store = &queue.handle.store;
-    let read = control::cancel_requested(store, &queue.handle.name, Fence::of(task));
+    let read = control::cancel_requested(store, Fence::of(task));
     let Ok(read) = tokio::time::timeout(CANCEL_CHECK, read).await else {
         event!(
             warn,

@@ -22,6 +22,38 @@ use crate::durable::worker::served::Served;
 /// one instant.
 pub(crate) const DEFER_JITTER: Duration = Duration::from_secs(1);
 
+/// The order in which this round asks the queues: by weight, highest first, under strict
+/// priority; otherwise a weighted draw without replacement (each next queue picked with
+/// probability proportional to its weight among those left).
+pub(crate) fn order(queues: &[Served], strict_priority: bool, runner: &Runner) -> Vec<usize> {
+    let mut left: Vec<usize> = (0..queues.len()).collect();
+    if strict_priority {
+        left.sort_by_key(|&i| std::cmp::Reverse(queues[i].weight));
+        return left;
+    }
+    if left.len() == 1 {
+        return left;
+    }
+    let mut order = Vec::with_capacity(left.len());
+    while !left.is_empty() {
+        let total: u64 = left.iter().map(|&i| u64::from(queues[i].weight)).sum();
+        let mut ticket = runner.outcomes.rules.draw(|rng| rng.below(total));
+        let pick = left
+            .iter()
+            .position(|&i| {
+                let weight = u64::from(queues[i].weight);
+                if ticket < weight {
+                    return true;
+                }
+                ticket -= weight;
+                false
+            })
+            .unwrap_or(left.len() - 1);
+        order.push(left.remove(pick));
+    }
+    order
+}
+
 /// Asks the served queues, in this round's order, for up to `free` due tasks of the worker's
 /// kinds in all. A queue that gives fewer than asked has no more due work, and the next one in
 /// the order is asked for the rest.

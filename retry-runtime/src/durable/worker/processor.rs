@@ -2,6 +2,10 @@
 //! few more than its free slots while there is a backlog (the prefetch), and starts an
 //! [attempt](crate::durable::worker::attempt) for each as slots free up, until its shutdown signal; then it gives
 //! the prefetched tasks back and drains the running attempts.
+//!
+//! A claim is in flight beside the running attempts, not awaited by the loop: while the
+//! database answers, finished attempts free their slots and prefetched tasks take them (with
+//! the claim awaited, a worker of short tasks sat idle for every claim's round trip).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -71,38 +75,39 @@ impl Processor {
         let mut failed_claims = 0u32;
         let mut woken = self.queues[0].queue.handle.wake.subscribe();
         let mut shutdown = std::pin::pin!(shutdown);
+        // The claim in flight, if any (`asked`: how many it asks for): the slots go on starting
+        // prefetched tasks while it waits for the database, instead of idling for a round trip.
+        let mut claiming = std::pin::pin!(self.claim_if(0));
+        let mut asked = 0;
         loop {
-            while running.len() < self.concurrency {
-                let Some((queue, task, _)) = ready.pop_front() else {
-                    break;
-                };
-                self.start(&mut running, queue, task, &stopped, &completer);
-            }
+            self.start_ready(&mut running, &mut ready, &stopped, &completer);
             let now = Instant::now();
             // Slots held longer than the pace promised (attempts that suddenly take longer):
             // prefetched tasks are renewed every heartbeat, like running ones.
             self.renew_ready(&mut ready, beat).await;
             let capacity = self.concurrency + self.prefetch_limit(pace.average());
-            let room = capacity.saturating_sub(running.len() + ready.len());
+            let held = running.len() + ready.len() + asked;
+            let room = capacity.saturating_sub(held);
             let eager_batch = (capacity / 2).max(1);
-            if room > 0 && (now >= next_claim || (eager && room >= eager_batch)) {
+            if asked == 0 && room > 0 && (now >= next_claim || (eager && room >= eager_batch)) {
                 // Rings from here on wake the next wait: this claim may not see their task.
                 woken.borrow_and_update();
                 next_claim = Instant::now() + self.poll_interval;
-                let claimed = self.claim(room).await;
-                (eager, next_claim) = self
-                    .after_claim(claimed, room, &mut ready, &mut failed_claims, next_claim)
-                    .await;
-                if !ready.is_empty() && running.len() < self.concurrency {
-                    continue;
-                }
+                claiming.set(self.claim_if(room));
+                asked = room;
             }
-            let has_room = running.len() + ready.len() < capacity;
+            let has_room = asked == 0 && held < capacity;
             let wake = next_wake(has_room.then_some(next_claim), &ready, beat);
             let idle = Instant::now() + Duration::from_secs(3600);
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
+                claimed = &mut claiming, if asked > 0 => {
+                    let room = std::mem::take(&mut asked);
+                    (eager, next_claim) = self
+                        .after_claim(claimed, room, &mut ready, &mut failed_claims, next_claim)
+                        .await;
+                }
                 Some(joined) = running.join_next(), if !running.is_empty() => {
                     if let Some((took, claim_now)) = log_join(joined) {
                         pace.record(took);
@@ -121,7 +126,33 @@ impl Processor {
                 }
             }
         }
+        if asked > 0 {
+            // The claim in flight is not dropped half-done: its tasks start in the free slots
+            // and drain with the others, as if it had returned before the signal; the rest go
+            // back with the prefetched tasks.
+            if let Ok(claimed) = claiming.await {
+                let claimed_at = Instant::now();
+                ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));
+                self.start_ready(&mut running, &mut ready, &stopped, &completer);
+            }
+        }
         self.drain(ready, running, stop).await;
+    }
+
+    /// Starts prefetched tasks in the free slots.
+    fn start_ready(
+        &self,
+        running: &mut JoinSet<(Duration, bool)>,
+        ready: &mut VecDeque<(Queue, ActiveTask, Instant)>,
+        stopped: &watch::Receiver<bool>,
+        completer: &Completer,
+    ) {
+        while running.len() < self.concurrency {
+            let Some((queue, task, _)) = ready.pop_front() else {
+                break;
+            };
+            self.start(running, queue, task, stopped, completer);
+        }
     }
 
     /// Starts an attempt of `task` in `running`, timed (its duration feeds the pace) and
@@ -294,42 +325,20 @@ impl Processor {
         Ok(count)
     }
 
-    /// One claim round of up to `free` tasks ([`claim::claim`]).
-    async fn claim(&self, free: usize) -> Result<Vec<(Queue, ActiveTask)>, Error> {
-        let queues = (self.queues.as_slice(), self.claim_order());
-        claim::claim(queues, &self.runner, &self.kinds, free).await
+    /// One claim round of up to `free` tasks, or none at once when `free` is 0: the processor's
+    /// claim slot holds one future of this type, in flight or spent.
+    async fn claim_if(&self, free: usize) -> Result<Vec<(Queue, ActiveTask)>, Error> {
+        if free == 0 {
+            return Ok(Vec::new());
+        }
+        self.claim(free).await
     }
 
-    /// The order in which this round asks the queues: by weight, highest first, under strict
-    /// priority; otherwise a weighted draw without replacement (each next queue picked with
-    /// probability proportional to its weight among those left).
-    fn claim_order(&self) -> Vec<usize> {
-        let mut left: Vec<usize> = (0..self.queues.len()).collect();
-        if self.strict_priority {
-            left.sort_by_key(|&i| std::cmp::Reverse(self.queues[i].weight));
-            return left;
-        }
-        if left.len() == 1 {
-            return left;
-        }
-        let mut order = Vec::with_capacity(left.len());
-        while !left.is_empty() {
-            let total: u64 = left.iter().map(|&i| u64::from(self.queues[i].weight)).sum();
-            let mut ticket = self.runner.outcomes.rules.draw(|rng| rng.below(total));
-            let pick = left
-                .iter()
-                .position(|&i| {
-                    let weight = u64::from(self.queues[i].weight);
-                    if ticket < weight {
-                        return true;
-                    }
-                    ticket -= weight;
-                    false
-                })
-                .unwrap_or(left.len() - 1);
-            order.push(left.remove(pick));
-        }
-        order
+    /// One claim round of up to `free` tasks ([`claim::claim`]).
+    async fn claim(&self, free: usize) -> Result<Vec<(Queue, ActiveTask)>, Error> {
+        let order = claim::order(&self.queues, self.strict_priority, &self.runner);
+        let queues = (self.queues.as_slice(), order);
+        claim::claim(queues, &self.runner, &self.kinds, free).await
     }
 }
 

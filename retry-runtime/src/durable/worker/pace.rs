@@ -3,15 +3,24 @@
 
 use std::time::Duration;
 
-/// How long recent attempts took: a moving average, each attempt weighing an eighth.
+/// How long recent attempts took: a moving average, each attempt weighing an eighth, from the
+/// first attempt's duration (zero before any: the prefetch is not bounded until one ended).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Pace {
     average: Duration,
+    recorded: bool,
 }
 
 impl Pace {
     pub(crate) fn record(&mut self, took: Duration) {
-        self.average = self.average - self.average / 8 + took / 8;
+        // From the first attempt on: an average rising from zero let a worker of slow tasks
+        // hold a full prefetch for its first eight attempts.
+        self.average = if self.recorded {
+            self.average - self.average / 8 + took / 8
+        } else {
+            took
+        };
+        self.recorded = true;
     }
 
     pub(crate) fn average(self) -> Duration {
@@ -33,6 +42,16 @@ pub(crate) fn claim_backoff(poll: Duration, failed: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pace_starts_from_the_first_attempt() {
+        let mut pace = Pace::default();
+        assert_eq!(pace.average(), Duration::ZERO);
+        pace.record(Duration::from_secs(8));
+        assert_eq!(pace.average(), Duration::from_secs(8));
+        pace.record(Duration::ZERO);
+        assert_eq!(pace.average(), Duration::from_secs(7));
+    }
 
     #[test]
     fn failed_claims_back_off_from_the_poll_to_five_seconds() {

@@ -66,22 +66,32 @@ async fn table_stat(admin: &sqlx::PgPool, query: &'static str) -> i64 {
         .unwrap()
 }
 
+/// `count` no-op tasks (a multiple of 10 000), 10 000 per batch.
+async fn enqueue_noops(q: &Queue, count: usize) {
+    for batch in 0..count / 10_000 {
+        let tasks = (0..10_000).map(|n| Task::new("noop", &(batch * 10_000 + n)));
+        q.enqueue_many(tasks).await.unwrap();
+    }
+}
+
+/// One connection to `db` that reads the statistics.
+async fn admin(db: &PgDatabase) -> sqlx::PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_claim_behind_a_backlog_reads_no_more_than_it_claims() {
     let Some(db) = PgDatabase::create("backlog_claim").await else {
         return;
     };
     let q = Queue::connect(&db.url).await.unwrap();
-    for batch in 0..BACKLOG / 10_000 {
-        let tasks = (0..10_000).map(|n| Task::new("noop", &(batch * 10_000 + n)));
-        q.enqueue_many(tasks).await.unwrap();
-    }
+    enqueue_noops(&q, BACKLOG).await;
     q.close().await;
-    let admin = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&db.url)
-        .await
-        .unwrap();
+    let admin = admin(&db).await;
     // The planner's view of the backlog, as autovacuum would give it sooner or later.
     sqlx::query("ANALYZE retry_tasks")
         .execute(&admin)
@@ -117,20 +127,13 @@ async fn a_change_of_a_claimed_task_reads_its_own_row_only() {
         return;
     };
     let q = Queue::connect(&db.url).await.unwrap();
-    for batch in 0..WAITING / 10_000 {
-        let tasks = (0..10_000).map(|n| Task::new("noop", &(batch * 10_000 + n)));
-        q.enqueue_many(tasks).await.unwrap();
-    }
+    enqueue_noops(&q, WAITING).await;
     let mut claimed = protocol::claim(&q, ACTIVE, Duration::from_secs(30))
         .await
         .unwrap();
     assert_eq!(claimed.len(), ACTIVE);
     q.close().await;
-    let admin = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&db.url)
-        .await
-        .unwrap();
+    let admin = admin(&db).await;
     let before = index_entries_read(&admin).await;
 
     // A fresh connection: its statements are planned now, beside the active tasks.

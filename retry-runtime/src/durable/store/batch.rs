@@ -181,6 +181,46 @@ macro_rules! all_or_conflict {
     }};
 }
 
+/// One task of [`in_transaction`]'s chunk that the insert skipped, looked at in the
+/// transaction `$tx`: `Ok(None)` once it is inserted after all (its unique key had run out and
+/// is released), else the refusal: its id taken, or its unique key held by another task.
+macro_rules! insert_skipped {
+    ($tx:ident, $queue:expr, $task:expr, $now:expr) => {{
+        async {
+            let taken: Option<(i64,)> = bound(EXISTS, &[Arg::Text($queue), Arg::Text($task.id)])
+                .try_map(|row| sqlx::FromRow::from_row(&row))
+                .fetch_optional(&mut *$tx)
+                .await?;
+            if taken.is_some() {
+                return Ok(Some(Error::TaskIdConflict));
+            }
+            let Some(key) = $task.unique_key else {
+                // Nothing else can conflict; the conflicting row went away meanwhile.
+                return Ok(Some(Error::TaskIdConflict));
+            };
+            bound(
+                RELEASE_UNIQUE,
+                &[Arg::Text($queue), Arg::Text(key), Arg::Int($now)],
+            )
+            .execute(&mut *$tx)
+            .await?;
+            let args = row_args($queue, $task);
+            let again = bound(INSERT_ONE, &args).execute(&mut *$tx).await?;
+            if again.rows_affected() == 1 {
+                return Ok(None);
+            }
+            let holder: Option<(String,)> =
+                bound(UNIQUE_HOLDER, &[Arg::Text($queue), Arg::Text(key)])
+                    .try_map(|row| sqlx::FromRow::from_row(&row))
+                    .fetch_optional(&mut *$tx)
+                    .await?;
+            let id = holder.map(|(id,)| id).unwrap_or_default();
+            Ok::<_, sqlx::Error>(Some(Error::DuplicateTask { id }))
+        }
+        .await
+    }};
+}
+
 /// The second try of [`insert_many`] for one backend's pool, once a row conflicted: the rows
 /// that do not conflict, and each one that does looked at; the same code, typed per backend.
 macro_rules! in_transaction {
@@ -200,37 +240,9 @@ macro_rules! in_transaction {
                     if inserted.contains(task.id) {
                         continue;
                     }
-                    let index = chunk_no * ROWS_PER_STATEMENT + offset;
-                    let taken: Option<(i64,)> =
-                        bound(EXISTS, &[Arg::Text($queue), Arg::Text(task.id)])
-                            .try_map(|row| sqlx::FromRow::from_row(&row))
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                    if taken.is_some() {
-                        return Ok(Err((index, Error::TaskIdConflict)));
+                    if let Some(error) = insert_skipped!(tx, $queue, task, $now)? {
+                        return Ok(Err((chunk_no * ROWS_PER_STATEMENT + offset, error)));
                     }
-                    let Some(key) = task.unique_key else {
-                        // Nothing else can conflict; the conflicting row went away meanwhile.
-                        return Ok(Err((index, Error::TaskIdConflict)));
-                    };
-                    bound(
-                        RELEASE_UNIQUE,
-                        &[Arg::Text($queue), Arg::Text(key), Arg::Int($now)],
-                    )
-                    .execute(&mut *tx)
-                    .await?;
-                    let args = row_args($queue, task);
-                    let again = bound(INSERT_ONE, &args).execute(&mut *tx).await?;
-                    if again.rows_affected() == 1 {
-                        continue;
-                    }
-                    let holder: Option<(String,)> =
-                        bound(UNIQUE_HOLDER, &[Arg::Text($queue), Arg::Text(key)])
-                            .try_map(|row| sqlx::FromRow::from_row(&row))
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                    let id = holder.map(|(id,)| id).unwrap_or_default();
-                    return Ok(Err((index, Error::DuplicateTask { id })));
                 }
             }
             tx.commit().await?;

@@ -39,6 +39,29 @@ pub(crate) async fn delete(store: &Store, queue: &str, id: &str) -> Result<bool,
     Ok(execute(store, DELETE, &[Arg::Text(queue), Arg::Text(id)]).await? == 1)
 }
 
+// The statements of `page`, each with the condition of the partial index it walks, as
+// `page_after!` explains.
+const PAGE_ACTIVE: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM retry_tasks WHERE queue = $1 AND state = $2 \
+     ORDER BY next_process_ms, seq LIMIT $3 OFFSET $4"
+);
+const PAGE_BY_DUE: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM retry_tasks WHERE queue = $1 AND state = $2 ",
+    waiting!(),
+    "ORDER BY next_process_ms, seq LIMIT $3 OFFSET $4"
+);
+const PAGE_BY_FINISHED: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM retry_tasks WHERE queue = $1 AND state = $2 \
+     AND state IN ('archived', 'completed') \
+     ORDER BY finished_ms DESC, seq DESC LIMIT $3 OFFSET $4"
+);
+
 /// A page of `limit` tasks in `state` after `offset`, in the order the state is shown in: due
 /// order (the order workers claim in) for the states that wait or run, newest finished first
 /// for the finished ones.
@@ -49,27 +72,6 @@ pub(crate) async fn page(
     limit: i64,
     offset: i64,
 ) -> Result<Vec<Row>, Error> {
-    // Each with the condition of the partial index it walks, as `page_after!` explains.
-    const PAGE_ACTIVE: &str = concat!(
-        "SELECT ",
-        columns!(),
-        " FROM retry_tasks WHERE queue = $1 AND state = $2 \
-         ORDER BY next_process_ms, seq LIMIT $3 OFFSET $4"
-    );
-    const PAGE_BY_DUE: &str = concat!(
-        "SELECT ",
-        columns!(),
-        " FROM retry_tasks WHERE queue = $1 AND state = $2 ",
-        waiting!(),
-        "ORDER BY next_process_ms, seq LIMIT $3 OFFSET $4"
-    );
-    const PAGE_BY_FINISHED: &str = concat!(
-        "SELECT ",
-        columns!(),
-        " FROM retry_tasks WHERE queue = $1 AND state = $2 \
-         AND state IN ('archived', 'completed') \
-         ORDER BY finished_ms DESC, seq DESC LIMIT $3 OFFSET $4"
-    );
     let statement = match state {
         TaskState::Archived | TaskState::Completed => PAGE_BY_FINISHED,
         TaskState::Active => PAGE_ACTIVE,

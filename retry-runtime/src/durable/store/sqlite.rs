@@ -94,9 +94,10 @@ pub(super) async fn connect(url: &str) -> Result<SqlitePool, sqlx::Error> {
         .await
 }
 
-/// The completions of a batch in one statement, each fenced by its own token ([`fenced_row`](super::fenced_row)
-/// row by row): `$1` is a JSON array of `[seq, id, token, expired_before, finished]`. It returns
-/// the rows it completed: a task fenced off is missing.
+/// The completions of a batch in one statement, each fenced by its own token
+/// ([`fenced_row`](super::fenced_row) row by row): `$1` is a JSON array of
+/// `[seq, id, token, expired_before, finished]`. It returns the rows it completed: a task
+/// fenced off is missing.
 // One statement, not one per task in a transaction: each statement is a round trip to sqlx's
 // connection thread, two thread switches, which took a third of the worker's time.
 // The plan, by two hints: the batch is read out of its JSON once, into a materialized table,

@@ -71,8 +71,10 @@ pub use protect::{
     Breaker, BreakerState, Bulkhead, BulkheadState, Rejected, breaker_state, bulkhead_state,
     set_breaker, set_bulkhead,
 };
-pub use retrier::hand_over::HandOver;
-pub use retrier::hand_over::handed_over::{CarryHandOver, HandedOver, handed_over};
+pub use retrier::hand_over::handed_over::{
+    CarryHandOver, HandOverStatus, HandedOver, hand_over_news, handed_over,
+};
+pub use retrier::hand_over::{HandOver, Handed};
 pub use timeout::AttemptTimedOut;
 
 /// The `metrics` facade (0.24) this crate records through, re-exported so that an exporter can

@@ -12,8 +12,11 @@
 //! | transient failure, retry budget spent | ERROR | `budget_exhausted` |
 //! | transient failure, next pause past the deadline | ERROR | `deadline` |
 //! | transient failure, Retry-After above `max_delay` | ERROR | `retry_after_too_long` |
-//! | transient failure of a `hand_over` write, safe in the queue | WARN (with the task id) | `handed_over` |
-//! | transient failure of a `hand_over` write, the hand-over failed | ERROR | `exhausted` / `budget_exhausted` / `deadline` / `retry_after_too_long` |
+//! | a `hand_over` write given up on (a transient failure not retried, a 429 with Retry-After, a refusal of its breaker or bulkhead), a new task holds it | WARN (with the task id and the reason) | `handed_over` |
+//! | the same, a live task held the key already | WARN | `already_queued` |
+//! | the same, the task under the key completed: the work is done | INFO | `already_done` |
+//! | the same, the task under the key is archived: nothing will run the work | ERROR (once per interval) | `hand_over_refused` |
+//! | the same, the hand-over failed | ERROR | `exhausted` / `budget_exhausted` / `deadline` / `retry_after_too_long` / `breaker_open` / `bulkhead_full` / `permanent` (a 429) |
 //! | transient failure of a `hand_over` write inside its own queued task | WARN | `retry` |
 //! | permanent failure | none (the caller gets the error) | `permanent` |
 //! | refused by the system's breaker (`protect`) | none (the breaker's opening is a WARN) | `breaker_open` |
@@ -99,6 +102,9 @@ fn given_up(reason: GiveUp) -> Outcome {
         GiveUp::Budget => Outcome::BudgetExhausted,
         GiveUp::Deadline => Outcome::Deadline,
         GiveUp::BreakerOpen => Outcome::BreakerOpen,
+        GiveUp::BulkheadFull => Outcome::BulkheadFull,
+        // A 429 whose hand-over failed: the caller gets the 4xx, as any permanent error.
+        GiveUp::Throttled => Outcome::Permanent,
         // The other side asked for a pause longer than the loop may take: not a failure of
         // the retries, and not one to page about like `exhausted`.
         GiveUp::HintAboveMaxDelay => Outcome::RetryAfterTooLong,
@@ -169,6 +175,64 @@ pub(crate) fn handed_over(failure: &Failure<'_>, reason: GiveUp, task_id: Option
     );
     #[cfg(not(feature = "tracing"))]
     let _ = (reason, task_id);
+}
+
+/// A `hand_over` write gave up and a live task held its key already (an earlier hand-over, or a
+/// task enqueued under the key): the work is safe, and this is not a second `handed_over`.
+pub(crate) fn already_queued(failure: &Failure<'_>, reason: GiveUp, task_id: &str) {
+    count(failure.site, Outcome::AlreadyQueued);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        system = failure.site.system,
+        operation = failure.site.operation,
+        attempt = failure.attempt,
+        reason = reason.as_str(),
+        error = failure.error.shown().map(tracing::field::display),
+        idempotency_key = failure.key.map(tracing::field::display),
+        task_id,
+        "transient failure, already in the queue"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (reason, task_id);
+}
+
+/// A `hand_over` write gave up and the task under its key completed: the work is done.
+pub(crate) fn already_done(failure: &Failure<'_>, task_id: &str) {
+    count(failure.site, Outcome::AlreadyDone);
+    #[cfg(feature = "tracing")]
+    tracing::info!(
+        system = failure.site.system,
+        operation = failure.site.operation,
+        attempt = failure.attempt,
+        error = failure.error.shown().map(tracing::field::display),
+        idempotency_key = failure.key.map(tracing::field::display),
+        task_id,
+        "the task under this key already completed: the work is done"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = task_id;
+}
+
+/// A `hand_over` write gave up and the task under its key is archived: nothing will run the
+/// work. Pages, as a lost write must.
+pub(crate) fn hand_over_refused(failure: &Failure<'_>, reason: GiveUp, task_id: &str, state: &str) {
+    count(failure.site, Outcome::HandOverRefused);
+    #[cfg(feature = "tracing")]
+    if once_per_interval(failure.site, reason) {
+        tracing::error!(
+            system = failure.site.system,
+            operation = failure.site.operation,
+            attempt = failure.attempt,
+            reason = reason.as_str(),
+            error = failure.error.shown().map(tracing::field::display),
+            idempotency_key = failure.key.map(tracing::field::display),
+            task_id,
+            task_state = state,
+            "transient failure, not handed over: the task under this key is {state}, nothing will run this work"
+        );
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = (reason, task_id, state);
 }
 
 /// A `hand_over` write gave up inside the durable task that holds its key (the task's own

@@ -4,7 +4,7 @@
 
 pub use tokio::time::sleep;
 
-pub use crate::ambient::{InSystem, in_system, in_system_sync};
+pub use crate::ambient::{Cause, InHandOver, in_hand_over, in_hand_over_sync};
 pub use crate::attempt::{Attempt, attempt, attempt_blocking};
 pub use crate::classify::registered::{Downcast, DowncastError, DowncastNothing, Registered};
 pub use crate::classify::{Hint, Verdict};
@@ -13,8 +13,8 @@ pub use crate::hedge::{HedgeSite, Hedged, hedge_site};
 pub use crate::protect::{
     FromRejected, Permit, Queued, Reject, SiteEntry, Wait, enter, from_rejected,
 };
-pub use crate::retrier::hand_over::Next;
 pub use crate::retrier::hand_over::handed_over::{Mark, MarkCarried, MarkNothing};
+pub use crate::retrier::hand_over::{HandOff, Next};
 pub use crate::retrier::{GiveUp, Retrier, RetryResult, Site, key, site, sleep_blocking};
 pub use crate::timeout::{FromTimeout, from_timeout, timed};
 pub use inventory;

@@ -478,6 +478,9 @@ fn the_counter_counts_each_attempt_by_outcome() {
         ("breaker_open", 0),
         ("bulkhead_full", 0),
         ("retry_after_too_long", 1),
+        ("already_queued", 0),
+        ("already_done", 0),
+        ("hand_over_refused", 0),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -576,7 +579,7 @@ fn the_counter_counts_each_attempt_by_outcome() {
         "{bulkhead:?}"
     );
 
-    // Two operations of one system: their series are apart, ten outcomes each.
+    // Two operations of one system: their series are apart, thirteen outcomes each.
     rt.block_on(async {
         metered_get(&Flaky::failing([UNAVAILABLE])).await.unwrap();
         metered_create(&Flaky::failing([Failure::BadRequest]), "order-10:create")
@@ -587,8 +590,8 @@ fn the_counter_counts_each_attempt_by_outcome() {
     let key = |operation: &str| ("metered-api".to_owned(), operation.to_owned());
     let get_payment = series.remove(&key("get_payment")).unwrap_or_default();
     let create_payment = series.remove(&key("create_payment")).unwrap_or_default();
-    assert_eq!(get_payment.len(), 10);
-    assert_eq!(create_payment.len(), 10);
+    assert_eq!(get_payment.len(), 13);
+    assert_eq!(create_payment.len(), 13);
     assert_eq!((get_payment["retry"], get_payment["success"]), (1, 1));
     assert_eq!(get_payment["permanent"], 0);
     assert_eq!(create_payment["permanent"], 1);

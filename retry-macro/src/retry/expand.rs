@@ -87,6 +87,13 @@ pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
     let Locals {
         pause, out, inner, ..
     } = &locals;
+    // A write with `hand_over` makes its retrier first: a call its bulkhead refuses is handed
+    // over, and the hand-over needs the key. Otherwise the permit comes first, so that a
+    // refused call is not counted as a call by the retry budget.
+    let (enter, init) = match &config.hand_over {
+        Some(_) => (init, enter),
+        None => (enter, init),
+    };
     quote! {
         #(#attrs)*
         #vis #sig {

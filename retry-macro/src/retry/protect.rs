@@ -12,7 +12,9 @@ use crate::common::spans::located_at;
 /// With `protect`: the bulkhead's permit, taken before the first attempt and held until the fn
 /// returns (pauses included), and the breaker's admission before each attempt. A refusal
 /// returns `Err(E::from(Rejected))` at once; the conversion is named once, spanned at
-/// `protect`, so that an error type without it is reported there.
+/// `protect`, so that an error type without it is reported there. A keyed write with
+/// `hand_over` hands a refused call over instead (`hand_over::tail`): the refusal is the
+/// degrading system the queue exists for, and is counted by what became of the work.
 pub(super) fn protect(
     config: &Config,
     locals: &Locals,
@@ -33,10 +35,30 @@ pub(super) fn protect(
         local("__retry_queued"),
         local("__retry_refused"),
     );
+    let queued_here = match &config.hand_over {
+        Some(_) => quote!(#queued.for_hand_over()),
+        None => quote!(#queued),
+    };
     let wait = if is_async {
-        quote!(#queued.wait().await)
+        quote!(#queued_here.wait().await)
     } else {
-        quote!(::core::result::Result::<#krate::__private::Permit, _>::Err(#queued.refuse()))
+        quote!(::core::result::Result::<#krate::__private::Permit, _>::Err(#queued_here.refuse()))
+    };
+    let refuse = match &config.hand_over {
+        Some(expr) => {
+            let (out, off) = (&locals.out, super::hand_over::off_local());
+            let tail = super::hand_over::tail(config, locals, ret, expr, is_async);
+            quote! {{
+                let #out = #reject.failed(#refused);
+                let #off = #retrier.refused(#refused);
+                #tail
+            }}
+        }
+        None => quote!(return #reject.failed(#refused)),
+    };
+    let admission = match &config.hand_over {
+        Some(_) => quote!(#retrier.admit_or_hand_over()),
+        None => quote!(#retrier.admit()),
     };
     let convert = quote_spanned!(span=> #krate_at::__private::from_rejected);
     let enter = quote! {
@@ -45,13 +67,13 @@ pub(super) fn protect(
             ::core::result::Result::Ok(#permit) => #permit,
             ::core::result::Result::Err(#queued) => match #wait {
                 ::core::result::Result::Ok(#permit) => #permit,
-                ::core::result::Result::Err(#refused) => return #reject.failed(#refused),
+                ::core::result::Result::Err(#refused) => #refuse,
             },
         };
     };
     let admit = quote! {
-        if let ::core::result::Result::Err(#refused) = #retrier.admit() {
-            return #reject.failed(#refused);
+        if let ::core::result::Result::Err(#refused) = #admission {
+            #refuse
         }
     };
     (enter, admit)

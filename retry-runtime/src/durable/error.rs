@@ -17,6 +17,26 @@ pub enum Error {
     /// queue, in any state, including a completed one that is still retained. A second hand-over
     /// of the same keyed call ends here instead of charging twice.
     TaskIdConflict,
+    /// [`Queue::hand_over`](super::Queue::hand_over): a live task (pending, scheduled, retry or
+    /// active) already holds this key. The work is safe in the queue and was not enqueued twice
+    /// (the second call of a keyed write during an outage, or the task's own re-run).
+    AlreadyQueued {
+        /// The task under the key.
+        id: String,
+        /// Its state: [`Pending`](super::TaskState::Pending), [`Scheduled`](super::TaskState::Scheduled),
+        /// [`Retry`](super::TaskState::Retry) or [`Active`](super::TaskState::Active).
+        state: super::TaskState,
+    },
+    /// [`Queue::hand_over`](super::Queue::hand_over): the task under this key has ended.
+    /// [`Completed`](super::TaskState::Completed): the work is done, and its key kept it from
+    /// being done twice. [`Archived`](super::TaskState::Archived): nothing will run the work
+    /// unless an operator re-runs that task (or the caller uses a new key): not safe.
+    TaskFinished {
+        /// The task under the key.
+        id: String,
+        /// [`Completed`](super::TaskState::Completed) or [`Archived`](super::TaskState::Archived).
+        state: super::TaskState,
+    },
     /// [`Queue::enqueue`](super::Queue::enqueue) of a [`unique`](super::Task::unique) task:
     /// a task of the same queue, kind and payload, enqueued with `unique`, is neither completed
     /// nor archived and its uniqueness has not expired (asynq's `ErrDuplicateTask`).
@@ -113,6 +133,22 @@ impl fmt::Display for Error {
             Error::TaskIdConflict => {
                 f.write_str("task id conflict: a task with this id already exists in the queue")
             }
+            Error::AlreadyQueued { id, state } => write!(
+                f,
+                "already in the queue: task {id:?} holds this key ({state}), the work is safe"
+            ),
+            Error::TaskFinished {
+                id,
+                state: super::TaskState::Completed,
+            } => write!(
+                f,
+                "task {id:?} under this key completed: the work is done, not enqueued again"
+            ),
+            Error::TaskFinished { id, state } => write!(
+                f,
+                "task {id:?} under this key is {state}: the work was not enqueued, and nothing \
+                 will run it unless task {id:?} is re-run (or a new key is used)"
+            ),
             Error::DuplicateTask { id } => write!(
                 f,
                 "duplicate task: task {id:?} of the same kind and payload is still unique in \

@@ -1,7 +1,7 @@
 //! The values of the counter's `outcome` label.
 
 /// How many values the `outcome` label has: one counter per outcome and site.
-pub(crate) const OUTCOMES: usize = 10;
+pub(crate) const OUTCOMES: usize = 13;
 
 /// The values of the `outcome` label.
 #[derive(Clone, Copy)]
@@ -17,6 +17,9 @@ pub(crate) enum Outcome {
     RetryAfterTooLong = 7,
     BreakerOpen = 8,
     BulkheadFull = 9,
+    AlreadyQueued = 10,
+    AlreadyDone = 11,
+    HandOverRefused = 12,
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
@@ -32,6 +35,9 @@ impl Outcome {
         Outcome::RetryAfterTooLong,
         Outcome::BreakerOpen,
         Outcome::BulkheadFull,
+        Outcome::AlreadyQueued,
+        Outcome::AlreadyDone,
+        Outcome::HandOverRefused,
     ];
 
     pub const fn label(self) -> &'static str {
@@ -46,6 +52,9 @@ impl Outcome {
             Outcome::RetryAfterTooLong => "retry_after_too_long",
             Outcome::BreakerOpen => "breaker_open",
             Outcome::BulkheadFull => "bulkhead_full",
+            Outcome::AlreadyQueued => "already_queued",
+            Outcome::AlreadyDone => "already_done",
+            Outcome::HandOverRefused => "hand_over_refused",
         }
     }
 }

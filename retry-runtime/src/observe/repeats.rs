@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use crate::retrier::GiveUp;
 
 /// The give-up reasons, in the order of their counts.
-const REASONS: [GiveUp; 9] = [
+const REASONS: [GiveUp; 11] = [
     GiveUp::Attempts,
     GiveUp::BlankKey,
     GiveUp::HintAboveMaxDelay,
@@ -34,6 +34,8 @@ const REASONS: [GiveUp; 9] = [
     GiveUp::Window,
     GiveUp::RetriesOff,
     GiveUp::BreakerOpen,
+    GiveUp::BulkheadFull,
+    GiveUp::Throttled,
 ];
 
 fn index(reason: GiveUp) -> usize {
@@ -47,6 +49,8 @@ fn index(reason: GiveUp) -> usize {
         GiveUp::Window => 6,
         GiveUp::RetriesOff => 7,
         GiveUp::BreakerOpen => 8,
+        GiveUp::BulkheadFull => 9,
+        GiveUp::Throttled => 10,
     }
 }
 

@@ -21,7 +21,7 @@ use crate::retrier::{RetryResult, Site};
 pub fn enter(site: &'static Site) -> Result<Permit, Queued> {
     match site.protection().bulkhead.try_enter() {
         Some(permit) => Ok(permit),
-        None => Err(Queued(site)),
+        None => Err(Queued(site, true)),
     }
 }
 
@@ -35,11 +35,18 @@ pub(crate) async fn enter_waiting(site: &'static Site) -> Result<Permit, Rejecte
     }
 }
 
-/// A call that found its system's bulkhead full.
+/// A call that found its system's bulkhead full: a place in its queue, and whether a refusal
+/// is counted now (`false` for a write with `hand_over`, which counts what became of the work).
 #[must_use = "wait for a permit, or refuse the call"]
-pub struct Queued(&'static Site);
+pub struct Queued(&'static Site, bool);
 
 impl Queued {
+    /// The same place, its refusal left for the hand-over to count (`#[retry(write, …,
+    /// hand_over = …, protect)]`: a refused write goes to the queue, counted `handed_over`).
+    pub fn for_hand_over(self) -> Queued {
+        Queued(self.0, false)
+    }
+
     /// Waits for a permit up to the bulkhead's `max_wait`; refused at once without one.
     ///
     /// Only a bulkhead with a `max_wait` makes a waiting future (a timer and a notification,
@@ -62,7 +69,9 @@ impl Queued {
         let rejected = Rejected::BulkheadFull {
             system: self.0.system,
         };
-        observe::rejected(self.0, rejected);
+        if self.1 {
+            observe::rejected(self.0, rejected);
+        }
         rejected
     }
 }
@@ -122,14 +131,20 @@ impl Site {
     /// Whether the system's breaker lets an attempt through now; a refusal is counted.
     #[inline]
     pub(crate) fn admit(&'static self) -> Result<(), Rejected> {
+        self.admit_uncounted().inspect_err(|rejected| {
+            observe::rejected(self, *rejected);
+        })
+    }
+
+    /// [`admit`](Site::admit), the refusal not counted (its caller counts what it does next).
+    #[inline]
+    pub(crate) fn admit_uncounted(&'static self) -> Result<(), Rejected> {
         if self.protection().breaker.admit() {
             return Ok(());
         }
-        let rejected = Rejected::BreakerOpen {
+        Err(Rejected::BreakerOpen {
             system: self.system,
-        };
-        observe::rejected(self, rejected);
-        Err(rejected)
+        })
     }
 
     /// Tells a protected site's breaker what became of an attempt: `None` a success, else its

@@ -19,8 +19,15 @@ pub enum GiveUp {
     Window,
     /// The configuration turned retries off for the system (`RETRY_<SYSTEM>_RETRIES=off`).
     RetriesOff,
-    /// The system's circuit breaker is open (`protect`): the next attempt would be refused.
+    /// The system's circuit breaker is open (`protect`): the next attempt would be refused, or
+    /// this call was (a keyed write with `hand_over` then goes to the queue).
     BreakerOpen,
+    /// The system's bulkhead refused the call (`protect`): only a keyed write with `hand_over`
+    /// gives up for it (to the queue); any other call returns the refusal.
+    BulkheadFull,
+    /// The other side asked for less load (a 429 with a Retry-After hint): not retried in memory
+    /// (R-RES-RE-X2), but a keyed write with `hand_over` goes to the queue, due at the hint.
+    Throttled,
 }
 
 impl GiveUp {
@@ -36,6 +43,8 @@ impl GiveUp {
             GiveUp::Budget => "retry budget exhausted",
             GiveUp::RetriesOff => "retries turned off by configuration",
             GiveUp::BreakerOpen => "the circuit breaker is open",
+            GiveUp::BulkheadFull => "the bulkhead is full",
+            GiveUp::Throttled => "the system asked for less load (retry-after)",
         }
     }
 }

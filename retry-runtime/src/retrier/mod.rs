@@ -72,6 +72,17 @@ impl KeySlot for Option<&dyn IdempotencyKey> {
     }
 }
 
+/// What [`Retrier::judge`] makes of a failed attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Judged {
+    /// A permanent error: returned at once.
+    Permanent,
+    /// Pause, then try again.
+    Pause(Duration),
+    /// Not retried, for this reason.
+    GiveUp(GiveUp),
+}
+
 /// The state of one call's loop: which attempt runs, how long it has paused, and the key of a
 /// write (for the logs). Kept small, since it lives in every `#[retry]` future: 24 bytes for a
 /// read, 40 for a write.
@@ -174,16 +185,34 @@ impl<K: KeySlot> Retrier<K> {
         error: ErrorText<'_>,
         rng: &mut R,
     ) -> Option<Duration> {
-        let failure = observe::Failure {
-            site: self.site,
-            attempt: self.attempt,
-            key: self.key.key(),
-            error,
-        };
+        match self.judge(verdict, inner_gave_up, rng) {
+            Judged::Permanent => {
+                observe::permanent(&self.failure(error));
+                None
+            }
+            Judged::Pause(pause) => {
+                self.retrying(error, pause);
+                Some(pause)
+            }
+            Judged::GiveUp(reason) => {
+                observe::gave_up(&self.failure(error), reason);
+                attempt::gave_up();
+                None
+            }
+        }
+    }
+
+    /// What becomes of a failed attempt, the one judgement of every loop (with or without
+    /// `hand_over`): the breaker learns of it first, then the budget, then whether to pause.
+    fn judge<R: rand::Rng + ?Sized>(
+        &self,
+        verdict: Verdict,
+        inner_gave_up: bool,
+        rng: &mut R,
+    ) -> Judged {
         self.feed_breaker(verdict);
         if !verdict.transient {
-            observe::permanent(&failure);
-            return None;
+            return Judged::Permanent;
         }
         if self.attempt > 1 {
             // Before the next retry is asked for: a budget that learns from this failure
@@ -191,18 +220,26 @@ impl<K: KeySlot> Retrier<K> {
             self.site.budget().retry_finished(self.site.system, false);
         }
         match self.next_pause(verdict.retry_after, inner_gave_up, rng) {
-            Ok(pause) => {
-                observe::retrying(&failure, pause);
-                // ≤ the 5 s window (checked in `next_pause`): fits in a u64 of nanoseconds.
-                self.paused_nanos += u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX);
-                self.attempt += 1;
-                Some(pause)
-            }
-            Err(reason) => {
-                observe::gave_up(&failure, reason);
-                attempt::gave_up();
-                None
-            }
+            Ok(pause) => Judged::Pause(pause),
+            Err(reason) => Judged::GiveUp(reason),
+        }
+    }
+
+    /// Records a retry after `pause` and moves on to the next attempt.
+    fn retrying(&mut self, error: ErrorText<'_>, pause: Duration) {
+        observe::retrying(&self.failure(error), pause);
+        // ≤ the 5 s window (checked in `next_pause`): fits in a u64 of nanoseconds.
+        self.paused_nanos += u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX);
+        self.attempt += 1;
+    }
+
+    /// A failed attempt as the logs describe it.
+    fn failure<'a>(&'a self, error: ErrorText<'a>) -> observe::Failure<'a> {
+        observe::Failure {
+            site: self.site,
+            attempt: self.attempt,
+            key: self.key.key(),
+            error,
         }
     }
 

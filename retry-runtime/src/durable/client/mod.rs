@@ -4,6 +4,7 @@
 
 pub(crate) mod active;
 pub(crate) mod connect;
+pub(crate) mod hand_over;
 pub(crate) mod kind;
 pub(crate) mod prepare;
 pub(crate) mod queue;

@@ -5,10 +5,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
-
-use crate::IdempotencyKey;
-use crate::durable::client::kind::TaskKind;
 use crate::durable::client::prepare::Prepared;
 use crate::durable::client::task::{MAX_NAME_BYTES, Task, TaskInfo};
 use crate::durable::clock::SystemClock;
@@ -315,34 +311,6 @@ impl Queue {
         Err(Error::DuplicateTask {
             id: holder.map(|(id, _)| id).unwrap_or_default(),
         })
-    }
-
-    /// The hand-over from `#[retry]` to the queue: enqueues `kind` with `payload` under the task
-    /// id `key`, the idempotency key of the keyed write whose in-memory attempts ran out.
-    ///
-    /// Every durable attempt then sends the same key, so the external system keeps deduplicating
-    /// (a charge that went through before the hand-over is not repeated), and handing the same
-    /// call over twice fails with [`Error::TaskIdConflict`] instead of enqueueing a duplicate.
-    /// A blank key fails with [`Error::Invalid`]: nothing could deduplicate the write. For more
-    /// options (`max_retry`, `key_ttl`, …) enqueue [`Task::for_key`] yourself.
-    ///
-    /// See the [module docs](crate::durable#from-retry-to-the-queue) for the whole pattern.
-    pub async fn hand_over<P, K>(&self, kind: &str, payload: &P, key: &K) -> Result<TaskInfo, Error>
-    where
-        P: Serialize + ?Sized,
-        K: IdempotencyKey + ?Sized,
-    {
-        self.enqueue(Task::for_key(kind, payload, key)).await
-    }
-
-    /// [`hand_over`](Queue::hand_over) of a typed payload: the kind is
-    /// [`T::KIND`](TaskKind::KIND).
-    pub async fn hand_over_of<T, K>(&self, payload: &T, key: &K) -> Result<TaskInfo, Error>
-    where
-        T: TaskKind,
-        K: IdempotencyKey + ?Sized,
-    {
-        self.hand_over(T::KIND, payload, key).await
     }
 
     /// The operator's handle on this queue (asynq's `Inspector`): look at tasks and queues,

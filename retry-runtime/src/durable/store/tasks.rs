@@ -32,6 +32,30 @@ pub(crate) async fn exists(store: &Store, queue: &str, id: &str) -> Result<bool,
     Ok(fetch_int(store, EXISTS, &[Arg::Text(queue), Arg::Text(id)]).await? > 0)
 }
 
+/// Records on task `id`, just handed over by a keyed write, why it was: `last_err` and the
+/// first entry of its failure list (`errors`), as the in-memory loop last saw it, so that an
+/// operator sees why the task is queued. Only while no durable attempt has failed yet.
+pub(crate) async fn note_hand_over(
+    store: &Store,
+    queue: &str,
+    id: &str,
+    why: &str,
+    now_ms: i64,
+) -> Result<(), Error> {
+    const NOTE: &str = "UPDATE retry_tasks SET last_err = $3, last_failed_ms = $4, errors = $5 \
+         WHERE queue = $1 AND id = $2 AND retried = 0 AND errors IS NULL";
+    let why = failures::bounded(why);
+    let errors = failures::append(&[], 0, crate::durable::clock::from_ms(now_ms), &why);
+    let args = [
+        Arg::Text(queue),
+        Arg::Text(id),
+        Arg::Text(&why),
+        Arg::Int(now_ms),
+        Arg::Text(&errors),
+    ];
+    execute(store, NOTE, &args).await.map(drop)
+}
+
 /// The id of the task holding `unique_key`, and until when.
 pub(crate) async fn unique_holder(
     store: &Store,

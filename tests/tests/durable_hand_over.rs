@@ -1,0 +1,443 @@
+//! Issue 40: the keyed write never loses work silently. A `#[retry(write, …, hand_over = …)]`
+//! fn reports its work `handed_over` only when a live task (pending, scheduled, retry, active)
+//! holds it; a key whose task is archived is refused and named, one whose task completed is
+//! done; each outcome is counted once per task; a protected write feeds its system's breaker
+//! and, refused by it, is handed over. SQLite and PostgreSQL.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use retry_runtime::durable::{Queue, Task, TaskState, protocol};
+use retry_runtime::http::StatusError;
+use retry_runtime::{
+    BoxError, Breaker, BreakerState, Bulkhead, HandOverStatus, breaker_state, hand_over_news,
+    handed_over, retry, set_breaker, set_bulkhead,
+};
+use retry_tests::durable_env::{Backend, Env, secs, worker};
+
+retry_tests::both_backends!(
+    a_hand_over_is_safe_exactly_when_a_live_task_holds_the_work,
+    an_outage_of_protected_keyed_writes_trips_the_breaker_and_loses_nothing,
+    a_429_with_retry_after_is_handed_over_due_at_the_hint,
+    a_write_its_bulkhead_refuses_is_handed_over,
+);
+
+/// The process's metrics recorder, installed before any site of this binary counts.
+fn snapshotter() -> &'static Snapshotter {
+    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
+    SNAPSHOTTER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::set_global_recorder(recorder).expect("the only recorder of this binary");
+        snapshotter
+    })
+}
+
+/// `retry_attempts_total` of `system`, by outcome (the counters that moved). A snapshot takes
+/// every counter's value and sets it to zero, and the tests of this binary run at once: each
+/// snapshot is added to the one tally of the process, which every test reads.
+fn outcomes(system: &str) -> BTreeMap<String, u64> {
+    static TALLY: Mutex<BTreeMap<(String, String), u64>> = Mutex::new(BTreeMap::new());
+    let mut tally = TALLY.lock().unwrap();
+    for (key, _, _, value) in snapshotter().snapshot().into_vec() {
+        let key = key.key();
+        let label = |name: &str| {
+            key.labels()
+                .find(|l| l.key() == name)
+                .map(|l| l.value().to_owned())
+        };
+        if key.name() != "retry_attempts_total" {
+            continue;
+        }
+        if let (Some(system), Some(outcome), DebugValue::Counter(n)) =
+            (label("system"), label("outcome"), value)
+        {
+            *tally.entry((system, outcome)).or_default() += n;
+        }
+    }
+    tally
+        .iter()
+        .filter(|((s, _), n)| s == system && **n > 0)
+        .map(|((_, outcome), n)| (outcome.clone(), *n))
+        .collect()
+}
+
+fn unavailable() -> BoxError {
+    StatusError::new(503, None).into()
+}
+
+/// One keyed write per backend (a site's counters are its own): one attempt, then the hand-over.
+macro_rules! table_write {
+    ($name:ident, $system:literal) => {
+        #[retry(write, idempotency_key = key, system = $system, attempts = 1,
+                                                hand_over = q.hand_over("charge", &7, key))]
+        async fn $name(q: &Queue, key: &str) -> Result<(), BoxError> {
+            Err(unavailable())
+        }
+    };
+}
+table_write!(table_write_sqlite, "hand-over-table-sqlite");
+table_write!(table_write_postgres, "hand-over-table-postgres");
+
+/// Puts a task under each key in the state it names (`none`: no task).
+async fn tasks_in_every_state(env: &Env) {
+    let q = &env.q;
+    let lease = secs(300);
+    let keyed = |key: &str| Task::for_key("charge", &7, key);
+    q.enqueue(keyed("active")).await.unwrap();
+    assert_eq!(protocol::claim(q, 1, lease).await.unwrap().len(), 1);
+    q.enqueue(keyed("completed")).await.unwrap();
+    let done = protocol::claim(q, 1, lease).await.unwrap();
+    assert!(protocol::complete(q, &done[0]).await.unwrap());
+    q.enqueue(keyed("retry")).await.unwrap();
+    let failing = protocol::claim(q, 1, lease).await.unwrap();
+    let w = worker(env);
+    assert!(w.fail(&failing[0], unavailable()).await.unwrap());
+    q.enqueue(keyed("archived")).await.unwrap();
+    q.inspector().archive_task("archived").await.unwrap();
+    q.enqueue(keyed("scheduled").process_in(secs(3600)))
+        .await
+        .unwrap();
+    q.enqueue(keyed("pending")).await.unwrap();
+}
+
+const STATES: [(&str, Option<TaskState>); 7] = [
+    ("none", None),
+    ("pending", Some(TaskState::Pending)),
+    ("scheduled", Some(TaskState::Scheduled)),
+    ("retry", Some(TaskState::Retry)),
+    ("active", Some(TaskState::Active)),
+    ("archived", Some(TaskState::Archived)),
+    ("completed", Some(TaskState::Completed)),
+];
+
+async fn a_hand_over_is_safe_exactly_when_a_live_task_holds_the_work(backend: Backend) {
+    snapshotter();
+    let Some(env) = Env::new(backend, "hand-over-table").await else {
+        return;
+    };
+    tasks_in_every_state(&env).await;
+    let system = match backend {
+        Backend::Sqlite => "hand-over-table-sqlite",
+        Backend::Postgres => "hand-over-table-postgres",
+    };
+    for (key, state) in STATES {
+        assert_eq!(
+            env.q.inspector().get(key).await.unwrap().map(|t| t.state),
+            state,
+            "{key}: the task before the hand-over"
+        );
+        let error = table_write(backend, &env.q, key).await.unwrap_err();
+        let live = !matches!(state, Some(TaskState::Archived | TaskState::Completed));
+        assert_eq!(
+            handed_over(&*error),
+            live.then_some(key),
+            "{key}: handed over exactly when a live task holds the work ({error})"
+        );
+        let news = hand_over_news(&*error).expect("the error carries the news");
+        let expected = match state {
+            Some(TaskState::Completed) => HandOverStatus::Done,
+            Some(TaskState::Archived) => HandOverStatus::Refused {
+                state: "archived".to_owned(),
+            },
+            _ => HandOverStatus::Queued,
+        };
+        assert_eq!((news.task_id(), news.status()), (key, &expected), "{key}");
+        // The task under the key is where it was (the new one aside): nothing moved it.
+        let after = env.q.inspector().get(key).await.unwrap().map(|t| t.state);
+        assert_eq!(after, state.or(Some(TaskState::Pending)), "{key}");
+    }
+    assert!(
+        hand_over_news(&*table_write(backend, &env.q, "archived").await.unwrap_err())
+            .unwrap()
+            .to_string()
+            .contains("task archived under this idempotency key is archived, so nothing will run"),
+    );
+    // The one new task holds the work and says why it is queued.
+    let new = env.info("none").await;
+    assert_eq!(new.state, TaskState::Pending);
+    let why = "handed over after 1 attempt (attempts exhausted): HTTP 503 Service Unavailable";
+    assert_eq!(new.last_err.as_deref(), Some(why));
+    assert_eq!(new.errors.len(), 1);
+    assert_eq!(
+        (new.errors[0].retried, new.errors[0].error.as_str()),
+        (0, why)
+    );
+    assert_eq!(
+        new.retried, 0,
+        "the in-memory attempts use no retry of the task"
+    );
+    // Each outcome once per task: one hand-over, four live tasks found, one done, one refused
+    // (and the archived key once more, above).
+    let counted = outcomes(system);
+    let expected: BTreeMap<String, u64> = [
+        ("handed_over", 1),
+        ("already_queued", 4),
+        ("already_done", 1),
+        ("hand_over_refused", 2),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(counted, expected);
+}
+
+async fn table_write(backend: Backend, q: &Queue, key: &str) -> Result<(), BoxError> {
+    match backend {
+        Backend::Sqlite => table_write_sqlite(q, key).await,
+        Backend::Postgres => table_write_postgres(q, key).await,
+    }
+}
+
+/// The calls that reached the dead system, per backend.
+static OUTAGE_CALLS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+macro_rules! outage_write {
+    ($name:ident, $system:literal, $calls:expr) => {
+        #[retry(write, idempotency_key = key, system = $system, protect, delay = "1ms",
+                                                hand_over = q.hand_over("charge", &7, key))]
+        async fn $name(q: &Queue, key: &str) -> Result<(), BoxError> {
+            $calls.fetch_add(1, Ordering::SeqCst);
+            Err(unavailable())
+        }
+    };
+}
+outage_write!(
+    outage_write_sqlite,
+    "partner-outage-sqlite",
+    OUTAGE_CALLS[0]
+);
+outage_write!(
+    outage_write_postgres,
+    "partner-outage-postgres",
+    OUTAGE_CALLS[1]
+);
+
+const THRESHOLD: u32 = 5;
+const PROBES: u32 = 1;
+
+async fn an_outage_of_protected_keyed_writes_trips_the_breaker_and_loses_nothing(backend: Backend) {
+    snapshotter();
+    let (system, calls) = match backend {
+        Backend::Sqlite => ("partner-outage-sqlite", &OUTAGE_CALLS[0]),
+        Backend::Postgres => ("partner-outage-postgres", &OUTAGE_CALLS[1]),
+    };
+    let Some(env) = Env::new(backend, "hand-over-outage").await else {
+        return;
+    };
+    // Open for longer than the test runs: every call after the opening is refused.
+    set_breaker(
+        system,
+        Breaker::new()
+            .consecutive_failures(THRESHOLD)
+            .open_for(Duration::from_secs(600))
+            .probes(PROBES),
+    );
+    let mut handed = 0;
+    for n in 0..60 {
+        let key = format!("order-{n}:create");
+        let error = match backend {
+            Backend::Sqlite => outage_write_sqlite(&env.q, &key).await,
+            Backend::Postgres => outage_write_postgres(&env.q, &key).await,
+        }
+        .unwrap_err();
+        if handed_over(&*error) == Some(key.as_str()) {
+            handed += 1;
+        }
+    }
+    let reached = calls.load(Ordering::SeqCst);
+    assert!(
+        reached <= (THRESHOLD + PROBES) as usize,
+        "the dead system was called {reached} times (threshold {THRESHOLD} + probes {PROBES})"
+    );
+    assert!(
+        matches!(breaker_state(system), Some(BreakerState::Open { .. })),
+        "{:?}",
+        breaker_state(system)
+    );
+    assert_eq!(handed, 60, "every write is safe in the queue");
+    for n in 0..60 {
+        let task = env.info(&format!("order-{n}:create")).await;
+        assert_eq!(task.state, TaskState::Pending, "{task:?}");
+    }
+    // The first write's three attempts ran out; the second's breaker opened after its second
+    // attempt; the other 58 were refused by the open breaker before an attempt.
+    let why = |n: usize| {
+        let env = &env;
+        async move { env.info(&format!("order-{n}:create")).await }
+    };
+    assert!(
+        why(0)
+            .await
+            .last_err
+            .unwrap()
+            .starts_with("handed over after 3 attempts (attempts exhausted)")
+    );
+    assert!(
+        why(1)
+            .await
+            .last_err
+            .unwrap()
+            .starts_with("handed over after 2 attempts (the circuit breaker is open)")
+    );
+    assert!(
+        why(59)
+            .await
+            .last_err
+            .unwrap()
+            .starts_with("handed over before an attempt (the circuit breaker is open): ")
+    );
+    let counted = outcomes(system);
+    assert_eq!(counted.get("handed_over"), Some(&60), "{counted:?}");
+    assert_eq!(
+        counted.get("breaker_open"),
+        None,
+        "a refusal handed over is counted as such"
+    );
+}
+
+macro_rules! throttled_write {
+    ($name:ident, $system:literal, $status:expr) => {
+        #[retry(write, idempotency_key = key, system = $system, delay = "1ms",
+                                        hand_over = q.hand_over("charge", &7, key))]
+        async fn $name(q: &Queue, key: &str, hint: Option<&str>) -> Result<(), BoxError> {
+            Err(StatusError::new($status, hint).into())
+        }
+    };
+}
+throttled_write!(throttled_write_sqlite, "partner-429-sqlite", 429);
+throttled_write!(throttled_write_postgres, "partner-429-postgres", 429);
+
+async fn a_429_with_retry_after_is_handed_over_due_at_the_hint(backend: Backend) {
+    snapshotter();
+    let Some(env) = Env::new(backend, "hand-over-429").await else {
+        return;
+    };
+    let (system, write) = match backend {
+        Backend::Sqlite => ("partner-429-sqlite", true),
+        Backend::Postgres => ("partner-429-postgres", false),
+    };
+    let call = |key: &'static str, hint: Option<&'static str>| {
+        let q = env.q.clone();
+        async move {
+            if write {
+                throttled_write_sqlite(&q, key, hint).await
+            } else {
+                throttled_write_postgres(&q, key, hint).await
+            }
+        }
+    };
+    // Asked to wait 2 s: not retried here (R-RES-RE-X2), handed over due then.
+    let error = call("order-1:create", Some("2")).await.unwrap_err();
+    assert_eq!(handed_over(&*error), Some("order-1:create"));
+    let task = env.info("order-1:create").await;
+    assert_eq!(task.state, TaskState::Scheduled);
+    assert_eq!(task.next_process_at, Some(env.at(secs(2))));
+    assert_eq!(
+        task.last_err.as_deref(),
+        Some(
+            "handed over after 1 attempt (the system asked for less load (retry-after)), due in \
+             2s: HTTP 429 Too Many Requests, retry after 2s"
+        )
+    );
+    // A 429 with no hint is a plain 4xx: returned, not retried, not queued.
+    let error = call("order-2:create", None).await.unwrap_err();
+    assert_eq!(hand_over_news(&*error).map(|n| n.task_id()), None);
+    assert!(
+        env.q
+            .inspector()
+            .get("order-2:create")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let counted = outcomes(system);
+    assert_eq!(
+        (counted.get("handed_over"), counted.get("permanent")),
+        (Some(&1), Some(&1)),
+        "{counted:?}"
+    );
+}
+
+/// Calls of the bulkhead's test that reached the system, and the gate holding the first.
+static HELD: [tokio::sync::Notify; 2] = [
+    tokio::sync::Notify::const_new(),
+    tokio::sync::Notify::const_new(),
+];
+
+macro_rules! bulkhead_write {
+    ($name:ident, $system:literal, $held:expr) => {
+        #[retry(write, idempotency_key = key, system = $system, protect,
+                                        hand_over = q.hand_over("charge", &7, key))]
+        async fn $name(q: &Queue, key: &str) -> Result<(), BoxError> {
+            $held.notified().await;
+            Ok(())
+        }
+    };
+}
+bulkhead_write!(bulkhead_write_sqlite, "partner-bulkhead-sqlite", HELD[0]);
+bulkhead_write!(
+    bulkhead_write_postgres,
+    "partner-bulkhead-postgres",
+    HELD[1]
+);
+
+async fn a_write_its_bulkhead_refuses_is_handed_over(backend: Backend) {
+    snapshotter();
+    let Some(env) = Env::new(backend, "hand-over-bulkhead").await else {
+        return;
+    };
+    let (system, held) = match backend {
+        Backend::Sqlite => ("partner-bulkhead-sqlite", &HELD[0]),
+        Backend::Postgres => ("partner-bulkhead-postgres", &HELD[1]),
+    };
+    set_bulkhead(system, Bulkhead::new(1));
+    let write = |key: &'static str| {
+        let q = env.q.clone();
+        async move {
+            match backend {
+                Backend::Sqlite => bulkhead_write_sqlite(&q, key).await,
+                Backend::Postgres => bulkhead_write_postgres(&q, key).await,
+            }
+        }
+    };
+    // The first call holds the only permit until it is let go; the second is refused.
+    let first = tokio::spawn(write("order-1:create"));
+    while retry_runtime::bulkhead_state(system).map(|b| b.in_flight) != Some(1) {
+        tokio::task::yield_now().await;
+    }
+    let error = write("order-2:create").await.unwrap_err();
+    assert_eq!(handed_over(&*error), Some("order-2:create"));
+    held.notify_one();
+    first.await.unwrap().unwrap();
+    let task = env.info("order-2:create").await;
+    assert_eq!(task.state, TaskState::Pending);
+    assert!(
+        task.last_err
+            .as_deref()
+            .unwrap()
+            .starts_with("handed over before an attempt (the bulkhead is full): "),
+        "{task:?}"
+    );
+    assert!(
+        env.q
+            .inspector()
+            .get("order-1:create")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let counted = outcomes(system);
+    assert_eq!(
+        (
+            counted.get("handed_over"),
+            counted.get("success"),
+            counted.get("bulkhead_full")
+        ),
+        (Some(&1), Some(&1), None),
+        "{counted:?}"
+    );
+}

@@ -68,7 +68,7 @@ pub(crate) fn succeeded(site: &'static Site, attempt: u32, key: Option<&dyn Idem
             system = site.system,
             operation = site.operation,
             attempt,
-            attempts = site.policy.attempts(),
+            attempts = attempts_in_effect(site),
             idempotency_key = key.map(tracing::field::display),
             "succeeded after retries"
         );
@@ -86,7 +86,7 @@ pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
         system = failure.site.system,
         operation = failure.site.operation,
         attempt = failure.attempt,
-        attempts = failure.site.policy.attempts(),
+        attempts = attempts_in_effect(failure.site),
         delay_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
         error = failure.error.shown().map(tracing::field::display),
         idempotency_key = failure.key.map(tracing::field::display),
@@ -94,6 +94,13 @@ pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
     );
     #[cfg(not(feature = "tracing"))]
     let _ = pause;
+}
+
+/// The attempts `site` runs under now, as its events show them: the compiled ones, tightened by
+/// the configuration (`RETRY_<SYSTEM>_ATTEMPTS`, `_RETRIES=off`). Read on the failure path only.
+#[cfg(feature = "tracing")]
+fn attempts_in_effect(site: &Site) -> u32 {
+    crate::config::effective(site).attempts
 }
 
 /// The outcome of a give-up.
@@ -120,7 +127,7 @@ pub(crate) fn gave_up(failure: &Failure<'_>, reason: GiveUp) {
             system = failure.site.system,
             operation = failure.site.operation,
             attempt = failure.attempt,
-            attempts = failure.site.policy.attempts(),
+            attempts = attempts_in_effect(failure.site),
             reason = reason.as_str(),
             error = failure.error.shown().map(tracing::field::display),
             idempotency_key = failure.key.map(tracing::field::display),
@@ -166,7 +173,7 @@ pub(crate) fn handed_over(failure: &Failure<'_>, reason: GiveUp, task_id: Option
         system = failure.site.system,
         operation = failure.site.operation,
         attempt = failure.attempt,
-        attempts = failure.site.policy.attempts(),
+        attempts = attempts_in_effect(failure.site),
         reason = reason.as_str(),
         error = failure.error.shown().map(tracing::field::display),
         idempotency_key = failure.key.map(tracing::field::display),
@@ -244,7 +251,7 @@ pub(crate) fn left_to_own_task(failure: &Failure<'_>, reason: GiveUp) {
         system = failure.site.system,
         operation = failure.site.operation,
         attempt = failure.attempt,
-        attempts = failure.site.policy.attempts(),
+        attempts = attempts_in_effect(failure.site),
         reason = reason.as_str(),
         error = failure.error.shown().map(tracing::field::display),
         idempotency_key = failure.key.map(tracing::field::display),
@@ -279,7 +286,7 @@ pub(crate) fn hand_over_failed(failure: &Failure<'_>, reason: GiveUp, why: &dyn 
         system = failure.site.system,
         operation = failure.site.operation,
         attempt = failure.attempt,
-        attempts = failure.site.policy.attempts(),
+        attempts = attempts_in_effect(failure.site),
         reason = reason.as_str(),
         error = failure.error.shown().map(tracing::field::display),
         idempotency_key = failure.key.map(tracing::field::display),

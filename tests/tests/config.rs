@@ -122,9 +122,10 @@ async fn retries_off_makes_exactly_one_attempt() {
 #[tokio::test(start_paused = true)]
 async fn configured_delays_shape_the_pauses_within_the_five_second_window() {
     let _serial = SERIAL.lock().await;
+    // Longer than the compiled 200ms and 5s: a shorter one would be looser (config_refusals.rs).
     let report = config::from_vars(vars(&[
-        ("RETRY_CFG_PAYMENTS_DELAY", "50ms"),
-        ("RETRY_CFG_PAYMENTS_MAX_DELAY", "80ms"),
+        ("RETRY_CFG_PAYMENTS_DELAY", "300ms"),
+        ("RETRY_CFG_PAYMENTS_MAX_DELAY", "6s"),
     ]));
     assert!(report.is_clean(), "{report}");
     charge().await.unwrap_err();
@@ -132,7 +133,7 @@ async fn configured_delays_shape_the_pauses_within_the_five_second_window() {
         CHARGE.take(),
         (
             3,
-            vec![Duration::from_millis(50), Duration::from_millis(80)]
+            vec![Duration::from_millis(300), Duration::from_millis(600)]
         )
     );
 
@@ -145,8 +146,8 @@ async fn configured_delays_shape_the_pauses_within_the_five_second_window() {
     let report = config::from_vars(vars(&[("RETRY_CFG_PAYMENTS_DELAY", "0ms")]));
     assert!(report.refused[0].reason.contains("R-RES-RE-X3"), "{report}");
     let report = config::from_vars(vars(&[
-        ("RETRY_CFG_PAYMENTS_DELAY", "300ms"),
-        ("RETRY_CFG_PAYMENTS_MAX_DELAY", "300ms"),
+        ("RETRY_CFG_PAYMENTS_DELAY", "5s"),
+        ("RETRY_CFG_PAYMENTS_MAX_DELAY", "5s"),
     ]));
     assert!(report.refused[0].reason.contains("R-RES-RE-X3"), "{report}");
     assert_eq!(report.refused.len(), 2, "both halves of the schedule");
@@ -329,7 +330,7 @@ async fn a_file_takes_the_same_keys_and_a_broken_one_changes_nothing() {
     let path = dir.path().join("retry.toml");
     std::fs::write(
         &path,
-        "[systems.cfg-payments]\nattempts = 2\ndelay = \"10ms\"\nmax_delay = \"20ms\"\n",
+        "[systems.cfg-payments]\nattempts = 2\ndelay = \"300ms\"\nmax_delay = \"6s\"\n",
     )
     .unwrap();
     let report = config::from_file(&path);
@@ -339,7 +340,7 @@ async fn a_file_takes_the_same_keys_and_a_broken_one_changes_nothing() {
         format!("{}: systems.cfg-payments.attempts", path.display())
     );
     charge().await.unwrap_err();
-    assert_eq!(CHARGE.take(), (2, vec![Duration::from_millis(10)]));
+    assert_eq!(CHARGE.take(), (2, vec![Duration::from_millis(300)]));
 
     std::fs::write(&path, "[systems.cfg-payments\nattempts = 1\n").unwrap();
     let report: Report = config::reload_from_file(&path).unwrap_err();

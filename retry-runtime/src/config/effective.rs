@@ -35,10 +35,12 @@ pub(crate) fn effective(site: &Site) -> Effective {
     };
     let policy = match (o.delay, o.max_delay) {
         (None, None) => compiled,
+        // Never shorter than compiled (`tighten.rs` refuses a shorter one for the sites it
+        // knows; a tower layer's or a later site's own is kept here).
         (delay, max_delay) => Policy::new(
             attempts,
-            delay.unwrap_or(compiled.delay()),
-            max_delay.unwrap_or(compiled.max_delay()),
+            delay.map_or(compiled.delay(), |d| d.max(compiled.delay())),
+            max_delay.map_or(compiled.max_delay(), |d| d.max(compiled.max_delay())),
             compiled.jitter(),
         )
         .unwrap_or(compiled),

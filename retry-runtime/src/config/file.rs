@@ -65,7 +65,9 @@ fn entry(table: &str, key: &str, value: &toml::Value) -> Given {
     let value = if key == upper.to_ascii_lowercase() && keys::KEYS.contains(&upper.as_str()) {
         keys::read(&upper, &text)
     } else {
-        Err(keys::unknown(key).to_ascii_lowercase())
+        let fix = keys::nearest(key, keys::KEYS.iter().copied()).unwrap_or(keys::KEYS[0]);
+        // The file writes keys in lower case: so does the refusal, the list of keys included.
+        Err(keys::unknown(&format!("`{key}`"), &fix.to_ascii_lowercase()).to_ascii_lowercase())
     };
     Given {
         source: format!("{table}.{key}"),

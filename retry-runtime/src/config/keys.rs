@@ -64,13 +64,50 @@ pub(super) fn read(key: &str, text: &str) -> Result<Value, String> {
         "BREAKER_PROBES" => Value::BreakerProbes(count(text, 1, MAX_PROBES)?),
         "QUEUE_CONCURRENCY" => Value::QueueConcurrency(count(text, 1, u32::MAX)?),
         "QUEUE_RATE" => Value::QueueRate(per_second(text)?),
-        other => return Err(unknown(other)),
+        other => {
+            return Err(unknown(
+                &format!("`{other}`"),
+                nearest(other, KEYS.iter().copied()).unwrap_or(KEYS[0]),
+            ));
+        }
     })
 }
 
-/// The message for a key that is none of [`KEYS`].
-pub(super) fn unknown(key: &str) -> String {
-    format!("unknown key `{key}`: the keys are {}", KEYS.join(", "))
+/// The refusal of a key that is none of [`KEYS`]: `what` names it (and its system, for a
+/// variable), `fix` is the nearest key as its source writes keys. A misspelt key left alone
+/// would change nothing in silence (a kill switch with a typo during an incident).
+pub(super) fn unknown(what: &str, fix: &str) -> String {
+    format!(
+        "unknown key {what}: did you mean `{fix}`? A key this configuration does not know is refused, never ignored; the keys are {}",
+        KEYS.join(", ")
+    )
+}
+
+/// The one of `known` nearest to `name` (fewest single-character edits, ignoring case; the
+/// first of equals), or `None` when `known` is empty.
+pub(super) fn nearest<'k>(name: &str, known: impl IntoIterator<Item = &'k str>) -> Option<&'k str> {
+    let name = name.to_ascii_uppercase();
+    known
+        .into_iter()
+        .min_by_key(|k| edits(&name, &k.to_ascii_uppercase()))
+}
+
+/// The Levenshtein distance of `a` and `b`, by characters: one row of the table at a time.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 fn count(text: &str, min: u32, max: u32) -> Result<u32, String> {
@@ -153,8 +190,24 @@ mod tests {
         assert!(
             read("NOPE", "1")
                 .unwrap_err()
-                .starts_with("unknown key `NOPE`")
+                .starts_with("unknown key `NOPE`: did you mean `")
         );
+    }
+
+    #[test]
+    fn a_misspelt_key_finds_the_nearest() {
+        let keys = || KEYS.iter().copied();
+        assert_eq!(nearest("ATTEMPT", keys()), Some("ATTEMPTS"));
+        assert_eq!(nearest("retrys", keys()), Some("RETRIES"));
+        assert_eq!(nearest("MAXDELAY", keys()), Some("MAX_DELAY"));
+        assert_eq!(
+            nearest("QUEUE_CONCURENCY", keys()),
+            Some("QUEUE_CONCURRENCY")
+        );
+        assert_eq!(nearest("BREAKER_OPN", keys()), Some("BREAKER_OPEN"));
+        assert_eq!(nearest("x", std::iter::empty()), None);
+        assert_eq!(edits("kitten", "sitting"), 3);
+        assert_eq!(edits("", "abc"), 3);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 mod effective;
 mod keys;
+mod queue;
 mod report;
 mod state;
 mod tighten;
@@ -16,10 +17,10 @@ mod file;
 use std::sync::{Mutex, PoisonError};
 
 pub(crate) use effective::effective;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use queue::{QueueLimits, code_set as queue_limits_code_set, limits as queue_limits};
 pub use report::{Applied, Refusal, Report};
 pub(crate) use state::protections;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) use state::queue_limits;
 
 use crate::protect;
 use tighten::{BySystem, Given};
@@ -32,8 +33,10 @@ static APPLYING: Mutex<()> = Mutex::new(());
 /// tightens what the code compiled; refuses the others (the compiled value stays). Replaces
 /// any configuration applied before. Every `RETRY_…` variable that names a known key but no
 /// system the program knows (no `#[retry]` site, budget, breaker or bulkhead names it, nor a
-/// tower layer or reqwest middleware that has served a request) is refused too;
-/// other `RETRY_…` variables are not ours and are left alone.
+/// tower layer or reqwest middleware that has served a request) is refused too, and so is every
+/// `RETRY_<SYSTEM>_…` of a known system whose key is none of ours (naming the nearest key:
+/// `RETRY_PAYMENTS_ATTEMPT`, did you mean `RETRY_PAYMENTS_ATTEMPTS`?); other `RETRY_…`
+/// variables are not ours and are left alone.
 ///
 /// ```
 /// // RETRY_PAYMENTS_ATTEMPTS=2 RETRY_PAYMENTS_BULKHEAD=20 ./server
@@ -75,11 +78,14 @@ where
 /// Reads the `[systems.<name>]` tables of the TOML file at `path` (keys as in the variables,
 /// lower-case: `attempts = 2`, `delay = "300ms"`, `retries = "off"`) and applies them like
 /// [`from_env`]. A file that cannot be read or parsed is refused as a whole: the report says
-/// why, and nothing changes.
+/// why, and nothing changes. A key the file misspells, or a table of a system the program does
+/// not know, is refused naming the nearest known one.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let path = dir.path().join("retry.toml");
+/// // A system the program knows: a `#[retry]` site names it, or a budget, breaker or bulkhead.
+/// retry_runtime::set_bulkhead("payments", retry_runtime::Bulkhead::new(20));
 /// std::fs::write(&path, "[systems.payments]\nretries = \"off\"\n").unwrap();
 /// let report = retry_runtime::config::from_file(&path);
 /// assert!(report.is_clean(), "{report}");
@@ -87,7 +93,7 @@ where
 #[cfg(feature = "toml")]
 pub fn from_file(path: impl AsRef<std::path::Path>) -> Report {
     match file::read(path.as_ref()) {
-        Ok(given) => apply(given, Partial::Allowed),
+        Ok(given) => apply(unknown_systems(given), Partial::Allowed),
         Err(report) => report,
     }
 }
@@ -96,7 +102,7 @@ pub fn from_file(path: impl AsRef<std::path::Path>) -> Report {
 #[cfg(feature = "toml")]
 pub fn reload_from_file(path: impl AsRef<std::path::Path>) -> Result<Report, Report> {
     match file::read(path.as_ref()) {
-        Ok(given) => whole(apply(given, Partial::Refused)),
+        Ok(given) => whole(apply(unknown_systems(given), Partial::Refused)),
         Err(report) => Err(report),
     }
 }
@@ -179,25 +185,82 @@ where
                         .push(entry(key));
                 }
             }
-            None => {
-                if let Some(key) = keys::KEYS
-                    .iter()
-                    .filter(|k| rest.ends_with(&format!("_{k}")))
-                    .max_by_key(|k| k.len())
-                {
-                    let system = &rest[..rest.len() - key.len() - 1];
-                    report.refuse(
-                        name,
-                        text,
-                        format!(
-                            "no system named like `{system}`: the systems this program knows are {}",
-                            systems.iter().map(|(_, s)| format!("`{s}`")).collect::<Vec<_>>().join(", ")
-                        ),
-                    );
-                }
-            }
+            None => refuse_unmatched(name, text, rest, &systems, &mut report),
         }
     }
+    (given, report)
+}
+
+/// A `RETRY_…` variable (`rest` after the prefix) that names no known key of a known system:
+/// refused when it names a known key (of a system the program does not know) or a known system
+/// (with a key it does not know: the nearest one is the fix); left alone otherwise, as another
+/// program's variable.
+fn refuse_unmatched(
+    name: &str,
+    text: &str,
+    rest: &str,
+    systems: &[(String, &str)],
+    report: &mut Report,
+) {
+    let listed = || {
+        let each: Vec<String> = systems.iter().map(|(_, s)| format!("`{s}`")).collect();
+        each.join(", ")
+    };
+    if let Some(key) = keys::KEYS
+        .iter()
+        .filter(|k| rest.ends_with(&format!("_{k}")))
+        .max_by_key(|k| k.len())
+    {
+        let system = &rest[..rest.len() - key.len() - 1];
+        let why = format!(
+            "no system named like `{system}`: the systems this program knows are {}",
+            listed()
+        );
+        report.refuse(name, text, why);
+        return;
+    }
+    // `RETRY_<SYSTEM>_` of a system of ours is ours: a key after it that is none of ours is a
+    // misspelt one (`RETRY_PAYMENTS_ATTEMPT`), refused with the nearest key as the fix.
+    let of_known = systems
+        .iter()
+        .filter_map(|(env, system)| {
+            let key = rest.strip_prefix(env.as_str())?.strip_prefix('_')?;
+            Some((env, key, *system))
+        })
+        .max_by_key(|(env, ..)| env.len());
+    if let Some((env, key, system)) = of_known {
+        let fix = keys::nearest(key, keys::KEYS.iter().copied()).unwrap_or(keys::KEYS[0]);
+        let what = format!("`{key}` of system `{system}`");
+        report.refuse(
+            name,
+            text,
+            keys::unknown(&what, &format!("RETRY_{env}_{fix}")),
+        );
+    }
+}
+
+/// A file's tables of systems the program does not know: each value refused, naming the
+/// nearest known system. A file of this configuration holds no other program's tables, so a
+/// misspelt system (`[systems.paymnets]`) would otherwise change nothing in silence.
+#[cfg(feature = "toml")]
+fn unknown_systems((mut given, mut report): (BySystem, Report)) -> (BySystem, Report) {
+    let known = known_systems();
+    given.retain(|system, values| {
+        if known.contains(&system.as_str()) {
+            return true;
+        }
+        let why = match keys::nearest(system, known.iter().copied()) {
+            Some(fix) => format!(
+                "no system named `{system}`: did you mean `[systems.{fix}]`? The systems this program knows are {}",
+                known.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+            ),
+            None => format!("no system named `{system}`: this program knows no system yet"),
+        };
+        for g in values.iter() {
+            report.refuse(&g.source, &g.text, why.clone());
+        }
+        false
+    });
     (given, report)
 }
 
@@ -210,7 +273,8 @@ fn apply((given, mut report): (BySystem, Report), partial: Partial) -> Report {
             .map(|p| p.code())
             .unwrap_or_default();
         let sites: Vec<_> = protect::sites::of(system).collect();
-        let overrides = tighten::system(system, values, code, &sites, &mut report);
+        let queue = queue::coded(system);
+        let overrides = tighten::system(system, values, code, queue, &sites, &mut report);
         map.insert(system.as_str().into(), overrides);
     }
     if partial == Partial::Refused && !report.is_clean() {

@@ -74,19 +74,6 @@ pub(crate) fn overrides(system: &str) -> Option<Overrides> {
         .and_then(|map| map.get(system).copied())
 }
 
-/// The durable worker's limits of `system` in the configuration: its `QUEUE_CONCURRENCY` and
-/// `QUEUE_RATE`. A worker applies each as the lower of it and its own limit (tighten-only).
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-pub(crate) fn queue_limits(system: &str) -> (Option<usize>, Option<f64>) {
-    overrides(system).map_or((None, None), |o| {
-        (
-            o.queue_concurrency
-                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
-            o.queue_rate,
-        )
-    })
-}
-
 /// The breaker and bulkhead in effect for `system`: the code's, tightened by the configuration.
 pub(crate) fn protections(system: &str, code: Settings) -> Settings {
     let Some(o) = overrides(system) else {

@@ -1,6 +1,7 @@
 //! A program whose retry settings come from its environment (tests/tests/config.rs): it reads
 //! `RETRY_<SYSTEM>_<KEY>` once at start-up, prints what the configuration refused, then calls a
-//! system that is always down and prints how many attempts the call made.
+//! system that is always down and prints how many attempts the call made. Its events (the
+//! give-up's among them) go to stderr.
 
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 
@@ -32,6 +33,11 @@ async fn charge_status() -> Result<(), Unavailable> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .init();
     let report = retry_runtime::config::from_env();
     for refused in &report.refused {
         println!("refused: {refused}");

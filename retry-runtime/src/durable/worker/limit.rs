@@ -95,20 +95,22 @@ impl SystemLimit {
     }
 
     /// This limit tightened by the configuration's `QUEUE_CONCURRENCY` and `QUEUE_RATE` of
-    /// `system`: each the lower of the two, or the configured one where the code set none.
+    /// `system`: a configured value no looser than the code's, or the code's (a looser one is
+    /// refused with a WARN: `config::queue_limits`).
     pub(crate) fn configured(self, system: &str) -> SystemLimit {
-        let (concurrency, rate) = crate::config::queue_limits(system);
-        let lower = |code: Option<usize>, conf: Option<usize>| match (code, conf) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let limits = crate::config::queue_limits(system, self.queue_limits());
         SystemLimit {
-            concurrency: lower(self.concurrency, concurrency),
-            rate: match (self.rate, rate) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
+            concurrency: limits.concurrency,
+            rate: limits.rate,
             global_concurrency: self.global_concurrency,
+        }
+    }
+
+    /// The limits the configuration's queue keys are judged against.
+    pub(crate) fn queue_limits(&self) -> crate::config::QueueLimits {
+        crate::config::QueueLimits {
+            concurrency: self.concurrency,
+            rate: self.rate,
         }
     }
 }

@@ -241,6 +241,7 @@ impl Worker {
     pub fn limit(mut self, system: impl Into<String>, limit: SystemLimit) -> Self {
         let system = system.into();
         crate::protect::for_system(&system);
+        crate::config::queue_limits_code_set(&system, limit.queue_limits());
         self.edit().systems.limits.insert(system, limit);
         self
     }

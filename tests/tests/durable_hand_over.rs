@@ -73,7 +73,7 @@ fn unavailable() -> BoxError {
 macro_rules! table_write {
     ($name:ident, $system:literal) => {
         #[retry(write, idempotency_key = key, system = $system, attempts = 1,
-                                                hand_over = q.hand_over("charge", &7, key))]
+                                                        hand_over = q.hand_over("charge", &7, key))]
         async fn $name(q: &Queue, key: &str) -> Result<(), BoxError> {
             Err(unavailable())
         }
@@ -198,7 +198,7 @@ static OUTAGE_CALLS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0
 macro_rules! outage_write {
     ($name:ident, $system:literal, $calls:expr) => {
         #[retry(write, idempotency_key = key, system = $system, protect, delay = "1ms",
-                                                hand_over = q.hand_over("charge", &7, key))]
+                                                        hand_over = q.hand_over("charge", &7, key))]
         async fn $name(q: &Queue, key: &str) -> Result<(), BoxError> {
             $calls.fetch_add(1, Ordering::SeqCst);
             Err(unavailable())
@@ -228,14 +228,18 @@ async fn an_outage_of_protected_keyed_writes_trips_the_breaker_and_loses_nothing
     let Some(env) = Env::new(backend, "hand-over-outage").await else {
         return;
     };
-    // Open for longer than the test runs: every call after the opening is refused.
-    set_breaker(
-        system,
-        Breaker::new()
-            .consecutive_failures(THRESHOLD)
-            .open_for(Duration::from_secs(600))
-            .probes(PROBES),
-    );
+    // Open for longer than the test runs: every call after the opening is refused. The
+    // system's gauges are registered with their own recorder, read once at the end.
+    let gauges = DebuggingRecorder::new();
+    metrics::with_local_recorder(&gauges, || {
+        set_breaker(
+            system,
+            Breaker::new()
+                .consecutive_failures(THRESHOLD)
+                .open_for(Duration::from_secs(600))
+                .probes(PROBES),
+        )
+    });
     let mut handed = 0;
     for n in 0..60 {
         let key = format!("order-{n}:create");
@@ -297,12 +301,34 @@ async fn an_outage_of_protected_keyed_writes_trips_the_breaker_and_loses_nothing
         None,
         "a refusal handed over is counted as such"
     );
+    assert_eq!(
+        gauge(&gauges, "retry_breaker_state", system),
+        Some(2.0),
+        "open"
+    );
+}
+
+/// The value of gauge `name` of `system` in `recorder` (a snapshot: read it once).
+fn gauge(recorder: &DebuggingRecorder, name: &str, system: &str) -> Option<f64> {
+    recorder
+        .snapshotter()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .find_map(|(key, _, _, value)| {
+            let key = key.key();
+            let named = key.name() == name && key.labels().any(|l| l.value() == system);
+            match value {
+                DebugValue::Gauge(value) if named => Some(value.into_inner()),
+                _ => None,
+            }
+        })
 }
 
 macro_rules! throttled_write {
     ($name:ident, $system:literal, $status:expr) => {
         #[retry(write, idempotency_key = key, system = $system, delay = "1ms",
-                                        hand_over = q.hand_over("charge", &7, key))]
+                                                        hand_over = q.hand_over("charge", &7, key))]
         async fn $name(q: &Queue, key: &str, hint: Option<&str>) -> Result<(), BoxError> {
             Err(StatusError::new($status, hint).into())
         }
@@ -371,7 +397,7 @@ static HELD: [tokio::sync::Notify; 2] = [
 macro_rules! bulkhead_write {
     ($name:ident, $system:literal, $held:expr) => {
         #[retry(write, idempotency_key = key, system = $system, protect,
-                                        hand_over = q.hand_over("charge", &7, key))]
+                                                        hand_over = q.hand_over("charge", &7, key))]
         async fn $name(q: &Queue, key: &str) -> Result<(), BoxError> {
             $held.notified().await;
             Ok(())
@@ -394,7 +420,8 @@ async fn a_write_its_bulkhead_refuses_is_handed_over(backend: Backend) {
         Backend::Sqlite => ("partner-bulkhead-sqlite", &HELD[0]),
         Backend::Postgres => ("partner-bulkhead-postgres", &HELD[1]),
     };
-    set_bulkhead(system, Bulkhead::new(1));
+    let gauges = DebuggingRecorder::new();
+    metrics::with_local_recorder(&gauges, || set_bulkhead(system, Bulkhead::new(1)));
     let write = |key: &'static str| {
         let q = env.q.clone();
         async move {
@@ -411,6 +438,7 @@ async fn a_write_its_bulkhead_refuses_is_handed_over(backend: Backend) {
     }
     let error = write("order-2:create").await.unwrap_err();
     assert_eq!(handed_over(&*error), Some("order-2:create"));
+    assert_eq!(gauge(&gauges, "retry_bulkhead_in_use", system), Some(1.0));
     held.notify_one();
     first.await.unwrap().unwrap();
     let task = env.info("order-2:create").await;

@@ -71,6 +71,10 @@ pub(crate) struct BreakerCell {
     consecutive: AtomicU32,
     successes: Tally,
     window: Mutex<Window>,
+    /// `retry_breaker_state{system}`: 0 closed (or no breaker), 1 half-open, 2 open, set at
+    /// each transition (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    gauge: metrics::Gauge,
 }
 
 impl BreakerCell {
@@ -91,7 +95,22 @@ impl BreakerCell {
             consecutive: AtomicU32::new(0),
             window: Mutex::new(Window::new(0, successes.total())),
             successes,
+            #[cfg(feature = "metrics")]
+            gauge: metrics::gauge!("retry_breaker_state", "system" => system),
         }
+    }
+
+    /// Shows a transition on `retry_breaker_state` (a cold path: transitions only).
+    #[inline]
+    fn show(&self, kind: u64) {
+        #[cfg(feature = "metrics")]
+        self.gauge.set(match kind {
+            OPEN => 2.0,
+            HALF_OPEN => 1.0,
+            _ => 0.0,
+        });
+        #[cfg(not(feature = "metrics"))]
+        let _ = kind;
     }
 
     /// Takes `settings` (or none: no breaker) and starts closed with an empty window; the same
@@ -117,6 +136,7 @@ impl BreakerCell {
         self.consecutive.store(0, Relaxed);
         let state = if settings.is_some() { CLOSED } else { DISABLED };
         self.state.store(state, Release);
+        self.show(CLOSED);
     }
 
     /// Whether an attempt may be made now: the closed path is a load and a compare.
@@ -153,7 +173,12 @@ impl BreakerCell {
                 .state
                 .compare_exchange_weak(word, next, AcqRel, Acquire)
             {
-                Ok(_) => return true,
+                Ok(_) => {
+                    if word & KIND == OPEN {
+                        self.show(HALF_OPEN);
+                    }
+                    return true;
+                }
                 Err(actual) => word = actual,
             }
         }
@@ -203,6 +228,7 @@ impl BreakerCell {
     fn closed(&self) {
         *self.lock_window() = Window::new(self.now_ms(), self.successes.total());
         self.consecutive.store(0, Relaxed);
+        self.show(CLOSED);
         #[cfg(feature = "tracing")]
         tracing::info!(
             system = self.system,
@@ -256,6 +282,7 @@ impl BreakerCell {
             }
         };
         if opened {
+            self.show(OPEN);
             #[cfg(feature = "tracing")]
             tracing::warn!(
                 system = self.system,

@@ -74,16 +74,22 @@ pub(crate) struct BulkheadCell {
     in_flight: AtomicU32,
     waiting: AtomicU32,
     freed: Notify,
+    /// `retry_bulkhead_in_use{system}`: the permits held, moved with each (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    in_use: metrics::Gauge,
 }
 
 impl BulkheadCell {
-    pub(crate) fn new() -> BulkheadCell {
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(crate) fn new(system: &'static str) -> BulkheadCell {
         BulkheadCell {
             limit: AtomicU32::new(0),
             max_wait_ms: AtomicU64::new(0),
             in_flight: AtomicU32::new(0),
             waiting: AtomicU32::new(0),
             freed: Notify::new(),
+            #[cfg(feature = "metrics")]
+            in_use: metrics::gauge!("retry_bulkhead_in_use", "system" => system),
         }
     }
 
@@ -117,7 +123,13 @@ impl BulkheadCell {
                 .in_flight
                 .compare_exchange_weak(n, n + 1, Acquire, Relaxed)
             {
-                Ok(_) => return Some(Permit(Some(self))),
+                Ok(_) => {
+                    // Moved by one, not set to `n + 1`: two calls' sets could land out of order
+                    // and leave the gauge wrong at rest.
+                    #[cfg(feature = "metrics")]
+                    self.in_use.increment(1);
+                    return Some(Permit(Some(self)));
+                }
                 Err(actual) => n = actual,
             }
         }
@@ -167,6 +179,8 @@ impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(cell) = self.0 {
             cell.in_flight.fetch_sub(1, Release);
+            #[cfg(feature = "metrics")]
+            cell.in_use.decrement(1);
             if cell.waiting.load(Acquire) > 0 {
                 cell.freed.notify_one();
             }

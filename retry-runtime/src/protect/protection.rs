@@ -37,7 +37,7 @@ impl Protection {
         Protection {
             system,
             breaker: BreakerCell::new(system),
-            bulkhead: BulkheadCell::new(),
+            bulkhead: BulkheadCell::new(system),
             code: Mutex::new(Settings::default()),
         }
     }

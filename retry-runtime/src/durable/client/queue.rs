@@ -336,13 +336,14 @@ impl Queue {
     }
 
     /// [`hand_over`](Queue::hand_over) of a typed payload: the kind is
-    /// [`T::KIND`](TaskKind::KIND).
+    /// [`T::KIND`](TaskKind::KIND), the system [`T::SYSTEM`](TaskKind::SYSTEM) (if any).
     pub async fn hand_over_of<T, K>(&self, payload: &T, key: &K) -> Result<TaskInfo, Error>
     where
         T: TaskKind,
         K: IdempotencyKey + ?Sized,
     {
-        self.hand_over(T::KIND, payload, key).await
+        let task = Task::for_key(T::KIND, payload, key).kind_system::<T>();
+        self.enqueue(task).await
     }
 
     /// The operator's handle on this queue (asynq's `Inspector`): look at tasks and queues,

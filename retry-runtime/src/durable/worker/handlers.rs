@@ -52,7 +52,9 @@ impl Worker {
 
     /// [`handle_classified`](Worker::handle_classified) for `T`'s [`KIND`](TaskKind::KIND),
     /// the handler receiving the payload decoded (see [`TaskKind`]). A payload that does not
-    /// decode as `T` is archived at once, never retried, with an error that says so.
+    /// decode as `T` is archived at once, never retried, with an error that says so. A kind
+    /// with a [`SYSTEM`](TaskKind::SYSTEM) is mapped to it, as
+    /// [`system_of`](Worker::system_of)`(T::KIND, system)` would.
     pub fn handle_typed<T, F, Fut, E>(mut self, handler: F) -> Self
     where
         T: TaskKind,
@@ -76,6 +78,9 @@ impl Worker {
             }
         });
         self.edit().handlers.insert(T::KIND.to_owned(), handler);
-        self
+        match T::SYSTEM {
+            Some(system) => self.system_of(T::KIND, system),
+            None => self,
+        }
     }
 }

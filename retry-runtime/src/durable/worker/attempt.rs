@@ -13,7 +13,7 @@ use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
 use crate::durable::worker::completer::Completer;
-use crate::durable::worker::failure::Failure;
+use crate::durable::worker::failure::{Failure, Judgement};
 use crate::durable::worker::runner::Runner;
 use crate::durable::worker::supervisor::{Bound, Running, lease_end, supervise};
 use crate::durable::worker::{lease, span};
@@ -70,6 +70,13 @@ pub(crate) async fn attempt(
     let lease_ends = lease_end(&runner, &task, now);
     let result = supervise(&runner, &queue, &mut task, run, bound, stop, lease_ends).await?;
     let succeeded = result.is_ok();
+    if let Err(Failure {
+        judgement: Judgement::Throttled { wait },
+        ..
+    }) = &result
+    {
+        runner.gate.pause(&task, *wait);
+    }
     match result {
         Ok(()) => completer.complete(queue, task).await,
         Err(failure) => runner.outcomes.record_failure(&queue, &task, failure).await,

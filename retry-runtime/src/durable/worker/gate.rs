@@ -44,6 +44,8 @@ struct PerSystem {
     breaker: BreakerState,
     /// Its last claim took all it asked for: more may be due.
     withheld: bool,
+    /// Its claims pause until then: the system throttled a task (`throttle.rs`).
+    paused_until: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -131,6 +133,7 @@ impl Gate {
                 ramp: Ramp::new(w.limit.get_rate(), now),
                 breaker: BreakerState::Closed,
                 withheld: false,
+                paused_until: None,
             })
             .collect();
         Gate {
@@ -194,7 +197,10 @@ impl Gate {
         };
         for (i, (w, s)) in self.watched.iter().zip(state.per.iter_mut()).enumerate() {
             let breaker = crate::breaker_state(&w.name).unwrap_or(BreakerState::Closed);
+            let paused = s.paused_until.is_some_and(|until| until > now);
             let allowance = match breaker {
+                // Throttled: nothing claimed (nor deferred) until the pause ends.
+                _ if paused => 0,
                 BreakerState::Open { until } => {
                     let wait = until.saturating_duration_since(now);
                     plan.defer
@@ -257,16 +263,31 @@ impl Gate {
         s.withheld && s.ramp.is_full(now)
     }
 
-    /// When a system's rate lets its next task start, if a system waits for it with tasks due.
+    /// When a system's rate lets its next task start, if a system waits for it with tasks due,
+    /// or when a throttled system's pause ends.
     pub(crate) fn next_start(&self) -> Option<Instant> {
         let now = Instant::now();
         let state = self.lock();
+        let pauses = state.per.iter().filter_map(|s| s.paused_until);
         state
             .per
             .iter()
             .filter(|s| s.withheld && s.breaker == BreakerState::Closed)
             .filter_map(|s| s.ramp.next_token(now))
+            .chain(pauses.filter(|until| *until > now))
             .min()
+    }
+
+    /// The system of `task`, if the worker knows it, throttled it: its claims pause for `wait`
+    /// (or longer, if an earlier pause ends later). A task of no known system: nothing pauses.
+    pub(crate) fn pause(&self, task: &ActiveTask, wait: Duration) {
+        let Some(i) = self.key(task).system else {
+            return;
+        };
+        let until = Instant::now() + wait;
+        if let Some(s) = self.lock().per.get_mut(i) {
+            s.paused_until = Some(s.paused_until.map_or(until, |earlier| earlier.max(until)));
+        }
     }
 
     /// The watched systems as they stand: name, tasks held, the rate in force (`None`:

@@ -121,9 +121,17 @@ async fn typed_tasks_carry_their_kinds_system_and_its_limit_applies(backend: Bac
     let Some(env) = Env::new(backend, "typed-system").await else {
         return;
     };
-    let of = env.q.enqueue(Task::of(&PartnerCall { n: 1 })).await.unwrap();
+    let of = env
+        .q
+        .enqueue(Task::of(&PartnerCall { n: 1 }))
+        .await
+        .unwrap();
     let key = "partner-call-2".to_owned();
-    let handed = env.q.hand_over_of(&PartnerCall { n: 2 }, &key).await.unwrap();
+    let handed = env
+        .q
+        .hand_over_of(&PartnerCall { n: 2 }, &key)
+        .await
+        .unwrap();
     assert_eq!(of.system.as_deref(), Some("partner"));
     assert_eq!(handed.system.as_deref(), Some("partner"));
 

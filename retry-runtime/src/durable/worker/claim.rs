@@ -17,6 +17,7 @@ use crate::durable::worker::lease;
 use crate::durable::worker::metrics::{Metrics, Outcome};
 use crate::durable::worker::runner::Runner;
 use crate::durable::worker::served::Served;
+use crate::durable::worker::shared_breaker;
 
 /// The spread of deferred tasks after the breaker's next probe: they do not all come due at
 /// one instant.
@@ -141,7 +142,7 @@ async fn gated(
     mut free: usize,
     (lease, kinds): (Duration, Option<&str>),
 ) -> Result<Vec<ActiveTask>, Error> {
-    let plan = gate.plan(queue.handle.clock.now());
+    let plan = shared_breaker::plan(gate, queue, lease).await?;
     defer(gate, metrics, queue, &plan).await?;
     let mut retries = plan.retries;
     let mut claimed = Vec::new();

@@ -21,6 +21,8 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::durable::client::task::ActiveTask;
+use crate::durable::clock::to_ms;
+use crate::durable::store::breakers::Shared;
 use crate::durable::worker::limit::{SystemLimit, Systems};
 use crate::durable::worker::ramp::Ramp;
 use crate::protect::BreakerState;
@@ -71,6 +73,9 @@ pub(crate) struct Plan {
     pub(crate) allowances: Vec<usize>,
     /// Systems whose breaker is open, with when it lets probes through (the queue's clock).
     pub(crate) defer: Vec<(usize, SystemTime)>,
+    /// Systems whose shared breaker is past its open time: the round claims the one task its
+    /// allowance says only if it takes the queue's probe.
+    pub(crate) probes: Vec<usize>,
     /// How many retries may be claimed while fresh tasks are due; `None`: no split.
     pub(crate) retries: Option<usize>,
 }
@@ -87,6 +92,9 @@ pub(crate) struct Gate {
     /// Retries held at most while fresh tasks are due; `usize::MAX`: no share.
     retry_cap: usize,
     state: Mutex<State>,
+    /// The shared breakers as last read or written, by queue and system
+    /// (`shared_breaker.rs`).
+    shared: Mutex<HashMap<String, HashMap<String, Shared>>>,
 }
 
 fn json(names: &[&str]) -> String {
@@ -148,6 +156,7 @@ impl Gate {
                 // Retries left by an earlier run may be due: the first rounds look.
                 pressure: retry_cap != usize::MAX,
             }),
+            shared: Mutex::default(),
         }
     }
 
@@ -186,17 +195,23 @@ impl Gate {
 
     /// The round's plan at `queue_now` (the queue's clock): each system's breaker looked at
     /// (a system back from open starts its slow start), its allowance, and the retries' share.
-    pub(crate) fn plan(&self, queue_now: SystemTime) -> Plan {
+    pub(crate) fn plan(&self, queue: &str, queue_now: SystemTime) -> Plan {
         let now = Instant::now();
+        let shared = self.shared_of(queue);
         let mut state = self.lock();
         let mut plan = Plan {
             allowances: Vec::with_capacity(self.watched.len()),
             defer: Vec::new(),
+            probes: Vec::new(),
             retries: (self.retry_cap != usize::MAX && state.pressure)
                 .then(|| self.retry_cap.saturating_sub(state.retries_held)),
         };
         for (i, (w, s)) in self.watched.iter().zip(state.per.iter_mut()).enumerate() {
-            let breaker = crate::breaker_state(&w.name).unwrap_or(BreakerState::Closed);
+            let own = crate::breaker_state(&w.name).unwrap_or(BreakerState::Closed);
+            let (breaker, probe) = merged(own, shared.get(&w.name), queue_now, now);
+            if probe {
+                plan.probes.push(i);
+            }
             let paused = s.paused_until.is_some_and(|until| until > now);
             let allowance = match breaker {
                 // Throttled: nothing claimed (nor deferred) until the pause ends.
@@ -290,6 +305,40 @@ impl Gate {
         }
     }
 
+    /// The shared breakers of `queue`, by system, as last read or written.
+    pub(crate) fn shared_of(&self, queue: &str) -> HashMap<String, Shared> {
+        let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        shared.get(queue).cloned().unwrap_or_default()
+    }
+
+    /// Replaces what is known of `queue`'s shared breakers (a claim round read them all).
+    pub(crate) fn absorb(&self, queue: &str, rows: Vec<(String, Shared)>) {
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        shared.insert(queue.to_owned(), rows.into_iter().collect());
+    }
+
+    /// Records `system`'s shared breaker in `queue` as this worker just wrote it.
+    pub(crate) fn remember(&self, queue: &str, system: &str, row: Shared) {
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        let queue = shared.entry(queue.to_owned()).or_default();
+        queue.insert(system.to_owned(), row);
+    }
+
+    /// The name of the system `task` calls: the one it names, else its kind's (`system_of`).
+    pub(crate) fn system_name<'t>(&'t self, task: &'t ActiveTask) -> Option<&'t str> {
+        task.system().or_else(|| {
+            let i = *self.by_kind.get(task.kind())?;
+            Some(self.watched[i].name.as_str())
+        })
+    }
+
+    /// Whether any watched system has a breaker: then each claim round reads the shared ones.
+    pub(crate) fn shares_breakers(&self) -> bool {
+        self.watched
+            .iter()
+            .any(|w| crate::breaker_state(&w.name).is_some())
+    }
+
     /// The watched systems as they stand: name, tasks held, the rate in force (`None`:
     /// unlimited), whether it ramps, and its breaker.
     pub(crate) fn snapshot(&self) -> Vec<(String, usize, Option<f64>, bool, BreakerState)> {
@@ -308,5 +357,34 @@ impl Gate {
                 )
             })
             .collect()
+    }
+}
+
+/// A system's breaker as a claim round sees it: this process's (`own`) and the queue's shared
+/// one together, the more cautious winning: open if either is (until the later time, on the
+/// runtime's clock); half-open if either is. `true` with it: the shared one is past its open
+/// time, and the round must take the queue's probe to claim a task.
+fn merged(
+    own: BreakerState,
+    shared: Option<&Shared>,
+    queue_now: SystemTime,
+    now: Instant,
+) -> (BreakerState, bool) {
+    let Some(shared) = shared else {
+        return (own, false);
+    };
+    let now_ms = to_ms(queue_now);
+    if let Some(until) = shared.open_at(now_ms) {
+        let wait = Duration::from_millis(u64::try_from(until - now_ms).unwrap_or(0));
+        let until = match own {
+            BreakerState::Open { until: mine } => mine.max(now + wait),
+            _ => now + wait,
+        };
+        return (BreakerState::Open { until }, false);
+    }
+    match own {
+        BreakerState::Open { .. } => (own, false),
+        _ if shared.half_open_at(now_ms) => (BreakerState::HalfOpen, true),
+        _ => (own, false),
     }
 }

@@ -25,6 +25,7 @@ pub(crate) mod ramp;
 pub(crate) mod recoverer;
 pub(crate) mod runner;
 pub(crate) mod served;
+pub(crate) mod shared_breaker;
 mod span;
 mod supervisor;
 pub(crate) mod throttle;

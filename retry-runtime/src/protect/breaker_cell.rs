@@ -302,6 +302,7 @@ impl BreakerCell {
     }
 
     /// The settings in effect; `None`: no breaker.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) fn settings(&self) -> Option<Breaker> {
         *self.current.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -12,16 +12,12 @@ use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::store::systems::{self, Filter, Retried};
-use crate::durable::worker::gate::{Gate, Plan};
+use crate::durable::worker::gate::{DEFER_JITTER, Gate, Plan};
 use crate::durable::worker::lease;
 use crate::durable::worker::metrics::{Metrics, Outcome};
 use crate::durable::worker::runner::Runner;
 use crate::durable::worker::served::Served;
 use crate::durable::worker::shared_breaker;
-
-/// The spread of deferred tasks after the breaker's next probe: they do not all come due at
-/// one instant.
-pub(crate) const DEFER_JITTER: Duration = Duration::from_secs(1);
 
 /// The order in which this round asks the queues: by weight, highest first, under strict
 /// priority; otherwise a weighted draw without replacement (each next queue picked with

@@ -5,10 +5,14 @@
 //! - **Limits**: a system's tasks held (running or prefetched) stay within its concurrency
 //!   limit, and start within its rate (`ramp.rs`'s bucket): the claim asks for no more, so no
 //!   task is claimed and given back.
-//! - **Breakers**: the breaker is the system's in-process one (`protect/registry.rs`, fed by the
-//!   `#[retry(…, protect)]` calls the handlers make in this process), read once per round: open,
+//! - **Breakers**: the system's in-process one (`protect/registry.rs`, fed by the
+//!   `#[retry(…, protect)]` calls the handlers make and by the worker's attempts) merged with
+//!   the queue's shared one (`shared_breaker.rs`), the more cautious winning, read once per
+//!   round: open,
 //!   its due tasks are deferred to when it half-opens (`claim.rs`); half-open, one task at a time
 //!   is claimed (the probe); closed again, the system ramps up from its floor (`ramp.rs`).
+//! - **Throttles**: a system that throttled a task (`throttle.rs`) is not claimed until the
+//!   hint has passed.
 //! - **Retry share**: while retries are about, at most `share × concurrency` of them are held;
 //!   the rest of the room goes to fresh tasks, and to retries only when no fresh task is due.
 //!
@@ -26,6 +30,10 @@ use crate::durable::store::breakers::Shared;
 use crate::durable::worker::limit::{SystemLimit, Systems};
 use crate::durable::worker::ramp::Ramp;
 use crate::protect::BreakerState;
+
+/// The spread of deferred tasks after the breaker's next probe: they do not all come due at
+/// one instant.
+pub(crate) const DEFER_JITTER: Duration = Duration::from_secs(1);
 
 /// One system the worker knows.
 #[derive(Debug)]

@@ -139,12 +139,14 @@ async fn outcomes_are_counted_per_queue_kind_and_outcome(backend: Backend) {
         ("kind=charge,outcome=not_failure", 1),
         ("kind=charge,outcome=retried", 1),
         ("kind=charge,outcome=snoozed", 0),
+        ("kind=charge,outcome=throttled", 0),
         ("kind=email,outcome=archived", 0),
         ("kind=email,outcome=completed", 1),
         ("kind=email,outcome=deferred", 0),
         ("kind=email,outcome=not_failure", 0),
         ("kind=email,outcome=retried", 0),
         ("kind=email,outcome=snoozed", 0),
+        ("kind=email,outcome=throttled", 0),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -191,6 +193,7 @@ async fn outcomes_are_counted_per_queue_kind_and_outcome(backend: Backend) {
         ("kind=email,outcome=not_failure", 0),
         ("kind=email,outcome=retried", 0),
         ("kind=email,outcome=snoozed", 0),
+        ("kind=email,outcome=throttled", 0),
         ("kind=report,outcome=retried", 1),
     ]
     .into_iter()
@@ -325,6 +328,7 @@ async fn a_snooze_is_counted_as_its_own_outcome(backend: Backend) {
         ("kind=settle,outcome=not_failure", 0),
         ("kind=settle,outcome=retried", 0),
         ("kind=settle,outcome=snoozed", 2),
+        ("kind=settle,outcome=throttled", 0),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

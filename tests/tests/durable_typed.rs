@@ -6,13 +6,15 @@
 use std::sync::{Arc, Mutex};
 
 use retry_runtime::BoxError;
-use retry_runtime::durable::{Task, TaskKind, TaskState};
+use retry_runtime::durable::{SystemLimit, Task, TaskKind, TaskState};
 use retry_tests::durable_env::{Backend, Env, worker};
 
 retry_tests::both_backends!(
     a_typed_handler_receives_the_decoded_payload_of_its_kind,
     a_payload_that_does_not_decode_is_archived_after_one_run,
     hand_over_of_enqueues_under_the_types_kind_and_key,
+    typed_tasks_carry_their_kinds_system_and_its_limit_applies,
+    handle_typed_maps_the_kind_to_its_system,
 );
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -99,4 +101,63 @@ async fn hand_over_of_enqueues_under_the_types_kind_and_key(backend: Backend) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     recording(&env, &seen).run_due().await.unwrap();
     assert_eq!(*seen.lock().unwrap(), vec![charge]);
+}
+
+/// A kind whose tasks call the system "partner" (issue 40, item 6).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct PartnerCall {
+    n: u64,
+}
+
+impl TaskKind for PartnerCall {
+    const KIND: &'static str = "partner-call";
+    const SYSTEM: Option<&'static str> = Some("partner");
+}
+
+/// `Task::of` and `hand_over_of` store the kind's system; a worker limiting "partner" to one
+/// task at a time then claims one of them per round, though it has four slots and handles the
+/// kind untyped (so only the stored system can tell).
+async fn typed_tasks_carry_their_kinds_system_and_its_limit_applies(backend: Backend) {
+    let Some(env) = Env::new(backend, "typed-system").await else {
+        return;
+    };
+    let of = env
+        .q
+        .enqueue(Task::of(&PartnerCall { n: 1 }))
+        .await
+        .unwrap();
+    let key = "partner-call-2".to_owned();
+    let handed = env
+        .q
+        .hand_over_of(&PartnerCall { n: 2 }, &key)
+        .await
+        .unwrap();
+    assert_eq!(of.system.as_deref(), Some("partner"));
+    assert_eq!(handed.system.as_deref(), Some("partner"));
+
+    let w = worker(&env)
+        .limit("partner", SystemLimit::new().concurrency(1))
+        .handle(PartnerCall::KIND, |_task| async { Ok::<(), BoxError>(()) });
+    assert_eq!(w.run_due().await.unwrap(), 1, "the limit of one applies");
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    assert_eq!(w.run_due().await.unwrap(), 0);
+    assert_eq!(env.ids(TaskState::Completed).await.len(), 2);
+}
+
+/// `handle_typed` maps the kind to its system: a task of the kind enqueued by name, without a
+/// system, is held to the system's limit too.
+async fn handle_typed_maps_the_kind_to_its_system(backend: Backend) {
+    let Some(env) = Env::new(backend, "typed-system-of").await else {
+        return;
+    };
+    for n in 0..2 {
+        let task = Task::new(PartnerCall::KIND, &PartnerCall { n });
+        assert_eq!(env.q.enqueue(task).await.unwrap().system, None);
+    }
+    let w = worker(&env)
+        .limit("partner", SystemLimit::new().concurrency(1))
+        .handle_typed(|_call: PartnerCall, _task| async { Ok::<(), BoxError>(()) });
+    assert_eq!(w.run_due().await.unwrap(), 1, "the limit of one applies");
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    assert_eq!(env.ids(TaskState::Completed).await.len(), 2);
 }

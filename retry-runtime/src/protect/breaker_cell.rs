@@ -12,9 +12,9 @@
 //! probes in the same word: admitting a probe, counting its success and closing are each one
 //! compare-and-swap.
 
-use std::sync::Mutex;
 use std::sync::PoisonError;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -22,6 +22,28 @@ use tokio::time::Instant;
 use super::breaker::{Breaker, BreakerState};
 use super::tally::Tally;
 use super::window::Window;
+
+tokio::task_local! {
+    /// Set while a durable worker's handler runs: whether a protected call site reported an
+    /// attempt to a breaker, so that the worker does not report the task's attempt again.
+    static REPORTS: Arc<AtomicBool>;
+}
+
+/// Runs `future` noting in `reported` whether it reports to any breaker (the durable worker
+/// feeds a system's breaker for the handlers whose calls did not).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn watch_reports<F: Future>(
+    reported: Arc<AtomicBool>,
+    future: F,
+) -> impl Future<Output = F::Output> {
+    REPORTS.scope(reported, future)
+}
+
+/// Notes a report for [`watch_reports`]: outside one, a failed thread-local look-up.
+#[inline(always)]
+fn note_report() {
+    let _ = REPORTS.try_with(|reported| reported.store(true, Relaxed));
+}
 
 const CLOSED: u64 = 0;
 /// No breaker: every call goes through and nothing is counted (a kind of its own, so that the
@@ -190,10 +212,12 @@ impl BreakerCell {
         let word = self.state.load(Acquire);
         if word != CLOSED {
             if word != DISABLED {
+                note_report();
                 self.probe_answered();
             }
             return;
         }
+        note_report();
         self.successes.add();
         if self.consecutive.load(Relaxed) != 0 {
             self.consecutive.store(0, Relaxed);
@@ -241,6 +265,9 @@ impl BreakerCell {
     #[inline(never)]
     pub(crate) fn on_failure(&self) {
         let word = self.state.load(Acquire);
+        if word != DISABLED {
+            note_report();
+        }
         match word & KIND {
             CLOSED => self.closed_failure(),
             HALF_OPEN => self.open(HALF_OPEN, "a probe failed"),
@@ -299,6 +326,12 @@ impl BreakerCell {
     pub(crate) fn is_open(&self) -> bool {
         let word = self.state.load(Acquire);
         word & KIND == OPEN && self.now_ms() < word & MS_MASK
+    }
+
+    /// The settings in effect; `None`: no breaker.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn settings(&self) -> Option<Breaker> {
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether a breaker is set.

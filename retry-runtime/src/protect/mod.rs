@@ -23,6 +23,8 @@ pub(crate) use admission::enter_waiting;
 pub use admission::{Queued, Reject, Wait, enter};
 pub(crate) use breaker::MAX_PROBES;
 pub use breaker::{Breaker, BreakerState};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use breaker_cell::watch_reports;
 pub use bulkhead::{Bulkhead, BulkheadState, Permit};
 pub(crate) use protection::Protection;
 pub(crate) use registry::{all, for_system, lookup};

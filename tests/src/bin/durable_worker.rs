@@ -7,7 +7,9 @@
 //! ```
 //!
 //! `--global N` limits the system `gw` to N active tasks across every worker of the queue
-//! (`SystemLimit::global_concurrency`, `tests/tests/durable_global.rs`).
+//! (`SystemLimit::global_concurrency`, `tests/tests/durable_global.rs`). `--breaker N` gives
+//! `gw` a breaker that opens after N transient failures in a row, for 60 s, with 1 probe, and
+//! makes the worker know `gw` (`tests/tests/durable_shared_breaker.rs`).
 //!
 //! It handles the kind `job` until its standard input closes (then it drains and exits 0), and
 //! appends one line per attempt event to FILE (its own file: one writer, whole lines):
@@ -17,7 +19,7 @@
 //! end <task id> <retried> <worker name> <micros since the epoch> <ok | err | panic>
 //! ```
 //!
-//! Modes: `ok` succeeds at once; `hang` never returns (the test kills the process); `stall-ok` /
+//! Modes: `ok` succeeds at once; `reset` fails with a connection reset (a transient error); `hang` never returns (the test kills the process); `stall-ok` /
 //! `stall-err`, on a task's first attempt, block the process's only thread for `--stall-ms` (no
 //! lease renewal can run; the test also stops the process meanwhile), then succeed / fail (later
 //! attempts succeed at once); `sleep-ok`, on a task's first attempt, sleeps `--stall-ms` (an
@@ -40,8 +42,8 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, SystemLimit, Worker, protocol};
+use retry_runtime::{BoxError, Breaker, set_breaker};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -52,6 +54,7 @@ enum Mode {
     SleepOk,
     Random,
     RawStallOk,
+    Reset,
 }
 
 struct Args {
@@ -67,6 +70,7 @@ struct Args {
     stall: Duration,
     fail_percent: u64,
     global: Option<usize>,
+    breaker: Option<u32>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -83,6 +87,7 @@ fn parse_args() -> Result<Args, String> {
         stall: Duration::from_secs(3),
         fail_percent: 30,
         global: None,
+        breaker: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -106,6 +111,7 @@ fn parse_args() -> Result<Args, String> {
                     "sleep-ok" => Mode::SleepOk,
                     "random" => Mode::Random,
                     "raw-stall-ok" => Mode::RawStallOk,
+                    "reset" => Mode::Reset,
                     other => return Err(format!("unknown mode {other}")),
                 }
             }
@@ -122,6 +128,9 @@ fn parse_args() -> Result<Args, String> {
             }
             "--global" => {
                 args.global = Some(value.parse().map_err(|e| format!("{flag}: {e}"))?);
+            }
+            "--breaker" => {
+                args.breaker = Some(value.parse().map_err(|e| format!("{flag}: {e}"))?);
             }
             other => return Err(format!("unknown flag {other}")),
         }
@@ -220,6 +229,17 @@ async fn main() -> ExitCode {
         Some(n) => worker.limit("gw", SystemLimit::new().global_concurrency(n)),
         None => worker,
     };
+    let worker = match args.breaker {
+        Some(n) => {
+            let breaker = Breaker::new()
+                .consecutive_failures(n)
+                .open_for(Duration::from_secs(60))
+                .probes(1);
+            set_breaker("gw", breaker);
+            worker.limit("gw", SystemLimit::new())
+        }
+        None => worker,
+    };
     let worker = worker.handle("job", move |task| {
         let log = log.clone();
         let name = name.clone();
@@ -263,6 +283,10 @@ async fn main() -> ExitCode {
                     Err(BoxError::from("failed late, after a stall"))
                 }
                 Mode::RawStallOk => unreachable!("raw mode runs no Worker"),
+                Mode::Reset => {
+                    end("err");
+                    Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset).into())
+                }
                 Mode::Random => {
                     let h = fnv(&id, retried);
                     let pause = if (h >> 24) % 25 == 0 {

@@ -48,13 +48,14 @@ impl Queue {
     }
 
     /// [`hand_over`](Queue::hand_over) of a typed payload: the kind is
-    /// [`T::KIND`](TaskKind::KIND).
+    /// [`T::KIND`](TaskKind::KIND), the system [`T::SYSTEM`](TaskKind::SYSTEM) (if any).
     pub async fn hand_over_of<T, K>(&self, payload: &T, key: &K) -> Result<TaskInfo, Error>
     where
         T: TaskKind,
         K: IdempotencyKey + ?Sized,
     {
-        self.hand_over(T::KIND, payload, key).await
+        let task = Task::for_key(T::KIND, payload, key).kind_system::<T>();
+        self.hand_over_task(task).await
     }
 
     /// [`hand_over`](Queue::hand_over) of a task built with [`Task::for_key`] (its options:

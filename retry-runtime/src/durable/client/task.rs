@@ -120,10 +120,18 @@ pub(crate) enum When {
 }
 
 impl Task {
-    /// A task of `payload`'s type: its kind is [`T::KIND`](TaskKind::KIND), its payload
-    /// `payload` as JSON.
+    /// A task of `payload`'s type: its kind is [`T::KIND`](TaskKind::KIND), its system
+    /// [`T::SYSTEM`](TaskKind::SYSTEM) (if any), its payload `payload` as JSON.
     pub fn of<T: TaskKind>(payload: &T) -> Self {
-        Task::new(T::KIND, payload)
+        Task::new(T::KIND, payload).kind_system::<T>()
+    }
+
+    /// The system of `T`'s kind ([`TaskKind::SYSTEM`]), unless the task names one already.
+    pub(crate) fn kind_system<T: TaskKind>(mut self) -> Self {
+        if self.system.is_none() {
+            self.system = T::SYSTEM.map(str::to_owned);
+        }
+        self
     }
 
     /// A task of kind `kind` (the handler's name) carrying `payload` as JSON.

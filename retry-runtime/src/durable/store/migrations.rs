@@ -64,6 +64,7 @@ macro_rules! migration {
 pub(crate) const POSTGRES: &[Migration] = &[
     migration!("postgres", 1, "0001_baseline", "baseline", 1),
     migration!("postgres", 2, "0002_leaders", "leaders", 1),
+    migration!("postgres", 3, "0003_breakers", "breakers", 2),
 ];
 
 /// SQLite's migrations, in order.
@@ -71,6 +72,7 @@ pub(crate) const POSTGRES: &[Migration] = &[
 pub(crate) const SQLITE: &[Migration] = &[
     migration!("sqlite", 1, "0001_baseline", "baseline", 1),
     migration!("sqlite", 2, "0002_leaders", "leaders", 1),
+    migration!("sqlite", 3, "0003_breakers", "breakers", 2),
 ];
 
 #[cfg(all(test, feature = "sqlite", feature = "postgres"))]

@@ -60,6 +60,7 @@ macro_rules! fenced_row {
 
 mod adopt;
 pub(crate) mod batch;
+pub(crate) mod breakers;
 pub(crate) mod control;
 pub(crate) mod counts;
 mod db;

@@ -245,6 +245,26 @@ pub(crate) async fn snooze(
     fenced(store, SNOOZE, fence, &[Arg::Int(next_process)]).await
 }
 
+/// Throttles the task (the other side asked for less load): `scheduled`, due at
+/// `next_process`, `retried` unchanged, `last_err` saying why; not a failure, so neither
+/// `last_failed_ms` nor the failure history changes.
+pub(crate) async fn throttle(
+    store: &Store,
+    fence: Fence<'_>,
+    next_process: i64,
+    last_err: &str,
+) -> Result<bool, Error> {
+    const THROTTLE: &str = concat!(
+        "UPDATE retry_tasks SET state = 'scheduled', next_process_ms = $5, last_err = $6, \
+         lease_token = NULL, lease_expires_ms = NULL \
+         WHERE ",
+        fenced_row!(),
+        " AND NOT cancel_requested"
+    );
+    let args = [Arg::Int(next_process), Arg::Text(last_err)];
+    fenced(store, THROTTLE, fence, &args).await
+}
+
 /// Archives the task with `last_err`, and `errors` as its failure history.
 pub(crate) async fn archive(
     store: &Store,

@@ -13,10 +13,10 @@ use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
 use crate::durable::worker::completer::Completer;
-use crate::durable::worker::failure::Failure;
+use crate::durable::worker::failure::{Failure, Judgement};
 use crate::durable::worker::runner::Runner;
 use crate::durable::worker::supervisor::{Bound, Running, lease_end, supervise};
-use crate::durable::worker::{lease, span};
+use crate::durable::worker::{lease, shared_breaker, span};
 
 /// How long a claim holds a task unless renewed; renewed every third of it while the handler runs.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -56,6 +56,10 @@ pub(crate) async fn attempt(
     if !renew_if_waited(&runner, &queue, &mut task).await {
         return None;
     }
+    // Another worker's attempts may have opened the system's shared breaker since the claim.
+    if shared_breaker::defer_if_open(&runner, &queue, &task).await {
+        return None;
+    }
     let now = queue.handle.clock.now();
     let bound = attempt_bound(&task, now);
     if bound == Some(Bound::Deadline(Duration::ZERO)) {
@@ -63,13 +67,23 @@ pub(crate) async fn attempt(
         runner.outcomes.record_failure(&queue, &task, failure).await;
         return Some(false);
     }
+    let reported = shared_breaker::reports_flag();
     let running = RUNNING.scope(Arc::from(task.id()), handler(task.clone()));
+    let running = crate::protect::watch_reports(reported.clone(), running);
     let running = span::instrument(&task, queue.name(), running);
     let run = Running(tokio::spawn(running));
     let _holding = runner.held.hold(queue.name(), &task, now);
     let lease_ends = lease_end(&runner, &task, now);
     let result = supervise(&runner, &queue, &mut task, run, bound, stop, lease_ends).await?;
     let succeeded = result.is_ok();
+    shared_breaker::feed(&runner, &queue, &task, &result, &reported).await;
+    if let Err(Failure {
+        judgement: Judgement::Throttled { wait },
+        ..
+    }) = &result
+    {
+        runner.gate.pause(&task, *wait);
+    }
     match result {
         Ok(()) => completer.complete(queue, task).await,
         Err(failure) => runner.outcomes.record_failure(&queue, &task, failure).await,

@@ -12,15 +12,12 @@ use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::store::systems::{self, Filter, Retried};
-use crate::durable::worker::gate::{Gate, Plan};
+use crate::durable::worker::gate::{DEFER_JITTER, Gate, Plan};
 use crate::durable::worker::lease;
 use crate::durable::worker::metrics::{Metrics, Outcome};
 use crate::durable::worker::runner::Runner;
 use crate::durable::worker::served::Served;
-
-/// The spread of deferred tasks after the breaker's next probe: they do not all come due at
-/// one instant.
-pub(crate) const DEFER_JITTER: Duration = Duration::from_secs(1);
+use crate::durable::worker::shared_breaker;
 
 /// The order in which this round asks the queues: by weight, highest first, under strict
 /// priority; otherwise a weighted draw without replacement (each next queue picked with
@@ -141,7 +138,7 @@ async fn gated(
     mut free: usize,
     (lease, kinds): (Duration, Option<&str>),
 ) -> Result<Vec<ActiveTask>, Error> {
-    let plan = gate.plan(queue.handle.clock.now());
+    let plan = shared_breaker::plan(gate, queue, lease).await?;
     defer(gate, metrics, queue, &plan).await?;
     let mut retries = plan.retries;
     let mut claimed = Vec::new();

@@ -19,6 +19,7 @@ use crate::durable::clock::{DelayRng, default_retry_delay, from_ms};
 use crate::durable::error::{
     BoxError, Error, SkipRetry, Snooze, chain, error_text, has_client_error,
 };
+use crate::durable::worker::throttle;
 use crate::protect::BreakerState;
 
 /// `retry_delay(n, err, task)`: the pause before the retry that follows `n` retries.
@@ -42,6 +43,9 @@ pub(crate) enum Judgement {
     Permanent { client_error: bool },
     /// A circuit breaker refused the call: the external system was not called (R-RES-RE-X4).
     Rejected,
+    /// The other side asked for less load: a 429, or a transient error (a 503), with a
+    /// Retry-After hint; `wait` is the hint, capped (`throttle.rs`).
+    Throttled { wait: Duration },
     /// A known transient error (timeout, 5xx, reset), with the other side's Retry-After hint.
     Transient { hint: Option<Duration> },
     /// Nothing known in the chain: asynq's default, a failure retried after the delay.
@@ -81,9 +85,13 @@ impl Failure {
         let verdict = crate::classify::Verdict::of(&error);
         let client_error = error.is_client_error();
         let error: BoxError = error.into();
-        let judgement = match judge_chain(&*error) {
-            special @ (Judgement::SkipRetry | Judgement::Snooze(_) | Judgement::BadTask) => special,
+        let throttled = throttle::wait(&verdict, &*error);
+        let judgement = match (judge_chain(&*error), throttled) {
+            (special @ (Judgement::SkipRetry | Judgement::Snooze(_) | Judgement::BadTask), _) => {
+                special
+            }
             _ if verdict.rejection => Judgement::Rejected,
+            (_, Some(wait)) => Judgement::Throttled { wait },
             _ if verdict.transient => Judgement::Transient {
                 hint: verdict.retry_after,
             },
@@ -110,13 +118,16 @@ fn judge_chain(error: &(dyn StdError + 'static)) -> Judgement {
     if chain(error).any(bad_task) {
         return Judgement::BadTask;
     }
-    match erased::first_known(error) {
-        None => Judgement::Unknown,
-        Some(verdict) if verdict.rejection => Judgement::Rejected,
-        Some(verdict) if verdict.transient => Judgement::Transient {
+    let Some(verdict) = erased::first_known(error) else {
+        return Judgement::Unknown;
+    };
+    match throttle::wait(&verdict, error) {
+        _ if verdict.rejection => Judgement::Rejected,
+        Some(wait) => Judgement::Throttled { wait },
+        None if verdict.transient => Judgement::Transient {
             hint: verdict.retry_after,
         },
-        Some(_) => Judgement::Permanent {
+        None => Judgement::Permanent {
             client_error: has_client_error(error) || erased::is_client_error(error),
         },
     }
@@ -191,6 +202,9 @@ pub(crate) enum Decision {
     },
     /// Put off ([`Snooze`]): `scheduled`, due at `at`; `retried` and `last_err` unchanged.
     Snooze { at: SystemTime },
+    /// Throttled by the other side: `scheduled`, due at `at`, `retried` unchanged, `last_err`
+    /// saying why.
+    Throttle { at: SystemTime, last_err: String },
     /// To the archive.
     Archive {
         reason: ArchiveReason,
@@ -210,7 +224,8 @@ pub(crate) struct Rules {
 impl Rules {
     /// The decision for a failed attempt of `task`, in this order:
     ///
-    /// 1. [`SkipRetry`] in the chain: archived; else [`Snooze`]: put off, not a failure.
+    /// 1. [`SkipRetry`] in the chain: archived; else [`Snooze`]: put off, not a failure;
+    ///    else throttled (a 429 or 503 with a hint): put off for the hint, not a failure.
     /// 2. The worker's `is_failure` says "not a failure": retried, not counted — unless the
     ///    task's retries are spent (`retried >= max_retry`): archived, so no task is retried
     ///    forever.
@@ -244,6 +259,16 @@ impl Rules {
                 return match bounds_exceeded(task, at) {
                     Some(reason) => archive(reason),
                     None => Decision::Snooze { at },
+                };
+            }
+            Judgement::Throttled { wait } => {
+                let at = now.checked_add(wait).unwrap_or_else(|| from_ms(i64::MAX));
+                return match bounds_exceeded(task, at) {
+                    Some(reason) => archive(reason),
+                    None => Decision::Throttle {
+                        at,
+                        last_err: format!("{text} {}", throttle::suffix(wait)),
+                    },
                 };
             }
             _ if not_a_failure && exhausted => return archive(spent),

@@ -5,10 +5,14 @@
 //! - **Limits**: a system's tasks held (running or prefetched) stay within its concurrency
 //!   limit, and start within its rate (`ramp.rs`'s bucket): the claim asks for no more, so no
 //!   task is claimed and given back.
-//! - **Breakers**: the breaker is the system's in-process one (`protect/registry.rs`, fed by the
-//!   `#[retry(…, protect)]` calls the handlers make in this process), read once per round: open,
+//! - **Breakers**: the system's in-process one (`protect/registry.rs`, fed by the
+//!   `#[retry(…, protect)]` calls the handlers make and by the worker's attempts) merged with
+//!   the queue's shared one (`shared_breaker.rs`), the more cautious winning, read once per
+//!   round: open,
 //!   its due tasks are deferred to when it half-opens (`claim.rs`); half-open, one task at a time
 //!   is claimed (the probe); closed again, the system ramps up from its floor (`ramp.rs`).
+//! - **Throttles**: a system that throttled a task (`throttle.rs`) is not claimed until the
+//!   hint has passed.
 //! - **Retry share**: while retries are about, at most `share × concurrency` of them are held;
 //!   the rest of the room goes to fresh tasks, and to retries only when no fresh task is due.
 //!
@@ -21,9 +25,15 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::durable::client::task::ActiveTask;
+use crate::durable::clock::to_ms;
+use crate::durable::store::breakers::Shared;
 use crate::durable::worker::limit::{SystemLimit, Systems};
 use crate::durable::worker::ramp::Ramp;
 use crate::protect::BreakerState;
+
+/// The spread of deferred tasks after the breaker's next probe: they do not all come due at
+/// one instant.
+pub(crate) const DEFER_JITTER: Duration = Duration::from_secs(1);
 
 /// One system the worker knows.
 #[derive(Debug)]
@@ -44,6 +54,8 @@ struct PerSystem {
     breaker: BreakerState,
     /// Its last claim took all it asked for: more may be due.
     withheld: bool,
+    /// Its claims pause until then: the system throttled a task (`throttle.rs`).
+    paused_until: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -69,6 +81,9 @@ pub(crate) struct Plan {
     pub(crate) allowances: Vec<usize>,
     /// Systems whose breaker is open, with when it lets probes through (the queue's clock).
     pub(crate) defer: Vec<(usize, SystemTime)>,
+    /// Systems whose shared breaker is past its open time: the round claims the one task its
+    /// allowance says only if it takes the queue's probe.
+    pub(crate) probes: Vec<usize>,
     /// How many retries may be claimed while fresh tasks are due; `None`: no split.
     pub(crate) retries: Option<usize>,
 }
@@ -85,6 +100,9 @@ pub(crate) struct Gate {
     /// Retries held at most while fresh tasks are due; `usize::MAX`: no share.
     retry_cap: usize,
     state: Mutex<State>,
+    /// The shared breakers as last read or written, by queue and system
+    /// (`shared_breaker.rs`).
+    shared: Mutex<HashMap<String, HashMap<String, Shared>>>,
 }
 
 fn json(names: &[&str]) -> String {
@@ -131,6 +149,7 @@ impl Gate {
                 ramp: Ramp::new(w.limit.get_rate(), now),
                 breaker: BreakerState::Closed,
                 withheld: false,
+                paused_until: None,
             })
             .collect();
         Gate {
@@ -145,6 +164,7 @@ impl Gate {
                 // Retries left by an earlier run may be due: the first rounds look.
                 pressure: retry_cap != usize::MAX,
             }),
+            shared: Mutex::default(),
         }
     }
 
@@ -183,18 +203,27 @@ impl Gate {
 
     /// The round's plan at `queue_now` (the queue's clock): each system's breaker looked at
     /// (a system back from open starts its slow start), its allowance, and the retries' share.
-    pub(crate) fn plan(&self, queue_now: SystemTime) -> Plan {
+    pub(crate) fn plan(&self, queue: &str, queue_now: SystemTime) -> Plan {
         let now = Instant::now();
+        let shared = self.shared_of(queue);
         let mut state = self.lock();
         let mut plan = Plan {
             allowances: Vec::with_capacity(self.watched.len()),
             defer: Vec::new(),
+            probes: Vec::new(),
             retries: (self.retry_cap != usize::MAX && state.pressure)
                 .then(|| self.retry_cap.saturating_sub(state.retries_held)),
         };
         for (i, (w, s)) in self.watched.iter().zip(state.per.iter_mut()).enumerate() {
-            let breaker = crate::breaker_state(&w.name).unwrap_or(BreakerState::Closed);
+            let own = crate::breaker_state(&w.name).unwrap_or(BreakerState::Closed);
+            let (breaker, probe) = merged(own, shared.get(&w.name), queue_now, now);
+            if probe {
+                plan.probes.push(i);
+            }
+            let paused = s.paused_until.is_some_and(|until| until > now);
             let allowance = match breaker {
+                // Throttled: nothing claimed (nor deferred) until the pause ends.
+                _ if paused => 0,
                 BreakerState::Open { until } => {
                     let wait = until.saturating_duration_since(now);
                     plan.defer
@@ -257,16 +286,65 @@ impl Gate {
         s.withheld && s.ramp.is_full(now)
     }
 
-    /// When a system's rate lets its next task start, if a system waits for it with tasks due.
+    /// When a system's rate lets its next task start, if a system waits for it with tasks due,
+    /// or when a throttled system's pause ends.
     pub(crate) fn next_start(&self) -> Option<Instant> {
         let now = Instant::now();
         let state = self.lock();
+        let pauses = state.per.iter().filter_map(|s| s.paused_until);
         state
             .per
             .iter()
             .filter(|s| s.withheld && s.breaker == BreakerState::Closed)
             .filter_map(|s| s.ramp.next_token(now))
+            .chain(pauses.filter(|until| *until > now))
             .min()
+    }
+
+    /// The system of `task`, if the worker knows it, throttled it: its claims pause for `wait`
+    /// (or longer, if an earlier pause ends later). A task of no known system: nothing pauses.
+    pub(crate) fn pause(&self, task: &ActiveTask, wait: Duration) {
+        let Some(i) = self.key(task).system else {
+            return;
+        };
+        let until = Instant::now() + wait;
+        if let Some(s) = self.lock().per.get_mut(i) {
+            s.paused_until = Some(s.paused_until.map_or(until, |earlier| earlier.max(until)));
+        }
+    }
+
+    /// The shared breakers of `queue`, by system, as last read or written.
+    pub(crate) fn shared_of(&self, queue: &str) -> HashMap<String, Shared> {
+        let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        shared.get(queue).cloned().unwrap_or_default()
+    }
+
+    /// Replaces what is known of `queue`'s shared breakers (a claim round read them all).
+    pub(crate) fn absorb(&self, queue: &str, rows: Vec<(String, Shared)>) {
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        shared.insert(queue.to_owned(), rows.into_iter().collect());
+    }
+
+    /// Records `system`'s shared breaker in `queue` as this worker just wrote it.
+    pub(crate) fn remember(&self, queue: &str, system: &str, row: Shared) {
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        let queue = shared.entry(queue.to_owned()).or_default();
+        queue.insert(system.to_owned(), row);
+    }
+
+    /// The name of the system `task` calls: the one it names, else its kind's (`system_of`).
+    pub(crate) fn system_name<'t>(&'t self, task: &'t ActiveTask) -> Option<&'t str> {
+        task.system().or_else(|| {
+            let i = *self.by_kind.get(task.kind())?;
+            Some(self.watched[i].name.as_str())
+        })
+    }
+
+    /// Whether any watched system has a breaker: then each claim round reads the shared ones.
+    pub(crate) fn shares_breakers(&self) -> bool {
+        self.watched
+            .iter()
+            .any(|w| crate::breaker_state(&w.name).is_some())
     }
 
     /// The watched systems as they stand: name, tasks held, the rate in force (`None`:
@@ -287,5 +365,34 @@ impl Gate {
                 )
             })
             .collect()
+    }
+}
+
+/// A system's breaker as a claim round sees it: this process's (`own`) and the queue's shared
+/// one together, the more cautious winning: open if either is (until the later time, on the
+/// runtime's clock); half-open if either is. `true` with it: the shared one is past its open
+/// time, and the round must take the queue's probe to claim a task.
+fn merged(
+    own: BreakerState,
+    shared: Option<&Shared>,
+    queue_now: SystemTime,
+    now: Instant,
+) -> (BreakerState, bool) {
+    let Some(shared) = shared else {
+        return (own, false);
+    };
+    let now_ms = to_ms(queue_now);
+    if let Some(until) = shared.open_at(now_ms) {
+        let wait = Duration::from_millis(u64::try_from(until - now_ms).unwrap_or(0));
+        let until = match own {
+            BreakerState::Open { until: mine } => mine.max(now + wait),
+            _ => now + wait,
+        };
+        return (BreakerState::Open { until }, false);
+    }
+    match own {
+        BreakerState::Open { .. } => (own, false),
+        _ if shared.half_open_at(now_ms) => (BreakerState::HalfOpen, true),
+        _ => (own, false),
     }
 }

@@ -19,8 +19,8 @@ impl Worker {
     ///
     /// `Ok(())` completes the task. An error is a failed attempt, judged by the first error of
     /// its source chain whose type is known, as the [module docs](crate::durable#which-errors-are-retried)
-    /// say: a 4xx is archived at once, a breaker rejection does not count, a transient error
-    /// waits at least its Retry-After, an error nothing is known of is retried (asynq's default).
+    /// say: a 4xx is archived at once, a breaker rejection does not count, a 429 or 503 with
+    /// Retry-After waits for it without using a retry (throttled), an error nothing is known of is retried (asynq's default).
     /// A panic is a failed attempt too ([`Error::Panicked`](crate::durable::Error::Panicked)). For an adapter's own error type,
     /// [`handle_classified`](Worker::handle_classified) uses its [`Classify`] impl instead.
     ///
@@ -52,7 +52,9 @@ impl Worker {
 
     /// [`handle_classified`](Worker::handle_classified) for `T`'s [`KIND`](TaskKind::KIND),
     /// the handler receiving the payload decoded (see [`TaskKind`]). A payload that does not
-    /// decode as `T` is archived at once, never retried, with an error that says so.
+    /// decode as `T` is archived at once, never retried, with an error that says so. A kind
+    /// with a [`SYSTEM`](TaskKind::SYSTEM) is mapped to it, as
+    /// [`system_of`](Worker::system_of)`(T::KIND, system)` would.
     pub fn handle_typed<T, F, Fut, E>(mut self, handler: F) -> Self
     where
         T: TaskKind,
@@ -76,6 +78,9 @@ impl Worker {
             }
         });
         self.edit().handlers.insert(T::KIND.to_owned(), handler);
-        self
+        match T::SYSTEM {
+            Some(system) => self.system_of(T::KIND, system),
+            None => self,
+        }
     }
 }

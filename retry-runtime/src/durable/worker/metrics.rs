@@ -19,17 +19,20 @@ pub(crate) enum Outcome {
     Archived,
     /// Put off while the task's system's breaker is open: not claimed, not a failure.
     Deferred,
+    /// Put off for the other side's Retry-After (a 429 or 503 with a hint): not a failure.
+    Throttled,
 }
 
 impl Outcome {
     #[cfg(feature = "metrics")]
-    const ALL: [Outcome; 6] = [
+    const ALL: [Outcome; 7] = [
         Outcome::Completed,
         Outcome::Retried,
         Outcome::NotFailure,
         Outcome::Snoozed,
         Outcome::Archived,
         Outcome::Deferred,
+        Outcome::Throttled,
     ];
 
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
@@ -41,6 +44,7 @@ impl Outcome {
             Outcome::Snoozed => "snoozed",
             Outcome::Archived => "archived",
             Outcome::Deferred => "deferred",
+            Outcome::Throttled => "throttled",
         }
     }
 }
@@ -66,7 +70,7 @@ struct QueueHandles {
     tasks: [metrics::Gauge; 6],
     pickup_delay: metrics::Histogram,
     /// Per handler kind, per [`Outcome::ALL`].
-    processed: std::collections::HashMap<String, [metrics::Counter; 6]>,
+    processed: std::collections::HashMap<String, [metrics::Counter; 7]>,
 }
 
 #[cfg(feature = "metrics")]

@@ -25,8 +25,10 @@ pub(crate) mod ramp;
 pub(crate) mod recoverer;
 pub(crate) mod runner;
 pub(crate) mod served;
+pub(crate) mod shared_breaker;
 mod span;
 mod supervisor;
+pub(crate) mod throttle;
 pub(crate) mod wake;
 
 use std::fmt;
@@ -180,8 +182,8 @@ impl Worker {
     /// Replaces the delay before a retry: `delay(n, err, task)` with `n` the retries done so far
     /// (0 before the first retry), `err` the attempt's error. Default:
     /// [`default_retry_delay`](crate::durable::default_retry_delay)`(n, rand)`, rand from
-    /// [`rng`](Worker::rng). A Retry-After hint of a transient error pushes the retry later
-    /// still: the next attempt comes after the longer of the two.
+    /// [`rng`](Worker::rng). An error with a Retry-After hint (a 429, a 503) is not retried on
+    /// this delay: it is throttled, due after the hint without using a retry.
     pub fn retry_delay<F>(mut self, delay: F) -> Self
     where
         F: Fn(u32, &BoxError, &ActiveTask) -> Duration + Send + Sync + 'static,

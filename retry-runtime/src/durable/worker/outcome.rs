@@ -82,7 +82,7 @@ impl Outcomes {
             // this changes nothing either): a canceled task is archived, never retried.
             return cancel(queue, task, fence, now, &self.metrics).await;
         }
-        if let Decision::Retry { .. } = decision {
+        if let Decision::Retry { .. } | Decision::Throttle { .. } = decision {
             // The processor sleeps until the earliest due time it knows: this one may be earlier.
             queue.handle.wake.ring();
         }
@@ -90,6 +90,7 @@ impl Outcomes {
             Decision::Retry { counted: true, .. } => Outcome::Retried,
             Decision::Retry { counted: false, .. } => Outcome::NotFailure,
             Decision::Snooze { .. } => Outcome::Snoozed,
+            Decision::Throttle { .. } => Outcome::Throttled,
             Decision::Archive { .. } => Outcome::Archived,
         };
         self.metrics
@@ -197,6 +198,9 @@ async fn write(
             .await?
         }
         Decision::Snooze { at } => tasks::snooze(&queue.handle.store, fence, to_ms(*at)).await?,
+        Decision::Throttle { at, last_err } => {
+            tasks::throttle(&queue.handle.store, fence, to_ms(*at), last_err).await?
+        }
         Decision::Archive { last_err, .. } => {
             let errors = failures::append(&task.info().errors, task.retried(), now, last_err);
             tasks::archive(&queue.handle.store, fence, last_err, to_ms(now), &errors).await?
@@ -233,6 +237,17 @@ async fn log(queue: &Queue, task: &ActiveTask, decision: Decision) {
             queue = queue.name(),
             retried = task.retried(),
             next_process_at = crate::durable::clock::rfc3339(at),
+        ),
+        Decision::Throttle { at, last_err } => event!(
+            warn,
+            "durable task throttled by its system; it waits for the hint without using a retry",
+            kind = task.kind(),
+            id = task.id(),
+            queue = queue.name(),
+            system = task.system().unwrap_or_default(),
+            retried = task.retried(),
+            next_process_at = crate::durable::clock::rfc3339(at),
+            last_err = last_err,
         ),
         Decision::Archive { last_err, .. } => {
             event!(

@@ -33,8 +33,8 @@ fn the_chain_is_judged_like_retry_judges_it() {
     );
     assert_eq!(
         judged(StatusError::new(503, Some("120"))),
-        Judgement::Transient {
-            hint: Some(Duration::from_secs(120))
+        Judgement::Throttled {
+            wait: Duration::from_secs(120)
         }
     );
     assert_eq!(
@@ -78,8 +78,8 @@ impl Classify for Adapter {
 fn a_typed_error_is_judged_by_its_own_classify() {
     assert_eq!(
         Failure::from_handler(Adapter::Busy).judgement,
-        Judgement::Transient {
-            hint: Some(Duration::from_secs(9))
+        Judgement::Throttled {
+            wait: Duration::from_secs(9)
         }
     );
     assert_eq!(

@@ -683,7 +683,7 @@ fn task_states_parse_from_their_names_only() {
         assert_eq!(state.as_str().parse::<TaskState>().unwrap(), state);
     }
     for bad in ["Retry", "retrying", "", " retry"] {
-        match bad.parse::<TaskState>() {
+        match bad.parse::<TaskState>().map_err(Error::from) {
             Err(Error::Invalid(why)) => assert_eq!(
                 why,
                 format!(

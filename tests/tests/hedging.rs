@@ -395,6 +395,9 @@ fn hedges_and_their_wins_are_counted_as_outcomes() {
         ("retry", 0),
         ("retry_after_too_long", 0),
         ("success", 41),
+        ("already_queued", 0),
+        ("already_done", 0),
+        ("hand_over_refused", 0),
     ];
     let expected: std::collections::BTreeMap<String, u64> = expected
         .into_iter()

@@ -94,6 +94,12 @@ pub enum Error {
     UnknownKind(String),
 }
 
+impl From<super::state::UnknownState> for Error {
+    fn from(unknown: super::state::UnknownState) -> Error {
+        Error::Invalid(unknown.to_string())
+    }
+}
+
 impl Error {
     /// true for errors of the database connection itself ([`Error::Unreachable`]).
     pub fn is_unreachable(&self) -> bool {

@@ -61,6 +61,7 @@ pub use inspector::{MAX_KINDS, MAX_SEARCH_BYTES};
 pub use manual_clock::ManualClock;
 pub use scheduler::Scheduler;
 pub use schema::{MigrationState, MigrationStatus, Schema, SchemaStatus, latest_version};
+pub use state::UnknownState;
 #[cfg(any(test, feature = "test-util"))]
 pub use store::counts::HISTORY_DAYS;
 pub use worker::Worker;

@@ -2,8 +2,6 @@
 
 use std::fmt;
 
-use crate::durable::error::Error;
-
 /// Where a task is in its life.
 ///
 /// ```text
@@ -62,7 +60,8 @@ impl TaskState {
 }
 
 /// Parses the name [`as_str`](TaskState::as_str) gives (lower case, exactly); anything else is
-/// [`Error::Invalid`], whose text lists the six names.
+/// an [`UnknownState`], whose text lists the six names (and which `?` turns into
+/// [`Error::Invalid`](crate::durable::Error::Invalid)).
 ///
 /// ```
 /// use retry_runtime::durable::TaskState;
@@ -71,17 +70,31 @@ impl TaskState {
 /// assert!("Retry".parse::<TaskState>().is_err());
 /// ```
 impl std::str::FromStr for TaskState {
-    type Err = Error;
+    type Err = UnknownState;
 
-    fn from_str(s: &str) -> Result<TaskState, Error> {
-        TaskState::parse(s).ok_or_else(|| {
-            Error::Invalid(format!(
-                "unknown task state {s:?}: expected one of pending, scheduled, active, retry, \
-                 archived, completed"
-            ))
-        })
+    fn from_str(s: &str) -> Result<TaskState, UnknownState> {
+        TaskState::parse(s).ok_or_else(|| UnknownState(s.to_owned()))
     }
 }
+
+/// A name that is no task state (what parsing a [`TaskState`] refuses). Its own type, not the
+/// queue's [`Error`](crate::durable::Error), so that the states sit below the errors (which name
+/// a task's state) in the module graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownState(String);
+
+impl fmt::Display for UnknownState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown task state {:?}: expected one of pending, scheduled, active, retry, \
+             archived, completed",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownState {}
 
 impl fmt::Display for TaskState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

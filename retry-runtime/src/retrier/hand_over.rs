@@ -182,7 +182,7 @@ impl Retrier<&dyn IdempotencyKey> {
         self.site.admit_uncounted()
     }
 
-    /// The cause the hand-over runs with ([`crate::ambient`]): the task records it.
+    /// The cause the hand-over runs with (ambient while it runs): the task records it.
     pub fn cause(&self, off: HandOff, error: Option<ErrorText<'_>>) -> Arc<Cause> {
         let error = error.and_then(|e| e.shown().map(ToString::to_string));
         Cause::new(

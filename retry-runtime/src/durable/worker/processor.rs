@@ -87,8 +87,9 @@ impl Processor {
             self.start_ready(&mut running, &mut ready, &stopped, &completer);
             let now = Instant::now();
             // Slots held longer than the pace promised (attempts that suddenly take longer):
-            // prefetched tasks are renewed every heartbeat, like running ones.
-            self.renew_ready(&mut ready, beat).await;
+            // prefetched tasks are renewed every heartbeat, like running ones (not while a
+            // claim is in flight: see `renew_ready`).
+            self.renew_ready(&mut ready, beat, asked > 0).await;
             let capacity = self.concurrency + self.prefetch_limit(pace.average());
             let held = running.len() + ready.len() + asked;
             let room = capacity.saturating_sub(held);
@@ -101,7 +102,8 @@ impl Processor {
                 asked = room;
             }
             let has_room = asked == 0 && held < capacity;
-            let wake = next_wake(has_room.then_some(next_claim), &ready, beat);
+            let renewals = (asked == 0).then_some(&ready);
+            let wake = next_wake(has_room.then_some(next_claim), renewals, beat);
             let idle = Instant::now() + Duration::from_secs(3600);
             tokio::select! {
                 biased;
@@ -238,7 +240,6 @@ impl Processor {
         mut running: JoinSet<(Duration, bool)>,
         stop: watch::Sender<bool>,
     ) {
-        // Prefetched tasks go back first, for other workers to take while these drain.
         for (queue, task, _) in ready.drain(..) {
             persist(&task, || lease::requeue(&queue.handle, &task)).await;
             self.runner.gate.release(self.runner.gate.key(&task), None);
@@ -261,14 +262,19 @@ impl Processor {
     }
 
     /// Renews the leases of the prefetched tasks that waited a heartbeat since their claim or
-    /// last renewal; drops those whose lease was lost (recovered elsewhere).
+    /// last renewal; drops those whose lease was lost (recovered elsewhere). Nothing while a
+    /// claim is in flight (`claiming`): they wait for its answer, a round trip.
     async fn renew_ready(
         &self,
         ready: &mut VecDeque<(Queue, ActiveTask, Instant)>,
         beat: Duration,
+        claiming: bool,
     ) {
+        // Only the loop polls its claim, which holds or awaits a connection (SQLite's only one):
+        // a renewal awaited meanwhile waited until the pool gave up (20 s), every lease of the
+        // process lapsed, and the recoverer charged retries to tasks that never started.
         let now = Instant::now();
-        if ready.iter().all(|(_, _, at)| now < *at + beat) {
+        if claiming || ready.iter().all(|(_, _, at)| now < *at + beat) {
             return;
         }
         let mut kept = VecDeque::with_capacity(ready.len());
@@ -369,13 +375,13 @@ pub(crate) fn log_join<T>(joined: Result<T, JoinError>) -> Option<T> {
 /// Runs `run`, releases its task from the gate, and returns how long it took and whether to
 /// claim at once.
 /// When the processor must look again: the next claim (`claim`, while there is room) or the
-/// next renewal of a prefetched task, whichever comes first; `None` when neither is due.
+/// next renewal in `ready` (none while a claim is in flight), whichever first; else `None`.
 fn next_wake(
     claim: Option<Instant>,
-    ready: &VecDeque<(Queue, ActiveTask, Instant)>,
+    ready: Option<&VecDeque<(Queue, ActiveTask, Instant)>>,
     beat: Duration,
 ) -> Option<Instant> {
-    let renewal = ready.iter().map(|(_, _, at)| *at + beat).min();
+    let renewal = ready.and_then(|ready| ready.iter().map(|(_, _, at)| *at + beat).min());
     match (claim, renewal) {
         (Some(claim), Some(renewal)) => Some(claim.min(renewal)),
         (claim, renewal) => claim.or(renewal),

@@ -354,6 +354,34 @@ mod tests {
     }
 
     #[test]
+    fn a_protected_hand_over_write_hands_its_refusals_over() {
+        let out = expanded(
+            quote!(
+                write,
+                idempotency_key = key,
+                system = "partner",
+                protect,
+                hand_over = q.hand_over("charge", &1, key)
+            ),
+            quote!(
+                async fn charge(q: &Q, key: &str) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+        );
+        // The retrier (with the key) before the permit: a refused call is handed over under it.
+        let retrier = out.find("Retrier :: write").expect("a retrier");
+        let permit = out.find("__private :: enter (").expect("a permit");
+        assert!(retrier < permit, "{out}");
+        assert!(out.contains(". for_hand_over ()"), "{out}");
+        assert!(out.contains(". admit_or_hand_over ()"), "{out}");
+        assert!(!out.contains(". admit ()"), "{out}");
+        // One tail, at the give-up and at each refusal: three hand-overs, each with its cause.
+        assert_eq!(out.matches("in_hand_over (").count(), 3, "{out}");
+        assert_eq!(out.matches(". refused (").count(), 2, "{out}");
+    }
+
+    #[test]
     fn signature_and_attributes_are_kept() {
         let out = expanded(
             quote!(write, idempotency_key = order.key, system = "gateway"),

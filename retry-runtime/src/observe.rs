@@ -53,6 +53,27 @@ pub(crate) struct Failure<'a> {
     pub error: ErrorText<'a>,
 }
 
+/// A `tracing` event of a failed attempt at `$level`, with the fields every one carries: the
+/// system, the operation, the attempt and the attempts in effect, then `$middle` (why, or the
+/// pause), then the error and the key, then the rest (task ids) and the message. One list, so
+/// that each event names the same things in the same order.
+#[cfg(feature = "tracing")]
+macro_rules! failure_event {
+    ($level:ident, $failure:expr, { $($middle:tt)* }, $($rest:tt)*) => {
+        tracing::event!(
+            tracing::Level::$level,
+            system = $failure.site.system,
+            operation = $failure.site.operation,
+            attempt = $failure.attempt,
+            attempts = attempts_in_effect($failure.site),
+            $($middle)*
+            error = $failure.error.shown().map(tracing::field::display),
+            idempotency_key = $failure.key.map(tracing::field::display),
+            $($rest)*
+        )
+    };
+}
+
 /// A first attempt succeeded: the happy path, which only counts (with `metrics`).
 #[inline(always)]
 pub(crate) fn succeeded_first(site: &'static Site) {
@@ -82,14 +103,10 @@ pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
     #[cfg(feature = "tracing")]
     summarise(failure.site, failure.site.give_ups.other_event());
     #[cfg(feature = "tracing")]
-    tracing::warn!(
-        system = failure.site.system,
-        operation = failure.site.operation,
-        attempt = failure.attempt,
-        attempts = attempts_in_effect(failure.site),
-        delay_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
-        error = failure.error.shown().map(tracing::field::display),
-        idempotency_key = failure.key.map(tracing::field::display),
+    failure_event!(
+        WARN,
+        failure,
+        { delay_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX), },
         "transient failure, retrying"
     );
     #[cfg(not(feature = "tracing"))]
@@ -123,14 +140,10 @@ pub(crate) fn gave_up(failure: &Failure<'_>, reason: GiveUp) {
     count(failure.site, given_up(reason));
     #[cfg(feature = "tracing")]
     if once_per_interval(failure.site, reason) {
-        tracing::error!(
-            system = failure.site.system,
-            operation = failure.site.operation,
-            attempt = failure.attempt,
-            attempts = attempts_in_effect(failure.site),
-            reason = reason.as_str(),
-            error = failure.error.shown().map(tracing::field::display),
-            idempotency_key = failure.key.map(tracing::field::display),
+        failure_event!(
+            ERROR,
+            failure,
+            { reason = reason.as_str(), },
             "transient failure, giving up"
         );
     }
@@ -169,14 +182,10 @@ fn summarise(site: &'static Site, summary: Option<repeats::Summary>) {
 pub(crate) fn handed_over(failure: &Failure<'_>, reason: GiveUp, task_id: Option<&str>) {
     count(failure.site, Outcome::HandedOver);
     #[cfg(feature = "tracing")]
-    tracing::warn!(
-        system = failure.site.system,
-        operation = failure.site.operation,
-        attempt = failure.attempt,
-        attempts = attempts_in_effect(failure.site),
-        reason = reason.as_str(),
-        error = failure.error.shown().map(tracing::field::display),
-        idempotency_key = failure.key.map(tracing::field::display),
+    failure_event!(
+        WARN,
+        failure,
+        { reason = reason.as_str(), },
         task_id = %TaskId(task_id, failure.key),
         "transient failure, handed over to the queue"
     );
@@ -189,14 +198,10 @@ pub(crate) fn handed_over(failure: &Failure<'_>, reason: GiveUp, task_id: Option
 pub(crate) fn already_queued(failure: &Failure<'_>, reason: GiveUp, task_id: &str) {
     count(failure.site, Outcome::AlreadyQueued);
     #[cfg(feature = "tracing")]
-    tracing::warn!(
-        system = failure.site.system,
-        operation = failure.site.operation,
-        attempt = failure.attempt,
-        attempts = attempts_in_effect(failure.site),
-        reason = reason.as_str(),
-        error = failure.error.shown().map(tracing::field::display),
-        idempotency_key = failure.key.map(tracing::field::display),
+    failure_event!(
+        WARN,
+        failure,
+        { reason = reason.as_str(), },
         task_id,
         "transient failure, already in the queue"
     );
@@ -208,13 +213,10 @@ pub(crate) fn already_queued(failure: &Failure<'_>, reason: GiveUp, task_id: &st
 pub(crate) fn already_done(failure: &Failure<'_>, task_id: &str) {
     count(failure.site, Outcome::AlreadyDone);
     #[cfg(feature = "tracing")]
-    tracing::info!(
-        system = failure.site.system,
-        operation = failure.site.operation,
-        attempt = failure.attempt,
-        attempts = attempts_in_effect(failure.site),
-        error = failure.error.shown().map(tracing::field::display),
-        idempotency_key = failure.key.map(tracing::field::display),
+    failure_event!(
+        INFO,
+        failure,
+        {},
         task_id,
         "the task under this key already completed: the work is done"
     );
@@ -228,14 +230,10 @@ pub(crate) fn hand_over_refused(failure: &Failure<'_>, reason: GiveUp, task_id: 
     count(failure.site, Outcome::HandOverRefused);
     #[cfg(feature = "tracing")]
     if once_per_interval(failure.site, reason) {
-        tracing::error!(
-            system = failure.site.system,
-            operation = failure.site.operation,
-            attempt = failure.attempt,
-            attempts = attempts_in_effect(failure.site),
-            reason = reason.as_str(),
-            error = failure.error.shown().map(tracing::field::display),
-            idempotency_key = failure.key.map(tracing::field::display),
+        failure_event!(
+            ERROR,
+            failure,
+            { reason = reason.as_str(), },
             task_id,
             task_state = state,
             "transient failure, not handed over: the task under this key is {state}, nothing will run this work"
@@ -250,14 +248,10 @@ pub(crate) fn hand_over_refused(failure: &Failure<'_>, reason: GiveUp, task_id: 
 pub(crate) fn left_to_own_task(failure: &Failure<'_>, reason: GiveUp) {
     count(failure.site, Outcome::Retry);
     #[cfg(feature = "tracing")]
-    tracing::warn!(
-        system = failure.site.system,
-        operation = failure.site.operation,
-        attempt = failure.attempt,
-        attempts = attempts_in_effect(failure.site),
-        reason = reason.as_str(),
-        error = failure.error.shown().map(tracing::field::display),
-        idempotency_key = failure.key.map(tracing::field::display),
+    failure_event!(
+        WARN,
+        failure,
+        { reason = reason.as_str(), },
         "transient failure, left to its queued task"
     );
     #[cfg(not(feature = "tracing"))]
@@ -285,14 +279,10 @@ pub(crate) fn hand_over_failed(failure: &Failure<'_>, reason: GiveUp, why: &dyn 
     count(failure.site, given_up(reason));
     #[cfg(feature = "tracing")]
     if once_per_interval(failure.site, reason) {
-        tracing::error!(
-        system = failure.site.system,
-        operation = failure.site.operation,
-        attempt = failure.attempt,
-        attempts = attempts_in_effect(failure.site),
-        reason = reason.as_str(),
-        error = failure.error.shown().map(tracing::field::display),
-        idempotency_key = failure.key.map(tracing::field::display),
+        failure_event!(
+        ERROR,
+        failure,
+        { reason = reason.as_str(), },
         hand_over_error = %why,
         "transient failure, giving up: the hand-over to the queue failed"
         );

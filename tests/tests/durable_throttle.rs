@@ -64,9 +64,9 @@ async fn a_429_with_retry_after_waits_for_the_hint_without_using_a_retry(backend
     assert_eq!((info.state, info.retried), (TaskState::Completed, 0));
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 
-    // Another 4xx with the same hint is still a contract error: archived at once.
+    // A 4xx that asks for nothing is a contract error: archived at once (R-RES-RE-X2).
     let w = worker(&env).handle("lookup", |_task| async {
-        Err::<(), BoxError>(StatusError::new(404, Some("2")).into())
+        Err::<(), BoxError>(StatusError::new(404, None).into())
     });
     let id = env.q.enqueue(Task::new("lookup", &1)).await.unwrap().id;
     assert_eq!(w.run_due().await.unwrap(), 1);

@@ -115,6 +115,16 @@ impl Verdict {
             rejection: error.is_rejection(),
         }
     }
+
+    /// The other side's request to be called again later, if it made one: its Retry-After
+    /// hint, on any failure but a refusal of our own breaker (R-RES-RE-X4). A 4xx that carries
+    /// one (a 429; a 413 whose condition is temporary, RFC 9110) is the system asking for less
+    /// load, not a broken contract: a keyed write with `hand_over` is queued due then, and the
+    /// durable worker throttles its task until then, both without a retry (R-RES-RE-X2 forbids
+    /// repeating a 4xx that asks for nothing). One rule for both tiers.
+    pub fn asks_to_wait(&self) -> Option<Duration> {
+        self.retry_after.filter(|_| !self.rejection)
+    }
 }
 
 /// A `tokio::time::timeout` that expired: always transient.

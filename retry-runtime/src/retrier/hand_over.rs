@@ -145,9 +145,7 @@ impl Retrier<&dyn IdempotencyKey> {
             })
         };
         match self.judge(verdict, inner_gave_up, &mut rand::rng()) {
-            Judged::Permanent if verdict.retry_after.is_some() && !verdict.rejection => {
-                off(GiveUp::Throttled)
-            }
+            Judged::Permanent if verdict.asks_to_wait().is_some() => off(GiveUp::Throttled),
             Judged::Permanent => {
                 observe::permanent(&self.failure(error));
                 Next::Return

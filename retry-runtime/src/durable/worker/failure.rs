@@ -85,7 +85,7 @@ impl Failure {
         let verdict = crate::classify::Verdict::of(&error);
         let client_error = error.is_client_error();
         let error: BoxError = error.into();
-        let throttled = throttle::wait(&verdict, &*error);
+        let throttled = throttle::wait(&verdict);
         let judgement = match (judge_chain(&*error), throttled) {
             (special @ (Judgement::SkipRetry | Judgement::Snooze(_) | Judgement::BadTask), _) => {
                 special
@@ -121,7 +121,7 @@ fn judge_chain(error: &(dyn StdError + 'static)) -> Judgement {
     let Some(verdict) = erased::first_known(error) else {
         return Judgement::Unknown;
     };
-    match throttle::wait(&verdict, error) {
+    match throttle::wait(&verdict) {
         _ if verdict.rejection => Judgement::Rejected,
         Some(wait) => Judgement::Throttled { wait },
         None if verdict.transient => Judgement::Transient {

@@ -4,11 +4,9 @@
 //! [`Snooze`](crate::durable::Snooze)), its `last_err` says why, and the worker's claims of the
 //! task's system (when it knows the system: the gate) pause until then.
 
-use std::error::Error as StdError;
 use std::time::Duration;
 
 use crate::classify::Verdict;
-use crate::durable::error::chain;
 
 /// The longest a throttled task (and its system's claims) waits, whatever the hint: the
 /// longest a breaker stays open ([`Breaker::open_for`](crate::Breaker::open_for)). A hint is
@@ -17,21 +15,12 @@ use crate::durable::error::chain;
 /// worst a bogus hint costs is an hour's pause and one call an hour.
 pub(crate) const MAX_THROTTLE: Duration = Duration::from_secs(3_600);
 
-/// The wait a throttled attempt asks for: the hint (at most [`MAX_THROTTLE`]) of a verdict
-/// that has one and is transient (a 503 with `Retry-After`, a gRPC pushback), or of a 429
-/// (a [`StatusError`](crate::http::StatusError) of status 429 in `error`'s chain). `None`: not
-/// throttled (no hint, or another 4xx: permanent, R-RES-RE-X2).
-pub(crate) fn wait(verdict: &Verdict, error: &(dyn StdError + 'static)) -> Option<Duration> {
-    let hint = verdict.retry_after?;
-    (verdict.transient || is_429(error)).then(|| hint.min(MAX_THROTTLE))
-}
-
-/// true when a 429 [`StatusError`](crate::http::StatusError) is in the chain.
-fn is_429(error: &(dyn StdError + 'static)) -> bool {
-    chain(error).any(|e| {
-        e.downcast_ref::<crate::http::StatusError>()
-            .is_some_and(|status| status.status == 429)
-    })
+/// The wait a throttled attempt asks for: the hint of a failure that asks to wait
+/// ([`Verdict::asks_to_wait`], the rule `#[retry]`'s hand-over follows too: a 503 or a 429 with
+/// `Retry-After`, a gRPC pushback), at most [`MAX_THROTTLE`]. `None`: not throttled (no hint:
+/// a 4xx stays permanent, R-RES-RE-X2).
+pub(crate) fn wait(verdict: &Verdict) -> Option<Duration> {
+    verdict.asks_to_wait().map(|hint| hint.min(MAX_THROTTLE))
 }
 
 /// The suffix of a throttled task's `last_err`.
@@ -63,8 +52,10 @@ mod tests {
             judged(StatusError::new(429, None)),
             Judgement::Permanent { client_error: true }
         );
+        // A 413 whose condition is temporary says so with Retry-After (RFC 9110): it asks to wait.
+        assert_eq!(judged(StatusError::new(413, Some("2"))), throttled);
         assert_eq!(
-            judged(StatusError::new(413, Some("2"))),
+            judged(StatusError::new(413, None)),
             Judgement::Permanent { client_error: true }
         );
         assert_eq!(

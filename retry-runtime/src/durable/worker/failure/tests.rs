@@ -53,11 +53,13 @@ fn the_chain_is_judged_like_retry_judges_it() {
     assert_eq!(judged(Error::LeaseExpired), Judgement::Unknown);
 }
 
-/// An adapter's own error, classified by its own impl.
+/// An adapter's own error, classified by its own impl: busy (transient, come back in 9 s),
+/// declined (permanent), or rate-limited (permanent, come back in 9 s: a typed 429).
 #[derive(Debug)]
 enum Adapter {
     Busy,
     Declined,
+    RateLimited,
 }
 impl fmt::Display for Adapter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -70,7 +72,7 @@ impl Classify for Adapter {
         matches!(self, Adapter::Busy)
     }
     fn retry_after(&self) -> Option<Duration> {
-        Some(Duration::from_secs(9))
+        (!matches!(self, Adapter::Declined)).then_some(Duration::from_secs(9))
     }
 }
 
@@ -86,6 +88,13 @@ fn a_typed_error_is_judged_by_its_own_classify() {
         Failure::from_handler(Adapter::Declined).judgement,
         Judgement::Permanent {
             client_error: false
+        }
+    );
+    // A typed 429 is throttled like a `StatusError`'s: the hint is what asks to wait.
+    assert_eq!(
+        Failure::from_handler(Adapter::RateLimited).judgement,
+        Judgement::Throttled {
+            wait: Duration::from_secs(9)
         }
     );
     // A boxed error goes through the chain walk, where "nothing known" is retried.

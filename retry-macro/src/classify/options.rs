@@ -68,31 +68,11 @@ pub fn read(errors: &mut Errors, args: Vec<Arg>, place: Place) -> Options {
             "client_error" => Kind::ClientError,
             "delegate" => Kind::Delegate,
             "retry_after" => {
-                match value {
-                    None => errors.at(
-                        &name,
-                        "`retry_after` names the field that holds the Retry-After hint: `retry_after = field`, or `retry_after = 0` in a tuple variant",
-                    ),
-                    Some(_) if place == Place::Enum => errors.at(
-                        &name,
-                        "`retry_after` goes on the variant that carries the hint, not on the enum: `#[classify(transient, retry_after = field)]`",
-                    ),
-                    Some(value) => options.retry_after = Some((name, value)),
-                }
+                read_retry_after(errors, &mut options, name, value, place);
                 continue;
             }
             "crate" => {
-                match value {
-                    None => errors.at(&name, krate::USAGE),
-                    Some(_) if place == Place::Variant => errors.at(
-                        &name,
-                        "`crate` goes on the type, not on a variant: `#[classify(crate = \"my_retry\")]` above the enum",
-                    ),
-                    Some(value) => match krate::parse(&value) {
-                        Ok(path) => options.krate = Some(path),
-                        Err(_) => errors.at(&value, krate::USAGE),
-                    },
-                }
+                read_crate(errors, &mut options, &name, value, place);
                 continue;
             }
             _ => {
@@ -103,58 +83,118 @@ pub fn read(errors: &mut Errors, args: Vec<Arg>, place: Place) -> Options {
                 continue;
             }
         };
-        if value.is_some() {
-            errors.at(
-                &name,
-                format!("`{label}` takes no value: write `#[classify({label})]`"),
-            );
-            continue;
-        }
-        if place == Place::Enum && kind == Kind::ClientError {
-            errors.at(
-                &name,
-                "`client_error` goes on the variants, not on the enum: mark each variant that stands for a 4xx `#[classify(client_error)]` (R-RES-RE-X2)",
-            );
-            continue;
-        }
-        if place == Place::Enum {
-            errors.at(
-                &name,
-                format!(
-                    "`{label}` goes on the variants, not on the enum: mark each variant that is worth another attempt `#[classify(transient)]`; the others are permanent (if in doubt: no retry, R-RES-RE-1)"
-                ),
-            );
-            continue;
-        }
-        match &options.kind {
-            None => options.kind = Some((kind, name)),
-            Some((_, first)) if kind == Kind::Delegate || first == "delegate" => {
-                let other = if kind == Kind::Delegate { first } else { &name };
-                errors.at(
-                    &name,
-                    format!(
-                        "`delegate` takes the verdict and the hint from the field, so it cannot go with `{other}`: keep one"
-                    ),
-                );
-            }
-            Some((first_kind, first)) if kind == Kind::ClientError || *first_kind == Kind::ClientError => {
-                let other = if kind == Kind::ClientError { first } else { &name };
-                let message = if other == "permanent" {
-                    "`client_error` is already permanent (a 4xx is never retried, R-RES-RE-X2): remove `permanent`".to_owned()
-                } else {
-                    format!(
-                        "`{other}` and `client_error` together: a client error (a 4xx) is a contract error on our side that repeating cannot fix, never worth another attempt (R-RES-RE-X2); keep one"
-                    )
-                };
-                errors.at(&name, message);
-            }
-            Some((_, first)) => errors.at(
-                &name,
-                format!(
-                    "`{first}` and `{name}` together: an error is either worth another attempt or not; keep one"
-                ),
-            ),
+        if kind_goes_here(errors, &name, value.as_ref(), kind, place) {
+            add_kind(errors, &mut options, kind, name);
         }
     }
     options
+}
+
+/// `retry_after = field`: only with a value, and not on the enum.
+fn read_retry_after(
+    errors: &mut Errors,
+    options: &mut Options,
+    name: Ident,
+    value: Option<Expr>,
+    place: Place,
+) {
+    match value {
+        None => errors.at(
+            &name,
+            "`retry_after` names the field that holds the Retry-After hint: `retry_after = field`, or `retry_after = 0` in a tuple variant",
+        ),
+        Some(_) if place == Place::Enum => errors.at(
+            &name,
+            "`retry_after` goes on the variant that carries the hint, not on the enum: `#[classify(transient, retry_after = field)]`",
+        ),
+        Some(value) => options.retry_after = Some((name, value)),
+    }
+}
+
+/// `crate = "path"`: only with a value, and not on a variant.
+fn read_crate(
+    errors: &mut Errors,
+    options: &mut Options,
+    name: &Ident,
+    value: Option<Expr>,
+    place: Place,
+) {
+    match value {
+        None => errors.at(name, krate::USAGE),
+        Some(_) if place == Place::Variant => errors.at(
+            name,
+            "`crate` goes on the type, not on a variant: `#[classify(crate = \"my_retry\")]` above the enum",
+        ),
+        Some(value) => match krate::parse(&value) {
+            Ok(path) => options.krate = Some(path),
+            Err(_) => errors.at(&value, krate::USAGE),
+        },
+    }
+}
+
+/// Whether the word `kind` may stand here: it takes no value, and not on the enum.
+fn kind_goes_here(
+    errors: &mut Errors,
+    name: &Ident,
+    value: Option<&Expr>,
+    kind: Kind,
+    place: Place,
+) -> bool {
+    if value.is_some() {
+        errors.at(
+            name,
+            format!("`{name}` takes no value: write `#[classify({name})]`"),
+        );
+        return false;
+    }
+    if place == Place::Enum && kind == Kind::ClientError {
+        errors.at(
+            name,
+            "`client_error` goes on the variants, not on the enum: mark each variant that stands for a 4xx `#[classify(client_error)]` (R-RES-RE-X2)",
+        );
+        return false;
+    }
+    if place == Place::Enum {
+        errors.at(
+            name,
+            format!(
+                "`{name}` goes on the variants, not on the enum: mark each variant that is worth another attempt `#[classify(transient)]`; the others are permanent (if in doubt: no retry, R-RES-RE-1)"
+            ),
+        );
+        return false;
+    }
+    true
+}
+
+/// Takes `kind` as the item's, unless it already has one it cannot go with.
+fn add_kind(errors: &mut Errors, options: &mut Options, kind: Kind, name: Ident) {
+    match &options.kind {
+        None => options.kind = Some((kind, name)),
+        Some((_, first)) if kind == Kind::Delegate || first == "delegate" => {
+            let other = if kind == Kind::Delegate { first } else { &name };
+            errors.at(
+                &name,
+                format!(
+                    "`delegate` takes the verdict and the hint from the field, so it cannot go with `{other}`: keep one"
+                ),
+            );
+        }
+        Some((first_kind, first)) if kind == Kind::ClientError || *first_kind == Kind::ClientError => {
+            let other = if kind == Kind::ClientError { first } else { &name };
+            let message = if other == "permanent" {
+                "`client_error` is already permanent (a 4xx is never retried, R-RES-RE-X2): remove `permanent`".to_owned()
+            } else {
+                format!(
+                    "`{other}` and `client_error` together: a client error (a 4xx) is a contract error on our side that repeating cannot fix, never worth another attempt (R-RES-RE-X2); keep one"
+                )
+            };
+            errors.at(&name, message);
+        }
+        Some((_, first)) => errors.at(
+            &name,
+            format!(
+                "`{first}` and `{name}` together: an error is either worth another attempt or not; keep one"
+            ),
+        ),
+    }
 }

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 pub mod adapter;
 pub mod durable_env;
+pub mod faults;
 pub use retry_fixtures::{capture, gateway};
 
 /// How one call to the fake system fails.

@@ -86,9 +86,12 @@ async fn a_worker_resumes_after_its_wal_was_unwritable_for_three_seconds() {
     let running = tokio::spawn(worker.run_until(async move {
         stopped.await.ok();
     }));
-    poll_until("20 tasks completed", Duration::from_secs(60), Duration::from_millis(5), || async {
-        (count(&q, TaskState::Completed).await? >= 20).then_some(())
-    })
+    poll_until(
+        "20 tasks completed",
+        Duration::from_secs(60),
+        Duration::from_millis(5),
+        || async { (count(&q, TaskState::Completed).await? >= 20).then_some(()) },
+    )
     .await;
 
     let frozen = match Frozen::wal(&files) {
@@ -122,9 +125,12 @@ async fn a_worker_resumes_after_its_wal_was_unwritable_for_three_seconds() {
     let total = TASKS as usize + 1;
     // The target is 5 s; the bound is generous, and far below a lease (30 s), after which
     // a given-up completion's task would run again.
-    poll_until("every task completed", Duration::from_secs(20), Duration::from_millis(50), || async {
-        (count(&other, TaskState::Completed).await? == total).then_some(())
-    })
+    poll_until(
+        "every task completed",
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        || async { (count(&other, TaskState::Completed).await? == total).then_some(()) },
+    )
     .await;
     eprintln!(
         "every task completed {:?} after the fault ended",
@@ -140,7 +146,12 @@ async fn a_worker_resumes_after_its_wal_was_unwritable_for_three_seconds() {
     assert_eq!(runs.len(), total, "every task ran");
     let again: Vec<_> = runs.iter().filter(|&(_, &r)| r != 1).collect();
     assert!(again.is_empty(), "tasks that ran more than once: {again:?}");
-    for state in [TaskState::Pending, TaskState::Active, TaskState::Retry, TaskState::Archived] {
+    for state in [
+        TaskState::Pending,
+        TaskState::Active,
+        TaskState::Retry,
+        TaskState::Archived,
+    ] {
         assert_eq!(count(&other, state).await, Some(0), "{state:?}");
     }
 }

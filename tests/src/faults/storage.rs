@@ -203,14 +203,21 @@ impl SmallDisk {
     /// Mounts a tmpfs of `bytes` bytes (rounded up to whole pages by the kernel). Needs root.
     pub fn mount(bytes: u64) -> Result<SmallDisk, Unavailable> {
         require_root()?;
-        let dir = tempfile::tempdir()
-            .map_err(|e| Unavailable(format!("no temporary directory: {e}")))?;
+        let dir =
+            tempfile::tempdir().map_err(|e| Unavailable(format!("no temporary directory: {e}")))?;
         let mount = dir.path().join("disk");
         fs::create_dir(&mount).map_err(|e| Unavailable(format!("mkdir: {e}")))?;
         let size = format!("size={bytes}");
         run(
             "mount",
-            &["-t", "tmpfs", "-o", &size, "tmpfs", &mount.to_string_lossy()],
+            &[
+                "-t",
+                "tmpfs",
+                "-o",
+                &size,
+                "tmpfs",
+                &mount.to_string_lossy(),
+            ],
         )?;
         Ok(SmallDisk { mount, _dir: dir })
     }
@@ -308,8 +315,7 @@ impl Drop for DiskFiller {
 /// # Panics
 /// If the file cannot be removed.
 pub fn delete(files: &SqliteFiles) {
-    fs::remove_file(&files.db)
-        .unwrap_or_else(|e| panic!("deleting {}: {e}", files.db.display()));
+    fs::remove_file(&files.db).unwrap_or_else(|e| panic!("deleting {}: {e}", files.db.display()));
 }
 
 /// Replaces the database file by `other` (`rename(other, db)`, atomic, as a restore from a

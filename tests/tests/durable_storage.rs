@@ -8,13 +8,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Error, Queue, Task, TaskState, Worker};
 use retry_tests::durable_env::poll_until;
-use retry_tests::faults::storage::{Frozen, SqliteFiles, require_root};
+use retry_tests::faults::storage::{self, Frozen, SqliteFiles, require_root};
 
 /// How many times each task's handler ran, by its payload.
 type Runs = Arc<Mutex<HashMap<u64, u32>>>;
@@ -154,4 +154,220 @@ async fn a_worker_resumes_after_its_wal_was_unwritable_for_three_seconds() {
     ] {
         assert_eq!(count(&other, state).await, Some(0), "{state:?}");
     }
+}
+
+/// The events every test of this binary logged (one global subscriber: the worker's tasks run
+/// on the runtime's threads).
+fn captured() -> &'static retry_tests::capture::Capture {
+    static CAPTURE: OnceLock<retry_tests::capture::Capture> = OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let capture = retry_tests::capture::Capture::default();
+        let subscriber = tracing_subscriber::registry().with(capture.clone());
+        tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+        capture
+    })
+}
+
+/// The ERROR events "durable worker: stopping" whose error mentions `text`.
+fn stops_logged(text: &str) -> usize {
+    captured()
+        .events()
+        .iter()
+        .filter(|e| e.level == tracing::Level::ERROR)
+        .filter(|e| {
+            e.fields
+                .get("message")
+                .is_some_and(|m| m.starts_with("durable worker: stopping"))
+        })
+        .filter(|e| e.fields.get("error").is_some_and(|m| m.contains(text)))
+        .count()
+}
+
+/// A fault that outlasts the worker's outage limit: the WAL unwritable for good, the limit 2 s.
+/// `run_until` ends by itself with [`Error::Outage`] (never `Ok`), logged once at ERROR; once
+/// the file is writable again, another worker completes every task: none was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_longer_than_the_outage_limit_ends_run_until_with_the_error() {
+    const TEST: &str = "a_fault_longer_than_the_outage_limit_ends_run_until_with_the_error";
+    const TASKS: u64 = 300;
+    if let Err(why) = require_root() {
+        return why.skip(TEST);
+    }
+    captured();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = sqlite_url(dir.path());
+    let q = Queue::connect(&url).await.expect("connect");
+    q.enqueue_many((0..TASKS).map(job))
+        .await
+        .expect("enqueue_many");
+    let runs: Runs = Arc::default();
+    let worker = counting_worker(&q, &runs)
+        .heartbeat_interval(Duration::from_millis(200))
+        .lease(Duration::from_secs(6))
+        .outage_limit(Duration::from_secs(2));
+    let running = tokio::spawn(worker.run_until(std::future::pending::<()>()));
+    poll_until(
+        "20 tasks completed",
+        Duration::from_secs(60),
+        Duration::from_millis(5),
+        || async { (count(&q, TaskState::Completed).await? >= 20).then_some(()) },
+    )
+    .await;
+    let frozen = match Frozen::wal(&SqliteFiles::of_url(&url)) {
+        Ok(frozen) => frozen,
+        Err(why) => return why.skip(TEST),
+    };
+    let faulted = Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(90), running)
+        .await
+        .expect("run_until ends by itself")
+        .expect("the worker's task");
+    eprintln!(
+        "run_until returned {:?} after the fault began: {ended:?}",
+        faulted.elapsed()
+    );
+    let Err(Error::Outage { lasted, last }) = &ended else {
+        panic!("run_until returned {ended:?}, not Error::Outage");
+    };
+    assert!(*lasted >= Duration::from_secs(2), "{lasted:?}");
+    // An I/O error, or a refused write of a connection opened while the WAL was unwritable.
+    let last = last.to_string();
+    assert!(
+        last.contains("I/O error") || last.contains("readonly"),
+        "{last}"
+    );
+    assert_eq!(stops_logged("failed every heartbeat"), 1, "logged once");
+    frozen.thaw();
+
+    // Nothing was lost: another worker completes every task (those the first one held come back
+    // when their leases expire).
+    let runs_after: Runs = Arc::default();
+    let worker = counting_worker(&q, &runs_after)
+        .lease(Duration::from_secs(6))
+        .recover_interval(Duration::from_millis(500));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let second = tokio::spawn(worker.run_until(async move {
+        stopped.await.ok();
+    }));
+    poll_until(
+        "every task completed",
+        Duration::from_secs(90),
+        Duration::from_millis(50),
+        || async { (count(&q, TaskState::Completed).await? == TASKS as usize).then_some(()) },
+    )
+    .await;
+    stop.send(()).unwrap();
+    second
+        .await
+        .unwrap()
+        .expect("the second worker stops cleanly");
+    let (first, after) = (
+        runs.lock().unwrap().clone(),
+        runs_after.lock().unwrap().clone(),
+    );
+    for n in 0..TASKS {
+        let ran = first.get(&n).copied().unwrap_or(0) + after.get(&n).copied().unwrap_or(0);
+        assert!((1..=2).contains(&ran), "task {n} ran {ran} times");
+    }
+}
+
+/// Issue 41, item 5: the database file deleted under a running worker. At its next heartbeat
+/// the worker logs an ERROR naming the path, stops claiming, drains, and `run_until` returns
+/// [`Error::DatabaseFileLost`]; its handlers run no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_stops_with_an_error_when_its_database_file_is_deleted() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = sqlite_url(dir.path());
+    let files = SqliteFiles::of_url(&url);
+    let (ended, runs) = run_until_the_file_is_lost(&url, || storage::delete(&files)).await;
+    // The worker's own reconnect after a refused write may create an empty file at the path
+    // before the heartbeat looks: then it is "replaced"; either way the run ends.
+    let Err(Error::DatabaseFileLost { path, deleted }) = &ended else {
+        panic!("run_until returned {ended:?}");
+    };
+    eprintln!(
+        "deleted: the worker saw the file {}",
+        if *deleted { "deleted" } else { "replaced" }
+    );
+    assert_eq!(path, &files.db);
+    assert_eq!(stops_logged(&files.db.display().to_string()), 1);
+    assert_no_more_runs(&runs).await;
+}
+
+/// Issue 41, item 5: the database file replaced under a running worker (another database
+/// renamed over it, as a restore from a backup does). The worker logs an ERROR naming the
+/// path, stops claiming, and `run_until` returns [`Error::DatabaseFileLost`]; it claimed
+/// none of the new file's tasks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_stops_with_an_error_when_its_database_file_is_replaced() {
+    const OTHER: u64 = 1_000_000;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = sqlite_url(dir.path());
+    let files = SqliteFiles::of_url(&url);
+    // The replacement: another queue database with tasks of its own, closed.
+    let other_path = dir.path().join("restored.db");
+    {
+        let other = Queue::connect(&format!("sqlite://{}", other_path.display()))
+            .await
+            .expect("connect");
+        other
+            .enqueue_many((OTHER..OTHER + 50).map(job))
+            .await
+            .expect("enqueue");
+        other.close().await;
+    }
+    let (ended, runs) =
+        run_until_the_file_is_lost(&url, || storage::replace(&files, &other_path)).await;
+    assert!(
+        matches!(&ended, Err(Error::DatabaseFileLost { path, deleted: false }) if *path == files.db),
+        "{ended:?}"
+    );
+    assert_eq!(stops_logged(&files.db.display().to_string()), 1);
+    assert_no_more_runs(&runs).await;
+    let ran_restored = runs.lock().unwrap().keys().filter(|&&n| n >= OTHER).count();
+    assert_eq!(ran_restored, 0, "no task of the new file ran");
+}
+
+/// Runs a worker on `url` with tasks enough for the whole test, calls `lose` once some are
+/// done, and returns what `run_until` returned (within a bounded wait) and the handler's runs.
+async fn run_until_the_file_is_lost(url: &str, lose: impl FnOnce()) -> (Result<(), Error>, Runs) {
+    captured();
+    let q = Queue::connect(url).await.expect("connect");
+    q.enqueue_many((0..5_000).map(job))
+        .await
+        .expect("enqueue_many");
+    let runs: Runs = Arc::default();
+    let worker = counting_worker(&q, &runs).heartbeat_interval(Duration::from_millis(200));
+    let running = tokio::spawn(worker.run_until(std::future::pending::<()>()));
+    poll_until(
+        "20 tasks completed",
+        Duration::from_secs(60),
+        Duration::from_millis(5),
+        || async { (count(&q, TaskState::Completed).await? >= 20).then_some(()) },
+    )
+    .await;
+    lose();
+    let lost = Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(60), running)
+        .await
+        .expect("run_until ends by itself")
+        .expect("the worker's task");
+    eprintln!(
+        "run_until returned {:?} after the file was lost: {ended:?}",
+        lost.elapsed()
+    );
+    (ended, runs)
+}
+
+/// The handler runs no more once `run_until` has returned.
+async fn assert_no_more_runs(runs: &Runs) {
+    let total = |runs: &Runs| runs.lock().unwrap().values().sum::<u32>();
+    let before = total(runs);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        total(runs),
+        before,
+        "a handler ran after run_until returned"
+    );
 }

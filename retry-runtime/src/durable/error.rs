@@ -92,6 +92,22 @@ pub enum Error {
     Panicked(String),
     /// No handler is registered for this task kind on the worker that claimed it.
     UnknownKind(String),
+    /// [`Worker::run_until`](super::Worker::run_until): every heartbeat failed for longer
+    /// than the worker's [`outage_limit`](super::Worker::outage_limit); it stopped and drained.
+    Outage {
+        /// How long every beat had failed.
+        lasted: Duration,
+        /// The last beat's error.
+        last: Box<Error>,
+    },
+    /// [`Worker::run_until`](super::Worker::run_until): the SQLite file the worker started
+    /// with was deleted or replaced under it (its writes would be lost); it stopped and drained.
+    DatabaseFileLost {
+        /// The database's path.
+        path: std::path::PathBuf,
+        /// `true`: no file at the path; `false`: another file there.
+        deleted: bool,
+    },
 }
 
 impl From<super::state::UnknownState> for Error {
@@ -136,6 +152,21 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Error::Outage { lasted, last } => write!(
+                f,
+                "the task queue database failed every heartbeat for {lasted:?}: {last}"
+            ),
+            Error::DatabaseFileLost { path, deleted } => write!(
+                f,
+                "the task queue's SQLite file {} was {} under the running worker: nothing \
+                 written from then on would be seen",
+                path.display(),
+                if *deleted {
+                    "deleted"
+                } else {
+                    "replaced by another file"
+                }
+            ),
             Error::TaskIdConflict => {
                 f.write_str("task id conflict: a task with this id already exists in the queue")
             }

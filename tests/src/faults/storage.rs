@@ -320,8 +320,10 @@ pub fn delete(files: &SqliteFiles) {
 
 /// Replaces the database file by `other` (`rename(other, db)`, atomic, as a restore from a
 /// backup does): a process that had the old file open still writes to it, while new
-/// connections open `other`. Both must be on the same file system. Cannot be undone. Needs no
-/// root.
+/// connections open `other`. Both must be on the same file system. The old file's `-wal` and
+/// `-shm` stay at their paths, as they would: a connection that opens the path now reads the
+/// new file through the old WAL (SQLite cannot tell), so what it sees is no proof of what the
+/// new file holds. Cannot be undone. Needs no root.
 ///
 /// # Panics
 /// If the rename fails.

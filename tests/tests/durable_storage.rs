@@ -371,3 +371,89 @@ async fn assert_no_more_runs(runs: &Runs) {
         "a handler ran after run_until returned"
     );
 }
+
+/// A full disk under a running worker (its database on a small tmpfs, filled to the last
+/// byte, then freed). What the queue promises: an enqueue that cannot be written fails with a
+/// clear error ("database or disk is full") and changes nothing; the worker waits it out and,
+/// once space is freed, completes every task enqueued, each at least once (exactly once when
+/// the fault is shorter than a lease), and `run_until` returns `Ok` on its signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "unfinished (issue 41, item 4): on an 8 MiB tmpfs at 100 %, 20 enqueues of 256 KiB \
+            were all accepted (WAL 708 KB, db 4 KB after them): the test does not reach the \
+            full-disk path yet"]
+async fn a_full_disk_refuses_enqueues_clearly_and_the_worker_resumes_when_space_is_freed() {
+    const TEST: &str =
+        "a_full_disk_refuses_enqueues_clearly_and_the_worker_resumes_when_space_is_freed";
+    const TASKS: u64 = 400;
+    let disk = match storage::SmallDisk::mount(8 << 20) {
+        Ok(disk) => disk,
+        Err(why) => return why.skip(TEST),
+    };
+    let url = sqlite_url(disk.path());
+    let q = Queue::connect(&url).await.expect("connect");
+    q.enqueue_many((0..TASKS).map(job))
+        .await
+        .expect("enqueue_many");
+    let runs: Runs = Arc::default();
+    let worker = counting_worker(&q, &runs).heartbeat_interval(Duration::from_millis(200));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async move {
+        stopped.await.ok();
+    }));
+    poll_until(
+        "20 tasks completed",
+        Duration::from_secs(60),
+        Duration::from_millis(5),
+        || async { (count(&q, TaskState::Completed).await? >= 20).then_some(()) },
+    )
+    .await;
+
+    let filler = disk.fill();
+    eprintln!("the disk is full ({} bytes taken)", filler.written());
+    // Enqueues while the disk is full, of tasks no worker here handles (kind "big"), each with
+    // a payload of 256 KiB: a commit that needs new space in the WAL. Each either fails with a
+    // clear error, or went through (SQLite may reuse the space of its WAL). Bounded: 20 tries.
+    let big = "x".repeat(256 << 10);
+    let mut refused = 0;
+    for n in 0..20 {
+        let task = Task::new("big", &big).task_id(format!("big-{n}"));
+        if let Err(e) = q.enqueue(task).await {
+            let text = e.to_string();
+            assert!(text.contains("full"), "a full disk's error says so: {text}");
+            refused += 1;
+        }
+    }
+    eprintln!("while full: {refused} of 20 enqueues refused");
+    assert!(refused > 0, "a full disk refused no enqueue");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    filler.free();
+    let freed = Instant::now();
+
+    q.enqueue(job(TASKS))
+        .await
+        .expect("an enqueue once space is freed");
+    let total = TASKS as usize + 1;
+    poll_until(
+        "every task completed",
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        || async { (count(&q, TaskState::Completed).await? == total).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "every task completed {:?} after the space was freed",
+        freed.elapsed()
+    );
+    stop.send(()).unwrap();
+    let ran = tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .expect("the worker stops")
+        .expect("the worker's task");
+    ran.expect("a full disk shorter than the outage limit ends no run");
+    let runs = runs.lock().unwrap().clone();
+    for n in 0..=TASKS {
+        assert_eq!(runs.get(&n), Some(&1), "task {n}");
+    }
+    // Closed before the disk is unmounted.
+    q.close().await;
+}

@@ -100,8 +100,7 @@ pub enum Error {
         /// The last beat's error.
         last: Box<Error>,
     },
-    /// [`Worker::run_until`](super::Worker::run_until): the SQLite file the worker started
-    /// with was deleted or replaced under it (its writes would be lost); it stopped and drained.
+    /// [`Worker::run_until`](super::Worker::run_until): its SQLite file was deleted or replaced.
     DatabaseFileLost {
         /// The database's path.
         path: std::path::PathBuf,
@@ -156,17 +155,14 @@ impl fmt::Display for Error {
                 f,
                 "the task queue database failed every heartbeat for {lasted:?}: {last}"
             ),
-            Error::DatabaseFileLost { path, deleted } => write!(
-                f,
-                "the task queue's SQLite file {} was {} under the running worker: nothing \
-                 written from then on would be seen",
-                path.display(),
-                if *deleted {
-                    "deleted"
-                } else {
-                    "replaced by another file"
-                }
-            ),
+            Error::DatabaseFileLost { path, deleted } => {
+                let how = ["replaced by another file", "deleted"][usize::from(*deleted)];
+                let path = path.display();
+                write!(
+                    f,
+                    "the task queue's SQLite file {path} was {how} under the worker"
+                )
+            }
             Error::TaskIdConflict => {
                 f.write_str("task id conflict: a task with this id already exists in the queue")
             }

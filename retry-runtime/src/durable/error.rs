@@ -92,6 +92,21 @@ pub enum Error {
     Panicked(String),
     /// No handler is registered for this task kind on the worker that claimed it.
     UnknownKind(String),
+    /// [`Worker::run_until`](super::Worker::run_until): every heartbeat failed for longer
+    /// than the worker's [`outage_limit`](super::Worker::outage_limit); it stopped and drained.
+    Outage {
+        /// How long every beat had failed.
+        lasted: Duration,
+        /// The last beat's error.
+        last: Box<Error>,
+    },
+    /// [`Worker::run_until`](super::Worker::run_until): its SQLite file was deleted or replaced.
+    DatabaseFileLost {
+        /// The database's path.
+        path: std::path::PathBuf,
+        /// `true`: no file at the path; `false`: another file there.
+        deleted: bool,
+    },
 }
 
 impl From<super::state::UnknownState> for Error {
@@ -136,6 +151,18 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Error::Outage { lasted, last } => write!(
+                f,
+                "the task queue database failed every heartbeat for {lasted:?}: {last}"
+            ),
+            Error::DatabaseFileLost { path, deleted } => {
+                let how = ["replaced by another file", "deleted"][usize::from(*deleted)];
+                let path = path.display();
+                write!(
+                    f,
+                    "the task queue's SQLite file {path} was {how} under the worker"
+                )
+            }
             Error::TaskIdConflict => {
                 f.write_str("task id conflict: a task with this id already exists in the queue")
             }

@@ -66,6 +66,7 @@ pub use state::UnknownState;
 pub use store::counts::HISTORY_DAYS;
 pub use worker::Worker;
 pub use worker::attempt::DEFAULT_LEASE;
+pub use worker::fatal::DEFAULT_OUTAGE_LIMIT;
 pub use worker::limit::{DEFAULT_RETRY_SHARE, SystemLimit};
 pub use worker::processor::{DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT};
 pub use worker::recoverer::DEFAULT_RECOVER_INTERVAL;

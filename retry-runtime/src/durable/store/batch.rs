@@ -161,21 +161,28 @@ fn is_conflict(e: &sqlx::Error) -> bool {
 }
 
 /// The first try of [`insert_many`] for one backend's pool: every row, one statement per chunk,
-/// one commit; `false` (the transaction rolled back) when a row conflicts.
+/// one commit; `false` (the transaction rolled back) when a row conflicts. The connection is
+/// taken first, so that a storage error closes it ([`close_if_broken`](super::close_if_broken)).
 macro_rules! all_or_conflict {
     ($pool:expr, $queue:expr, $tasks:expr, $bound:ident, $sql:expr) => {{
         async {
-            let mut tx = $pool.begin().await?;
-            for chunk in $tasks.chunks(ROWS_PER_STATEMENT) {
-                match $bound($sql, $queue, chunk)?.execute(&mut *tx).await {
-                    Ok(_) => {}
-                    // Dropping the transaction rolls it back.
-                    Err(e) if is_conflict(&e) => return Ok(false),
-                    Err(e) => return Err(e),
+            let mut conn = $pool.acquire().await?;
+            let result = async {
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+                for chunk in $tasks.chunks(ROWS_PER_STATEMENT) {
+                    match $bound($sql, $queue, chunk)?.execute(&mut *tx).await {
+                        Ok(_) => {}
+                        // Dropping the transaction rolls it back.
+                        Err(e) if is_conflict(&e) => return Ok(false),
+                        Err(e) => return Err(e),
+                    }
                 }
+                tx.commit().await?;
+                Ok(true)
             }
-            tx.commit().await?;
-            Ok(true)
+            .await;
+            super::close_if_broken(&mut conn, &result);
+            result
         }
         .await
     }};
@@ -226,27 +233,33 @@ macro_rules! insert_skipped {
 macro_rules! in_transaction {
     ($pool:expr, $queue:expr, $tasks:expr, $now:expr, $bound:ident, $sql:expr) => {{
         async {
-            let mut tx = $pool.begin().await?;
-            for (chunk_no, chunk) in $tasks.chunks(ROWS_PER_STATEMENT).enumerate() {
-                let inserted: Vec<String> = $bound($sql, $queue, chunk)?
-                    .try_map(|row| sqlx::Row::try_get(&row, "id"))
-                    .fetch_all(&mut *tx)
-                    .await?;
-                if inserted.len() == chunk.len() {
-                    continue;
-                }
-                let inserted: HashSet<String> = inserted.into_iter().collect();
-                for (offset, task) in chunk.iter().enumerate() {
-                    if inserted.contains(task.id) {
+            let mut conn = $pool.acquire().await?;
+            let result = async {
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+                for (chunk_no, chunk) in $tasks.chunks(ROWS_PER_STATEMENT).enumerate() {
+                    let inserted: Vec<String> = $bound($sql, $queue, chunk)?
+                        .try_map(|row| sqlx::Row::try_get(&row, "id"))
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    if inserted.len() == chunk.len() {
                         continue;
                     }
-                    if let Some(error) = insert_skipped!(tx, $queue, task, $now)? {
-                        return Ok(Err((chunk_no * ROWS_PER_STATEMENT + offset, error)));
+                    let inserted: HashSet<String> = inserted.into_iter().collect();
+                    for (offset, task) in chunk.iter().enumerate() {
+                        if inserted.contains(task.id) {
+                            continue;
+                        }
+                        if let Some(error) = insert_skipped!(tx, $queue, task, $now)? {
+                            return Ok(Err((chunk_no * ROWS_PER_STATEMENT + offset, error)));
+                        }
                     }
                 }
+                tx.commit().await?;
+                Ok(Ok($tasks.len() as u64))
             }
-            tx.commit().await?;
-            Ok(Ok($tasks.len() as u64))
+            .await;
+            super::close_if_broken(&mut conn, &result);
+            result
         }
         .await
     }};
@@ -266,7 +279,16 @@ pub(crate) async fn insert_many(
 ) -> Result<Result<u64, Refusal>, Error> {
     let first = match store {
         #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => all_or_conflict!(pool, queue, tasks, sqlite_bound, SQLITE_INSERT),
+        Store::Sqlite(pool) => {
+            match all_or_conflict!(pool, queue, tasks, sqlite_bound, SQLITE_INSERT) {
+                // A connection opened during a disk fault stays read-only: it was closed, and a
+                // fresh one takes the batch (as `db.rs` does for one statement).
+                Err(e) if super::sqlite::is_read_only(&e) => {
+                    all_or_conflict!(pool, queue, tasks, sqlite_bound, SQLITE_INSERT)
+                }
+                first => first,
+            }
+        }
         #[cfg(feature = "postgres")]
         Store::Postgres(pool) => {
             all_or_conflict!(pool, queue, tasks, postgres_bound, POSTGRES_INSERT)

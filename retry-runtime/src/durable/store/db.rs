@@ -1,5 +1,7 @@
 //! The bottom of the store: the pool behind a queue, the values bound to a statement, and the
-//! four ways a statement is run. Every statement file runs its SQL through these.
+//! four ways a statement is run. Every statement file runs its SQL through these. On SQLite,
+//! each takes the pool's connection itself, so that a storage error closes it
+//! ([`close_if_broken`]).
 
 use sqlx::Database;
 
@@ -70,6 +72,57 @@ where
     })
 }
 
+/// After a statement (or a transaction) on `conn`: a SQLite storage error
+/// ([`is_storage_fault`](super::sqlite::is_storage_fault)) closes the connection when it goes
+/// back to the pool (SQLite rolls back what it held and releases its locks) instead of keeping
+/// it, and the pool's next caller opens a fresh one. PostgreSQL: nothing (sqlx closes a
+/// connection that broke). On success, nothing but the check of the result.
+pub(crate) fn close_if_broken<DB: Database, T>(
+    conn: &mut sqlx::pool::PoolConnection<DB>,
+    result: &Result<T, sqlx::Error>,
+) {
+    #[cfg(feature = "sqlite")]
+    if let Err(e) = result
+        && super::sqlite::is_storage_fault(e)
+    {
+        event!(
+            warn,
+            "durable queue: SQLite storage error: the connection is closed, and a fresh one \
+             opened for the next statement",
+            error = e
+        );
+        conn.close_on_drop();
+    }
+    #[cfg(not(feature = "sqlite"))]
+    let _ = (conn, result);
+}
+
+/// `$run` (a statement on `&mut *$conn`) on the pool's connection, which a storage error closes
+/// ([`close_if_broken`]). A statement refused because the connection is read-only runs once
+/// more, on a fresh connection: a connection opened while the file could not be written (a
+/// disk fault) stays read-only after the fault, and its first write is the first to know.
+#[cfg(feature = "sqlite")]
+macro_rules! on_sqlite {
+    ($pool:expr, |$conn:ident| $run:expr) => {{
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let result = match $pool.acquire().await {
+                Ok(mut $conn) => {
+                    let result = $run.await;
+                    close_if_broken(&mut $conn, &result);
+                    result
+                }
+                Err(e) => Err(e),
+            };
+            match &result {
+                Err(e) if tries == 1 && super::sqlite::is_read_only(e) => continue,
+                _ => break result,
+            }
+        }
+    }};
+}
+
 /// Runs `sql` with `args`; returns how many rows it changed.
 pub(crate) async fn execute(
     store: &Store,
@@ -78,10 +131,10 @@ pub(crate) async fn execute(
 ) -> Result<u64, Error> {
     let result = match store {
         #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => bound(sql, args)
-            .execute(pool)
-            .await
-            .map(|done| done.rows_affected()),
+        Store::Sqlite(pool) => {
+            let result = on_sqlite!(pool, |conn| bound(sql, args).execute(&mut *conn));
+            result.map(|done| done.rows_affected())
+        }
         #[cfg(feature = "postgres")]
         Store::Postgres(pool) => bound(sql, args)
             .execute(pool)
@@ -99,10 +152,10 @@ pub(crate) async fn fetch_all<T: Decoded>(
 ) -> Result<Vec<T>, Error> {
     let result = match store {
         #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => bound(sql, args)
-            .fetch_all(pool)
-            .await
-            .and_then(|rows| rows.iter().map(T::from_row).collect()),
+        Store::Sqlite(pool) => {
+            let result = on_sqlite!(pool, |conn| bound(sql, args).fetch_all(&mut *conn));
+            result.and_then(|rows| rows.iter().map(T::from_row).collect())
+        }
         #[cfg(feature = "postgres")]
         Store::Postgres(pool) => bound(sql, args)
             .fetch_all(pool)
@@ -120,10 +173,10 @@ pub(crate) async fn fetch_optional<T: Decoded>(
 ) -> Result<Option<T>, Error> {
     let result = match store {
         #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => bound(sql, args)
-            .fetch_optional(pool)
-            .await
-            .and_then(|row| row.as_ref().map(T::from_row).transpose()),
+        Store::Sqlite(pool) => {
+            let result = on_sqlite!(pool, |conn| bound(sql, args).fetch_optional(&mut *conn));
+            result.and_then(|row| row.as_ref().map(T::from_row).transpose())
+        }
         #[cfg(feature = "postgres")]
         Store::Postgres(pool) => bound(sql, args)
             .fetch_optional(pool)

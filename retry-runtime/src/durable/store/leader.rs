@@ -87,8 +87,9 @@ pub(crate) async fn beat(store: &Store, row: &WorkerRow) -> Result<Vec<String>, 
         #[cfg(feature = "sqlite")]
         Store::Sqlite(pool) => {
             use sqlx::Row as _;
-            async {
-                let mut tx = pool.begin().await?;
+            let mut conn = pool.acquire().await.map_err(Error::from_sqlx)?;
+            let result = async {
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
                 super::db::bound(upsert_worker!(), &args)
                     .execute(&mut *tx)
                     .await?;
@@ -106,7 +107,9 @@ pub(crate) async fn beat(store: &Store, row: &WorkerRow) -> Result<Vec<String>, 
                     .map(|r| r.try_get::<String, _>("queue"))
                     .collect()
             }
-            .await
+            .await;
+            super::close_if_broken(&mut conn, &result);
+            result
         }
         #[cfg(feature = "postgres")]
         Store::Postgres(pool) => {

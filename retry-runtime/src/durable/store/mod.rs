@@ -79,7 +79,7 @@ mod sqlite;
 pub(crate) mod systems;
 pub(crate) mod tasks;
 
-pub(crate) use db::{Arg, Store, execute, fetch_all, fetch_int, fetch_optional};
+pub(crate) use db::{Arg, Store, close_if_broken, execute, fetch_all, fetch_int, fetch_optional};
 pub(crate) use rows::{Done, Fence, NewTask, Row};
 
 impl Store {

@@ -3,11 +3,15 @@
 //! it reads: a claim (`UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING …`) is atomic across
 //! connections and processes.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::str::FromStr as _;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use sqlx::SqlitePool;
+use sqlx::pool::PoolConnectionMetadata;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection as _, SqliteConnection, SqlitePool};
 
 use super::Done;
 
@@ -90,8 +94,74 @@ pub(super) async fn connect(url: &str) -> Result<SqlitePool, sqlx::Error> {
         // Keep the connection: an in-memory database lives only as long as it does.
         .idle_timeout(None)
         .max_lifetime(None)
+        .before_acquire(in_sync)
         .connect_with(options)
         .await
+}
+
+/// The pool's check of an idle connection before it hands it out: a connection that sqlx
+/// believes is inside a transaction is closed (which rolls back whatever SQLite still holds)
+/// and a fresh one opened. An idle connection is never inside a transaction: the rollback of a
+/// dropped transaction is done before the connection comes back to the pool.
+// Why: a COMMIT that fails with an I/O error or a full disk is rolled back by SQLite itself,
+// but sqlx counts the transaction as open (it counts down on a COMMIT or ROLLBACK that
+// succeeds, and the ROLLBACK of the dropped transaction then fails: none is open). From then
+// on, sqlx opens each transaction with `SAVEPOINT` and rolls it back with `ROLLBACK TO
+// SAVEPOINT`, which leaves the transaction open: the first refused batch of `enqueue_many` or
+// failed heartbeat after a 3 s disk write error left the only connection inside a transaction
+// holding SQLite's write lock, never committed (issue 41: every other writer got "database is
+// locked", the worker's own writes were never seen). The check is a load of sqlx's counter,
+// and its answer a zero-sized future: no allocation, nothing sent to the database.
+fn in_sync(
+    conn: &mut SqliteConnection,
+    _: PoolConnectionMetadata,
+) -> Pin<Box<dyn Future<Output = Result<bool, sqlx::Error>> + Send + '_>> {
+    if conn.is_in_transaction() {
+        event!(
+            warn,
+            "durable queue: a SQLite connection lost track of its transaction after a failed \
+             commit (a disk write error or a full disk); it is closed, which rolls back what it \
+             held, and a fresh one opened"
+        );
+        Box::pin(Answer::<false>)
+    } else {
+        Box::pin(Answer::<true>)
+    }
+}
+
+/// Whether `e` is SQLite refusing a write because the connection is read-only (8 and its
+/// extended codes).
+pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
+    sqlite_code(e).is_some_and(|code| code & 0xff == 8)
+}
+
+/// The (extended) result code of a SQLite error.
+fn sqlite_code(e: &sqlx::Error) -> Option<i32> {
+    let sqlx::Error::Database(db) = e else {
+        return None;
+    };
+    db.try_downcast_ref::<sqlx::sqlite::SqliteError>()?;
+    db.code().and_then(|code| code.parse::<i32>().ok())
+}
+
+/// Whether `e` is SQLite failing at the storage itself, which can leave the connection unusable
+/// after the storage is back: an I/O error (10), a full disk (13), a file read-only to it (8: a
+/// connection that opened its WAL while the file could not be written stays read-only), one
+/// that cannot be opened (14), or that is no database or damaged (26, 11). Extended codes
+/// included.
+pub(crate) fn is_storage_fault(e: &sqlx::Error) -> bool {
+    sqlite_code(e).is_some_and(|code| matches!(code & 0xff, 8 | 10 | 11 | 13 | 14 | 26))
+}
+
+/// A future that answers `OK` at once: zero-sized, so boxing it allocates nothing.
+struct Answer<const OK: bool>;
+
+impl<const OK: bool> Future for Answer<OK> {
+    type Output = Result<bool, sqlx::Error>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(OK))
+    }
 }
 
 /// The completions of a batch in one statement, each fenced by its own token
@@ -138,10 +208,13 @@ pub(super) async fn complete_batch(
         })
         .collect();
     let batch = serde_json::to_string(&batch).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
-    sqlx::query_scalar(COMPLETE_BATCH)
+    let mut conn = pool.acquire().await?;
+    let result = sqlx::query_scalar(COMPLETE_BATCH)
         .bind(batch)
-        .fetch_all(pool)
-        .await
+        .fetch_all(&mut *conn)
+        .await;
+    super::close_if_broken(&mut conn, &result);
+    result
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
@@ -30,11 +31,15 @@ use crate::durable::worker::metrics::{Metrics, Outcome};
 /// The most completions one write takes (a statement's arrays, or a transaction's updates).
 pub(crate) const MAX_BATCH: usize = 256;
 
-/// Pauses between tries of a batch whose write failed; the leases of its tasks are renewed
-/// before each pause, so a database that answers again in time gets the completions.
-const RETRY_PAUSES: [Duration; 3] = [
+/// Pauses between tries of a batch whose write failed, the last one repeated; the leases of
+/// its tasks are renewed before each pause. The tries go on for as long as a lease lasts
+/// (the batch's tasks are still this worker's until then, unless a renewal is lost): a storage
+/// fault of seconds costs no task a second run (issue 41: after 2.6 s of tries, a batch was
+/// given up, and its tasks ran again once their leases expired).
+const RETRY_PAUSES: [Duration; 4] = [
     Duration::from_millis(100),
     Duration::from_millis(500),
+    Duration::from_secs(1),
     Duration::from_secs(2),
 ];
 
@@ -96,11 +101,12 @@ async fn write_all(writer: Arc<Writer>, mut rx: mpsc::Receiver<Completion>) {
     }
 }
 
-/// Writes one batch, trying again after each of [`RETRY_PAUSES`] on a database error; counts
-/// and logs each task's outcome. A batch that cannot be written is given up: its leases expire
-/// and the recoverer puts its tasks back.
+/// Writes one batch, trying again after each of [`RETRY_PAUSES`] on a database error for as
+/// long as a lease lasts; counts and logs each task's outcome. A batch that cannot be written
+/// by then is given up: its leases expire and the recoverer puts its tasks back.
 async fn write_batch(writer: &Writer, batch: &mut [Completion]) {
-    for pause in RETRY_PAUSES.iter().map(Some).chain([None]) {
+    let give_up = Instant::now() + writer.lease;
+    for tries in 0usize.. {
         let done: Vec<Done<'_>> = batch
             .iter()
             .map(|c| Done {
@@ -110,39 +116,63 @@ async fn write_batch(writer: &Writer, batch: &mut [Completion]) {
             .collect();
         match tasks::complete_batch(&writer.base.handle.store, &done).await {
             Ok(written) => {
-                for (completion, written) in batch.iter().zip(written) {
-                    let (queue, task) = (&completion.queue, &completion.task);
-                    if written {
-                        writer
-                            .metrics
-                            .count_outcome(queue.name(), task.kind(), Outcome::Completed);
-                    } else {
-                        event!(
-                            warn,
-                            "durable worker: outcome not recorded, the lease was taken over (fenced off)",
-                            task = task.id()
-                        );
-                    }
+                if tries > 0 {
+                    event!(
+                        info,
+                        "durable worker: completions recorded after failed tries",
+                        tasks = batch.len(),
+                        tries = tries
+                    );
                 }
+                count_written(writer, batch, &written);
                 return;
             }
             Err(e) => {
-                event!(
-                    warn,
-                    "durable worker: recording completions failed",
-                    tasks = batch.len(),
-                    error = e
-                );
-                let Some(pause) = pause else {
+                let pause = RETRY_PAUSES[tries.min(RETRY_PAUSES.len() - 1)];
+                if Instant::now() + pause >= give_up {
+                    event!(
+                        error,
+                        "durable worker: recording completions failed for a lease; given up \
+                         (the tasks run again once their leases expire)",
+                        tasks = batch.len(),
+                        error = e
+                    );
                     return;
-                };
+                }
+                if tries == 0 {
+                    event!(
+                        warn,
+                        "durable worker: recording completions failed; trying again while \
+                         the leases last",
+                        tasks = batch.len(),
+                        error = e
+                    );
+                }
                 // The tasks stay leased while their completions wait.
                 for completion in batch.iter_mut() {
                     let queue = &completion.queue;
                     let _ = lease::extend(&queue.handle, &mut completion.task, writer.lease).await;
                 }
-                tokio::time::sleep(*pause).await;
+                tokio::time::sleep(pause).await;
             }
+        }
+    }
+}
+
+/// Counts the completions written, and logs those fenced off.
+fn count_written(writer: &Writer, batch: &[Completion], written: &[bool]) {
+    for (completion, &written) in batch.iter().zip(written) {
+        let (queue, task) = (&completion.queue, &completion.task);
+        if written {
+            writer
+                .metrics
+                .count_outcome(queue.name(), task.kind(), Outcome::Completed);
+        } else {
+            event!(
+                warn,
+                "durable worker: outcome not recorded, the lease was taken over (fenced off)",
+                task = task.id()
+            );
         }
     }
 }

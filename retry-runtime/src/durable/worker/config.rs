@@ -18,6 +18,7 @@ use crate::durable::inspector::presence::DEFAULT_HEARTBEAT_INTERVAL;
 use crate::durable::worker::attempt::DEFAULT_LEASE;
 use crate::durable::worker::completer::{Completer, Writer};
 use crate::durable::worker::failure::Rules;
+use crate::durable::worker::fatal::{DEFAULT_OUTAGE_LIMIT, Fatal, FileIdentity, Outage};
 use crate::durable::worker::gate::Gate;
 use crate::durable::worker::heartbeat::Heartbeat;
 use crate::durable::worker::janitor::Janitor;
@@ -49,6 +50,8 @@ pub(crate) struct Config {
     pub(crate) recover_interval: Duration,
     pub(crate) heartbeat_interval: Duration,
     pub(crate) shutdown_timeout: Duration,
+    /// How long every heartbeat may fail before the run ends with the error.
+    pub(crate) outage_limit: Duration,
     /// The systems its tasks call: kinds mapped to them, their limits, the retry share.
     pub(crate) systems: Systems,
 }
@@ -77,6 +80,7 @@ impl Config {
             recover_interval: DEFAULT_RECOVER_INTERVAL,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            outage_limit: DEFAULT_OUTAGE_LIMIT,
             systems: Systems::default(),
         }
     }
@@ -161,8 +165,14 @@ impl Config {
 
 impl Config {
     /// The heartbeat, which also elects the leaders: it beats every heartbeat interval, or
-    /// every sixth of the lease if that is shorter (see `leadership.rs`).
-    pub(crate) fn heartbeat(&self, runner: &Runner, leadership: Arc<Leadership>) -> Heartbeat {
+    /// every sixth of the lease if that is shorter (see `leadership.rs`). It watches the
+    /// storage too, and reports a fault that ends the run to `fatal`.
+    pub(crate) fn heartbeat(
+        &self,
+        runner: &Runner,
+        leadership: Arc<Leadership>,
+        fatal: Arc<Fatal>,
+    ) -> Heartbeat {
         Heartbeat {
             handle: self.base.handle.clone(),
             queues: self.served().iter().map(|q| q.name().to_owned()).collect(),
@@ -171,17 +181,24 @@ impl Config {
             held: runner.held.clone(),
             gate: runner.gate.clone(),
             leadership,
+            outage: Outage::new(self.outage_limit),
+            fatal,
+            file: FileIdentity::of(&self.base.handle.store),
         }
     }
 
     /// Starts the periodic components and the wake-up listener, which run beside the processor
     /// until `true` is sent (after it has drained); the handle ends when they all have. The
     /// recoverer and the janitor work on the queues the heartbeat's election gave the worker.
-    pub(crate) fn start_periodic(&self, runner: &Runner) -> (watch::Sender<bool>, JoinHandle<()>) {
+    pub(crate) fn start_periodic(
+        &self,
+        runner: &Runner,
+        fatal: Arc<Fatal>,
+    ) -> (watch::Sender<bool>, JoinHandle<()>) {
         let leadership = Arc::new(Leadership::default());
         let recoverer = self.recoverer(runner, leadership.clone());
         let janitor = self.janitor(leadership.clone());
-        let heartbeat = self.heartbeat(runner, leadership);
+        let heartbeat = self.heartbeat(runner, leadership, fatal);
         let metrics = runner.outcomes.metrics.clone();
         let interval = self.recover_interval;
         let (stop, stopped) = watch::channel(false);
@@ -217,6 +234,7 @@ impl fmt::Debug for Config {
             .field("recover_interval", &self.recover_interval)
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("outage_limit", &self.outage_limit)
             .field("systems", &self.systems)
             .finish_non_exhaustive()
     }

@@ -7,7 +7,9 @@
 //! ([`leader`](crate::durable::store::leader), [`Leadership`]). A leader also deletes the rows
 //! of workers and scheduler entries three beats stale. On a graceful stop it deletes its own
 //! row and gives up its leaderships. A worker that crashed (or whose `run_until` future was
-//! dropped) leaves both to go stale: its leaderships lapse when its row goes stale.
+//! dropped) leaves both to go stale: its leaderships lapse when its row goes stale. Each beat
+//! also watches the storage ([`fatal`](super::fatal)): beats failing for longer than the
+//! outage limit, or the SQLite file deleted or replaced, end the worker's run.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,6 +25,7 @@ use crate::durable::inspector::presence::{HeldJson, HeldTask, stale_after};
 use crate::durable::store::leader;
 use crate::durable::store::presence::{self, WorkerRow};
 use crate::durable::store::reports::{self, Report};
+use crate::durable::worker::fatal::{Fatal, FileIdentity, Outage};
 use crate::durable::worker::gate::Gate;
 use crate::durable::worker::leadership::Leadership;
 use crate::durable::worker::periodic;
@@ -93,6 +96,11 @@ pub(crate) struct Heartbeat {
     pub(crate) gate: Arc<Gate>,
     /// What the election gave the worker, for its recoverer and janitor.
     pub(crate) leadership: Arc<Leadership>,
+    /// The run of failed beats, and the fault that ends the worker's run.
+    pub(crate) outage: Outage,
+    pub(crate) fatal: Arc<Fatal>,
+    /// The SQLite file the worker started with, checked at each beat.
+    pub(crate) file: Option<FileIdentity>,
 }
 
 impl Heartbeat {
@@ -103,12 +111,22 @@ impl Heartbeat {
         let started_ms = to_ms(self.handle.clock.now());
         let graceful = stop.clone();
         periodic::every(self.interval, stop, || async {
-            if let Err(e) = self.beat(&id, &host, pid, started_ms).await {
-                event!(
-                    warn,
-                    "durable worker: writing the heartbeat failed",
-                    error = e
-                );
+            // A stat of the path, once a beat: the file deleted or replaced ends the run.
+            if let Some(Err(lost)) = self.file.as_ref().map(FileIdentity::check) {
+                self.fatal.fire(lost);
+            }
+            match self.beat(&id, &host, pid, started_ms).await {
+                Ok(()) => self.outage.beat_ok(),
+                Err(e) => {
+                    event!(
+                        warn,
+                        "durable worker: writing the heartbeat failed",
+                        error = e
+                    );
+                    if let Some(outage) = self.outage.beat_failed(e) {
+                        self.fatal.fire(outage);
+                    }
+                }
             }
         })
         .await;

@@ -9,6 +9,7 @@ pub(crate) mod completer;
 pub(crate) mod config;
 pub(crate) mod due;
 pub(crate) mod failure;
+pub(crate) mod fatal;
 pub(crate) mod gate;
 mod handlers;
 pub(crate) mod heartbeat;
@@ -42,6 +43,7 @@ use crate::durable::error::{BoxError, Error};
 use crate::durable::store::Fence;
 use crate::durable::worker::config::Config;
 use crate::durable::worker::failure::Failure;
+use crate::durable::worker::fatal::Fatal;
 use crate::durable::worker::limit::SystemLimit;
 use crate::durable::worker::processor::log_join;
 use crate::durable::worker::runner::Runner;
@@ -179,6 +181,16 @@ impl Worker {
         self
     }
 
+    /// How long the worker's database may fail every [heartbeat](Worker::heartbeat_interval)
+    /// before [`run_until`](Worker::run_until) gives up: it stops claiming, drains, and returns
+    /// [`Error::Outage`] (default [`DEFAULT_OUTAGE_LIMIT`](crate::durable::DEFAULT_OUTAGE_LIMIT),
+    /// five minutes). Shorter outages (a PostgreSQL restart, a disk error of seconds) are
+    /// waited out: the worker resumes by itself once the database answers.
+    pub fn outage_limit(mut self, limit: Duration) -> Self {
+        self.config.outage_limit = limit;
+        self
+    }
+
     /// Replaces the delay before a retry: `delay(n, err, task)` with `n` the retries done so far
     /// (0 before the first retry), `err` the attempt's error. Default:
     /// [`default_retry_delay`](crate::durable::default_retry_delay)`(n, rand)`, rand from
@@ -277,7 +289,11 @@ impl Worker {
     /// [`Error::Unreachable`] if the database does not answer at start;
     /// afterwards, database errors are logged and the worker keeps trying (a task whose outcome
     /// could not be written keeps its lease until it expires, and is then recovered: tasks are
-    /// never lost, and run at least once).
+    /// never lost, and run at least once). It stops by itself, drains as on `shutdown`, and
+    /// returns the error (logged once, at ERROR) when its database failed every heartbeat for
+    /// longer than its [`outage_limit`](Worker::outage_limit) ([`Error::Outage`]), or when its
+    /// SQLite file was deleted or replaced under it ([`Error::DatabaseFileLost`], checked at
+    /// each heartbeat).
     pub async fn run_until<F: Future>(self, shutdown: F) -> Result<(), Error> {
         self.config.check()?;
         let config = &self.config;
@@ -287,13 +303,20 @@ impl Worker {
         // The periodic components and the listener run beside the processor until it has drained.
         let handle = &config.base.handle;
         let listening = handle.wake.hold_listener(&handle.store);
-        let (stop, periodic) = config.start_periodic(&runner);
-        config.processor(runner).run(shutdown, completer).await;
+        let fatal = Arc::new(Fatal::default());
+        let (stop, periodic) = config.start_periodic(&runner, fatal.clone());
+        let stopping = async {
+            tokio::select! {
+                _ = shutdown => {}
+                () = fatal.fired() => {}
+            }
+        };
+        config.processor(runner).run(stopping, completer).await;
         let _ = (stop.send(true), drop(listening));
         log_join(periodic.await);
         // Every attempt has ended: the completions they queued are written before returning.
         log_join(writer.await);
-        Ok(())
+        fatal.take().map_or(Ok(()), Err)
     }
 
     /// Claims the tasks due now (at most [`concurrency`](Worker::concurrency) of them, from the

@@ -1,0 +1,165 @@
+//! What ends a worker's run from inside (issue 41): its database failed every heartbeat for
+//! longer than its [`outage_limit`](crate::durable::Worker::outage_limit) ([`Outage`]), or its
+//! SQLite file was deleted or replaced under it ([`FileIdentity`]). The heartbeat watches both,
+//! once per beat (not per task); the first fault found is logged once, at ERROR, stops the
+//! claims as a shutdown signal would ([`Fatal::fired`]), and is what
+//! [`run_until`](crate::durable::Worker::run_until) returns.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::durable::error::Error;
+use crate::durable::store::Store;
+
+/// How long a worker's database may fail every heartbeat before
+/// [`run_until`](crate::durable::Worker::run_until) gives up and returns the error
+/// ([`Worker::outage_limit`](crate::durable::Worker::outage_limit)).
+// Five minutes: far longer than a PostgreSQL restart or fail-over (seconds to a minute), which
+// a worker waits out; short enough that a process supervisor learns of a dead disk the same
+// hour, instead of a worker alive and idle for good.
+pub const DEFAULT_OUTAGE_LIMIT: Duration = Duration::from_secs(300);
+
+/// The fault that ends the run, once found: the first one wins.
+pub(crate) struct Fatal {
+    error: Mutex<Option<Error>>,
+    fired: watch::Sender<bool>,
+}
+
+impl Default for Fatal {
+    fn default() -> Self {
+        Fatal {
+            error: Mutex::new(None),
+            fired: watch::Sender::new(false),
+        }
+    }
+}
+
+impl Fatal {
+    /// Records `error` as what ends the run (unless a fault was found before), logs it once,
+    /// and wakes [`Fatal::fired`].
+    pub(crate) fn fire(&self, error: Error) {
+        let mut slot = self.error.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_some() {
+            return;
+        }
+        event!(
+            error,
+            "durable worker: stopping: it claims no more tasks, drains, and run_until returns \
+             this error",
+            error = error
+        );
+        *slot = Some(error);
+        self.fired.send_replace(true);
+    }
+
+    /// Completes once a fault was found; never otherwise.
+    pub(crate) async fn fired(&self) {
+        let mut fired = self.fired.subscribe();
+        // The sender lives in `self`, which outlives this wait: `wait_for` cannot fail.
+        let _ = fired.wait_for(|fired| *fired).await;
+    }
+
+    /// The fault that ended the run, if one did.
+    pub(crate) fn take(&self) -> Option<Error> {
+        self.error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// The run of failed heartbeats: since when every beat has failed, if the last one did.
+pub(crate) struct Outage {
+    limit: Duration,
+    since: Mutex<Option<Instant>>,
+}
+
+impl Outage {
+    /// No failed beat yet; gives up after `limit` of them.
+    pub(crate) fn new(limit: Duration) -> Outage {
+        Outage {
+            limit,
+            since: Mutex::new(None),
+        }
+    }
+
+    /// A beat that succeeded ends the run of failures.
+    pub(crate) fn beat_ok(&self) {
+        let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
+        if since.take().is_some() {
+            event!(
+                info,
+                "durable worker: the database answers the heartbeat again"
+            );
+        }
+    }
+
+    /// A beat that failed with `error`: `Some` (the error to end the run with) once every beat
+    /// has failed for longer than the limit.
+    pub(crate) fn beat_failed(&self, error: Error) -> Option<Error> {
+        let now = Instant::now();
+        let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = *since.get_or_insert(now);
+        let lasted = now.duration_since(first);
+        (lasted >= self.limit).then(|| Error::Outage {
+            lasted,
+            last: Box::new(error),
+        })
+    }
+}
+
+/// Which file a SQLite database's path named when the worker started (device and inode): a
+/// path that names another file, or none, now means the file was replaced or deleted under it.
+pub(crate) struct FileIdentity {
+    path: PathBuf,
+    id: (u64, u64),
+}
+
+impl FileIdentity {
+    /// The file behind `store` now; `None` for PostgreSQL, an in-memory database, or a file
+    /// that cannot be looked at.
+    pub(crate) fn of(store: &Store) -> Option<FileIdentity> {
+        #[cfg(feature = "sqlite")]
+        if let Store::Sqlite(pool) = store {
+            let path = pool.connect_options().get_filename().to_owned();
+            let id = file_id(&path)?.ok()?;
+            return Some(FileIdentity { path, id });
+        }
+        let _ = store;
+        None
+    }
+
+    /// `Err` when the path no longer names the file the worker started with: none (deleted),
+    /// or another one (replaced). A path that cannot be looked at now (a disk fault) is no
+    /// verdict: the outage watch sees to that.
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        let deleted = match file_id(&self.path) {
+            Some(Ok(id)) if id == self.id => return Ok(()),
+            Some(Ok(_)) => false,
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Some(Err(_)) | None => return Ok(()),
+        };
+        Err(Error::DatabaseFileLost {
+            path: self.path.clone(),
+            deleted,
+        })
+    }
+}
+
+/// A file's device and inode; `None` on a platform without them.
+fn file_id(path: &Path) -> Option<std::io::Result<(u64, u64)>> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        Some(std::fs::metadata(path).map(|meta| (meta.dev(), meta.ino())))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}

@@ -165,7 +165,9 @@ pub(crate) async fn fetch_all<T: Decoded>(
     result.map_err(Error::from_sqlx)
 }
 
-/// Runs `sql` with `args`; returns its first row, decoded, if it gives one.
+/// Runs `sql` with `args`; returns its first row, decoded, if it gives one. For a `SELECT`
+/// only: on SQLite it stops at the first row, and a write's commit left to the statement's
+/// reset fails unseen (a write with `RETURNING` goes through [`fetch_all`]).
 pub(crate) async fn fetch_optional<T: Decoded>(
     store: &Store,
     sql: &'static str,

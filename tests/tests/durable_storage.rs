@@ -523,3 +523,106 @@ async fn an_enqueue_during_a_disk_write_error_fails_or_stores_its_task() {
     }
     assert!(q.inspector().get("task-6").await.expect("a read").is_some());
 }
+
+/// Issue 41: attempts that fail (or snooze) while the WAL is unwritable for 4 s. Each outcome
+/// is written once the file is writable again, within the lease: a failure is recorded as the
+/// handler's (one retry, its own error), a snooze charges no retry. Before, the write of a
+/// failed attempt's outcome was given up after 2.6 s of tries: the task stayed active until its
+/// lease expired, then the recoverer charged it a retry as "lease expired" (a snoozed task too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_attempts_outcomes_outlast_a_four_second_disk_write_error() {
+    const TEST: &str = "failed_attempts_outcomes_outlast_a_four_second_disk_write_error";
+    const TASKS: u64 = 8;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = sqlite_url(dir.path());
+    let q = Queue::connect(&url).await.expect("connect");
+    q.enqueue_many((0..TASKS).map(job))
+        .await
+        .expect("enqueue_many");
+    let runs: Runs = Arc::default();
+    let counted = runs.clone();
+    // First run of each task: waits 1 s (the fault begins meanwhile), then an odd task fails
+    // and an even one snoozes. Later runs succeed.
+    let worker = Worker::new(q.clone())
+        .concurrency(TASKS as usize)
+        .lease(Duration::from_secs(10))
+        .recover_interval(Duration::from_millis(500))
+        .retry_delay(|_, _, _| Duration::from_millis(200))
+        .handle("job", move |task| {
+            let runs = counted.clone();
+            async move {
+                let n: u64 = task.payload()?;
+                let run = {
+                    let mut runs = runs.lock().unwrap();
+                    let run = runs.entry(n).or_default();
+                    *run += 1;
+                    *run
+                };
+                if run > 1 {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if n % 2 == 0 {
+                    return Err(
+                        retry_runtime::durable::Snooze::new(Duration::from_millis(200)).into(),
+                    );
+                }
+                Err::<(), BoxError>(format!("task {n} failed on purpose").into())
+            }
+        });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async move {
+        stopped.await.ok();
+    }));
+    poll_until(
+        "every task's first run started",
+        Duration::from_secs(30),
+        Duration::from_millis(5),
+        || async { (runs.lock().unwrap().len() == TASKS as usize).then_some(()) },
+    )
+    .await;
+    let frozen = match Frozen::wal(&SqliteFiles::of_url(&url)) {
+        Ok(frozen) => frozen,
+        Err(why) => return why.skip(TEST),
+    };
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    frozen.thaw();
+    let thawed = Instant::now();
+    poll_until(
+        "every task completed",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || async { (count(&q, TaskState::Completed).await? == TASKS as usize).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "every task completed {:?} after the fault ended",
+        thawed.elapsed()
+    );
+    stop.send(()).unwrap();
+    let ran = tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .expect("the worker stops")
+        .expect("the worker's task");
+    ran.expect("a fault shorter than the limit ends no run");
+    for n in 0..TASKS {
+        let task = q
+            .inspector()
+            .get(&format!("task-{n}"))
+            .await
+            .unwrap()
+            .unwrap();
+        let errors: Vec<&str> = task.errors.iter().map(|e| e.error.as_str()).collect();
+        if n % 2 == 0 {
+            assert_eq!(
+                (task.retried, errors.len()),
+                (0, 0),
+                "task {n} snoozed: {errors:?}"
+            );
+        } else {
+            assert_eq!(task.retried, 1, "task {n}: {errors:?}");
+            assert_eq!(errors, [format!("task {n} failed on purpose")], "task {n}");
+        }
+        assert_eq!(runs.lock().unwrap().get(&n), Some(&2), "task {n} ran twice");
+    }
+}

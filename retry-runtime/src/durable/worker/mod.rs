@@ -31,6 +31,7 @@ mod span;
 mod supervisor;
 pub(crate) mod throttle;
 pub(crate) mod wake;
+pub(crate) mod write_retry;
 
 use std::fmt;
 use std::future::Future;

@@ -626,3 +626,49 @@ async fn failed_attempts_outcomes_outlast_a_four_second_disk_write_error() {
         assert_eq!(runs.lock().unwrap().get(&n), Some(&2), "task {n} ran twice");
     }
 }
+
+/// Issue 41, item 5, the dashboard's side: the database file deleted, then (on another
+/// database) replaced, under an open [`Inspector`](retry_runtime::durable::Inspector). Within
+/// a bounded wait (it looks at the file at most once a second), every call answers
+/// [`Error::DatabaseFileLost`] naming the path, an inspector made afterwards too; before, it
+/// went on answering from the deleted file, no warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inspector_answers_an_error_once_its_database_file_is_deleted_or_replaced() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for deleted in [true, false] {
+        let url = format!(
+            "sqlite://{}",
+            dir.path().join(format!("{deleted}.db")).display()
+        );
+        let files = SqliteFiles::of_url(&url);
+        let q = Queue::connect(&url).await.expect("connect");
+        q.enqueue(job(1)).await.expect("enqueue");
+        let inspector = q.inspector();
+        assert_eq!(count(&q, TaskState::Pending).await, Some(1));
+        if deleted {
+            storage::delete(&files);
+        } else {
+            let other = dir.path().join("other.db");
+            let restored = Queue::connect(&format!("sqlite://{}", other.display()))
+                .await
+                .expect("connect");
+            restored.close().await;
+            storage::replace(&files, &other);
+        }
+        let lost = Instant::now();
+        let error = poll_until(
+            "the inspector's error",
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            || async { inspector.count(TaskState::Pending).await.err() },
+        )
+        .await;
+        eprintln!("deleted {deleted}: {:?} after: {error}", lost.elapsed());
+        let is_lost = |e: &Error| matches!(e, Error::DatabaseFileLost { path, deleted: d } if *path == files.db && *d == deleted);
+        assert!(is_lost(&error), "{error:?}");
+        assert!(error.to_string().contains(&files.db.display().to_string()));
+        let later = q.inspector().get("task-1").await;
+        assert!(later.as_ref().is_err_and(is_lost), "{later:?}");
+        q.close().await;
+    }
+}

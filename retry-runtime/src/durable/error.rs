@@ -102,7 +102,9 @@ pub enum Error {
         /// The last beat's error.
         last: Box<Error>,
     },
-    /// [`Worker::run_until`](super::Worker::run_until): its SQLite file was deleted or replaced.
+    /// [`Worker::run_until`](super::Worker::run_until), and every [`Inspector`](super::Inspector)
+    /// call: the SQLite file the queue connected to was deleted or replaced (the process still
+    /// has the old one open, which nothing else sees). Restart the process.
     DatabaseFileLost {
         /// The database's path.
         path: std::path::PathBuf,
@@ -162,7 +164,9 @@ impl fmt::Display for Error {
                 let path = path.display();
                 write!(
                     f,
-                    "the task queue's SQLite file {path} was {how} under the worker"
+                    "the task queue's SQLite file {path} was {how} while this process had it \
+                     open: what it reads and writes goes to the old file, which nothing else \
+                     sees; restart the process to open the file at the path"
                 )
             }
             Error::TaskIdConflict => {

@@ -23,13 +23,9 @@ pub(crate) async fn insert(
         columns!()
     );
     let args = super::batch::row_args(queue, task);
-    // Run to its end, not `fetch_optional`: SQLite commits the insert (in autocommit) when the
-    // statement is stepped past its last row. sqlx's `fetch_optional` stops at the first row
-    // and resets the statement, and the error of a commit done by the reset (a full disk, a
-    // disk write error) is dropped: the enqueue returned the row as inserted while SQLite
-    // rolled it back (issue 41, the full disk: every task enqueued then was lost silently).
-    let rows: Vec<Row> = fetch_all(store, INSERT, &args).await?;
-    Ok(rows.into_iter().next())
+    // Run to its end: `fetch_optional` leaves SQLite's commit to the reset, whose error (a full
+    // disk, a disk I/O error) sqlx drops: Ok for a task rolled back (issue 41, lost silently).
+    Ok(fetch_all(store, INSERT, &args).await?.into_iter().next())
 }
 
 /// Whether the queue holds a task with this id.

@@ -275,6 +275,113 @@ async fn a_worker_waits_out_sqlite_locked_for_seconds() {
     assert!(again.is_empty(), "tasks that ran twice: {again:?}");
 }
 
+/// A graceful stop is bounded while another process holds SQLite's write lock (issue 41, item
+/// 7: a fleet worker did not stop within 30 s on a loaded machine). Two attempts run (their
+/// handlers wait) and eight tasks are prefetched when another connection takes the write lock
+/// (`BEGIN IMMEDIATE`) and the stop is asked for: every write of the stop (the claim in
+/// flight, the prefetched tasks given back, the dropped attempts given back, the heartbeat row,
+/// the completions) waits for the lock, each up to the busy timeout, and tried again. The stop
+/// returns within its bound all the same (the shutdown timeout, then 5 s for its own writes),
+/// saying what it could not give back; once the lock is gone, the tasks it could not give back
+/// are recovered when their leases run out, and every task completes.
+#[tokio::test(flavor = "current_thread")]
+async fn a_graceful_stop_is_bounded_while_another_connection_holds_the_sqlite_write_lock() {
+    use sqlx::Connection as _;
+    const TASKS: u64 = 40;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    let q = Queue::connect(&url).await.expect("connect");
+    q.enqueue_many((0..TASKS).map(|n| Task::new("job", &n)))
+        .await
+        .expect("enqueue_many");
+    let started = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let worker = {
+        let started = started.clone();
+        Worker::new(q.clone())
+            .concurrency(2)
+            .prefetch(8)
+            .lease(Duration::from_secs(3))
+            .poll_interval(Duration::from_millis(50))
+            .shutdown_timeout(Duration::from_secs(1))
+            .handle("job", move |_task| {
+                started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                // Runs until the stop drops it.
+                std::future::pending::<Result<(), BoxError>>()
+            })
+    };
+    let mut other = sqlx::SqliteConnection::connect(&url).await.expect("connect");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let logged = retry_tests::capture::events(async {
+        let running = tokio::spawn(worker.run_until(async move {
+            stopped.await.ok();
+        }));
+        let mut held = 0;
+        for _ in 0..2_000 {
+            held = sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM retry_tasks WHERE state = 'active'",
+            )
+            .fetch_one(&mut other)
+            .await
+            .expect("count");
+            if held == 10 && started.load(std::sync::atomic::Ordering::SeqCst) == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(held, 10, "two tasks run and eight are prefetched");
+        sqlx::raw_sql("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .expect("the write lock");
+        let asked = Instant::now();
+        stop.send(()).unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(30), running).await;
+        let took = asked.elapsed();
+        eprintln!("the graceful stop under a held write lock took {took:?}");
+        ended
+            .unwrap_or_else(|_| panic!("the worker did not stop within 30 s of its signal"))
+            .unwrap()
+            .expect("run_until returns Ok");
+    })
+    .await;
+    let warned: Vec<_> = logged
+        .iter()
+        .filter(|e| e.level <= tracing::Level::WARN)
+        .filter_map(|e| e.fields.get("message"))
+        .filter(|m| m.contains("graceful stop"))
+        .collect();
+    assert!(
+        !warned.is_empty(),
+        "the stop says what it could not write: {logged:#?}"
+    );
+    for e in logged.iter().filter(|e| e.level <= tracing::Level::WARN) {
+        eprintln!("{} {:?}", e.level, e.fields);
+    }
+    sqlx::raw_sql("COMMIT").execute(&mut other).await.expect("unlock");
+    other.close().await.ok();
+
+    // Another worker recovers what the stop could not give back, and completes every task.
+    let worker = Worker::new(q.clone())
+        .concurrency(4)
+        .retry_delay(|_, _, _| Duration::ZERO)
+        .recover_interval(Duration::from_millis(200))
+        .poll_interval(Duration::from_millis(50))
+        .handle("job", |_task| async { Ok::<(), BoxError>(()) });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async move {
+        stopped.await.ok();
+    }));
+    poll_until(
+        "every task completed after the lock was gone",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || async { (completed(&q).await == Some(TASKS as usize)).then_some(()) },
+    )
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().expect("the second worker stopped");
+}
+
 /// A renewal that gets no answer drops its attempt when the lease runs out. The attempt's lease
 /// is 600 ms (a renewal every 200 ms), its handler hangs, and another transaction holds the
 /// task's row lock (`SELECT … FOR UPDATE`), so the renewal's `UPDATE` waits for it with no

@@ -23,6 +23,7 @@ use crate::durable::inspector::presence::{DEFAULT_HEARTBEAT_INTERVAL, identity, 
 use crate::durable::scheduler::entries::{Entries, MakeFn};
 use crate::durable::scheduler::recurrence::Recurrence;
 use crate::durable::store::presence::{self, EntryRow};
+use crate::durable::worker::stopping::STOP_WRITES_GRACE;
 
 /// Enqueues tasks periodically: every fixed period ([`every`](Scheduler::every)) or on a cron
 /// schedule ([`cron`](Scheduler::cron)), each period's task exactly once however many scheduler
@@ -184,7 +185,9 @@ impl Scheduler {
     /// Runs until `shutdown` completes: enqueues the current period of every entry at once
     /// (unless another instance did), then sleeps until the next period boundary of any entry
     /// and does it again. Wakes at least once a second, so a clock that was set is followed
-    /// within a second, and at once when `shutdown` completes.
+    /// within a second, and at once when `shutdown` completes. Its last write, deleting its
+    /// heartbeat rows, gets 5 s: a database that does not answer by then (another process holding
+    /// its lock) leaves them to go stale, so the stop is bounded.
     ///
     /// Fails at once with [`Error::Invalid`] when the scheduler has no entries or an invalid one
     /// (a bad cron expression, a period of zero: every problem in one message), and with
@@ -209,7 +212,12 @@ impl Scheduler {
             };
             if pass.enqueued > 0 || Instant::now() >= next_beat {
                 next_beat = Instant::now() + self.heartbeat;
-                self.beat_logged().await;
+                // A beat waiting for a busy database does not hold the stop either.
+                tokio::select! {
+                    biased;
+                    _ = &mut shutdown => break,
+                    () = self.beat_logged() => {}
+                }
             }
             for (id, e) in pass.failed {
                 event!(
@@ -227,12 +235,22 @@ impl Scheduler {
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
-        if let Err(e) = presence::remove_scheduler(&self.queue.handle.store, &self.id).await {
-            event!(
+        // Bounded: a database busy for longer (another process's lock) leaves the rows to go
+        // stale rather than hold the stop (issue 41).
+        let removed = presence::remove_scheduler(&self.queue.handle.store, &self.id);
+        match tokio::time::timeout(STOP_WRITES_GRACE, removed).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => event!(
                 warn,
                 "durable scheduler: deleting the heartbeat failed (it goes stale)",
                 error = e
-            );
+            ),
+            Err(_) => event!(
+                warn,
+                "durable scheduler: graceful stop: deleting the heartbeat got no answer in time \
+                 (a lock held, a busy machine); it goes stale",
+                grace_ms = STOP_WRITES_GRACE.as_millis()
+            ),
         }
         Ok(())
     }

@@ -309,7 +309,9 @@ async fn a_graceful_stop_is_bounded_while_another_connection_holds_the_sqlite_wr
                 std::future::pending::<Result<(), BoxError>>()
             })
     };
-    let mut other = sqlx::SqliteConnection::connect(&url).await.expect("connect");
+    let mut other = sqlx::SqliteConnection::connect(&url)
+        .await
+        .expect("connect");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let logged = retry_tests::capture::events(async {
         let running = tokio::spawn(worker.run_until(async move {
@@ -357,7 +359,10 @@ async fn a_graceful_stop_is_bounded_while_another_connection_holds_the_sqlite_wr
     for e in logged.iter().filter(|e| e.level <= tracing::Level::WARN) {
         eprintln!("{} {:?}", e.level, e.fields);
     }
-    sqlx::raw_sql("COMMIT").execute(&mut other).await.expect("unlock");
+    sqlx::raw_sql("COMMIT")
+        .execute(&mut other)
+        .await
+        .expect("unlock");
     other.close().await.ok();
 
     // Another worker recovers what the stop could not give back, and completes every task.
@@ -535,8 +540,12 @@ mod proxied {
         ) -> Option<Run> {
             let db = PgDatabase::create(test).await?;
             let (proxy, url) = Proxy::in_front_of(&db.url).await.expect("the proxy starts");
-            let q = Queue::connect(&url).await.expect("connect through the proxy");
-            let direct = sqlx::PgPool::connect(&db.url).await.expect("connect directly");
+            let q = Queue::connect(&url)
+                .await
+                .expect("connect through the proxy");
+            let direct = sqlx::PgPool::connect(&db.url)
+                .await
+                .expect("connect directly");
             q.enqueue_many((0..TASKS).map(|n| Task::new("job", &n)))
                 .await
                 .expect("enqueue_many");
@@ -560,10 +569,11 @@ mod proxied {
 
         /// How many tasks are completed, read directly.
         pub async fn completed(&self) -> u64 {
-            let row = sqlx::query("SELECT count(*) AS n FROM retry_tasks WHERE state = 'completed'")
-                .fetch_one(&self.direct)
-                .await
-                .expect("count");
+            let row =
+                sqlx::query("SELECT count(*) AS n FROM retry_tasks WHERE state = 'completed'")
+                    .fetch_one(&self.direct)
+                    .await
+                    .expect("count");
             u64::try_from(row.get::<i64, _>("n")).unwrap()
         }
 
@@ -670,7 +680,8 @@ async fn the_proxy_passes_cuts_delays_and_resets() {
     assert_eq!(proxy.mode(), Mode::Cut);
     client.write_all(b"silent").await.unwrap();
     let mut six = [0u8; 6];
-    let silent = tokio::time::timeout(Duration::from_millis(300), client.read_exact(&mut six)).await;
+    let silent =
+        tokio::time::timeout(Duration::from_millis(300), client.read_exact(&mut six)).await;
     assert!(silent.is_err(), "nothing comes back while cut: {silent:?}");
     // A new connection is accepted and held: its bytes get no answer either.
     let mut held = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
@@ -699,9 +710,12 @@ async fn the_proxy_passes_cuts_delays_and_resets() {
         Err(std::io::ErrorKind::ConnectionReset),
         "a reset is a RST, not a clean close"
     );
-    poll_until("both connections closed", Duration::from_secs(10), Duration::from_millis(10), || async {
-        (proxy.stats().open == 0).then_some(())
-    })
+    poll_until(
+        "both connections closed",
+        Duration::from_secs(10),
+        Duration::from_millis(10),
+        || async { (proxy.stats().open == 0).then_some(()) },
+    )
     .await;
     let stats = proxy.stats();
     assert_eq!((stats.accepted, stats.resets), (2, 2), "{stats:?}");
@@ -741,7 +755,11 @@ async fn postgres_a_worker_behind_a_proxy_survives_its_connections_reset_mid_run
             || async { (run.proxy.stats().resets > before).then_some(()) },
         )
         .await;
-        eprintln!("reset {n} at {} completed: {:?}", run.completed().await, run.proxy.stats());
+        eprintln!(
+            "reset {n} at {} completed: {:?}",
+            run.completed().await,
+            run.proxy.stats()
+        );
     }
     run.finish(Duration::from_secs(180)).await;
 }

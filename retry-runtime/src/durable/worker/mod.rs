@@ -298,10 +298,15 @@ impl Worker {
         let _ = (stop.send(true), drop(listening));
         // Each bounded by the stop's deadline (`stopping`): a busy database cannot hold it.
         let heartbeat = "the heartbeat row, which goes stale";
-        deadline.join("stopping the periodic components", heartbeat, periodic).await;
+        deadline
+            .join("stopping the periodic components", heartbeat, periodic)
+            .await;
         // Every attempt has ended: the completions they queued are written before returning.
-        let completions = "completions not written: those tasks run again once their leases run out";
-        deadline.join("writing the completions queued", completions, writer).await;
+        let completions =
+            "completions not written: those tasks run again once their leases run out";
+        deadline
+            .join("writing the completions queued", completions, writer)
+            .await;
         Ok(())
     }
 

@@ -862,3 +862,101 @@ async fn postgres_a_worker_behind_a_proxy_is_correct_on_a_link_delayed_50ms_per_
     let twice = run.finish(Duration::from_secs(300)).await;
     assert_eq!(twice, 0, "no task ran twice on a slow link");
 }
+
+/// A graceful stop while the link to PostgreSQL is cut silently: the stop's writes (the
+/// prefetched tasks and the stopped attempts given back, the heartbeat row) get no answer, and
+/// none ever comes, as TCP gives up only after minutes. The stop still returns within its bound
+/// (the shutdown timeout, then 5 s), and once the link is back another worker recovers and
+/// completes every task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_graceful_stop_during_a_silent_cut_is_bounded() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use retry_tests::faults::proxy::Proxy;
+
+    const TASKS: u64 = 40;
+    let Some(db) = PgDatabase::create("proxy_stop_cut").await else {
+        return;
+    };
+    let (proxy, url) = Proxy::in_front_of(&db.url).await.expect("the proxy");
+    let q = Queue::connect(&url)
+        .await
+        .expect("connect through the proxy");
+    q.enqueue_many((0..TASKS).map(|n| Task::new("job", &n)))
+        .await
+        .expect("enqueue_many");
+    let started = Arc::new(AtomicU32::new(0));
+    let worker = {
+        let started = started.clone();
+        Worker::new(q.clone())
+            .concurrency(2)
+            .prefetch(8)
+            .lease(Duration::from_secs(10))
+            .poll_interval(Duration::from_millis(50))
+            .shutdown_timeout(Duration::from_secs(1))
+            .handle("job", move |_task| {
+                started.fetch_add(1, Ordering::SeqCst);
+                std::future::pending::<Result<(), BoxError>>()
+            })
+    };
+    let direct = Queue::connect(&db.url).await.expect("connect directly");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async move {
+        stopped.await.ok();
+    }));
+    poll_until(
+        "two attempts running and eight tasks prefetched",
+        Duration::from_secs(30),
+        Duration::from_millis(10),
+        || async {
+            let active = direct
+                .inspector()
+                .tasks(TaskQuery::new(TaskState::Active))
+                .await
+                .expect("list")
+                .tasks
+                .len();
+            (active == 10 && started.load(Ordering::SeqCst) == 2).then_some(())
+        },
+    )
+    .await;
+    proxy.cut();
+    let asked = Instant::now();
+    stop.send(()).unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(30), running).await;
+    eprintln!(
+        "the graceful stop during a silent cut took {:?}",
+        asked.elapsed()
+    );
+    ended
+        .expect("the worker stopped within 30 s of its signal, the link cut")
+        .unwrap()
+        .expect("run_until returns Ok");
+    proxy.heal();
+
+    // Another worker, straight to the database, recovers what could not be given back.
+    let worker = Worker::new(direct.clone())
+        .concurrency(4)
+        .lease(Duration::from_secs(2))
+        .retry_delay(|_, _, _| Duration::ZERO)
+        .recover_interval(Duration::from_millis(200))
+        .poll_interval(Duration::from_millis(50))
+        .handle("job", |_task| async { Ok::<(), BoxError>(()) });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async move {
+        stopped.await.ok();
+    }));
+    poll_until(
+        "every task completed by the other worker (after the 10 s leases ran out)",
+        Duration::from_secs(90),
+        Duration::from_millis(100),
+        || async { (completed(&direct).await == Some(TASKS as usize)).then_some(()) },
+    )
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().expect("the second worker stopped");
+    q.close().await;
+    direct.close().await;
+    drop(proxy);
+    db.drop_database().await;
+}

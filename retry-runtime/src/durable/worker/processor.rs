@@ -136,20 +136,11 @@ impl Processor {
         let deadline = StopDeadline::from_now(self.shutdown_timeout);
         if asked > 0 {
             // The claim in flight is not dropped half-done while the database answers: its
-            // tasks start in the free slots and drain with the others, as if it had returned
-            // before the signal; the rest go back with the prefetched tasks.
-            match deadline.write(claiming).await {
-                Some(Ok(claimed)) => {
-                    let claimed_at = Instant::now();
-                    ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));
-                    self.start_ready(&mut running, &mut ready, &stopped, &completer);
-                }
-                Some(Err(_)) => {}
-                None => stopping::left_to_recoverer(
-                    "the claim in flight",
-                    "the tasks it may have claimed, pending again once their leases run out",
-                ),
-            }
+            // tasks start in the free slots and drain with the others; the rest go back.
+            let claimed = stopping::settle_claim(claiming, deadline).await;
+            let at = Instant::now();
+            ready.extend(claimed.into_iter().map(|(q, t)| (q, t, at)));
+            self.start_ready(&mut running, &mut ready, &stopped, &completer);
         }
         self.drain(ready, running, stop, deadline).await;
         deadline

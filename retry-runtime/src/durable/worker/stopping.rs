@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
+use crate::durable::error::Error;
 use crate::durable::worker::gate::Gate;
 use crate::durable::worker::lease;
 use crate::durable::worker::processor::log_join;
@@ -83,6 +84,26 @@ pub(crate) fn left_to_recoverer(what: &str, left: &str) {
         left = left,
         grace_ms = STOP_WRITES_GRACE.as_millis()
     );
+}
+
+/// The tasks of the claim in flight at the shutdown signal, once it answers by the writes'
+/// deadline; none when it failed or did not answer in time (then the tasks it may have claimed
+/// are left to the recoverer).
+pub(crate) async fn settle_claim(
+    claiming: impl Future<Output = Result<Vec<(Queue, ActiveTask)>, Error>>,
+    deadline: StopDeadline,
+) -> Vec<(Queue, ActiveTask)> {
+    match deadline.write(claiming).await {
+        Some(Ok(claimed)) => claimed,
+        Some(Err(_)) => Vec::new(),
+        None => {
+            left_to_recoverer(
+                "the claim in flight",
+                "the tasks it may have claimed, pending again once their leases run out",
+            );
+            Vec::new()
+        }
+    }
 }
 
 /// Gives the prefetched tasks back, each tried once, all by the writes' deadline; a task not

@@ -790,7 +790,7 @@ async fn postgres_a_worker_behind_a_proxy_survives_a_silent_cut_longer_than_its_
                     async move {
                         let n = proxied::count(&runs, &task)?;
                         // The first attempt of a few tasks outlasts the cut.
-                        if n >= 1_000 && n < 1_000 + SLOW && task.retried() == 0 {
+                        if (1_000..1_000 + SLOW).contains(&n) && task.retried() == 0 {
                             slow_started.fetch_add(1, Ordering::SeqCst);
                             let guard = proxied::DroppedUnfinished(dropped);
                             tokio::time::sleep(Duration::from_secs(60)).await;

@@ -25,10 +25,10 @@ use crate::durable::worker::completer::Completer;
 use crate::durable::worker::due::next_due;
 use crate::durable::worker::gate::Key;
 use crate::durable::worker::lease;
-use crate::durable::worker::outcome::persist;
 use crate::durable::worker::pace::{Pace, claim_backoff};
 use crate::durable::worker::runner::Runner;
 use crate::durable::worker::served::Served;
+use crate::durable::worker::stopping::{self, StopDeadline};
 
 /// How often a worker looks for due tasks when the last look found fewer than it had room for.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -63,8 +63,9 @@ pub(crate) struct Processor {
 impl Processor {
     /// Runs until `shutdown` completes, then gives the prefetched tasks back and drains: running
     /// attempts get [`shutdown_timeout`](crate::durable::Worker::shutdown_timeout), then are dropped and
-    /// their tasks returned to pending. Completions go to `completer`.
-    pub(crate) async fn run<F: Future>(self, shutdown: F, completer: Completer) {
+    /// their tasks returned to pending. Completions go to `completer`. Returns the deadlines
+    /// of the stop, for the worker's last writes.
+    pub(crate) async fn run<F: Future>(self, shutdown: F, completer: Completer) -> StopDeadline {
         let (stop, stopped) = watch::channel(false);
         // Each attempt returns how long it took: the pace that bounds the prefetch.
         // (and whether a system it held has more due: claim at once).
@@ -132,17 +133,17 @@ impl Processor {
                 }
             }
         }
+        let deadline = StopDeadline::from_now(self.shutdown_timeout);
         if asked > 0 {
-            // The claim in flight is not dropped half-done: its tasks start in the free slots
-            // and drain with the others, as if it had returned before the signal; the rest go
-            // back with the prefetched tasks.
-            if let Ok(claimed) = claiming.await {
-                let claimed_at = Instant::now();
-                ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));
-                self.start_ready(&mut running, &mut ready, &stopped, &completer);
-            }
+            // The claim in flight is not dropped half-done while the database answers: its
+            // tasks start in the free slots and drain with the others; the rest go back.
+            let claimed = stopping::settle_claim(claiming, deadline).await;
+            let at = Instant::now();
+            ready.extend(claimed.into_iter().map(|(q, t)| (q, t, at)));
+            self.start_ready(&mut running, &mut ready, &stopped, &completer);
         }
-        self.drain(ready, running, stop).await;
+        self.drain(ready, running, stop, deadline).await;
+        deadline
     }
 
     /// Starts prefetched tasks in the free slots.
@@ -232,33 +233,18 @@ impl Processor {
         }
     }
 
-    /// The shutdown: prefetched tasks back first (for other workers to take while these
-    /// drain), then the running attempts get the shutdown timeout, then are dropped.
+    /// The shutdown, bounded ([`stopping`]): prefetched tasks back first (for other workers to
+    /// take while these drain), then the running attempts get the shutdown timeout, then are
+    /// dropped.
     async fn drain(
         &self,
         mut ready: VecDeque<(Queue, ActiveTask, Instant)>,
         mut running: JoinSet<(Duration, bool)>,
         stop: watch::Sender<bool>,
+        deadline: StopDeadline,
     ) {
-        for (queue, task, _) in ready.drain(..) {
-            persist(&task, || lease::requeue(&queue.handle, &task)).await;
-            self.runner.gate.release(self.runner.gate.key(&task), None);
-        }
-        let drain = async {
-            while let Some(joined) = running.join_next().await {
-                log_join(joined);
-            }
-        };
-        if tokio::time::timeout(self.shutdown_timeout, drain)
-            .await
-            .is_err()
-        {
-            // Attempts still running: dropped, their tasks back to pending.
-            let _ = stop.send(true);
-            while let Some(joined) = running.join_next().await {
-                log_join(joined);
-            }
-        }
+        stopping::give_back_prefetched(&mut ready, &self.runner.gate, deadline).await;
+        stopping::drain_attempts(&mut running, &stop, deadline).await;
     }
 
     /// Renews the leases of the prefetched tasks that waited a heartbeat since their claim or

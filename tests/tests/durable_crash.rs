@@ -17,8 +17,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use retry_runtime::durable::{Queue, Task, TaskInfo, TaskState};
+use retry_runtime::durable::{Queue, Task, TaskInfo, TaskState, Worker};
 use retry_tests::durable_env::{PgDatabase, poll_until};
+use retry_tests::faults::kill::{self, Process};
 use sqlx::{Connection, Row};
 
 // ---------------------------------------------------------------------------------------------
@@ -907,4 +908,134 @@ async fn postgres_four_processes_two_hundred_tasks_random_failures_each_succeeds
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_two_processes_hundred_tasks_random_failures_each_succeeds_exactly_once() {
     many_workers_many_tasks(Backend::sqlite(), 2, 100).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fault-injection harness's kill points (issue 41): `retry_tests::faults::kill`.
+
+/// The crash tests' worker binary as a [`Process`] of the kill harness, with `args` after
+/// `--url`, `--name`, `--log` and `--mode`.
+fn harness_worker(backend: &Backend, url: &str, name: &str, mode: &str, args: &[&str]) -> Process {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_durable_worker"));
+    command
+        .args(["--url", url, "--name", name, "--mode", mode])
+        .arg("--log")
+        .arg(backend.dir().join(format!("{name}.log")))
+        .args(args)
+        .env("RUST_BACKTRACE", "0");
+    Process::spawn(name, command, backend.dir())
+}
+
+/// Recovers every expired lease of the queue (as a worker's recoverer does) until no task is
+/// active, bounded; returns how many the recoverer put back.
+async fn recover_until_none_active(q: &Queue, url: &str) -> usize {
+    let recoverer = Worker::new(q.clone());
+    let mut recovered = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while kill::active_tasks(url).await > 0 {
+        assert!(Instant::now() < deadline, "tasks still active after 20 s");
+        recovered += recoverer.recover_expired().await.expect("recover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    recovered
+}
+
+// Holding prefetched tasks (issue 41, item 3): a worker of one slot and a prefetch of 4 is killed
+// while one attempt runs and 4 claimed tasks wait. The 4 never started: the recoverer gives them
+// back pending, due, their retry count and last error unchanged, not counted as failed; only the
+// task whose attempt started is charged (archived at max_retry 0, a retry at max_retry 25).
+
+async fn killed_holding_prefetched_tasks_charges_only_the_started_one(
+    backend: Backend,
+    max_retry: u32,
+) {
+    let q = backend.queue().await;
+    let ids = ["run", "held-1", "held-2", "held-3", "held-4"];
+    for id in ids {
+        q.enqueue(Task::new("job", &0u32).task_id(id).max_retry(max_retry))
+            .await
+            .expect("enqueue");
+    }
+    let url = kill::killable_url(&backend.url);
+    let args = [
+        "--concurrency",
+        "1",
+        "--prefetch",
+        "4",
+        "--lease-ms",
+        "1000",
+    ];
+    let mut worker = harness_worker(&backend, &url, "w", "hang", &args);
+    let started =
+        kill::kill_holding(&mut worker, &backend.url, 1, 5, Duration::from_secs(30)).await;
+    assert_eq!(started, ["run"], "the first due task took the one slot");
+
+    recover_until_none_active(&q, &backend.url).await;
+    let now = SystemTime::now();
+    let run = info(&q, "run").await;
+    let expected = if max_retry == 0 {
+        (TaskState::Archived, 0)
+    } else {
+        (TaskState::Retry, 1)
+    };
+    assert_eq!(
+        (run.state, run.retried),
+        expected,
+        "the started attempt is charged"
+    );
+    assert!(run.last_err.unwrap_or_default().contains("lease expired"));
+    for id in &ids[1..] {
+        let held = info(&q, id).await;
+        assert_eq!(
+            (
+                held.state,
+                held.retried,
+                held.last_err.as_deref(),
+                held.last_failed_at
+            ),
+            (TaskState::Pending, 0, None, None),
+            "{id} never started: given back as it was"
+        );
+        assert!(held.errors.is_empty(), "{id}: {:?}", held.errors);
+        assert!(
+            held.next_process_at.is_some_and(|due| due <= now),
+            "{id} is due now"
+        );
+    }
+    let stats = q.inspector().stats().await.expect("stats");
+    let stats = stats
+        .iter()
+        .find(|s| s.queue == q.name())
+        .expect("the queue's stats");
+    assert_eq!(
+        (stats.failed_today, stats.pending),
+        (1, 4),
+        "only the started attempt counts as failed"
+    );
+    drop(worker);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_holding_prefetched_tasks_archives_only_the_started_one() {
+    killed_holding_prefetched_tasks_charges_only_the_started_one(Backend::sqlite(), 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_holding_prefetched_tasks_keeps_their_retry_counts() {
+    killed_holding_prefetched_tasks_charges_only_the_started_one(Backend::sqlite(), 25).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_holding_prefetched_tasks_archives_only_the_started_one() {
+    if let Some(backend) = Backend::postgres("prefetched_archived").await {
+        killed_holding_prefetched_tasks_charges_only_the_started_one(backend, 0).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_holding_prefetched_tasks_keeps_their_retry_counts() {
+    if let Some(backend) = Backend::postgres("prefetched_retried").await {
+        killed_holding_prefetched_tasks_charges_only_the_started_one(backend, 25).await;
+    }
 }

@@ -1039,3 +1039,58 @@ async fn postgres_sigkill_holding_prefetched_tasks_keeps_their_retry_counts() {
         killed_holding_prefetched_tasks_charges_only_the_started_one(backend, 25).await;
     }
 }
+
+// A prefetched task that started and then took its process down (a poison task) is charged:
+// its mark was cleared, durably, before its handler ran. Without that, a task that crashes every
+// worker that starts it from the prefetch would come back uncharged for ever.
+
+async fn killed_running_a_task_started_from_the_prefetch_charges_it(backend: Backend) {
+    let q = backend.queue().await;
+    let ids = ["ok-1", "hang-2", "held-3", "held-4", "held-5"];
+    for id in ids {
+        q.enqueue(Task::new("job", &0u32).task_id(id).max_retry(0))
+            .await
+            .expect("enqueue");
+    }
+    let url = kill::killable_url(&backend.url);
+    let args = [
+        "--concurrency",
+        "1",
+        "--prefetch",
+        "4",
+        "--lease-ms",
+        "1000",
+    ];
+    let mut worker = harness_worker(&backend, &url, "w", "hang-named", &args);
+    // ok-1 took the slot at the claim; hang-2 started from the prefetch once it had ended.
+    let started =
+        kill::kill_holding(&mut worker, &backend.url, 2, 4, Duration::from_secs(30)).await;
+    assert_eq!(started, ["ok-1", "hang-2"]);
+
+    recover_until_none_active(&q, &backend.url).await;
+    assert_eq!(info(&q, "ok-1").await.state, TaskState::Completed);
+    let poison = info(&q, "hang-2").await;
+    assert_eq!(
+        (poison.state, poison.retried),
+        (TaskState::Archived, 0),
+        "the started attempt is charged (max_retry 0: archived)"
+    );
+    for id in &ids[2..] {
+        let held = info(&q, id).await;
+        assert_eq!((held.state, held.retried), (TaskState::Pending, 0), "{id}");
+    }
+    drop(worker);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_running_a_task_started_from_the_prefetch_charges_it() {
+    killed_running_a_task_started_from_the_prefetch_charges_it(Backend::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_running_a_task_started_from_the_prefetch_charges_it() {
+    if let Some(backend) = Backend::postgres("prefetch_poison").await {
+        killed_running_a_task_started_from_the_prefetch_charges_it(backend).await;
+    }
+}

@@ -42,7 +42,7 @@ use crate::durable::worker::lease;
 /// claimed task must be finished with [`complete`], [`Worker::fail`](super::Worker::fail) or
 /// [`requeue`], or its lease left to expire.
 pub async fn claim(queue: &Queue, max: usize, lease: Duration) -> Result<Vec<ActiveTask>, Error> {
-    lease::claim(&queue.handle, max, lease, None).await
+    lease::claim(&queue.handle, (max, max), lease, None).await
 }
 
 /// Renews the lease of `task` to `lease` from now. `Ok(false)`: the task is no longer active

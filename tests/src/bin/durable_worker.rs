@@ -24,7 +24,7 @@
 //! end <task id> <retried> <worker name> <micros since the epoch> <ok | err | panic>
 //! ```
 //!
-//! Modes: `ok` succeeds at once; `reset` fails with a connection reset (a transient error); `hang` never returns (the test kills the process); `stall-ok` /
+//! Modes: `ok` succeeds at once; `reset` fails with a connection reset (a transient error); `hang` never returns (the test kills the process); `hang-named` never returns for a task whose id starts with `hang` and succeeds at once otherwise; `stall-ok` /
 //! `stall-err`, on a task's first attempt, block the process's only thread for `--stall-ms` (no
 //! lease renewal can run; the test also stops the process meanwhile), then succeed / fail (later
 //! attempts succeed at once); `sleep-ok`, on a task's first attempt, sleeps `--stall-ms` (an
@@ -60,6 +60,7 @@ use retry_runtime::{BoxError, Breaker, set_breaker};
 enum Mode {
     Ok,
     Hang,
+    HangNamed,
     StallOk,
     StallErr,
     SleepOk,
@@ -123,6 +124,7 @@ fn parse_args() -> Result<Args, String> {
                 args.mode = match value.as_str() {
                     "ok" => Mode::Ok,
                     "hang" => Mode::Hang,
+                    "hang-named" => Mode::HangNamed,
                     "stall-ok" => Mode::StallOk,
                     "stall-err" => Mode::StallErr,
                     "sleep-ok" => Mode::SleepOk,
@@ -293,6 +295,15 @@ async fn main() -> ExitCode {
                     Ok(())
                 }
                 Mode::Hang => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    end("ok");
+                    Ok(())
+                }
+                Mode::HangNamed if !id.starts_with("hang") => {
+                    end("ok");
+                    Ok(())
+                }
+                Mode::HangNamed => {
                     tokio::time::sleep(Duration::from_secs(3600)).await;
                     end("ok");
                     Ok(())

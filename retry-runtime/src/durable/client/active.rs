@@ -27,6 +27,9 @@ pub struct ActiveTask {
     /// How long the task waited between its due time and its claim, by the queue's clock; set
     /// by a claim, `None` for a task read otherwise (by the recoverer).
     pub(crate) pickup_delay: Option<Duration>,
+    /// Claimed beyond the worker's free slots and marked so in the queue (`prefetched_token`):
+    /// the mark is cleared before the handler runs.
+    pub(crate) prefetched: bool,
 }
 
 impl ActiveTask {

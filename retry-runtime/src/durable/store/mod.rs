@@ -71,6 +71,7 @@ pub(crate) mod migrator;
 pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
+pub(crate) mod prefetched;
 pub(crate) mod presence;
 pub(crate) mod reports;
 mod rows;

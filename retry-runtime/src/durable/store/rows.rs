@@ -129,6 +129,7 @@ impl Row {
             deadline,
             key_expires_at,
             pickup_delay: None,
+            prefetched: false,
         }
     }
 }

@@ -17,12 +17,15 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a caller waits for the connection.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Claims up to `$3` due tasks of queue `$1` at `$2` under token `$4` until `$5`.
+/// Claims up to `$3` due tasks of queue `$1` at `$2` under token `$4` until `$5`, marked
+/// prefetched with `$7` (the token: held beyond the free slots, not started; NULL: started at
+/// once).
 // The claim's condition besides the state and the due time: the queue is not paused, and the
 // task's kind is one the claiming worker handles (`$6`, a JSON array of kinds, or NULL for any
 // kind), read with `json_each`.
 pub(super) const CLAIM: &str = concat!(
-    "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
+    "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5, \
+         prefetched_token = $7 \
      WHERE seq IN ( \
          SELECT seq FROM retry_tasks \
          WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
@@ -38,10 +41,11 @@ pub(super) const CLAIM: &str = concat!(
 /// these (a JSON array, or NULL), with `$10` the kinds mapped to them; `$11` fresh tasks only
 /// (1), retries only (2) or both (0); `$12` a global concurrency limit of system `$7` (or NULL):
 /// no more claimed than it leaves beside the system's active tasks, counted in the same
-/// statement, which holds the write lock. Only a worker with limits runs it: [`CLAIM`] stays as
+/// statement, which holds the write lock; `$13` the prefetched mark, as `$7` of [`CLAIM`]. Only a worker with limits runs it: [`CLAIM`] stays as
 /// it was.
 pub(super) const CLAIM_MANAGED: &str = concat!(
-    "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
+    "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5, \
+         prefetched_token = $13 \
      WHERE seq IN ( \
          SELECT seq FROM retry_tasks \
          WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \

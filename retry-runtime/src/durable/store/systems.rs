@@ -34,14 +34,14 @@ pub(crate) struct Filter<'a> {
 }
 
 /// Claims up to `limit` due tasks of `kinds` that pass `filter`, like
-/// [`tasks::claim`](super::tasks::claim).
+/// [`tasks::claim`](super::tasks::claim) (marked prefetched when `prefetched`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn claim(
     store: &Store,
     queue: &str,
     now: i64,
     limit: i64,
-    token: i64,
+    (token, prefetched): (i64, bool),
     lease_until: i64,
     kinds: Option<&str>,
     filter: Filter<'_>,
@@ -65,6 +65,7 @@ pub(crate) async fn claim(
         Arg::Text(filter.except.map_or("[]", |(_, kinds)| kinds)),
         Arg::Int(filter.retried as i64),
         Arg::MaybeInt(filter.global),
+        Arg::MaybeInt(prefetched.then_some(token)),
     ];
     let mut rows: Vec<Row> = match (store, filter.only, filter.global) {
         #[cfg(feature = "postgres")]

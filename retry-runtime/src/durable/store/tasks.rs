@@ -97,13 +97,14 @@ pub(crate) async fn get(store: &Store, queue: &str, id: &str) -> Result<Option<R
 }
 
 /// Claims up to `limit` due tasks of `kinds` (a JSON array; `None`: any kind) with the
-/// backend's claim statement, oldest due first, in enqueue order within a millisecond.
+/// backend's claim statement, oldest due first, in enqueue order within a millisecond; under
+/// `token`, marked prefetched (not started) when `prefetched`.
 pub(crate) async fn claim(
     store: &Store,
     queue: &str,
     now: i64,
     limit: i64,
-    token: i64,
+    (token, prefetched): (i64, bool),
     lease_until: i64,
     kinds: Option<&str>,
 ) -> Result<Vec<Row>, Error> {
@@ -120,6 +121,7 @@ pub(crate) async fn claim(
         Arg::Int(token),
         Arg::Int(lease_until),
         Arg::MaybeText(kinds),
+        Arg::MaybeInt(prefetched.then_some(token)),
     ];
     let mut rows: Vec<Row> = fetch_all(store, statement, &args).await?;
     // RETURNING gives rows in no particular order.

@@ -12,22 +12,54 @@ use crate::durable::handle::Handle;
 use crate::durable::store::{Done, Fence, Row, tasks};
 
 /// Claims up to `max` due tasks (oldest due first) of the kinds in `kinds` (a JSON array of
-/// strings; `None`: any kind) under a lease of `lease`, each with a fresh fencing token.
+/// strings; `None`: any kind) under a lease of `lease`, each with a fresh fencing token; the
+/// first `slots` go into free slots at once, the rest are prefetched ([`claim_split`]).
 pub(crate) async fn claim(
     queue: &Handle,
-    max: usize,
+    (max, slots): (usize, usize),
     lease: Duration,
     kinds: Option<&str>,
 ) -> Result<Vec<ActiveTask>, Error> {
-    if max == 0 {
-        return Ok(Vec::new());
-    }
     let now = to_ms(queue.clock.now());
-    let limit = i64::try_from(max).unwrap_or(i64::MAX);
     let lease_until = now.saturating_add(duration_ms(lease));
-    let (store, name, token) = (&queue.store, &queue.name, new_token());
-    let rows = tasks::claim(store, name, now, limit, token, lease_until, kinds).await?;
-    Ok(claimed(rows, now))
+    let (store, name) = (&queue.store, &*queue.name);
+    claim_split((max, slots), now, move |limit, token| {
+        tasks::claim(store, name, now, limit, token, lease_until, kinds)
+    })
+    .await
+}
+
+/// Claims up to `max` tasks with `statement` (given how many and the token, and whether it marks
+/// them prefetched): the first `slots` unmarked, as they start at once, the rest marked, as
+/// they wait for a slot (their mark cleared when they start: `worker/start.rs`). Two
+/// statements only when both kinds are asked for and the first found all it asked: a worker
+/// whose slots are full when it claims (the steady state of a backlog) marks in its one claim.
+pub(crate) async fn claim_split<F, Fut>(
+    (max, slots): (usize, usize),
+    now: i64,
+    mut statement: F,
+) -> Result<Vec<ActiveTask>, Error>
+where
+    F: FnMut(i64, (i64, bool)) -> Fut,
+    Fut: Future<Output = Result<Vec<Row>, Error>>,
+{
+    let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let slots = slots.min(max);
+    let mut tasks = Vec::new();
+    if slots > 0 {
+        tasks = claimed(statement(limit(slots), (new_token(), false)).await?, now);
+        if tasks.len() < slots {
+            return Ok(tasks);
+        }
+    }
+    if max > slots {
+        let rows = statement(limit(max - slots), (new_token(), true)).await?;
+        tasks.extend(claimed(rows, now).into_iter().map(|mut task| {
+            task.prefetched = true;
+            task
+        }));
+    }
+    Ok(tasks)
 }
 
 /// The claimed tasks of `rows`, claimed at `now`, each with how long it waited.

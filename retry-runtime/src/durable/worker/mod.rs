@@ -27,6 +27,7 @@ pub(crate) mod runner;
 pub(crate) mod served;
 pub(crate) mod shared_breaker;
 mod span;
+mod start;
 mod supervisor;
 pub(crate) mod throttle;
 pub(crate) mod wake;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use retry_runtime::durable::{Queue, Task, TaskInfo, TaskState, Worker};
+use retry_runtime::durable::{Queue, Schema, Task, TaskInfo, TaskState, Worker, protocol};
 use retry_tests::durable_env::{PgDatabase, poll_until};
 use retry_tests::faults::kill::{self, Process};
 use sqlx::{Connection, Row};
@@ -1092,5 +1092,274 @@ async fn sqlite_sigkill_running_a_task_started_from_the_prefetch_charges_it() {
 async fn postgres_sigkill_running_a_task_started_from_the_prefetch_charges_it() {
     if let Some(backend) = Backend::postgres("prefetch_poison").await {
         killed_running_a_task_started_from_the_prefetch_charges_it(backend).await;
+    }
+}
+
+// Mid-batch: a worker killed while the completions of 20 succeeded attempts wait to be written
+// (the write held behind a lock from another connection). Each task ends completed or
+// recovered, never lost: all 20 are still active under the dead worker's lease, and another
+// worker runs each again (charged: its attempt had started) and completes it.
+
+async fn killed_with_a_completion_batch_in_flight_loses_no_task(backend: Backend) {
+    let q = backend.queue().await;
+    let n = 20;
+    let ids: Vec<String> = (0..n).map(|i| format!("done-{i:02}")).collect();
+    for id in &ids {
+        q.enqueue(Task::new("job", &0u32).task_id(id))
+            .await
+            .expect("enqueue");
+    }
+    let url = kill::killable_url(&backend.url);
+    let args = [
+        "--concurrency",
+        "20",
+        "--lease-ms",
+        "3000",
+        "--stall-ms",
+        "800",
+    ];
+    let mut a = harness_worker(&backend, &url, "a", "sleep-ok", &args);
+    let within = Duration::from_secs(30);
+    a.wait_lines("handler start", n, within, |l| l.starts_with("start "));
+    let lock = kill::WriteLock::take(&backend.url).await;
+    a.wait_lines("handler success", n, within, |l| {
+        l.starts_with("end ") && l.ends_with(" ok")
+    });
+    if backend.postgres.is_some() {
+        kill::wait_blocked(&backend.url, "SET state = 'completed'", within).await;
+    } else {
+        // SQLite shows no waiting statement: the completer writes within a few ms of a success.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    a.sigkill();
+    lock.release().await;
+    assert_eq!(
+        kill::active_tasks(&backend.url).await,
+        n as i64,
+        "no completion was written"
+    );
+
+    let mut b = harness_worker(&backend, &backend.url, "b", "ok", &["--lease-ms", "3000"]);
+    let completed = "SELECT COUNT(*) FROM retry_tasks WHERE state = 'completed'";
+    wait_for(
+        "every task completed by b",
+        Duration::from_secs(30),
+        || async { (kill::count(&backend.url, completed).await == n as i64).then_some(()) },
+    )
+    .await;
+    b.close_stdin();
+    assert!(b.wait_exit(Duration::from_secs(20)).success());
+    for id in &ids {
+        let task = info(&q, id).await;
+        assert_eq!(
+            (task.state, task.retried),
+            (TaskState::Completed, 1),
+            "{id}"
+        );
+    }
+    drop((a, b));
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_with_a_completion_batch_in_flight_loses_no_task() {
+    killed_with_a_completion_batch_in_flight_loses_no_task(Backend::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_with_a_completion_batch_in_flight_loses_no_task() {
+    if let Some(backend) = Backend::postgres("completion_batch").await {
+        killed_with_a_completion_batch_in_flight_loses_no_task(backend).await;
+    }
+}
+
+// Mid-batch: a process killed inside `enqueue_many` of a large batch stores all or nothing:
+// nothing here (it never committed), and the same batch enqueued again is stored whole.
+// SQLite: killed as soon as it holds the write lock (inside its transaction, 64 rows a
+// statement); PostgreSQL: its second statement of 10 000 rows blocked on a row another
+// transaction inserted and holds (`batch-15000`), the first one written.
+
+async fn killed_inside_enqueue_many_stores_nothing(backend: Backend) {
+    let q = backend.queue().await;
+    let n: usize = if backend.postgres.is_some() {
+        20_000
+    } else {
+        50_000
+    };
+    let url = kill::killable_url(&backend.url);
+    let blocker = if backend.postgres.is_some() {
+        let mut conn = sqlx::PgConnection::connect(&backend.url)
+            .await
+            .expect("connect");
+        sqlx::raw_sql(
+            "BEGIN; INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, \
+             max_retry, timeout_ms, created_ms) \
+             VALUES ('default', 'batch-15000', 'job', '0', 'pending', 0, 25, 0, 0)",
+        )
+        .execute(&mut conn)
+        .await
+        .expect("the blocking row");
+        Some(conn)
+    } else {
+        None
+    };
+    let count = n.to_string();
+    let mut p = harness_worker(&backend, &url, "p", "enqueue-many", &["--count", &count]);
+    let within = Duration::from_secs(60);
+    p.wait_line("enqueueing", within, |l| l.starts_with("enqueueing"));
+    if let Some(mut conn) = blocker {
+        kill::wait_blocked(&backend.url, "INSERT INTO retry_tasks", within).await;
+        p.sigkill();
+        sqlx::raw_sql("ROLLBACK")
+            .execute(&mut conn)
+            .await
+            .expect("ROLLBACK");
+        conn.close().await.ok();
+    } else {
+        let looked = kill::kill_when_sqlite_locked(&mut p, &backend.url, within).await;
+        eprintln!("enqueue_many killed holding the write lock, {looked:?} after it began");
+    }
+    assert!(
+        !p.lines().iter().any(|l| l.starts_with("enqueued")),
+        "killed before the batch was stored: {:?}",
+        p.lines()
+    );
+    let stored = "SELECT COUNT(*) FROM retry_tasks WHERE id LIKE 'batch-%'";
+    assert_eq!(
+        kill::count(&backend.url, stored).await,
+        0,
+        "nothing of the batch"
+    );
+    let batch = (0..n).map(|i| Task::new("job", &i).task_id(format!("batch-{i}")));
+    assert_eq!(
+        q.enqueue_many(batch).await.expect("enqueue again"),
+        n as u64
+    );
+    assert_eq!(
+        kill::count(&backend.url, stored).await,
+        n as i64,
+        "the whole batch"
+    );
+    drop(p);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_inside_enqueue_many_stores_nothing() {
+    killed_inside_enqueue_many_stores_nothing(Backend::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_inside_enqueue_many_stores_nothing() {
+    if let Some(backend) = Backend::postgres("enqueue_many").await {
+        killed_inside_enqueue_many_stores_nothing(backend).await;
+    }
+}
+
+// Mid-migration: a process killed inside `migrate` leaves nothing half-applied (the pending
+// versions run in one transaction), and a later `migrate` finishes the job. PostgreSQL: the
+// migration to version 4 (`ALTER TABLE retry_tasks ADD COLUMN prefetched_token`) blocked inside
+// its transaction by another transaction reading `retry_tasks`. SQLite: a database of 50 000
+// tasks with no versions recorded and no indexes, adopted (its indexes built inside the
+// transaction), killed as soon as the migrator holds the write lock.
+
+async fn killed_inside_migrate_a_later_migrate_finishes(backend: Backend) {
+    let schema = Schema::connect(&backend.url).await.expect("connect");
+    schema.up().await.expect("up");
+    schema.down(3).await.expect("down to 3");
+    let sqlite = backend.postgres.is_none();
+    if sqlite {
+        let pool = sqlx::SqlitePool::connect(&backend.url).await.expect("open");
+        sqlx::raw_sql(
+            "WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < 50000) \
+             INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, max_retry, \
+             timeout_ms, created_ms, next_process_ms) \
+             SELECT 'default', 'old-' || g, 'job', '0', 'pending', 0, 25, 0, 1, g FROM s; \
+             DROP TABLE retry_migrations; DROP INDEX retry_tasks_due; \
+             DROP INDEX retry_tasks_leases; DROP INDEX retry_tasks_errors",
+        )
+        .execute(&pool)
+        .await
+        .expect("an unversioned database of 50 000 tasks");
+        pool.close().await;
+    }
+    schema.close().await;
+    let reader = if sqlite {
+        None
+    } else {
+        Some(kill::TableReader::take(&backend.url, "retry_tasks").await)
+    };
+    let url = kill::killable_url(&backend.url);
+    let mut m = harness_worker(&backend, &url, "m", "migrate", &[]);
+    let within = Duration::from_secs(60);
+    m.wait_line("migrating", within, |l| l == "migrating");
+    match reader {
+        Some(reader) => {
+            kill::wait_blocked(&backend.url, "prefetched_token", within).await;
+            m.sigkill();
+            reader.release().await;
+        }
+        None => {
+            kill::kill_when_sqlite_locked(&mut m, &backend.url, within).await;
+        }
+    }
+    assert!(
+        !m.lines().iter().any(|l| l.starts_with("migrated")),
+        "{:?}",
+        m.lines()
+    );
+
+    let column = if sqlite {
+        "SELECT COUNT(*) FROM pragma_table_info('retry_tasks') WHERE name = 'prefetched_token'"
+    } else {
+        "SELECT COUNT(*) FROM information_schema.columns \
+         WHERE table_name = 'retry_tasks' AND column_name = 'prefetched_token'"
+    };
+    assert_eq!(
+        kill::count(&backend.url, column).await,
+        0,
+        "version 4 not half-applied"
+    );
+    let schema = Schema::connect(&backend.url).await.expect("connect");
+    let status = schema.status().await.expect("status");
+    let expected = if sqlite { 0 } else { 3 };
+    assert_eq!(
+        status.version, expected,
+        "nothing recorded by the killed migration"
+    );
+    if sqlite {
+        let indexes = "SELECT COUNT(*) FROM sqlite_master WHERE name = 'retry_tasks_due'";
+        assert_eq!(
+            kill::count(&backend.url, indexes).await,
+            0,
+            "no index half-built"
+        );
+    }
+    let applied = schema.up().await.expect("a later migrate");
+    let expected: Vec<u32> = if sqlite { vec![1, 2, 3, 4] } else { vec![4] };
+    assert_eq!(applied, expected);
+    assert_eq!(kill::count(&backend.url, column).await, 1);
+    schema.close().await;
+    let q = backend.queue().await;
+    q.enqueue(Task::new("job", &0u32).task_id("after"))
+        .await
+        .expect("enqueue");
+    let claimed = protocol::claim(&q, 1, Duration::from_secs(30))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1, "the migrated queue works");
+    drop(m);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_inside_migrate_a_later_migrate_finishes() {
+    killed_inside_migrate_a_later_migrate_finishes(Backend::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_inside_migrate_a_later_migrate_finishes() {
+    if let Some(backend) = Backend::postgres("migrate").await {
+        killed_inside_migrate_a_later_migrate_finishes(backend).await;
     }
 }

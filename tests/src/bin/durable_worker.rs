@@ -9,7 +9,8 @@
 //!
 //! `--prefetch N` sets [`Worker::prefetch`]. Besides its log, the process reports on its standard
 //! output, one flushed line each, what a test outside it waits for before it kills it
-//! (`retry_tests::faults::kill`): `start <task id> <retried>` when a handler starts.
+//! (`retry_tests::faults::kill`): `start <task id> <retried>` when a handler starts, `end <task
+//! id> <retried> <outcome>` when it ends.
 //!
 //! `--global N` limits the system `gw` to N active tasks across every worker of the queue
 //! (`SystemLimit::global_concurrency`, `tests/tests/durable_global.rs`). `--breaker N` gives
@@ -288,6 +289,7 @@ async fn main() -> ExitCode {
                     "end {id} {retried} {name} {} {outcome}",
                     now_micros()
                 ));
+                say(&format!("end {id} {retried} {outcome}"));
             };
             match mode {
                 Mode::Ok => {

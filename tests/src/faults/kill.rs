@@ -6,8 +6,11 @@
 //! - holding prefetched tasks: [`kill_holding`] (a handler started, N tasks claimed);
 //! - mid-batch: the batch's write blocked behind a lock held from another connection
 //!   ([`WriteLock`], [`wait_blocked`] on PostgreSQL), then killed while it waits;
-//! - mid-migration: `ALTER TABLE` blocked inside the migration's transaction by a reader of the
-//!   table ([`TableReader`]), then killed.
+//! - mid-migration (or mid-transaction of any kind): on PostgreSQL, `ALTER TABLE` blocked inside
+//!   the migration's transaction by a reader of the table ([`TableReader`]), then killed; on
+//!   SQLite, killed as soon as another connection finds the database's write lock taken
+//!   ([`kill_when_sqlite_locked`]): the process is then inside its write transaction (SQLite
+//!   cannot be made to wait inside one by a lock: it takes the write lock when it begins).
 //!
 //! Every wait is bounded and fails the test with what the process said; dropping a
 //! [`Process`] kills it (a test that failed half-way leaves no process behind) and, when the
@@ -335,4 +338,46 @@ pub async fn wait_blocked(url: &str, needle: &str, within: Duration) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// SQLite: whether another connection holds the database's write lock, asked without waiting
+/// (`BEGIN IMMEDIATE` with no busy timeout; rolled back at once when it succeeds).
+pub async fn sqlite_write_locked(url: &str) -> bool {
+    use std::str::FromStr as _;
+    let options = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+        .expect("a SQLite URL")
+        .busy_timeout(Duration::ZERO);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .expect("open");
+    let locked = match sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut conn).await {
+        Ok(_) => {
+            sqlx::raw_sql("ROLLBACK").execute(&mut conn).await.ok();
+            false
+        }
+        Err(e) if e.to_string().contains("locked") || e.to_string().contains("busy") => true,
+        Err(e) => panic!("BEGIN IMMEDIATE: {e}"),
+    };
+    conn.close().await.ok();
+    locked
+}
+
+/// SQLite's point "inside a write transaction": waits, at most `within`, until `process`
+/// holds the database's write lock (seen by [`sqlite_write_locked`]), then kills it at once.
+/// Returns how long the lock was looked for.
+pub async fn kill_when_sqlite_locked(
+    process: &mut Process,
+    url: &str,
+    within: Duration,
+) -> Duration {
+    let started = Instant::now();
+    while !sqlite_write_locked(url).await {
+        assert!(
+            started.elapsed() < within,
+            "the write lock was never taken within {within:?}; {}",
+            process.said()
+        );
+    }
+    process.sigkill();
+    started.elapsed()
 }

@@ -97,10 +97,7 @@ impl Processor {
                 // Rings from here on wake the next wait: this claim may not see their task.
                 woken.borrow_and_update();
                 next_claim = Instant::now() + self.poll_interval;
-                // The slots free now: the first tasks of the claim start in them, the rest
-                // are prefetched (marked so in the queue: `start.rs`).
-                let slots = self.concurrency.saturating_sub(running.len() + ready.len());
-                claiming.set(self.claim_if(room, slots));
+                claiming.set(self.claim_if(room, self.concurrency.saturating_sub(held)));
                 asked = room;
             }
             let has_room = asked == 0 && held < capacity;
@@ -302,9 +299,10 @@ impl Processor {
         Ok(count)
     }
 
-    /// One claim round of up to `free` tasks (`slots` of them to start at once), or none at
-    /// once when `free` is 0: the processor's claim slot holds one future of this type, in
-    /// flight or spent.
+    /// One claim round of up to `free` tasks, or none at once when `free` is 0: the
+    /// processor's claim slot holds one future of this type, in flight or spent. `slots`: the
+    /// slots free when it is asked for; its first tasks start in them, the rest wait, marked
+    /// prefetched in the queue (`start.rs`).
     async fn claim_if(&self, free: usize, slots: usize) -> Result<Vec<(Queue, ActiveTask)>, Error> {
         if free == 0 {
             return Ok(Vec::new());

@@ -1040,11 +1040,15 @@ async fn postgres_sigkill_holding_prefetched_tasks_keeps_their_retry_counts() {
     }
 }
 
-// A prefetched task that started and then took its process down (a poison task) is charged:
-// its mark was cleared, durably, before its handler ran. Without that, a task that crashes every
-// worker that starts it from the prefetch would come back uncharged for ever.
+// A prefetched task that started and then took its process down (a poison task). It starts
+// without a write (a statement per start would cost more than the claim and the completion), so
+// its first crash, within a third of a lease of its start, gives it back without a charge, and
+// marks it suspect; a suspect's mark is cleared before its handler runs, so its second crash is
+// charged: it never loops for ever.
 
-async fn killed_running_a_task_started_from_the_prefetch_charges_it(backend: Backend) {
+async fn killed_running_a_task_started_from_the_prefetch_charges_its_second_crash(
+    backend: Backend,
+) {
     let q = backend.queue().await;
     let ids = ["ok-1", "hang-2", "held-3", "held-4", "held-5"];
     for id in ids {
@@ -1059,39 +1063,57 @@ async fn killed_running_a_task_started_from_the_prefetch_charges_it(backend: Bac
         "--prefetch",
         "4",
         "--lease-ms",
-        "1000",
+        "3000",
     ];
-    let mut worker = harness_worker(&backend, &url, "w", "hang-named", &args);
+    let within = Duration::from_secs(30);
     // ok-1 took the slot at the claim; hang-2 started from the prefetch once it had ended.
-    let started =
-        kill::kill_holding(&mut worker, &backend.url, 2, 4, Duration::from_secs(30)).await;
+    let mut w1 = harness_worker(&backend, &url, "w1", "hang-named", &args);
+    let started = kill::kill_holding(&mut w1, &backend.url, 2, 4, within).await;
     assert_eq!(started, ["ok-1", "hang-2"]);
-
     recover_until_none_active(&q, &backend.url).await;
     assert_eq!(info(&q, "ok-1").await.state, TaskState::Completed);
+    for id in &ids[1..] {
+        let task = info(&q, id).await;
+        assert_eq!(
+            (task.state, task.retried, task.last_err),
+            (TaskState::Pending, 0, None),
+            "{id}: given back uncharged (hang-2 had only just started)"
+        );
+    }
+
+    // Again, a quick task due first: hang-2, a suspect now, starts from the prefetch.
+    let first = UNIX_EPOCH + Duration::from_secs(1);
+    q.enqueue(Task::new("job", &0u32).task_id("ok-0").process_at(first))
+        .await
+        .expect("enqueue");
+    let mut w2 = harness_worker(&backend, &url, "w2", "hang-named", &args);
+    let started = kill::kill_holding(&mut w2, &backend.url, 2, 4, within).await;
+    assert_eq!(started, ["ok-0", "hang-2"]);
+    recover_until_none_active(&q, &backend.url).await;
     let poison = info(&q, "hang-2").await;
     assert_eq!(
         (poison.state, poison.retried),
         (TaskState::Archived, 0),
-        "the started attempt is charged (max_retry 0: archived)"
+        "its second crash is charged (max_retry 0: archived)"
     );
     for id in &ids[2..] {
         let held = info(&q, id).await;
         assert_eq!((held.state, held.retried), (TaskState::Pending, 0), "{id}");
     }
-    drop(worker);
+    drop((w1, w2));
     backend.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_sigkill_running_a_task_started_from_the_prefetch_charges_it() {
-    killed_running_a_task_started_from_the_prefetch_charges_it(Backend::sqlite()).await;
+async fn sqlite_sigkill_running_a_task_started_from_the_prefetch_charges_its_second_crash() {
+    killed_running_a_task_started_from_the_prefetch_charges_its_second_crash(Backend::sqlite())
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_sigkill_running_a_task_started_from_the_prefetch_charges_it() {
+async fn postgres_sigkill_running_a_task_started_from_the_prefetch_charges_its_second_crash() {
     if let Some(backend) = Backend::postgres("prefetch_poison").await {
-        killed_running_a_task_started_from_the_prefetch_charges_it(backend).await;
+        killed_running_a_task_started_from_the_prefetch_charges_its_second_crash(backend).await;
     }
 }
 
@@ -1361,5 +1383,57 @@ async fn sqlite_sigkill_inside_migrate_a_later_migrate_finishes() {
 async fn postgres_sigkill_inside_migrate_a_later_migrate_finishes() {
     if let Some(backend) = Backend::postgres("migrate").await {
         killed_inside_migrate_a_later_migrate_finishes(backend).await;
+    }
+}
+
+// A task started from the prefetch that ran past its first lease renewal is charged on its
+// first crash: the renewal cleared its mark (it had started), at no extra statement.
+
+async fn killed_after_the_first_renewal_charges_a_task_started_from_the_prefetch(backend: Backend) {
+    let q = backend.queue().await;
+    for id in ["ok-1", "hang-2", "held-3"] {
+        q.enqueue(Task::new("job", &0u32).task_id(id).max_retry(0))
+            .await
+            .expect("enqueue");
+    }
+    let url = kill::killable_url(&backend.url);
+    let args = ["--concurrency", "1", "--prefetch", "4", "--lease-ms", "900"];
+    let mut w = harness_worker(&backend, &url, "w", "hang-named", &args);
+    let within = Duration::from_secs(30);
+    w.wait_lines("handler start", 2, within, |l| l.starts_with("start "));
+    let renewed = "SELECT COUNT(*) FROM retry_tasks WHERE id = 'hang-2' AND state = 'active' \
+         AND prefetched_token IS NULL";
+    wait_for("hang-2's first renewal", within, || async {
+        (kill::count(&backend.url, renewed).await == 1).then_some(())
+    })
+    .await;
+    w.sigkill();
+    recover_until_none_active(&q, &backend.url).await;
+    let hang = info(&q, "hang-2").await;
+    assert_eq!(
+        (hang.state, hang.retried),
+        (TaskState::Archived, 0),
+        "charged"
+    );
+    let held = info(&q, "held-3").await;
+    assert_eq!(
+        (held.state, held.retried),
+        (TaskState::Pending, 0),
+        "never started"
+    );
+    drop(w);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_after_the_first_renewal_charges_a_task_started_from_the_prefetch() {
+    killed_after_the_first_renewal_charges_a_task_started_from_the_prefetch(Backend::sqlite())
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_after_the_first_renewal_charges_a_task_started_from_the_prefetch() {
+    if let Some(backend) = Backend::postgres("prefetch_renewed").await {
+        killed_after_the_first_renewal_charges_a_task_started_from_the_prefetch(backend).await;
     }
 }

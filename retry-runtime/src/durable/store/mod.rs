@@ -81,7 +81,7 @@ pub(crate) mod systems;
 pub(crate) mod tasks;
 
 pub(crate) use db::{Arg, Store, execute, fetch_all, fetch_int, fetch_optional};
-pub(crate) use rows::{Done, Fence, NewTask, Row};
+pub(crate) use rows::{Claimed, Done, Fence, NewTask, Row};
 
 impl Store {
     /// Opens the database named by `url`, its schema untouched ([`migrator`] reads and

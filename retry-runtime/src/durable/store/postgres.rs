@@ -43,7 +43,8 @@ pub(super) const CLAIM: &str = concat!(
      FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
      WHERE seq = ANY (ARRAY(SELECT due_seq FROM due)) \
      RETURNING ",
-    columns!()
+    columns!(),
+    ", given_back"
 );
 
 /// [`CLAIM`] with the conditions of a per-system gate ([`systems::Filter`](super::systems::Filter)):
@@ -77,7 +78,8 @@ pub(super) const CLAIM_MANAGED: &str = concat!(
      FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
      WHERE seq = ANY (ARRAY(SELECT due_seq FROM due)) \
      RETURNING ",
-    columns!()
+    columns!(),
+    ", given_back"
 );
 
 /// Defers the due tasks of system `$3` (or naming none, of the kinds in `$4`) to `$5` plus a
@@ -111,7 +113,7 @@ pub(super) async fn claim_global(
     pool: &PgPool,
     args: &[super::Arg<'_>],
     (queue, system): (&str, &str),
-) -> Result<Vec<super::Row>, sqlx::Error> {
+) -> Result<Vec<super::Claimed>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(1) || $2, 0))")
         .bind(queue)
@@ -123,7 +125,7 @@ pub(super) async fn claim_global(
         .await?;
     let rows = rows
         .iter()
-        .map(<super::Row as sqlx::FromRow<'_, sqlx::postgres::PgRow>>::from_row)
+        .map(<super::Claimed as sqlx::FromRow<'_, sqlx::postgres::PgRow>>::from_row)
         .collect::<Result<Vec<_>, _>>()?;
     tx.commit().await?;
     Ok(rows)

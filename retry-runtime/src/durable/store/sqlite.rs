@@ -33,7 +33,8 @@ pub(super) const CLAIM: &str = concat!(
          AND ($6 IS NULL OR kind IN (SELECT value FROM json_each($6))) \
          ORDER BY next_process_ms, seq LIMIT $3) \
      RETURNING ",
-    columns!()
+    columns!(),
+    ", given_back"
 );
 
 /// [`CLAIM`] with the conditions of a per-system gate ([`systems::Filter`](super::systems::Filter)):
@@ -61,7 +62,8 @@ pub(super) const CLAIM_MANAGED: &str = concat!(
          LIMIT CASE WHEN $12 IS NULL THEN $3 ELSE MIN($3, MAX($12 - (SELECT COUNT(*) \
              FROM retry_tasks WHERE queue = $1 AND system = $7 AND state = 'active'), 0)) END) \
      RETURNING ",
-    columns!()
+    columns!(),
+    ", given_back"
 );
 
 /// Defers the due tasks of system `$3` (or naming none, of the kinds in `$4`) to `$5` plus a

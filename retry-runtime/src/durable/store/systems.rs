@@ -5,7 +5,7 @@
 //! with its conditions (only one system; every system but the limited ones; fresh tasks or
 //! retries only), the deferral, and the operator's per-system figures.
 
-use super::{Arg, Row, Store, fetch_all};
+use super::{Arg, Claimed, Store, fetch_all};
 use crate::durable::error::Error;
 
 /// Which tasks a claim takes by their `retried`.
@@ -45,7 +45,7 @@ pub(crate) async fn claim(
     lease_until: i64,
     kinds: Option<&str>,
     filter: Filter<'_>,
-) -> Result<Vec<Row>, Error> {
+) -> Result<Vec<Claimed>, Error> {
     let statement = match store {
         #[cfg(feature = "sqlite")]
         Store::Sqlite(_) => super::sqlite::CLAIM_MANAGED,
@@ -67,7 +67,7 @@ pub(crate) async fn claim(
         Arg::MaybeInt(filter.global),
         Arg::MaybeInt(prefetched.then_some(token)),
     ];
-    let mut rows: Vec<Row> = match (store, filter.only, filter.global) {
+    let mut rows: Vec<Claimed> = match (store, filter.only, filter.global) {
         #[cfg(feature = "postgres")]
         (Store::Postgres(pool), Some((system, _)), Some(_)) => {
             super::postgres::claim_global(pool, &args, (queue, system))
@@ -76,7 +76,7 @@ pub(crate) async fn claim(
         }
         _ => fetch_all(store, statement, &args).await?,
     };
-    rows.sort_by_key(|row| (row.next_process_ms, row.seq));
+    rows.sort_by_key(|c| (c.row.next_process_ms, c.row.seq));
     Ok(rows)
 }
 

@@ -3,7 +3,9 @@
 
 use std::collections::HashSet;
 
-use super::{Arg, Done, Fence, NewTask, Row, Store, execute, fetch_all, fetch_int, fetch_optional};
+use super::{
+    Arg, Claimed, Done, Fence, NewTask, Row, Store, execute, fetch_all, fetch_int, fetch_optional,
+};
 use crate::durable::error::Error;
 use crate::durable::failures;
 use crate::durable::store::rows::COMPLETE;
@@ -107,7 +109,7 @@ pub(crate) async fn claim(
     (token, prefetched): (i64, bool),
     lease_until: i64,
     kinds: Option<&str>,
-) -> Result<Vec<Row>, Error> {
+) -> Result<Vec<Claimed>, Error> {
     let statement = match store {
         #[cfg(feature = "sqlite")]
         Store::Sqlite(_) => super::sqlite::CLAIM,
@@ -123,9 +125,9 @@ pub(crate) async fn claim(
         Arg::MaybeText(kinds),
         Arg::MaybeInt(prefetched.then_some(token)),
     ];
-    let mut rows: Vec<Row> = fetch_all(store, statement, &args).await?;
+    let mut rows: Vec<Claimed> = fetch_all(store, statement, &args).await?;
     // RETURNING gives rows in no particular order.
-    rows.sort_by_key(|row| (row.next_process_ms, row.seq));
+    rows.sort_by_key(|c| (c.row.next_process_ms, c.row.seq));
     Ok(rows)
 }
 

@@ -82,7 +82,7 @@ pub(crate) async fn claim(
         match result {
             Ok(tasks) => {
                 free -= tasks.len();
-                slots -= tasks.iter().filter(|t| !t.prefetched).count().min(slots);
+                slots -= tasks.len().min(slots);
                 for task in &tasks {
                     if let Some(waited) = task.pickup_delay {
                         let metrics = &runner.outcomes.metrics;
@@ -225,7 +225,7 @@ async fn managed(
         systems::claim(store, name, now, limit, token, lease_until, kinds, filter)
     })
     .await?;
-    *slots -= tasks.iter().filter(|t| !t.prefetched).count().min(*slots);
+    *slots -= tasks.len().min(*slots);
     Ok(tasks)
 }
 

@@ -1,8 +1,9 @@
 //! The recoverer: finds active tasks whose lease expired — their worker crashed, stalled or lost
 //! the database — and puts each back as a failed attempt whose error is
 //! [`Error::LeaseExpired`], decided by the worker's rules like any other failure; except the
-//! tasks that never started (prefetched, still marked so: [`prefetched`]), given back pending
-//! with their retry count and last error unchanged, as a graceful stop gives them back. Each write is
+//! prefetched tasks still marked so (they never started, or only just: [`prefetched`]), given
+//! back pending with their retry count and last error unchanged, as a graceful stop gives them
+//! back. Each write is
 //! fenced by the task's token *and* by the lease still being expired, so a renewal that lands
 //! first wins, and two recoverers never both count the same attempt. A running worker recovers
 //! only the queues it leads ([`Leadership`]): one recoverer per queue.
@@ -127,14 +128,14 @@ impl Recoverer {
     }
 }
 
-/// Gives back the expired tasks of `queue` that never started, logging each (INFO: nothing
+/// Gives back the expired tasks of `queue` still marked prefetched, logging each (INFO: nothing
 /// failed); returns their rows.
 async fn give_back(queue: &Queue, now_ms: i64) -> Result<Vec<i64>, Error> {
     let given = prefetched::give_back(&queue.handle.store, &queue.handle.name, now_ms).await?;
     for (_, id) in &given {
         event!(
             info,
-            "durable worker: a prefetched task that never started given back (its worker stopped renewing the lease), no retry counted",
+            "durable worker: a prefetched task given back without a charge: it never started (or had only just started) when its worker stopped renewing the lease",
             queue = queue.name(),
             task = id
         );

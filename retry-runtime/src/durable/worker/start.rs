@@ -1,10 +1,10 @@
 //! Starting claimed tasks in the processor's free slots. A task claimed beyond the free slots
 //! is marked prefetched in the queue ([`store::prefetched`](crate::durable::store::prefetched)),
-//! so that a crash gives it back without charging a retry; its mark is cleared before its
-//! handler runs, so that a task whose handler crashes the process is charged like any other.
-//! The prefetched tasks that start at one moment clear their marks in one statement, awaited
-//! by their attempts (in their slots, not by the processor's loop, which keeps polling its
-//! claim). A task that starts straight from its claim carries no mark and costs nothing here.
+//! so that a crash gives it back without charging a retry. A suspect (given back so before)
+//! has its mark cleared before its handler runs, so that a task that crashes its process is
+//! charged from its second crash on: the suspects that start at one moment clear their marks
+//! in one statement, awaited by their attempts (in their slots, not by the processor's loop,
+//! which keeps polling its claim). Every other task starts without a statement here.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use crate::durable::worker::completer::Completer;
 use crate::durable::worker::lease;
 use crate::durable::worker::processor::{Processor, timed};
 
-/// The marks of the prefetched tasks that start together, cleared once for all of them.
+/// The marks of the suspects that start together, cleared once for all of them.
 struct Marks {
     /// The queue whose store holds them (a worker's served queues share one store).
     queue: Queue,
@@ -56,7 +56,7 @@ impl Marks {
 }
 
 impl Processor {
-    /// Starts prefetched tasks in the free slots.
+    /// Starts prefetched tasks in the free slots, suspects once their marks are cleared.
     pub(crate) fn start_ready(
         &self,
         running: &mut JoinSet<(Duration, bool)>,
@@ -69,7 +69,7 @@ impl Processor {
             let Some((queue, task, _)) = ready.pop_front() else {
                 break;
             };
-            if task.prefetched {
+            if task.clear_mark {
                 marked.push((queue, task));
             } else {
                 self.start(running, (queue, task), None, stopped, completer);
@@ -92,8 +92,8 @@ impl Processor {
     }
 
     /// Starts an attempt of `task` in `running`, timed (its duration feeds the pace) and
-    /// holding its slot of the per-system gate until it ends; a prefetched task once its mark
-    /// is cleared (`marks`).
+    /// holding its slot of the per-system gate until it ends; a suspect once its mark is
+    /// cleared (`marks`).
     fn start(
         &self,
         running: &mut JoinSet<(Duration, bool)>,
@@ -110,7 +110,7 @@ impl Processor {
                 if !started(&marks, &queue, &task).await {
                     return None;
                 }
-                task.prefetched = false;
+                task.clear_mark = false;
             }
             attempt(runner, queue, task, stopped, completer).await
         };
@@ -118,7 +118,7 @@ impl Processor {
     }
 }
 
-/// Whether the start of prefetched `task` is recorded (its mark cleared) and its handler may
+/// Whether the start of suspect `task` is recorded (its mark cleared) and its handler may
 /// run. When the mark could not be cleared, the handler does not run: a lease recovered
 /// elsewhere is left alone; after a database error the task is given back, or, if that fails
 /// too, left to its lease, whose recovery gives it back without a charge (it never started).

@@ -3,9 +3,8 @@
 
 use std::collections::HashSet;
 
-use super::{
-    Arg, Claimed, Done, Fence, NewTask, Row, Store, execute, fetch_all, fetch_int, fetch_optional,
-};
+use super::{Arg, Claimed, Done, Fence, NewTask, Row, Store};
+use super::{execute, fetch_all, fetch_int, fetch_optional};
 use crate::durable::error::Error;
 use crate::durable::failures;
 use crate::durable::store::rows::COMPLETE;
@@ -98,9 +97,8 @@ pub(crate) async fn get(store: &Store, queue: &str, id: &str) -> Result<Option<R
     fetch_optional(store, GET, &[Arg::Text(queue), Arg::Text(id)]).await
 }
 
-/// Claims up to `limit` due tasks of `kinds` (a JSON array; `None`: any kind) with the
-/// backend's claim statement, oldest due first, in enqueue order within a millisecond; under
-/// `token`, marked prefetched (not started) when `prefetched`.
+/// Claims up to `limit` due tasks of `kinds` (a JSON array; `None`: any kind), oldest due
+/// first, enqueue order within a millisecond; under `token`, marked prefetched if `prefetched`.
 pub(crate) async fn claim(
     store: &Store,
     queue: &str,

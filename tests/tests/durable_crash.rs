@@ -153,7 +153,7 @@ impl Workers {
     fn spawn(&mut self, s: Spawn<'_>) -> u32 {
         let stderr =
             File::create(self.dir.join(format!("{}.stderr", s.name))).expect("stderr file");
-        let child = Command::new(env!("CARGO_BIN_EXE_durable_worker"))
+        let child = Command::new(kill::test_binary(env!("CARGO_BIN_EXE_durable_worker")))
             .args(["--url", &self.url, "--name", s.name, "--mode", s.mode])
             .arg("--log")
             .arg(self.log_path(s.name))
@@ -916,7 +916,7 @@ async fn sqlite_two_processes_hundred_tasks_random_failures_each_succeeds_exactl
 /// The crash tests' worker binary as a [`Process`] of the kill harness, with `args` after
 /// `--url`, `--name`, `--log` and `--mode`.
 fn harness_worker(backend: &Backend, url: &str, name: &str, mode: &str, args: &[&str]) -> Process {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_durable_worker"));
+    let mut command = Command::new(kill::test_binary(env!("CARGO_BIN_EXE_durable_worker")));
     command
         .args(["--url", url, "--name", name, "--mode", mode])
         .arg("--log")

@@ -176,6 +176,17 @@ impl Drop for Process {
     }
 }
 
+/// The test binary cargo built at `built` (`env!("CARGO_BIN_EXE_…")`), or its copy in the
+/// directory named by `RETRY_TEST_BIN_DIR` when that is set: checkouts that build in one shared
+/// target directory replace each other's binaries, also under a running test.
+pub fn test_binary(built: &str) -> PathBuf {
+    let built = PathBuf::from(built);
+    match (std::env::var_os("RETRY_TEST_BIN_DIR"), built.file_name()) {
+        (Some(dir), Some(name)) => Path::new(&dir).join(name),
+        _ => built,
+    }
+}
+
 /// The URL `url` with, on PostgreSQL, the server told to check every 20 ms that the client is
 /// still there: a killed client's statement that waits on a lock would otherwise go on server
 /// side once the lock is released (as the server would notice a crashed host through TCP

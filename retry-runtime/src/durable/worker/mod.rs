@@ -28,6 +28,7 @@ pub(crate) mod runner;
 pub(crate) mod served;
 pub(crate) mod shared_breaker;
 mod span;
+mod start;
 pub(crate) mod stopping;
 mod supervisor;
 pub(crate) mod throttle;

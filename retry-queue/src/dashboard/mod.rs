@@ -108,9 +108,14 @@
 //!   client as one).
 //! - **Slow and many clients.** [`serve`] cuts off a connection whose request headers take
 //!   longer than [`DashOptions::header_timeout`] (10 s), reads a body within [`BODY_TIMEOUT`]
-//!   and up to [`MAX_BODY_BYTES`], and serves at most [`DashOptions::max_connections`] (256)
-//!   connections at once; a request target over 8 KiB answers 414, too many or too large
-//!   headers 431, as JSON with the security headers.
+//!   and up to [`MAX_BODY_BYTES`], cuts off a connection whose answer stalls (its client
+//!   reads none of it) for [`DashOptions::write_timeout`] (10 s), and serves at most
+//!   [`DashOptions::max_connections`] (256) connections at once, at most
+//!   [`DashOptions::max_connections_per_address`] (64) of them from one client address (an
+//!   IPv6 /64 counts as one; the next ones answer 503 and are closed), so that one address
+//!   cannot hold every slot (the public page and script need no token); a request target
+//!   over 8 KiB answers 414, too many or too large headers 431, as JSON with the security
+//!   headers.
 //! - **Loopback only without a token.** [`serve`] refuses a non-loopback `listen` address
 //!   without a token, before binding. A token-less dashboard also answers only requests whose
 //!   `Host` is `localhost`, `127.x.y.z` or `[::1]`, with a port of digits if any (a page of
@@ -144,10 +149,12 @@ mod overview_api;
 mod page;
 mod params;
 mod server;
+mod shares;
 mod task_api;
 mod throttle;
 mod token;
 mod token_rules;
+mod write_deadline;
 
 use std::sync::Arc;
 
@@ -159,7 +166,10 @@ pub use api::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 pub use dash_error::DashError;
 pub use limits::{BODY_TIMEOUT, MAX_BODY_BYTES};
 pub use options::{DEFAULT_LISTEN, DashOptions};
-pub use server::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
+pub use server::{
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+    DEFAULT_WRITE_TIMEOUT,
+};
 pub use token::{
     MAX_TOKEN_FILE_BYTES, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, TOKEN_ENV, token_env, token_from,
 };
@@ -269,7 +279,9 @@ pub async fn serve_on(
     let app = router_with(queue, &options);
     let limits = server::Limits {
         header_timeout: options.header_timeout,
+        write_timeout: options.write_timeout,
         max_connections: options.max_connections,
+        max_connections_per_address: options.max_connections_per_address,
     };
     server::run(listener, app, limits)
         .await

@@ -139,11 +139,15 @@ fn bin() -> Command {
 }
 
 fn run(command: &mut Command) -> Run {
+    run_output(command.output().expect("the binary runs"))
+}
+
+fn run_output(output: Output) -> Run {
     let Output {
         status,
         stdout,
         stderr,
-    } = command.output().expect("the binary runs");
+    } = output;
     Run {
         code: status.code(),
         stdout: String::from_utf8(stdout).expect("UTF-8 stdout"),
@@ -1681,4 +1685,122 @@ async fn bidirectional_controls_are_escaped_in_errors_stats_and_task_ls() {
     );
     let stats = fx.run(&["stats"]);
     assert!(stats.ok().contains("ops\\u{202e}x"), "{}", stats.stdout);
+}
+
+/// The `retry_*` tables of the SQLite file at `url`.
+async fn retry_tables(url: &str) -> Vec<String> {
+    let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+    let names: Vec<(String,)> = sqlx::query_as(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'retry\\_%' ESCAPE '\\' \
+         ORDER BY name",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    names.into_iter().map(|(name,)| name).collect()
+}
+
+/// Runs `retry-queue --db URL ARGS…` for at most 20 s (a dashboard that started is stopped
+/// and reported as such).
+fn run_bounded(url: &str, args: &[&str]) -> Run {
+    let mut child = bin()
+        .arg("--db")
+        .arg(url)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    for _ in 0..200 {
+        if child.try_wait().unwrap().is_some() {
+            return run_output(child.wait_with_output().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    panic!(
+        "{args:?} still ran after 20 s: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// The commands that only read, as an operator points them at a database.
+const READ_ONLY_COMMANDS: [&[&str]; 10] = [
+    &["stats"],
+    &["task", "ls", "--state", "pending"],
+    &["task", "kinds", "--state", "pending"],
+    &["errors"],
+    &["history"],
+    &["workers"],
+    &["systems"],
+    &["schedulers"],
+    &["--json", "stats"],
+    &["dash", "--read-only", "--listen", "127.0.0.1:0"],
+];
+
+#[tokio::test]
+async fn commands_that_read_never_create_the_schema_in_an_empty_or_foreign_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.db");
+    std::fs::File::create(&empty).unwrap();
+    let app = dir.path().join("app.db");
+    let app_url = format!("sqlite://{}?mode=rwc", app.display());
+    let pool = sqlx::SqlitePool::connect(&app_url).await.unwrap();
+    sqlx::query("CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    for path in [&empty, &app] {
+        let url = format!("sqlite://{}", path.display());
+        for args in READ_ONLY_COMMANDS {
+            let out = run_bounded(&url, args);
+            assert_eq!(
+                (out.code, out.stdout.as_str()),
+                (Some(1), ""),
+                "{args:?}: {}",
+                out.stderr
+            );
+            assert!(
+                out.stderr.contains("no task queue schema")
+                    && out.stderr.contains("run `retry-queue migrate up`"),
+                "{args:?}: {}",
+                out.stderr
+            );
+            assert_eq!(retry_tables(&url).await, Vec::<String>::new(), "{args:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_foreign_retry_tasks_table_is_named_by_every_command_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.db");
+    let url = format!("sqlite://{}", path.display());
+    let pool = sqlx::SqlitePool::connect(&format!("{url}?mode=rwc"))
+        .await
+        .unwrap();
+    // The application's own table of retries: not the queue's.
+    sqlx::query("CREATE TABLE retry_tasks (id INTEGER PRIMARY KEY, url TEXT, attempts INTEGER)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let migrate_up: &[&str] = &["migrate", "up"];
+    for args in READ_ONLY_COMMANDS.iter().copied().chain([migrate_up]) {
+        let out = run_bounded(&url, args);
+        assert_eq!(out.code, Some(1), "{args:?}: {}", out.stdout);
+        assert!(
+            out.stderr
+                .contains("the table retry_tasks is not the task queue's")
+                && out
+                    .stderr
+                    .contains("lacks the columns queue, kind, payload, state"),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert_eq!(retry_tables(&url).await, ["retry_tasks"], "{args:?}");
+    }
 }

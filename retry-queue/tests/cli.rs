@@ -1446,14 +1446,14 @@ fn dash_refuses_a_short_token_two_token_flags_and_an_unreadable_file() {
              `openssl rand -hex 16` makes one\n"
         )
     );
-    // An endless token file is refused after 4 KiB, not read for ever.
+    // An endless token file (a device) is refused unread, not read for ever.
     let endless = run(bin().args(["--db", db, "dash", "--token-file", "/dev/zero"]));
     assert_eq!(
         (endless.code, endless.stderr.as_str()),
         (
             Some(1),
-            "error: the token file /dev/zero holds more than 4096 bytes: it should hold the \
-             token alone\n"
+            "error: the token file /dev/zero is not a regular file (a device): give a file \
+             holding the token, or the token in RETRY_QUEUE_TOKEN\n"
         )
     );
     let both = run(bin().args([
@@ -1803,4 +1803,68 @@ async fn a_foreign_retry_tasks_table_is_named_by_every_command_and_left_alone() 
         );
         assert_eq!(retry_tables(&url).await, ["retry_tasks"], "{args:?}");
     }
+}
+
+/// A SQLite file with the queue's schema, in `dir`.
+async fn migrated_db(dir: &std::path::Path) -> String {
+    let url = format!("sqlite://{}", dir.join("tasks.db").display());
+    Queue::connect(&url).await.unwrap().close().await;
+    url
+}
+
+#[tokio::test]
+async fn dash_refuses_a_non_ascii_token_and_a_token_file_that_is_not_a_regular_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = migrated_db(dir.path()).await;
+    // A browser cannot send it in a header, and curl's UTF-8 bytes never matched: refused.
+    let out = run_bounded(&url, &["dash", "--token", "jeton-àéîõü-0123456789"]);
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (
+            Some(1),
+            "",
+            "error: the dashboard's token has a character that is not printable ASCII ('à'): \
+             a browser cannot send it in a header; `openssl rand -hex 16` makes one\n"
+        )
+    );
+    // A FIFO nobody writes to: refused at once, not waited on for ever.
+    let fifo = dir.path().join("token.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap();
+    let out = run_bounded(&url, &["dash", "--token-file", fifo]);
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (
+            Some(1),
+            "",
+            format!(
+                "error: the token file {fifo} is not a regular file (a FIFO): give a file \
+                 holding the token, or the token in RETRY_QUEUE_TOKEN\n"
+            )
+            .as_str()
+        )
+    );
+}
+
+#[tokio::test]
+async fn dash_binds_before_printing_its_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = migrated_db(dir.path()).await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = taken.local_addr().unwrap().to_string();
+    let out = run_bounded(&url, &["dash", "--listen", &listen]);
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (Some(1), ""),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: cannot listen on {listen}: Address already in use"
+        )),
+        "{}",
+        out.stderr
+    );
 }

@@ -131,13 +131,21 @@ pub(crate) async fn tasks(
         .map_or(DEFAULT_PAGE_SIZE, |size| size.0.min(MAX_PAGE_SIZE));
     let fail = |e| ApiError::from_queue(e, &queue, None);
     let inspector = queue.inspector();
-    if query.after.is_some() && query.page.is_some() {
+    // An empty `after` is no cursor (as an empty kind or search is no filter).
+    let after = query.after.as_deref().filter(|a| !a.is_empty());
+    if after.is_some() && query.page.is_some() {
         return Err(ApiError::bad_request(
             "give page or after, not both: after (the next of a page) already says where",
         ));
     }
     let kind = query.kind.as_deref().filter(|k| !k.is_empty());
     let search = query.search.as_deref().filter(|s| !s.is_empty());
+    if search.is_some_and(|s| s.contains('\0')) {
+        // SQLite's LIKE stops at NUL: "%\0…%" would match every task.
+        return Err(ApiError::bad_request(
+            "a search cannot hold NUL (U+0000): SQLite's LIKE would stop there and match every task",
+        ));
+    }
     let filtered = kind.is_some() || search.is_some();
     if filtered && query.page.is_some() {
         return Err(ApiError::bad_request(
@@ -146,7 +154,7 @@ pub(crate) async fn tasks(
         ));
     }
     let mut tasks = TaskQuery::new(state).size(size);
-    tasks = match (&query.after, query.page) {
+    tasks = match (after, query.page) {
         (Some(after), _) => tasks.after(after.parse::<Cursor>().map_err(fail)?),
         (None, _) if filtered => tasks,
         (None, page) => tasks.page(page.map_or(1, |page| page.0)),

@@ -243,6 +243,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
         .route("/assets/views.js", get(page::views_script))
         .route("/assets/tasks.js", get(page::tasks_script))
         .route("/assets/dash.css", get(page::style))
+        .route("/assets/favicon.svg", get(page::favicon))
         .merge(api_routes)
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::wrong_method)

@@ -119,9 +119,10 @@ pub(crate) async fn prepare(store: &Store, apply: bool) -> Result<(), Error> {
 async fn behind(store: &Store, known: &[Migration], applied: &[Applied]) -> Error {
     let current = applied.last().map_or(0, |a| a.0);
     let latest = known.last().map_or(0, |m| m.version);
-    let unversioned = matches!(foreign::check(store).await, Ok(Found::Unversioned));
+    let found = foreign::check(store).await;
+    let unversioned = matches!(found, Ok(Found::Unversioned));
     Error::Invalid(match current {
-        0 if !unversioned => format!(
+        0 if matches!(found, Ok(Found::Nothing)) => format!(
             "the database has no task queue schema (no retry_* table): run `retry-queue \
              migrate up` to create it (version {latest}); nothing was changed"
         ),

@@ -2298,3 +2298,59 @@ async fn requests_the_document_allows_are_answered_and_those_it_forbids_are_refu
         StatusCode::BAD_REQUEST,
     );
 }
+
+/// The Active tab's count of running tasks and its rows' marks come from one source (issue 41,
+/// item 6): a worker's heartbeat naming tasks that finished since (it is up to an interval
+/// old) made the tab say "3 running" over rows of which one ran. A worker's row is written as
+/// a worker writes it, naming `a1` (active) and two tasks that are no longer.
+#[tokio::test]
+async fn the_active_tabs_running_count_is_the_rows_that_run() {
+    let Some(d) = Dash::start(Backend::Sqlite, "ghost", DashOptions::default()).await else {
+        return;
+    };
+    let q = d.q.clone().named(format!("{}-ghost", d.q.name()));
+    for id in ["a1", "a2", "a3"] {
+        q.enqueue(Task::new("slow", &0).task_id(id)).await.unwrap();
+    }
+    let claimed = protocol::claim(&q, 3, Duration::from_secs(86_400))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+    let path = d._dir.as_ref().unwrap().path().join("tasks.db");
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let now_ms = i64::try_from(T0_SECS * 1000 + 60_000).unwrap();
+    let held =
+        |id: &str| json!({"queue": q.name(), "id": id, "kind": "slow", "started_ms": now_ms});
+    sqlx::query(
+        "INSERT INTO retry_workers (id, host, pid, queues, concurrency, started_ms, heartbeat_ms, \
+         stale_ms, active) VALUES ('ghost', 'host', 1, $1, 3, $2, $2, $3, $4)",
+    )
+    .bind(json!([q.name()]).to_string())
+    .bind(now_ms)
+    .bind(now_ms + 3_600_000)
+    .bind(json!([held("done-1"), held("done-2"), held("a1")]).to_string())
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+
+    let (status, page) = d
+        .get(&format!("/api/queues/{}/tasks?state=active", q.name()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["stats"]["counts"]["active"], json!(3), "{page}");
+    assert_eq!(page["running"], json!(["a1"]), "{page}");
+    assert_eq!(page["stats"]["running"], json!(1), "{page}");
+    // The overview counts the same way.
+    let (_, overview) = d.get("/api/queues").await;
+    let row = overview["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["queue"] == json!(q.name()))
+        .cloned()
+        .unwrap();
+    assert_eq!(row["running"], json!(1), "{row}");
+}

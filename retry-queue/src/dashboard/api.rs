@@ -13,7 +13,7 @@ use super::params::{
     Target,
 };
 use crate::json::{self, Acted, BulkDone, Errors, Paused, QueueJson, StateName};
-use crate::ops::{Action, Bulk};
+use crate::ops::{Action, Bulk, running_ids};
 
 /// The page size of `GET …/tasks` without `size`.
 pub const DEFAULT_PAGE_SIZE: u32 = 20;
@@ -33,7 +33,11 @@ pub(crate) async fn stats_of(queue: &Queue) -> Result<(QueueJson, String), ApiEr
     let stats = match all.iter().find(|stats| stats.queue == queue.name()) {
         Some(stats) => {
             let due = crate::ops::next_due(queue).await.map_err(fail)?;
-            json::queue(stats, due, &workers)
+            let running = match stats.active {
+                0 => 0,
+                _ => running_ids(queue, &workers).await.map_err(fail)?.len(),
+            };
+            json::queue(stats, due, &workers, running)
         }
         None => json::unused_queue(queue.name(), &workers),
     };

@@ -13,7 +13,7 @@ use super::params::{
     ApiJson, ApiPath, ApiQuery, BatchBody, Flag, IdPath, IdQuery, StateQuery, Target, TasksQuery,
 };
 use crate::json::{self, BatchDone, Kinds, TaskAnswer, TasksPage};
-use crate::ops::{self, MAX_BATCH};
+use crate::ops::{self, MAX_BATCH, running_ids};
 
 /// `GET /api/queues/{queue}/kinds?state=S`: the kinds present in the state, sorted.
 #[utoipa::path(get, path = "/api/queues/{queue}/kinds", tag = "tasks",
@@ -176,18 +176,15 @@ pub(crate) async fn tasks(
     if query.kinds == Some(Flag::Yes) {
         answer.kinds = Some(inspector.kinds(state).await.map_err(fail)?);
     }
-    // Which active tasks run, by the live workers' heartbeats (the others are prefetched).
+    // Which active tasks run, by the live workers' heartbeats (the others are prefetched): the
+    // same source as the count in `stats`.
     if state == TaskState::Active {
         let live = inspector.workers().await.map_err(fail)?;
-        let runs = |id: &str| {
-            live.iter()
-                .flat_map(|w| &w.active)
-                .any(|t| t.queue == queue.name() && t.id == id)
-        };
+        let running = running_ids(&queue, &live).await.map_err(fail)?;
         answer.running = Some(
             answer
                 .ids()
-                .filter(|id| runs(id))
+                .filter(|id| running.iter().any(|r| r == id))
                 .map(str::to_owned)
                 .collect(),
         );

@@ -436,50 +436,77 @@ async fn half_sent_requests_reopened_when_cut_leave_room_for_an_operator() {
     let (addr, _dir) = protected().await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let connected = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut hostile = tokio::task::JoinSet::new();
     // 600 clients from 127.0.0.2 send half a request's headers and wait; each one cut off
-    // re-opens at once (at most 50 times, and until the operator is done).
-    for _ in 0..600 {
-        let (stop, connected) = (stop.clone(), connected.clone());
-        hostile.spawn(async move {
-            for round in 0..50 {
-                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+    // re-opens at once (at most 1 000 times, and until the operator is done). They run on a
+    // runtime of their own, on their own thread, as another machine's would: not in the
+    // server's.
+    let (hostile_stop, hostile_connected) = (stop.clone(), connected.clone());
+    let hostile = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            for _ in 0..600 {
+                let (stop, connected) = (hostile_stop.clone(), hostile_connected.clone());
+                tokio::spawn(reopening_slow_client(addr, stop, connected));
+            }
+            // Bounded: the test stops them within a minute.
+            for _ in 0..600 {
+                if hostile_stop.load(std::sync::atomic::Ordering::Relaxed) {
                     break;
                 }
-                let Ok(Ok(mut stream)) = tokio::time::timeout(
-                    Duration::from_secs(5),
-                    connect_from([127, 0, 0, 2], addr, None),
-                )
-                .await
-                else {
-                    continue;
-                };
-                let _ = stream
-                    .write_all(b"GET /api/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-                    .await;
-                if round == 0 {
-                    connected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                // Held until the server cuts it off, or the test ends.
-                let read = tokio::time::timeout(Duration::from_secs(30), read_all(&mut stream));
-                let _ = read.await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
-    }
-    // Until all 600 have sent their first half request (at most 20 s: the listener's backlog
+        runtime.shutdown_background();
+    });
+    // Until all 600 have sent a first half request (at most 20 s: the listener's backlog
     // holds those waiting for a slot).
     for _ in 0..200 {
-        if connected.load(std::sync::atomic::Ordering::Relaxed) == 600 {
+        if connected.load(std::sync::atomic::Ordering::Relaxed) >= 600 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    println!(
-        "{} slow clients connected",
-        connected.load(std::sync::atomic::Ordering::Relaxed)
-    );
+    let before = connected.load(std::sync::atomic::Ordering::Relaxed);
+    let start = std::time::Instant::now();
     let slowest = operator_requests(addr, 10, Duration::from_secs(5)).await;
-    println!("600 re-opening slow requests: the slowest of 10 operator requests took {slowest:?}");
+    let opened = connected.load(std::sync::atomic::Ordering::Relaxed) - before;
+    println!(
+        "600 re-opening slow requests ({opened} connections opened in the {:?} of the \
+         operator's requests): the slowest of 10 operator requests took {slowest:?}",
+        start.elapsed()
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    hostile.abort_all();
+    hostile.join().unwrap();
+}
+
+/// A client that sends half a request's headers and waits; cut off, it re-opens at once (at
+/// most 1 000 times, until `stop`). Counts its connections in `connected`.
+async fn reopening_slow_client(
+    addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    connected: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    for _ in 0..1000 {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let Ok(Ok(mut stream)) = tokio::time::timeout(
+            Duration::from_secs(5),
+            connect_from([127, 0, 0, 2], addr, None),
+        )
+        .await
+        else {
+            continue;
+        };
+        let _ = stream
+            .write_all(b"GET /api/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            .await;
+        connected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Held until the server cuts it off, or the test ends.
+        let read = tokio::time::timeout(Duration::from_secs(30), read_all(&mut stream));
+        let _ = read.await;
+    }
 }

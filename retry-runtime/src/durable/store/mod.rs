@@ -65,6 +65,7 @@ pub(crate) mod control;
 pub(crate) mod counts;
 mod db;
 pub(crate) mod find;
+pub(crate) mod foreign;
 pub(crate) mod leader;
 pub(crate) mod migrations;
 pub(crate) mod migrator;

@@ -35,10 +35,42 @@ pub(crate) async fn figures(
 ) -> Result<Vec<QueueJson>, Error> {
     let mut queues = Vec::with_capacity(stats.len());
     for s in stats {
-        let due = next_due(&base.clone().try_named(s.queue.clone())?).await?;
-        queues.push(json::queue(s, due, workers));
+        let queue = base.clone().try_named(s.queue.clone())?;
+        let due = next_due(&queue).await?;
+        let running = match s.active {
+            0 => 0,
+            _ => running_ids(&queue, workers).await?.len(),
+        };
+        queues.push(json::queue(s, due, workers, running));
     }
     Ok(queues)
+}
+
+/// The ids of `queue`'s tasks that the live `workers` run, by their last heartbeats, and that
+/// are still active in the database: the one source of a queue's `running` count and of the
+/// Active tab's marks (a heartbeat is up to an interval old: a task it names may have finished
+/// since, and counted, it made the tab say "2 running" over rows none of which ran). One
+/// lookup a task the heartbeats name (at most the workers' concurrency).
+pub(crate) async fn running_ids(
+    queue: &Queue,
+    workers: &[WorkerInfo],
+) -> Result<Vec<String>, Error> {
+    let inspector = queue.inspector();
+    let mut ids: Vec<String> = Vec::new();
+    let named = workers
+        .iter()
+        .flat_map(|w| &w.active)
+        .filter(|t| t.queue == queue.name());
+    for task in named {
+        if ids.contains(&task.id) {
+            continue;
+        }
+        let stored = inspector.get(&task.id).await?;
+        if stored.is_some_and(|t| t.state == TaskState::Active) {
+            ids.push(task.id.clone());
+        }
+    }
+    Ok(ids)
 }
 
 /// An action on one task (in routes and JSON: `run`, `delete`, `archive`, `cancel`).

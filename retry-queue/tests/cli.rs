@@ -139,11 +139,15 @@ fn bin() -> Command {
 }
 
 fn run(command: &mut Command) -> Run {
+    run_output(command.output().expect("the binary runs"))
+}
+
+fn run_output(output: Output) -> Run {
     let Output {
         status,
         stdout,
         stderr,
-    } = command.output().expect("the binary runs");
+    } = output;
     Run {
         code: status.code(),
         stdout: String::from_utf8(stdout).expect("UTF-8 stdout"),
@@ -1442,14 +1446,14 @@ fn dash_refuses_a_short_token_two_token_flags_and_an_unreadable_file() {
              `openssl rand -hex 16` makes one\n"
         )
     );
-    // An endless token file is refused after 4 KiB, not read for ever.
+    // An endless token file (a device) is refused unread, not read for ever.
     let endless = run(bin().args(["--db", db, "dash", "--token-file", "/dev/zero"]));
     assert_eq!(
         (endless.code, endless.stderr.as_str()),
         (
             Some(1),
-            "error: the token file /dev/zero holds more than 4096 bytes: it should hold the \
-             token alone\n"
+            "error: the token file /dev/zero is not a regular file (a device): give a file \
+             holding the token, or the token in RETRY_QUEUE_TOKEN\n"
         )
     );
     let both = run(bin().args([
@@ -1681,4 +1685,186 @@ async fn bidirectional_controls_are_escaped_in_errors_stats_and_task_ls() {
     );
     let stats = fx.run(&["stats"]);
     assert!(stats.ok().contains("ops\\u{202e}x"), "{}", stats.stdout);
+}
+
+/// The `retry_*` tables of the SQLite file at `url`.
+async fn retry_tables(url: &str) -> Vec<String> {
+    let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+    let names: Vec<(String,)> = sqlx::query_as(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'retry\\_%' ESCAPE '\\' \
+         ORDER BY name",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    names.into_iter().map(|(name,)| name).collect()
+}
+
+/// Runs `retry-queue --db URL ARGS…` for at most 20 s (a dashboard that started is stopped
+/// and reported as such).
+fn run_bounded(url: &str, args: &[&str]) -> Run {
+    let mut child = bin()
+        .arg("--db")
+        .arg(url)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    for _ in 0..200 {
+        if child.try_wait().unwrap().is_some() {
+            return run_output(child.wait_with_output().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    panic!(
+        "{args:?} still ran after 20 s: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// The commands that only read, as an operator points them at a database.
+const READ_ONLY_COMMANDS: [&[&str]; 10] = [
+    &["stats"],
+    &["task", "ls", "--state", "pending"],
+    &["task", "kinds", "--state", "pending"],
+    &["errors"],
+    &["history"],
+    &["workers"],
+    &["systems"],
+    &["schedulers"],
+    &["--json", "stats"],
+    &["dash", "--read-only", "--listen", "127.0.0.1:0"],
+];
+
+#[tokio::test]
+async fn commands_that_read_never_create_the_schema_in_an_empty_or_foreign_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.db");
+    std::fs::File::create(&empty).unwrap();
+    let app = dir.path().join("app.db");
+    let app_url = format!("sqlite://{}?mode=rwc", app.display());
+    let pool = sqlx::SqlitePool::connect(&app_url).await.unwrap();
+    sqlx::query("CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    for path in [&empty, &app] {
+        let url = format!("sqlite://{}", path.display());
+        for args in READ_ONLY_COMMANDS {
+            let out = run_bounded(&url, args);
+            assert_eq!(
+                (out.code, out.stdout.as_str()),
+                (Some(1), ""),
+                "{args:?}: {}",
+                out.stderr
+            );
+            assert!(
+                out.stderr.contains("no task queue schema")
+                    && out.stderr.contains("run `retry-queue migrate up`"),
+                "{args:?}: {}",
+                out.stderr
+            );
+            assert_eq!(retry_tables(&url).await, Vec::<String>::new(), "{args:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_foreign_retry_tasks_table_is_named_by_every_command_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.db");
+    let url = format!("sqlite://{}", path.display());
+    let pool = sqlx::SqlitePool::connect(&format!("{url}?mode=rwc"))
+        .await
+        .unwrap();
+    // The application's own table of retries: not the queue's.
+    sqlx::query("CREATE TABLE retry_tasks (id INTEGER PRIMARY KEY, url TEXT, attempts INTEGER)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let migrate_up: &[&str] = &["migrate", "up"];
+    for args in READ_ONLY_COMMANDS.iter().copied().chain([migrate_up]) {
+        let out = run_bounded(&url, args);
+        assert_eq!(out.code, Some(1), "{args:?}: {}", out.stdout);
+        assert!(
+            out.stderr
+                .contains("the table retry_tasks is not the task queue's")
+                && out
+                    .stderr
+                    .contains("lacks the columns queue, kind, payload, state"),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert_eq!(retry_tables(&url).await, ["retry_tasks"], "{args:?}");
+    }
+}
+
+/// A SQLite file with the queue's schema, in `dir`.
+async fn migrated_db(dir: &std::path::Path) -> String {
+    let url = format!("sqlite://{}", dir.join("tasks.db").display());
+    Queue::connect(&url).await.unwrap().close().await;
+    url
+}
+
+#[tokio::test]
+async fn dash_refuses_a_non_ascii_token_and_a_token_file_that_is_not_a_regular_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = migrated_db(dir.path()).await;
+    // A browser cannot send it in a header, and curl's UTF-8 bytes never matched: refused.
+    let out = run_bounded(&url, &["dash", "--token", "jeton-àéîõü-0123456789"]);
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (
+            Some(1),
+            "",
+            "error: the dashboard's token has a character that is not printable ASCII ('à'): \
+             a browser cannot send it in a header; `openssl rand -hex 16` makes one\n"
+        )
+    );
+    // A FIFO nobody writes to: refused at once, not waited on for ever.
+    let fifo = dir.path().join("token.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap();
+    let out = run_bounded(&url, &["dash", "--token-file", fifo]);
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (
+            Some(1),
+            "",
+            format!(
+                "error: the token file {fifo} is not a regular file (a FIFO): give a file \
+                 holding the token, or the token in RETRY_QUEUE_TOKEN\n"
+            )
+            .as_str()
+        )
+    );
+}
+
+#[tokio::test]
+async fn dash_binds_before_printing_its_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = migrated_db(dir.path()).await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = taken.local_addr().unwrap().to_string();
+    let out = run_bounded(&url, &["dash", "--listen", &listen]);
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (Some(1), ""),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: cannot listen on {listen}: Address already in use"
+        )),
+        "{}",
+        out.stderr
+    );
 }

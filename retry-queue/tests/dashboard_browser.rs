@@ -705,6 +705,8 @@ async fn chromium_session(chromium: &str, driver_port: u16) -> Client {
                      "--window-size=1280,800", "--hide-scrollbars", "--force-device-scale-factor=1"],
         }),
     );
+    // The console's messages, for `console_errors`.
+    capabilities.insert("goog:loggingPrefs".into(), json!({"browser": "ALL"}));
     // Chromium's first start on a busy 2-core machine can take a while.
     tokio::time::timeout(
         Duration::from_secs(60),
@@ -720,6 +722,12 @@ async fn chromium_session(chromium: &str, driver_port: u16) -> Client {
 /// chromedriver, a `retry-queue dash` on `url`, and a headless Chromium session; `None` (said
 /// on stderr) without Chromium or chromedriver. The processes die with the value.
 async fn browser(url: &str) -> Option<(Client, String, [Killed; 2])> {
+    let (client, base, _driver, processes) = browser_with_driver(url).await?;
+    Some((client, base, processes))
+}
+
+/// [`browser`], and the address of its chromedriver (whose log endpoint has the console's).
+async fn browser_with_driver(url: &str) -> Option<(Client, String, String, [Killed; 2])> {
     let chromium = std::env::var("RETRY_TEST_CHROMIUM").unwrap_or_else(|_| CHROMIUM.to_owned());
     if !Path::new(&chromium).is_file() {
         skip(&format!("no Chromium at {chromium}"));
@@ -754,6 +762,7 @@ async fn browser(url: &str) -> Option<(Client, String, [Killed; 2])> {
     Some((
         client,
         format!("http://127.0.0.1:{dash_port}"),
+        format!("http://127.0.0.1:{driver_port}"),
         [chromedriver, dash],
     ))
 }
@@ -1979,4 +1988,84 @@ async fn dots_and_late(c: &Client, base: &str) -> Step {
         .map_err(cmd("opening the overview"))?;
     find(c, "tr.queue-row[data-queue='late'] .badge.no-worker").await?;
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A clean page (issue 41, item 6): a page load logs no console error (the favicon was missing:
+// a 404 on every load), and a queue whose tasks name no external system shows a sentence where
+// the systems table goes (it showed a literal `null`).
+
+/// The console's messages of level SEVERE since the last call (chromedriver's log endpoint).
+async fn console_errors(c: &Client, driver: &str) -> Result<Vec<String>, String> {
+    let session = c
+        .session_id()
+        .await
+        .map_err(cmd("the session's id"))?
+        .ok_or("no session id")?;
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{driver}/session/{session}/se/log"))
+        .header("content-type", "application/json")
+        .body(json!({"type": "browser"}).to_string())
+        .send()
+        .await
+        .map_err(|e| format!("chromedriver's log: {e}"))?
+        .text()
+        .await
+        .map_err(|e| format!("chromedriver's log: {e}"))
+        .and_then(|text| serde_json::from_str(&text).map_err(|e| format!("{e}: {text}")))?;
+    let entries = answer["value"].as_array().cloned().unwrap_or_default();
+    Ok(entries
+        .iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .map(|e| e["message"].as_str().unwrap_or("?").to_owned())
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_load_logs_no_console_error_and_no_systems_show_no_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    let q = Queue::connect(&url).await.expect("SQLite opens a new file");
+    q.enqueue(Task::new("report", &1).task_id("p1"))
+        .await
+        .unwrap();
+    q.close().await;
+    let Some((c, base, driver, _processes)) = browser_with_driver(&url).await else {
+        return;
+    };
+    let steps = async {
+        c.goto(&format!("{base}/#/q/default/pending"))
+            .await
+            .map_err(cmd("opening the queue"))?;
+        wait_texts(&c, "#tabs .tab", "the tabs", |t| t.len() == 7).await?;
+        let empty = wait_texts(&c, "#systems-empty", "the systems' empty state", |t| {
+            t.len() == 1
+        })
+        .await?;
+        assert_eq!(empty, ["No task of this queue names an external system."]);
+        let main = c
+            .execute("return document.getElementById('main').innerText", vec![])
+            .await
+            .map_err(cmd("reading the page"))?;
+        let main = main.as_str().unwrap_or_default().to_owned();
+        assert!(
+            !main.split_whitespace().any(|word| word == "null"),
+            "{main}"
+        );
+        // The overview too, then the console: nothing logged as an error on either load.
+        c.goto(&format!("{base}/"))
+            .await
+            .map_err(cmd("opening the overview"))?;
+        wait_texts(&c, "#queues tbody tr", "the overview", |t| t.len() == 1).await?;
+        let errors = console_errors(&c, &driver).await?;
+        assert_eq!(errors, Vec::<String>::new());
+        Ok::<(), String>(())
+    };
+    let outcome = tokio::time::timeout(Duration::from_secs(90), steps).await;
+    let _ = c.close().await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{e}"),
+        Err(_) => panic!("the browser steps took more than 90 s"),
+    }
 }

@@ -299,3 +299,214 @@ async fn a_slow_body_is_refused_with_408() {
         start.elapsed()
     );
 }
+
+/// The load tests below run one at a time: each measures how fast an operator is served.
+static LOAD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The token of the load tests' dashboards.
+const TOKEN: &str = "operator-token-0123456789";
+
+/// A connection from `from` (an address of 127.0.0.0/8) to `addr`, with a receive buffer of
+/// `recv_buffer` bytes when given (set before connecting, so that the window stays small).
+async fn connect_from(
+    from: [u8; 4],
+    addr: SocketAddr,
+    recv_buffer: Option<u32>,
+) -> std::io::Result<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(SocketAddr::from((from, 0)))
+        .expect("any 127.x.y.z address is loopback on Linux");
+    if let Some(bytes) = recv_buffer {
+        socket.set_recv_buffer_size(bytes).unwrap();
+    }
+    socket.connect(addr).await
+}
+
+/// `count` operator requests (a new connection each, from 127.0.0.1, with the token) to
+/// `addr`: each must answer 200 within `limit`. Returns the slowest.
+async fn operator_requests(addr: SocketAddr, count: usize, limit: Duration) -> Duration {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .local_address(std::net::IpAddr::from([127, 0, 0, 1]))
+        .build()
+        .unwrap();
+    let mut slowest = Duration::ZERO;
+    for i in 0..count {
+        let start = std::time::Instant::now();
+        let answer = tokio::time::timeout(
+            limit,
+            client
+                .get(format!("http://{addr}/api/queues"))
+                .bearer_auth(TOKEN)
+                .send(),
+        )
+        .await;
+        let took = start.elapsed();
+        let status = match answer {
+            Ok(Ok(answer)) => answer.status(),
+            Ok(Err(e)) => panic!("operator request {i} failed after {took:?}: {e}"),
+            Err(_) => panic!("operator request {i} not answered within {limit:?}"),
+        };
+        assert_eq!(status, StatusCode::OK, "operator request {i}");
+        slowest = slowest.max(took);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    slowest
+}
+
+/// A token-protected dashboard on 127.0.0.1 with default limits; its address.
+async fn protected() -> (SocketAddr, tempfile::TempDir) {
+    let (q, dir) = queue().await;
+    let options = DashOptions {
+        token: Some(TOKEN.into()),
+        ..DashOptions::default()
+    };
+    (serve(q, options).await, dir)
+}
+
+/// 200 pipelined requests for the page's script: their answers (about 3 MB) fill any socket
+/// buffer of a client that never reads.
+fn pipelined_script_requests() -> Vec<u8> {
+    b"GET /assets/dash.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".repeat(200)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_that_never_reads_its_answers_is_cut_off() {
+    let (q, _dir) = queue().await;
+    let options = DashOptions {
+        max_connections: 1,
+        ..DashOptions::default()
+    };
+    // Paused: the runtime jumps to the next timer when every task waits on a socket.
+    tokio::time::pause();
+    let addr = serve(q, options).await;
+    let start = tokio::time::Instant::now();
+    let mut never_reads = connect_from([127, 0, 0, 1], addr, Some(2048))
+        .await
+        .unwrap();
+    never_reads
+        .write_all(&pipelined_script_requests())
+        .await
+        .unwrap();
+    // The only slot is the never-reading client's until its answer stalls past the limit.
+    let mut next = TcpStream::connect(addr).await.unwrap();
+    next.write_all(
+        b"GET /assets/dash.css HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(120), read_all(&mut next))
+        .await
+        .expect("the never-reading client still holds the only slot after 120 s");
+    assert!(answered.starts_with("HTTP/1.1 200 OK"), "{answered}");
+    let waited = start.elapsed();
+    println!("served after {waited:?} (paused clock)");
+    assert!(waited >= dashboard::DEFAULT_WRITE_TIMEOUT, "{waited:?}");
+    // Cut off: it reads fewer than its 200 answers, then the end of the connection.
+    let got = read_all(&mut never_reads).await;
+    let answers = got.matches("HTTP/1.1 200 OK").count();
+    assert!(answers < 200, "{answers} answers: it was not cut off");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_reading_clients_of_one_address_leave_room_for_an_operator() {
+    let _one_at_a_time = LOAD.lock().await;
+    let (addr, _dir) = protected().await;
+    // 256 connections from 127.0.0.2, each with a 2 KB receive buffer, each asking for the
+    // script 200 times and never reading.
+    let mut hostile = Vec::new();
+    for _ in 0..256 {
+        let mut stream = connect_from([127, 0, 0, 2], addr, Some(2048))
+            .await
+            .unwrap();
+        // The server may have cut it off already (over its address's share): fine.
+        let _ = stream.write_all(&pipelined_script_requests()).await;
+        hostile.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let slowest = operator_requests(addr, 10, Duration::from_secs(5)).await;
+    println!("256 never-reading connections: the slowest of 10 operator requests took {slowest:?}");
+    drop(hostile);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_requests_reopened_when_cut_leave_room_for_an_operator() {
+    let _one_at_a_time = LOAD.lock().await;
+    let (addr, _dir) = protected().await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let connected = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // 600 clients from 127.0.0.2 send half a request's headers and wait; each one cut off
+    // re-opens at once (at most 1 000 times, and until the operator is done). They run on a
+    // runtime of their own, on their own thread, as another machine's would: not in the
+    // server's.
+    let (hostile_stop, hostile_connected) = (stop.clone(), connected.clone());
+    let hostile = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            for _ in 0..600 {
+                let (stop, connected) = (hostile_stop.clone(), hostile_connected.clone());
+                tokio::spawn(reopening_slow_client(addr, stop, connected));
+            }
+            // Bounded: the test stops them within a minute.
+            for _ in 0..600 {
+                if hostile_stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        runtime.shutdown_background();
+    });
+    // Until all 600 have sent a first half request (at most 20 s: the listener's backlog
+    // holds those waiting for a slot).
+    for _ in 0..200 {
+        if connected.load(std::sync::atomic::Ordering::Relaxed) >= 600 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = connected.load(std::sync::atomic::Ordering::Relaxed);
+    let start = std::time::Instant::now();
+    let slowest = operator_requests(addr, 10, Duration::from_secs(5)).await;
+    let opened = connected.load(std::sync::atomic::Ordering::Relaxed) - before;
+    println!(
+        "600 re-opening slow requests ({opened} connections opened in the {:?} of the \
+         operator's requests): the slowest of 10 operator requests took {slowest:?}",
+        start.elapsed()
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    hostile.join().unwrap();
+}
+
+/// A client that sends half a request's headers and waits; cut off, it re-opens at once (at
+/// most 1 000 times, until `stop`). Counts its connections in `connected`.
+async fn reopening_slow_client(
+    addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    connected: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    for _ in 0..1000 {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let Ok(Ok(mut stream)) = tokio::time::timeout(
+            Duration::from_secs(5),
+            connect_from([127, 0, 0, 2], addr, None),
+        )
+        .await
+        else {
+            continue;
+        };
+        let _ = stream
+            .write_all(b"GET /api/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            .await;
+        connected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Held until the server cuts it off, or the test ends.
+        let read = tokio::time::timeout(Duration::from_secs(30), read_all(&mut stream));
+        let _ = read.await;
+    }
+}

@@ -36,6 +36,7 @@ retry_tests::both_backends!(
     an_origin_of_the_other_scheme_is_refused,
     a_guessing_address_is_locked_out_even_with_the_right_token,
     dot_ids_and_ids_with_reserved_characters_are_acted_on,
+    requests_the_document_allows_are_answered_and_those_it_forbids_are_refused,
 );
 
 /// A seeded queue (and a second, paused one) served by the dashboard on 127.0.0.1.
@@ -369,7 +370,6 @@ async fn history_counts_attempts_per_hour_or_day(backend: Backend) {
         "days=91",
         "hours=x",
         "days=-1",
-        "hours=24&days=2",
     ] {
         let (status, body) = d.get(&format!("/api/queues/{{q}}/history?{bad}")).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
@@ -555,7 +555,6 @@ async fn errors_are_grouped_by_last_err(backend: Backend) {
         "/api/queues/{q}/errors?states=retry,dead",
         "/api/queues/{q}/errors?states=retry,retry",
         "/api/queues/{q}/errors?states=",
-        "/api/queues/{q}/errors?states=retry&state=retry",
     ] {
         assert_error(d.get(bad).await, StatusCode::BAD_REQUEST);
     }
@@ -2248,4 +2247,140 @@ async fn read_only_and_cross_origin_refuse_the_batch(backend: Backend) {
         .post_json("/api/queues/{q}/tasks/batch", &body, &[("origin", &own)])
         .await;
     assert_eq!((status, &done["done"]), (StatusCode::OK, &json!(1)));
+}
+
+/// The requests the OpenAPI document allows are answered (issue 41, item 6: five of them were
+/// refused with 400): `state` with `states` (their union), `hours` with `days` (by day),
+/// `page` with an empty `after` (no cursor); the states a bulk action refuses are not in its
+/// parameter's enum. A search with NUL (SQLite's LIKE stops there: it matched everything) is
+/// refused, and the document's pattern says so.
+async fn requests_the_document_allows_are_answered_and_those_it_forbids_are_refused(
+    backend: Backend,
+) {
+    let Some(d) = Dash::start(backend, "document", DashOptions::default()).await else {
+        return;
+    };
+    let ok = |got: (StatusCode, Value)| {
+        assert_eq!(got.0, StatusCode::OK, "{}", got.1);
+        got.1
+    };
+    let union = ok(d
+        .get("/api/queues/{q}/errors?state=archived&states=retry")
+        .await);
+    let listed = ok(d.get("/api/queues/{q}/errors?states=archived,retry").await);
+    assert_eq!(union["states"], listed["states"]);
+    let same = ok(d
+        .get("/api/queues/{q}/errors?state=retry&states=retry")
+        .await);
+    let retry = ok(d.get("/api/queues/{q}/errors?states=retry").await);
+    assert_eq!(same["states"], retry["states"]);
+    let both = ok(d.get("/api/queues/{q}/history?hours=24&days=2").await);
+    assert_eq!(both, ok(d.get("/api/queues/{q}/history?days=2").await));
+    let empty_after = ok(d
+        .get("/api/queues/{q}/tasks?state=retry&page=1&after=")
+        .await);
+    let page_one = ok(d.get("/api/queues/{q}/tasks?state=retry&page=1").await);
+    assert_eq!(empty_after["tasks"], page_one["tasks"]);
+    assert_eq!(empty_after["tasks"].as_array().unwrap().len(), 3);
+    // NUL: refused, not a search that matches every task.
+    let nul = d.get("/api/queues/{q}/tasks?state=retry&search=%00").await;
+    let why = assert_error(nul, StatusCode::BAD_REQUEST);
+    assert!(why.contains("NUL"), "{why}");
+    let nul = d
+        .get("/api/queues/{q}/tasks?state=retry&search=gateway%00zzz")
+        .await;
+    assert_error(nul, StatusCode::BAD_REQUEST);
+
+    let (_, doc) = d.get("/api/openapi.json").await;
+    let state_enum = |path: &str| {
+        let params = doc["paths"][path]["post"]["parameters"].as_array().unwrap();
+        let state = params.iter().find(|p| p["name"] == "state").unwrap();
+        let schema = &state["schema"];
+        let schema = match schema.get("$ref") {
+            Some(r) => {
+                let name = r.as_str().unwrap().rsplit('/').next().unwrap();
+                &doc["components"]["schemas"][name]
+            }
+            None => schema,
+        };
+        schema["enum"].clone()
+    };
+    assert_eq!(
+        state_enum("/api/queues/{queue}/run-all"),
+        json!(["scheduled", "retry", "archived", "completed"])
+    );
+    assert_eq!(
+        state_enum("/api/queues/{queue}/delete-all"),
+        json!(["pending", "scheduled", "retry", "archived", "completed"])
+    );
+    let tasks = doc["paths"]["/api/queues/{queue}/tasks"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let search = tasks.iter().find(|p| p["name"] == "search").unwrap();
+    assert_eq!(search["schema"]["pattern"], json!("^[^\\u0000]*$"));
+    // What the server refuses, the document leaves out: a bulk action on a state it refuses.
+    assert_error(
+        d.post("/api/queues/{q}/delete-all?state=active").await,
+        StatusCode::BAD_REQUEST,
+    );
+    assert_error(
+        d.post("/api/queues/{q}/run-all?state=pending").await,
+        StatusCode::BAD_REQUEST,
+    );
+}
+
+/// The Active tab's count of running tasks and its rows' marks come from one source (issue 41,
+/// item 6): a worker's heartbeat naming tasks that finished since (it is up to an interval
+/// old) made the tab say "3 running" over rows of which one ran. A worker's row is written as
+/// a worker writes it, naming `a1` (active) and two tasks that are no longer.
+#[tokio::test]
+async fn the_active_tabs_running_count_is_the_rows_that_run() {
+    let Some(d) = Dash::start(Backend::Sqlite, "ghost", DashOptions::default()).await else {
+        return;
+    };
+    let q = d.q.clone().named(format!("{}-ghost", d.q.name()));
+    for id in ["a1", "a2", "a3"] {
+        q.enqueue(Task::new("slow", &0).task_id(id)).await.unwrap();
+    }
+    let claimed = protocol::claim(&q, 3, Duration::from_secs(86_400))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+    let path = d._dir.as_ref().unwrap().path().join("tasks.db");
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let now_ms = i64::try_from(T0_SECS * 1000 + 60_000).unwrap();
+    let held =
+        |id: &str| json!({"queue": q.name(), "id": id, "kind": "slow", "started_ms": now_ms});
+    sqlx::query(
+        "INSERT INTO retry_workers (id, host, pid, queues, concurrency, started_ms, heartbeat_ms, \
+         stale_ms, active) VALUES ('ghost', 'host', 1, $1, 3, $2, $2, $3, $4)",
+    )
+    .bind(json!([q.name()]).to_string())
+    .bind(now_ms)
+    .bind(now_ms + 3_600_000)
+    .bind(json!([held("done-1"), held("done-2"), held("a1")]).to_string())
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+
+    let (status, page) = d
+        .get(&format!("/api/queues/{}/tasks?state=active", q.name()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["stats"]["counts"]["active"], json!(3), "{page}");
+    assert_eq!(page["running"], json!(["a1"]), "{page}");
+    assert_eq!(page["stats"]["running"], json!(1), "{page}");
+    // The overview counts the same way.
+    let (_, overview) = d.get("/api/queues").await;
+    let row = overview["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["queue"] == json!(q.name()))
+        .cloned()
+        .unwrap();
+    assert_eq!(row["running"], json!(1), "{row}");
 }

@@ -17,8 +17,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use retry_runtime::durable::{Queue, Task, TaskInfo, TaskState};
+use retry_runtime::durable::{Queue, Schema, Task, TaskInfo, TaskState, Worker, protocol};
 use retry_tests::durable_env::{PgDatabase, poll_until};
+use retry_tests::faults::kill::{self, Process};
 use sqlx::{Connection, Row};
 
 // ---------------------------------------------------------------------------------------------
@@ -152,7 +153,7 @@ impl Workers {
     fn spawn(&mut self, s: Spawn<'_>) -> u32 {
         let stderr =
             File::create(self.dir.join(format!("{}.stderr", s.name))).expect("stderr file");
-        let child = Command::new(env!("CARGO_BIN_EXE_durable_worker"))
+        let child = Command::new(kill::test_binary(env!("CARGO_BIN_EXE_durable_worker")))
             .args(["--url", &self.url, "--name", s.name, "--mode", s.mode])
             .arg("--log")
             .arg(self.log_path(s.name))
@@ -907,4 +908,532 @@ async fn postgres_four_processes_two_hundred_tasks_random_failures_each_succeeds
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_two_processes_hundred_tasks_random_failures_each_succeeds_exactly_once() {
     many_workers_many_tasks(Backend::sqlite(), 2, 100).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fault-injection harness's kill points (issue 41): `retry_tests::faults::kill`.
+
+/// The crash tests' worker binary as a [`Process`] of the kill harness, with `args` after
+/// `--url`, `--name`, `--log` and `--mode`.
+fn harness_worker(backend: &Backend, url: &str, name: &str, mode: &str, args: &[&str]) -> Process {
+    let mut command = Command::new(kill::test_binary(env!("CARGO_BIN_EXE_durable_worker")));
+    command
+        .args(["--url", url, "--name", name, "--mode", mode])
+        .arg("--log")
+        .arg(backend.dir().join(format!("{name}.log")))
+        .args(args)
+        .env("RUST_BACKTRACE", "0");
+    Process::spawn(name, command, backend.dir())
+}
+
+/// Recovers every expired lease of the queue (as a worker's recoverer does) until no task is
+/// active, bounded; returns how many the recoverer put back.
+async fn recover_until_none_active(q: &Queue, url: &str) -> usize {
+    let recoverer = Worker::new(q.clone());
+    let mut recovered = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while kill::active_tasks(url).await > 0 {
+        assert!(Instant::now() < deadline, "tasks still active after 20 s");
+        recovered += recoverer.recover_expired().await.expect("recover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    recovered
+}
+
+// Holding prefetched tasks (issue 41, item 3): a worker of one slot and a prefetch of 4 is killed
+// while one attempt runs and 4 claimed tasks wait. The 4 never started: the recoverer gives them
+// back pending, due, their retry count and last error unchanged, not counted as failed; only the
+// task whose attempt started is charged (archived at max_retry 0, a retry at max_retry 25).
+
+async fn killed_holding_prefetched_tasks_charges_only_the_started_one(
+    backend: Backend,
+    max_retry: u32,
+) {
+    let q = backend.queue().await;
+    let ids = ["run", "held-1", "held-2", "held-3", "held-4"];
+    for id in ids {
+        q.enqueue(Task::new("job", &0u32).task_id(id).max_retry(max_retry))
+            .await
+            .expect("enqueue");
+    }
+    let url = kill::killable_url(&backend.url);
+    let args = [
+        "--concurrency",
+        "1",
+        "--prefetch",
+        "4",
+        "--lease-ms",
+        "1000",
+    ];
+    let mut worker = harness_worker(&backend, &url, "w", "hang", &args);
+    let started =
+        kill::kill_holding(&mut worker, &backend.url, 1, 5, Duration::from_secs(30)).await;
+    assert_eq!(started, ["run"], "the first due task took the one slot");
+
+    recover_until_none_active(&q, &backend.url).await;
+    let now = SystemTime::now();
+    let run = info(&q, "run").await;
+    let expected = if max_retry == 0 {
+        (TaskState::Archived, 0)
+    } else {
+        (TaskState::Retry, 1)
+    };
+    assert_eq!(
+        (run.state, run.retried),
+        expected,
+        "the started attempt is charged"
+    );
+    assert!(run.last_err.unwrap_or_default().contains("lease expired"));
+    for id in &ids[1..] {
+        let held = info(&q, id).await;
+        assert_eq!(
+            (
+                held.state,
+                held.retried,
+                held.last_err.as_deref(),
+                held.last_failed_at
+            ),
+            (TaskState::Pending, 0, None, None),
+            "{id} never started: given back as it was"
+        );
+        assert!(held.errors.is_empty(), "{id}: {:?}", held.errors);
+        assert!(
+            held.next_process_at.is_some_and(|due| due <= now),
+            "{id} is due now"
+        );
+    }
+    let stats = q.inspector().stats().await.expect("stats");
+    let stats = stats
+        .iter()
+        .find(|s| s.queue == q.name())
+        .expect("the queue's stats");
+    assert_eq!(
+        (stats.failed_today, stats.pending),
+        (1, 4),
+        "only the started attempt counts as failed"
+    );
+    drop(worker);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_holding_prefetched_tasks_archives_only_the_started_one() {
+    killed_holding_prefetched_tasks_charges_only_the_started_one(Backend::sqlite(), 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_holding_prefetched_tasks_keeps_their_retry_counts() {
+    killed_holding_prefetched_tasks_charges_only_the_started_one(Backend::sqlite(), 25).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_holding_prefetched_tasks_archives_only_the_started_one() {
+    if let Some(backend) = Backend::postgres("prefetched_archived").await {
+        killed_holding_prefetched_tasks_charges_only_the_started_one(backend, 0).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_holding_prefetched_tasks_keeps_their_retry_counts() {
+    if let Some(backend) = Backend::postgres("prefetched_retried").await {
+        killed_holding_prefetched_tasks_charges_only_the_started_one(backend, 25).await;
+    }
+}
+
+// A prefetched task that started and then took its process down (a poison task). It starts
+// without a write (a statement per start would cost more than the claim and the completion), so
+// its first crash, within a third of a lease of its start, gives it back without a charge, and
+// marks it suspect; a suspect's mark is cleared before its handler runs, so its second crash is
+// charged: it never loops for ever.
+
+async fn killed_running_a_task_started_from_the_prefetch_charges_its_second_crash(
+    backend: Backend,
+) {
+    let q = backend.queue().await;
+    let ids = ["ok-1", "hang-2", "held-3", "held-4", "held-5"];
+    for id in ids {
+        q.enqueue(Task::new("job", &0u32).task_id(id).max_retry(0))
+            .await
+            .expect("enqueue");
+    }
+    let url = kill::killable_url(&backend.url);
+    let args = [
+        "--concurrency",
+        "1",
+        "--prefetch",
+        "4",
+        "--lease-ms",
+        "3000",
+    ];
+    let within = Duration::from_secs(30);
+    // ok-1 took the slot at the claim; hang-2 started from the prefetch once it had ended.
+    let mut w1 = harness_worker(&backend, &url, "w1", "hang-named", &args);
+    let started = kill::kill_holding(&mut w1, &backend.url, 2, 4, within).await;
+    assert_eq!(started, ["ok-1", "hang-2"]);
+    recover_until_none_active(&q, &backend.url).await;
+    assert_eq!(info(&q, "ok-1").await.state, TaskState::Completed);
+    for id in &ids[1..] {
+        let task = info(&q, id).await;
+        assert_eq!(
+            (task.state, task.retried, task.last_err),
+            (TaskState::Pending, 0, None),
+            "{id}: given back uncharged (hang-2 had only just started)"
+        );
+    }
+
+    // Again, a quick task due first: hang-2, a suspect now, starts from the prefetch.
+    let first = UNIX_EPOCH + Duration::from_secs(1);
+    q.enqueue(Task::new("job", &0u32).task_id("ok-0").process_at(first))
+        .await
+        .expect("enqueue");
+    let mut w2 = harness_worker(&backend, &url, "w2", "hang-named", &args);
+    let started = kill::kill_holding(&mut w2, &backend.url, 2, 4, within).await;
+    assert_eq!(started, ["ok-0", "hang-2"]);
+    recover_until_none_active(&q, &backend.url).await;
+    let poison = info(&q, "hang-2").await;
+    assert_eq!(
+        (poison.state, poison.retried),
+        (TaskState::Archived, 0),
+        "its second crash is charged (max_retry 0: archived)"
+    );
+    for id in &ids[2..] {
+        let held = info(&q, id).await;
+        assert_eq!((held.state, held.retried), (TaskState::Pending, 0), "{id}");
+    }
+    drop((w1, w2));
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_running_a_task_started_from_the_prefetch_charges_its_second_crash() {
+    killed_running_a_task_started_from_the_prefetch_charges_its_second_crash(Backend::sqlite())
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_running_a_task_started_from_the_prefetch_charges_its_second_crash() {
+    if let Some(backend) = Backend::postgres("prefetch_poison").await {
+        killed_running_a_task_started_from_the_prefetch_charges_its_second_crash(backend).await;
+    }
+}
+
+// Mid-batch: a worker killed while the completions of 20 succeeded attempts wait to be written
+// (the write held behind a lock from another connection). Each task ends completed or
+// recovered, never lost: all 20 are still active under the dead worker's lease, and another
+// worker runs each again (charged: its attempt had started) and completes it.
+
+async fn killed_with_a_completion_batch_in_flight_loses_no_task(backend: Backend) {
+    let q = backend.queue().await;
+    let n = 20;
+    let ids: Vec<String> = (0..n).map(|i| format!("done-{i:02}")).collect();
+    for id in &ids {
+        q.enqueue(Task::new("job", &0u32).task_id(id))
+            .await
+            .expect("enqueue");
+    }
+    let url = kill::killable_url(&backend.url);
+    let args = [
+        "--concurrency",
+        "20",
+        "--lease-ms",
+        "3000",
+        "--stall-ms",
+        "800",
+    ];
+    let mut a = harness_worker(&backend, &url, "a", "sleep-ok", &args);
+    let within = Duration::from_secs(30);
+    a.wait_lines("handler start", n, within, |l| l.starts_with("start "));
+    let lock = kill::WriteLock::take(&backend.url).await;
+    a.wait_lines("handler success", n, within, |l| {
+        l.starts_with("end ") && l.ends_with(" ok")
+    });
+    if backend.postgres.is_some() {
+        kill::wait_blocked(&backend.url, "SET state = 'completed'", within).await;
+    } else {
+        // SQLite shows no waiting statement: the completer writes within a few ms of a success.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    a.sigkill();
+    lock.release().await;
+    assert_eq!(
+        kill::active_tasks(&backend.url).await,
+        n as i64,
+        "no completion was written"
+    );
+
+    let mut b = harness_worker(&backend, &backend.url, "b", "ok", &["--lease-ms", "3000"]);
+    let completed = "SELECT COUNT(*) FROM retry_tasks WHERE state = 'completed'";
+    wait_for(
+        "every task completed by b",
+        Duration::from_secs(30),
+        || async { (kill::count(&backend.url, completed).await == n as i64).then_some(()) },
+    )
+    .await;
+    b.close_stdin();
+    assert!(b.wait_exit(Duration::from_secs(20)).success());
+    for id in &ids {
+        let task = info(&q, id).await;
+        assert_eq!(
+            (task.state, task.retried),
+            (TaskState::Completed, 1),
+            "{id}"
+        );
+    }
+    drop((a, b));
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_with_a_completion_batch_in_flight_loses_no_task() {
+    killed_with_a_completion_batch_in_flight_loses_no_task(Backend::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_with_a_completion_batch_in_flight_loses_no_task() {
+    if let Some(backend) = Backend::postgres("completion_batch").await {
+        killed_with_a_completion_batch_in_flight_loses_no_task(backend).await;
+    }
+}
+
+// Mid-batch: a process killed inside `enqueue_many` of a large batch stores all or nothing:
+// nothing here (it never committed), and the same batch enqueued again is stored whole.
+// SQLite: killed as soon as it holds the write lock (inside its transaction, 64 rows a
+// statement); PostgreSQL: its second statement of 10 000 rows blocked on a row another
+// transaction inserted and holds (`batch-15000`), the first one written.
+
+async fn killed_inside_enqueue_many_stores_nothing(backend: Backend) {
+    let q = backend.queue().await;
+    let n: usize = if backend.postgres.is_some() {
+        20_000
+    } else {
+        50_000
+    };
+    let url = kill::killable_url(&backend.url);
+    let blocker = if backend.postgres.is_some() {
+        let mut conn = sqlx::PgConnection::connect(&backend.url)
+            .await
+            .expect("connect");
+        sqlx::raw_sql(
+            "BEGIN; INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, \
+             max_retry, timeout_ms, created_ms) \
+             VALUES ('default', 'batch-15000', 'job', '0', 'pending', 0, 25, 0, 0)",
+        )
+        .execute(&mut conn)
+        .await
+        .expect("the blocking row");
+        Some(conn)
+    } else {
+        None
+    };
+    let count = n.to_string();
+    let mut p = harness_worker(&backend, &url, "p", "enqueue-many", &["--count", &count]);
+    let within = Duration::from_secs(60);
+    p.wait_line("enqueueing", within, |l| l.starts_with("enqueueing"));
+    if let Some(mut conn) = blocker {
+        kill::wait_blocked(&backend.url, "INSERT INTO retry_tasks", within).await;
+        p.sigkill();
+        sqlx::raw_sql("ROLLBACK")
+            .execute(&mut conn)
+            .await
+            .expect("ROLLBACK");
+        conn.close().await.ok();
+    } else {
+        let looked = kill::kill_when_sqlite_locked(&mut p, &backend.url, within).await;
+        eprintln!("enqueue_many killed holding the write lock, {looked:?} after it began");
+    }
+    assert!(
+        !p.lines().iter().any(|l| l.starts_with("enqueued")),
+        "killed before the batch was stored: {:?}",
+        p.lines()
+    );
+    let stored = "SELECT COUNT(*) FROM retry_tasks WHERE id LIKE 'batch-%'";
+    assert_eq!(
+        kill::count(&backend.url, stored).await,
+        0,
+        "nothing of the batch"
+    );
+    let batch = (0..n).map(|i| Task::new("job", &i).task_id(format!("batch-{i}")));
+    assert_eq!(
+        q.enqueue_many(batch).await.expect("enqueue again"),
+        n as u64
+    );
+    assert_eq!(
+        kill::count(&backend.url, stored).await,
+        n as i64,
+        "the whole batch"
+    );
+    drop(p);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_inside_enqueue_many_stores_nothing() {
+    killed_inside_enqueue_many_stores_nothing(Backend::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_inside_enqueue_many_stores_nothing() {
+    if let Some(backend) = Backend::postgres("enqueue_many").await {
+        killed_inside_enqueue_many_stores_nothing(backend).await;
+    }
+}
+
+// Mid-migration: a process killed inside `migrate` leaves nothing half-applied (the pending
+// versions run in one transaction), and a later `migrate` finishes the job. PostgreSQL: the
+// migration to version 4 (`ALTER TABLE retry_tasks ADD COLUMN prefetched_token`) blocked inside
+// its transaction by another transaction reading `retry_tasks`. SQLite: a database of 50 000
+// tasks with no versions recorded and no indexes, adopted (its indexes built inside the
+// transaction), killed as soon as the migrator holds the write lock.
+
+async fn killed_inside_migrate_a_later_migrate_finishes(backend: Backend) {
+    let schema = Schema::connect(&backend.url).await.expect("connect");
+    schema.up().await.expect("up");
+    schema.down(3).await.expect("down to 3");
+    let sqlite = backend.postgres.is_none();
+    if sqlite {
+        let pool = sqlx::SqlitePool::connect(&backend.url).await.expect("open");
+        sqlx::raw_sql(
+            "WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < 50000) \
+             INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, max_retry, \
+             timeout_ms, created_ms, next_process_ms) \
+             SELECT 'default', 'old-' || g, 'job', '0', 'pending', 0, 25, 0, 1, g FROM s; \
+             DROP TABLE retry_migrations; DROP INDEX retry_tasks_due; \
+             DROP INDEX retry_tasks_leases; DROP INDEX retry_tasks_errors",
+        )
+        .execute(&pool)
+        .await
+        .expect("an unversioned database of 50 000 tasks");
+        pool.close().await;
+    }
+    schema.close().await;
+    let reader = if sqlite {
+        None
+    } else {
+        Some(kill::TableReader::take(&backend.url, "retry_tasks").await)
+    };
+    let url = kill::killable_url(&backend.url);
+    let mut m = harness_worker(&backend, &url, "m", "migrate", &[]);
+    let within = Duration::from_secs(60);
+    m.wait_line("migrating", within, |l| l == "migrating");
+    match reader {
+        Some(reader) => {
+            kill::wait_blocked(&backend.url, "prefetched_token", within).await;
+            m.sigkill();
+            reader.release().await;
+        }
+        None => {
+            kill::kill_when_sqlite_locked(&mut m, &backend.url, within).await;
+        }
+    }
+    assert!(
+        !m.lines().iter().any(|l| l.starts_with("migrated")),
+        "{:?}",
+        m.lines()
+    );
+
+    let column = if sqlite {
+        "SELECT COUNT(*) FROM pragma_table_info('retry_tasks') WHERE name = 'prefetched_token'"
+    } else {
+        "SELECT COUNT(*) FROM information_schema.columns \
+         WHERE table_name = 'retry_tasks' AND column_name = 'prefetched_token'"
+    };
+    assert_eq!(
+        kill::count(&backend.url, column).await,
+        0,
+        "version 4 not half-applied"
+    );
+    let schema = Schema::connect(&backend.url).await.expect("connect");
+    let status = schema.status().await.expect("status");
+    let expected = if sqlite { 0 } else { 3 };
+    assert_eq!(
+        status.version, expected,
+        "nothing recorded by the killed migration"
+    );
+    if sqlite {
+        let indexes = "SELECT COUNT(*) FROM sqlite_master WHERE name = 'retry_tasks_due'";
+        assert_eq!(
+            kill::count(&backend.url, indexes).await,
+            0,
+            "no index half-built"
+        );
+    }
+    let applied = schema.up().await.expect("a later migrate");
+    let expected: Vec<u32> = if sqlite { vec![1, 2, 3, 4] } else { vec![4] };
+    assert_eq!(applied, expected);
+    assert_eq!(kill::count(&backend.url, column).await, 1);
+    schema.close().await;
+    let q = backend.queue().await;
+    q.enqueue(Task::new("job", &0u32).task_id("after"))
+        .await
+        .expect("enqueue");
+    let claimed = protocol::claim(&q, 1, Duration::from_secs(30))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1, "the migrated queue works");
+    drop(m);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_inside_migrate_a_later_migrate_finishes() {
+    killed_inside_migrate_a_later_migrate_finishes(Backend::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_inside_migrate_a_later_migrate_finishes() {
+    if let Some(backend) = Backend::postgres("migrate").await {
+        killed_inside_migrate_a_later_migrate_finishes(backend).await;
+    }
+}
+
+// A task started from the prefetch that ran past its first lease renewal is charged on its
+// first crash: the renewal cleared its mark (it had started), at no extra statement.
+
+async fn killed_after_the_first_renewal_charges_a_task_started_from_the_prefetch(backend: Backend) {
+    let q = backend.queue().await;
+    for id in ["ok-1", "hang-2", "held-3"] {
+        q.enqueue(Task::new("job", &0u32).task_id(id).max_retry(0))
+            .await
+            .expect("enqueue");
+    }
+    let url = kill::killable_url(&backend.url);
+    let args = ["--concurrency", "1", "--prefetch", "4", "--lease-ms", "900"];
+    let mut w = harness_worker(&backend, &url, "w", "hang-named", &args);
+    let within = Duration::from_secs(30);
+    w.wait_lines("handler start", 2, within, |l| l.starts_with("start "));
+    let renewed = "SELECT COUNT(*) FROM retry_tasks WHERE id = 'hang-2' AND state = 'active' \
+         AND prefetched_token IS NULL";
+    wait_for("hang-2's first renewal", within, || async {
+        (kill::count(&backend.url, renewed).await == 1).then_some(())
+    })
+    .await;
+    w.sigkill();
+    recover_until_none_active(&q, &backend.url).await;
+    let hang = info(&q, "hang-2").await;
+    assert_eq!(
+        (hang.state, hang.retried),
+        (TaskState::Archived, 0),
+        "charged"
+    );
+    let held = info(&q, "held-3").await;
+    assert_eq!(
+        (held.state, held.retried),
+        (TaskState::Pending, 0),
+        "never started"
+    );
+    drop(w);
+    backend.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_after_the_first_renewal_charges_a_task_started_from_the_prefetch() {
+    killed_after_the_first_renewal_charges_a_task_started_from_the_prefetch(Backend::sqlite())
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_after_the_first_renewal_charges_a_task_started_from_the_prefetch() {
+    if let Some(backend) = Backend::postgres("prefetch_renewed").await {
+        killed_after_the_first_renewal_charges_a_task_started_from_the_prefetch(backend).await;
+    }
 }

@@ -325,6 +325,15 @@ async fn bad_search_input_is_invalid(backend: Backend) {
         matches!(&err, Error::Invalid(why) if why.contains("at most 256 bytes")),
         "{err:?}"
     );
+    // A NUL would end SQLite's LIKE pattern there (every task matched) and is refused by
+    // PostgreSQL: refused here, on both, before any statement.
+    env.q.enqueue(Task::new("job", "{}")).await.unwrap();
+    let nul = TaskQuery::new(TaskState::Pending).search("x\0y");
+    let err = inspector.tasks(nul.size(20)).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Invalid(why) if why.contains("no NUL")),
+        "{err:?}"
+    );
     let err = "page-2".parse::<Cursor>().unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err:?}");
     let search = TaskQuery::new(TaskState::Pending).search("x");

@@ -669,3 +669,41 @@ async fn the_worker_logs_retries_as_warn_and_archives_as_error(backend: Backend)
         "HTTP 503 Service Unavailable (retries exhausted: 1 of 1)"
     );
 }
+
+/// The capture of the log tests (`retry_tests::capture::events`) sees an event whose callsite
+/// another thread, with no subscriber, hit first. It did not: `the_worker_logs_retries_…` failed
+/// now and then (one event instead of two) when another test of this binary logged the same
+/// WARN on its own thread first. tracing-core 0.1.36, with exactly one `Dispatch` registered in
+/// the process (the capture), asks the *current thread's* subscriber for a new callsite's
+/// interest (tokio-rs/tracing#3611): that thread had none, so `Interest::never` was cached for
+/// the callsite and the capture never saw it. Here, deterministically: the capture is made on a
+/// thread of its own, this thread hits the callsite first, then the capturing thread logs.
+#[test]
+fn a_capture_sees_an_event_whose_callsite_another_thread_hit_first() {
+    fn probe() {
+        tracing::warn!(probe = 41, "capture probe");
+    }
+    let (capturing, capture_ready) = std::sync::mpsc::channel::<()>();
+    let (hit, hit_first) = std::sync::mpsc::channel::<()>();
+    let capturer = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(events(async move {
+            capturing.send(()).unwrap();
+            hit_first.recv().unwrap();
+            probe();
+        }))
+    });
+    capture_ready.recv().unwrap();
+    // No subscriber on this thread: the first registration of the callsite happens here.
+    probe();
+    hit.send(()).unwrap();
+    let logged = capturer.join().expect("the capturing thread");
+    assert!(
+        logged
+            .iter()
+            .any(|e| e.fields.get("message").map(String::as_str) == Some("capture probe")),
+        "the capture missed its own thread's event: {logged:?}"
+    );
+}

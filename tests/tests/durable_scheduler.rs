@@ -46,7 +46,10 @@ fn invalid_text<T: std::fmt::Debug>(result: Result<T, Error>) -> String {
 retry_tests::both_backends!(
     two_schedulers_enqueue_each_period_once,
     cron_every_five_minutes_enqueues_at_five_minute_boundaries_only,
-    missed_periods_are_not_made_up_for,
+    periods_before_a_scheduler_started_are_not_made_up_for,
+    a_period_no_pass_saw_is_caught_up_by_the_next_pass,
+    catching_up_is_bounded_to_the_most_recent_periods,
+    run_until_catches_up_periods_it_slept_through,
     the_scheduler_sets_the_task_id,
     an_entry_registered_twice_enqueues_twice_per_period,
     a_refused_task_is_reported_and_skipped_for_its_period,
@@ -201,15 +204,16 @@ async fn cron_every_five_minutes_enqueues_at_five_minute_boundaries_only(backend
     );
 }
 
-async fn missed_periods_are_not_made_up_for(backend: Backend) {
+async fn periods_before_a_scheduler_started_are_not_made_up_for(backend: Backend) {
     let Some(env) = Env::new(backend, "sched-missed").await else {
         return;
     };
     let s = Scheduler::new(env.q.clone()).every(secs(60), report);
     assert_eq!(s.enqueue_due().await.unwrap(), 1);
-    // Ten minutes without a look (no scheduler running): only the current period is enqueued.
+    // Ten minutes without a scheduler: the one that starts then enqueues its current period only.
     env.clock.advance(secs(600));
-    assert_eq!(s.enqueue_due().await.unwrap(), 1);
+    let late = Scheduler::new(env.q.clone()).every(secs(60), report);
+    assert_eq!(late.enqueue_due().await.unwrap(), 1);
     assert_eq!(
         env.ids(TaskState::Pending).await,
         [
@@ -217,6 +221,127 @@ async fn missed_periods_are_not_made_up_for(backend: Backend) {
             format!("periodic:report:every:60000ms:{}", T0_MINUTE_MS + 600_000),
         ]
     );
+}
+
+/// Issue 41: a period that every pass started too late to see (the pass after 22:13 started
+/// at 22:15:20, on a busy machine) was never enqueued: a lost task. It is caught up, with its
+/// own id, before the current one.
+async fn a_period_no_pass_saw_is_caught_up_by_the_next_pass(backend: Backend) {
+    let Some(env) = Env::new(backend, "sched-catch-up").await else {
+        return;
+    };
+    let s = Scheduler::new(env.q.clone()).every(secs(60), report);
+    assert_eq!(s.enqueue_due().await.unwrap(), 1);
+    env.clock.advance(secs(120));
+    assert_eq!(
+        s.enqueue_due().await.unwrap(),
+        2,
+        "22:14 caught up, and 22:15"
+    );
+    let id = |minute: u64| {
+        format!(
+            "periodic:report:every:60000ms:{}",
+            T0_MINUTE_MS + minute * 60_000
+        )
+    };
+    assert_eq!(env.ids(TaskState::Pending).await, [id(0), id(1), id(2)]);
+    // Another instance that had enqueued 22:16 and 22:17: the periods are shared, not doubled.
+    env.clock.advance(secs(60));
+    let other = Scheduler::new(env.q.clone()).every(secs(60), report);
+    assert_eq!(other.enqueue_due().await.unwrap(), 1);
+    env.clock.advance(secs(60));
+    assert_eq!(other.enqueue_due().await.unwrap(), 1);
+    assert_eq!(
+        s.enqueue_due().await.unwrap(),
+        0,
+        "both periods found enqueued"
+    );
+    assert_eq!(
+        env.ids(TaskState::Pending).await,
+        [id(0), id(1), id(2), id(3), id(4)]
+    );
+}
+
+/// A period whose enqueue failed on a database error through its end (the table refused
+/// inserts: a trigger, on SQLite) is enqueued by the same instance once the database takes
+/// writes again, after the period ended; before, it was tried only while it lasted.
+#[tokio::test]
+async fn a_period_whose_enqueue_failed_is_caught_up_after_it_ended() {
+    let env = Env::new(Backend::Sqlite, "sched-catch-up-failed")
+        .await
+        .expect("SQLite");
+    let s = Scheduler::new(env.q.clone()).every(secs(60), report);
+    assert_eq!(s.enqueue_due().await.unwrap(), 1);
+    let mut other = env_connection(&env).await;
+    sqlx::raw_sql(
+        "CREATE TRIGGER refuse BEFORE INSERT ON retry_tasks \
+         BEGIN SELECT RAISE(ABORT, 'refused for the test'); END",
+    )
+    .execute(&mut other)
+    .await
+    .expect("the trigger");
+    env.clock.advance(secs(60));
+    let failed = s.enqueue_due().await;
+    assert!(
+        matches!(failed, Err(Error::Database(_) | Error::Unreachable(_))),
+        "the insert is refused: {failed:?}"
+    );
+    // The period of 22:14 ends with its task not enqueued; the database takes writes again.
+    env.clock.advance(secs(60));
+    sqlx::raw_sql("DROP TRIGGER refuse")
+        .execute(&mut other)
+        .await
+        .expect("drop");
+    assert_eq!(
+        s.enqueue_due().await.unwrap(),
+        2,
+        "22:14 caught up, and 22:15"
+    );
+    let id = |minute: u64| {
+        format!(
+            "periodic:report:every:60000ms:{}",
+            T0_MINUTE_MS + minute * 60_000
+        )
+    };
+    assert_eq!(env.ids(TaskState::Pending).await, [id(0), id(1), id(2)]);
+}
+
+/// A connection of its own to the SQLite file of `env`.
+async fn env_connection(env: &Env) -> sqlx::SqliteConnection {
+    use sqlx::Connection as _;
+    sqlx::SqliteConnection::connect(&env.url)
+        .await
+        .expect("connect")
+}
+
+/// At most MAX_CATCH_UP_PERIODS missed periods are caught up, the most recent ones.
+async fn catching_up_is_bounded_to_the_most_recent_periods(backend: Backend) {
+    use retry_runtime::durable::MAX_CATCH_UP_PERIODS;
+    let Some(env) = Env::new(backend, "sched-catch-up-bound").await else {
+        return;
+    };
+    let s = Scheduler::new(env.q.clone()).every(secs(60), report);
+    assert_eq!(s.enqueue_due().await.unwrap(), 1);
+    let asleep = MAX_CATCH_UP_PERIODS as u64 + 50;
+    env.clock.advance(secs(60 * asleep));
+    assert_eq!(
+        s.enqueue_due().await.unwrap(),
+        MAX_CATCH_UP_PERIODS + 1,
+        "the most recent missed periods, and the current one"
+    );
+    let ids = env.ids(TaskState::Pending).await;
+    let id = |minute: u64| {
+        format!(
+            "periodic:report:every:60000ms:{}",
+            T0_MINUTE_MS + minute * 60_000
+        )
+    };
+    let mut expected: Vec<String> = std::iter::once(0)
+        .chain(asleep - MAX_CATCH_UP_PERIODS as u64..=asleep)
+        .map(id)
+        .collect();
+    expected.sort();
+    assert_eq!(ids, expected);
 }
 
 async fn the_scheduler_sets_the_task_id(backend: Backend) {
@@ -504,6 +629,40 @@ async fn run_until_follows_the_queue_clock(backend: Backend) {
     assert_eq!(
         wait_for_pending(&env, 2).await,
         [id(T0_MINUTE_MS), id(T0_MINUTE_MS + 60_000)]
+    );
+    stop.send(()).unwrap();
+    tokio::time::timeout(secs(30), running)
+        .await
+        .expect("run_until returns after its shutdown")
+        .unwrap()
+        .unwrap();
+}
+
+/// Issue 41: run_until slept through two boundaries (the clock jumped, as a paused process or a
+/// pass held up by a busy database sees it): the periods it did not wake in are enqueued too.
+async fn run_until_catches_up_periods_it_slept_through(backend: Backend) {
+    let Some(env) = Env::new(backend, "sched-run-catch-up").await else {
+        return;
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(
+        Scheduler::new(env.q.clone())
+            .every(secs(60), report)
+            .run_until(async move {
+                stopped.await.ok();
+            }),
+    );
+    let id = |minute: u64| {
+        format!(
+            "periodic:report:every:60000ms:{}",
+            T0_MINUTE_MS + minute * 60_000
+        )
+    };
+    assert_eq!(wait_for_pending(&env, 1).await, [id(0)]);
+    env.clock.advance(secs(160)); // 22:16:00: 22:14 and 22:15 were never current at a pass
+    assert_eq!(
+        wait_for_pending(&env, 4).await,
+        [id(0), id(1), id(2), id(3)]
     );
     stop.send(()).unwrap();
     tokio::time::timeout(secs(30), running)

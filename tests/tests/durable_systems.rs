@@ -280,6 +280,9 @@ async fn an_earlier_table_gains_the_system_columns_in_place() {
         "DROP INDEX retry_tasks_retries",
         "ALTER TABLE retry_tasks DROP COLUMN system",
         "ALTER TABLE retry_tasks DROP COLUMN deferred_ms",
+        // Nor the columns of later versions (migration 4, issue 41).
+        "ALTER TABLE retry_tasks DROP COLUMN prefetched_token",
+        "ALTER TABLE retry_tasks DROP COLUMN given_back",
         "DROP TABLE retry_migrations",
     ] {
         sqlx::query(sql).execute(&mut db).await.unwrap();

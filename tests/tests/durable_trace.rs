@@ -321,6 +321,9 @@ async fn an_earlier_table_gains_the_trace_column_in_place() {
     let mut db = sqlx::SqliteConnection::connect(&env.url).await.unwrap();
     for sql in [
         "ALTER TABLE retry_tasks DROP COLUMN trace_parent",
+        // Nor the columns of later versions (migration 4, issue 41).
+        "ALTER TABLE retry_tasks DROP COLUMN prefetched_token",
+        "ALTER TABLE retry_tasks DROP COLUMN given_back",
         "DROP TABLE retry_migrations",
     ] {
         sqlx::query(sql).execute(&mut db).await.unwrap();

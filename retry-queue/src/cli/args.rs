@@ -206,8 +206,10 @@ fn state_parser() -> impl TypedValueParser<Value = TaskState> {
     PossibleValuesParser::new(values).try_map(|name| name.parse::<TaskState>())
 }
 
-/// `retry-queue migrate …`: the schema's versions. These open the database without migrating
-/// it; every other command migrates on connect, as a worker does.
+/// `retry-queue migrate …`: the schema's versions. `up` and `down` are the only commands that
+/// change the schema: every other one opens the database without migrating it, and refuses a
+/// database without the queue's schema (or behind this build's) with a message naming
+/// `retry-queue migrate up`.
 #[derive(Debug, Subcommand)]
 pub enum MigrateCommand {
     /// Every version this build knows and the database has: applied, pending, or newer; and

@@ -37,10 +37,16 @@ pub(super) async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Failure> {
         // Refuse before touching the database.
         options.check().map_err(dash_failure)?;
         let queue = connect(&cli.db).await?;
+        // Bound before the URL is printed: a port in use is an error, not a URL that answers
+        // nothing (or another program).
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|source| dash_failure(dashboard::DashError::Bind { listen, source }))?;
+        let bound = listener.local_addr()?;
         let mode = if read_only { " (read-only)" } else { "" };
-        writeln!(out, "dashboard on http://{listen}/{mode}")?;
+        writeln!(out, "dashboard on http://{bound}/{mode}")?;
         out.flush()?;
-        return dashboard::serve(queue, options)
+        return dashboard::serve_on(listener, queue, options)
             .await
             .map_err(|e| Failure::Message(e.to_string()));
     }

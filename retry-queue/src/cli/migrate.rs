@@ -1,5 +1,6 @@
-//! `migrate status|up|down --to N`: the schema's versions. It opens the database without
-//! migrating it (the other commands migrate on connect, as a worker does).
+//! `migrate status|up|down --to N`: the schema's versions. The only commands that change the
+//! schema: the others open the database without migrating it, and refuse one whose schema is
+//! missing or behind ([`connect`](super::open::connect)).
 
 use std::io::Write;
 

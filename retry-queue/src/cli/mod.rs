@@ -25,6 +25,12 @@
 //! with `--json` the JSON of the crate's JSON module for scripts. Exit status: 0 on success, 1 when the
 //! command failed (an unknown id, a refused action, a database that cannot be reached: one
 //! line `error: …` on stderr), 2 for a command line clap rejects.
+//!
+//! Only `migrate up|down` changes the schema. Every other command opens the database without
+//! migrating (a worker migrates on connect; an inspector pointed at another application's
+//! database must not create tables in it): a database without the queue's schema, or behind
+//! this build's, is refused with a message naming `retry-queue migrate up`, and a `retry_*`
+//! table that is not the queue's with one naming it.
 
 mod args;
 mod commands;

@@ -5,11 +5,15 @@ use retry_runtime::durable::Queue;
 use super::failure::{Failure, failure};
 use super::table::clean;
 
-/// Opens the database at `url`. A SQLite file that does not exist is an error: an inspector
-/// with a mistyped path must not create an empty database and report it empty.
+/// Opens the database at `url` without changing its schema: only `migrate up|down` does (a
+/// worker migrates on connect). A SQLite file that does not exist is an error (an inspector
+/// with a mistyped path must not create an empty database and report it empty), and so is a
+/// database without the queue's schema, or behind this build's ("run `retry-queue migrate
+/// up`"), or with a `retry_*` table that is not the queue's (named): pointed at another
+/// application's database, `stats` must not create tables in it.
 pub(super) async fn connect(url: &str) -> Result<Queue, Failure> {
     existing(url)?;
-    Ok(Queue::connect(url).await?)
+    Ok(Queue::builder(url).migrate(false).connect().await?)
 }
 
 /// Refuses a `sqlite:` URL whose file does not exist.

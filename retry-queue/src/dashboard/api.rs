@@ -9,10 +9,11 @@ use retry_runtime::durable::{Queue, TaskState};
 
 use super::error::ApiError;
 use super::params::{
-    ActionOnly, ActionPath, ApiPath, ApiQuery, ErrorsQuery, IdQuery, StateQuery, Target,
+    ActionOnly, ActionPath, ApiPath, ApiQuery, DeleteAllQuery, ErrorsQuery, IdQuery, RunAllQuery,
+    Target,
 };
-use crate::json::{self, Acted, BulkDone, Errors, Paused, QueueJson};
-use crate::ops::{Action, Bulk};
+use crate::json::{self, Acted, BulkDone, Errors, Paused, QueueJson, StateName};
+use crate::ops::{Action, Bulk, running_ids};
 
 /// The page size of `GET …/tasks` without `size`.
 pub const DEFAULT_PAGE_SIZE: u32 = 20;
@@ -32,7 +33,11 @@ pub(crate) async fn stats_of(queue: &Queue) -> Result<(QueueJson, String), ApiEr
     let stats = match all.iter().find(|stats| stats.queue == queue.name()) {
         Some(stats) => {
             let due = crate::ops::next_due(queue).await.map_err(fail)?;
-            json::queue(stats, due, &workers)
+            let running = match stats.active {
+                0 => 0,
+                _ => running_ids(queue, &workers).await.map_err(fail)?.len(),
+            };
+            json::queue(stats, due, &workers, running)
         }
         None => json::unused_queue(queue.name(), &workers),
     };
@@ -40,7 +45,8 @@ pub(crate) async fn stats_of(queue: &Queue) -> Result<(QueueJson, String), ApiEr
 }
 
 /// `GET /api/queues/{queue}/errors?state=retry` (the default state), or
-/// `…?states=retry,archived`: the groups of several states in one answer.
+/// `…?states=retry,archived`: the groups of several states in one answer (with `state` too:
+/// the union, `state` first).
 #[utoipa::path(get, path = "/api/queues/{queue}/errors", tag = "queues",
     params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam, ErrorsQuery),
@@ -51,18 +57,27 @@ pub(crate) async fn errors(
 ) -> Answer<Errors> {
     let fail = |e| ApiError::from_queue(e, &queue, None);
     let inspector = queue.inspector();
-    let mut answer = match (query.state, query.states) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request("give state or states, not both"));
+    // `state` with `states`: their union, `state` first (the document allows the pair).
+    let list = match (query.state, query.states) {
+        (_, None) => None,
+        (None, Some(list)) => Some(list.0),
+        (Some(state), Some(mut list)) => {
+            let state = TaskState::from(state);
+            if !list.0.contains(&state) {
+                list.0.insert(0, state);
+            }
+            Some(list.0)
         }
-        (state, None) => {
-            let state = state.map_or(TaskState::Retry, TaskState::from);
+    };
+    let mut answer = match list {
+        None => {
+            let state = query.state.map_or(TaskState::Retry, TaskState::from);
             let groups = inspector.error_groups(state).await.map_err(fail)?;
             json::errors(queue.name(), state, &groups)
         }
-        (None, Some(list)) => {
-            let mut states = Vec::with_capacity(list.0.len());
-            for state in list.0 {
+        Some(list) => {
+            let mut states = Vec::with_capacity(list.len());
+            for state in list {
                 states.push((state, inspector.error_groups(state).await.map_err(fail)?));
             }
             json::errors_of_states(queue.name(), &states)
@@ -109,8 +124,8 @@ pub(crate) async fn task_action_by_query(
     act(&queue, &query.id, action).await
 }
 
-async fn bulk(bulk: Bulk, queue: Queue, query: StateQuery) -> Answer<BulkDone> {
-    let state = TaskState::from(query.state);
+async fn bulk(bulk: Bulk, queue: Queue, state: StateName) -> Answer<BulkDone> {
+    let state = TaskState::from(state);
     let count = bulk
         .apply(&queue.inspector(), state)
         .await
@@ -121,25 +136,25 @@ async fn bulk(bulk: Bulk, queue: Queue, query: StateQuery) -> Answer<BulkDone> {
 /// `POST /api/queues/{queue}/run-all?state=…`: every task of the state made pending.
 #[utoipa::path(post, path = "/api/queues/{queue}/run-all", tag = "queues",
     params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
-        super::params::QueueParam, StateQuery),
+        super::params::QueueParam, RunAllQuery),
     responses((status = 200, description = "How many tasks now wait", body = BulkDone)))]
 pub(crate) async fn run_all(
     Target(queue): Target,
-    ApiQuery(query): ApiQuery<StateQuery>,
+    ApiQuery(query): ApiQuery<RunAllQuery>,
 ) -> Answer<BulkDone> {
-    bulk(Bulk::RunAll, queue, query).await
+    bulk(Bulk::RunAll, queue, query.state).await
 }
 
 /// `POST /api/queues/{queue}/delete-all?state=…`: every task of the state deleted.
 #[utoipa::path(post, path = "/api/queues/{queue}/delete-all", tag = "queues",
     params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
-        super::params::QueueParam, StateQuery),
+        super::params::QueueParam, DeleteAllQuery),
     responses((status = 200, description = "How many tasks were deleted", body = BulkDone)))]
 pub(crate) async fn delete_all(
     Target(queue): Target,
-    ApiQuery(query): ApiQuery<StateQuery>,
+    ApiQuery(query): ApiQuery<DeleteAllQuery>,
 ) -> Answer<BulkDone> {
-    bulk(Bulk::DeleteAll, queue, query).await
+    bulk(Bulk::DeleteAll, queue, query.state).await
 }
 
 async fn set_paused(queue: Queue, paused: bool) -> Answer<Paused> {

@@ -42,6 +42,20 @@ pub enum DashError {
     },
     /// [`TOKEN_ENV`] is set to something that is not UTF-8.
     TokenNotUnicode,
+    /// The token has a character other than printable ASCII (and space): a browser cannot
+    /// send it in the `Authorization` header, so it could never match.
+    TokenNotAscii {
+        /// The first such character.
+        found: char,
+    },
+    /// The token file is not a regular file (a FIFO, a device, a directory, a socket): read,
+    /// it could block start-up for ever or never end.
+    TokenFileNotRegular {
+        /// The file named.
+        path: std::path::PathBuf,
+        /// What it is: `"a FIFO"`, `"a directory"`, ….
+        kind: &'static str,
+    },
     /// The address could not be bound (in use, not allowed).
     Bind {
         /// The address asked for.
@@ -90,6 +104,17 @@ impl fmt::Display for DashError {
             DashError::TokenNotUnicode => {
                 write!(f, "{TOKEN_ENV} is set but is not UTF-8 text")
             }
+            DashError::TokenNotAscii { found } => write!(
+                f,
+                "the dashboard's token has a character that is not printable ASCII ({found:?}): \
+                 a browser cannot send it in a header; `openssl rand -hex 16` makes one"
+            ),
+            DashError::TokenFileNotRegular { path, kind } => write!(
+                f,
+                "the token file {} is not a regular file ({kind}): give a file holding the \
+                 token, or the token in {TOKEN_ENV}",
+                path.display()
+            ),
             DashError::Bind { listen, source } => {
                 write!(f, "cannot listen on {listen}: {source}")
             }

@@ -34,20 +34,20 @@
 //! | `GET /api/queues` | `{"now", "queues": [queue…]}` |
 //! | `GET /api/workers` | `{"workers": [worker…]}`: the live workers, by id |
 //! | `GET /api/schedulers` | `{"entries": [entry…]}`: the entries of the live schedulers, by queue and spec |
-//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (`size` 1 to 1 000, a page holding at most 100; or `&after=CURSOR` instead of `page`: the `next` of the page before) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}, "stats": queue, "now"}` |
-//! | `GET /api/queues/{queue}/tasks?state=retry&kind=K&search=TEXT&size=20` (and `&after=CURSOR`; no `page`) | the tasks of kind `K` whose id, payload or last error contains `TEXT` (case-insensitive; either filter alone too): the answer above and `{"kind", "search", "searched", "search_limit_reached", "search_window"}`; a search reads at most the next `search_window` (10 000) tasks of the state, says how many it read, and sets `search_limit_reached` when it stopped there (its `next` goes on after them); `total` counts the whole state |
+//! | `GET /api/queues/{queue}/tasks?state=retry&page=1&size=20` (`size` 1 to 1 000, a page holding at most 100; or `&after=CURSOR` instead of `page`: the `next` of the page before; an empty `after` is none) | `{"tasks": [task…], "next": cursor or null, "total": n, "actions": {"task": […], "bulk": […]}, "stats": queue, "now"}` |
+//! | `GET /api/queues/{queue}/tasks?state=retry&kind=K&search=TEXT&size=20` (and `&after=CURSOR`; no `page`) | the tasks of kind `K` whose id, payload or last error contains `TEXT` (case-insensitive; either filter alone too; a `TEXT` with NUL answers 400): the answer above and `{"kind", "search", "searched", "search_limit_reached", "search_window"}`; a search reads at most the next `search_window` (10 000) tasks of the state, says how many it read, and sets `search_limit_reached` when it stopped there (its `next` goes on after them); `total` counts the whole state |
 //! | `…/tasks?…&kinds=1` (either form) | the same, with `"kinds"`: the kinds present in the state, as `…/kinds` answers (the page's kind selector, in the same request) |
 //! | `GET /api/queues/{queue}/kinds?state=retry` | `{"queue", "state", "kinds": [kind…]}`, sorted, at most 200 |
 //! | `GET /api/queues/{queue}/tasks/{id}` (or `GET /api/queues/{queue}/task?id=ID`, what the page uses) | the task, payload and failure history included, `"actions"`: those its state takes, and `"now"` (the queue clock's; 404 when unknown) |
 //! | `POST /api/queues/{queue}/tasks/batch` with `{"action": "run\|delete\|archive\|cancel", "ids": [id…]}` (1 to 1 000 ids) | `{"queue", "action", "done": n, "failed": [{"id", "error"}…]}`: a task that refuses the action (`"no such task"`, an active one) is listed and the batch goes on |
 //! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…], "stats": queue, "now"}` |
-//! | `GET /api/queues/{queue}/errors?states=retry,archived` | `{"queue", "states": [{"state", "groups": [group…]}…], "stats": queue, "now"}` |
-//! | `GET /api/queues/{queue}/history?hours=24` (1 to 168) or `?days=30` (1 to 90) | `{"queue", "hours" or "days", "buckets": [{"start", "processed", "failed"}…]}`, oldest first, empty buckets included |
+//! | `GET /api/queues/{queue}/errors?states=retry,archived` (with `state=S` too: the union, `S` first) | `{"queue", "states": [{"state", "groups": [group…]}…], "stats": queue, "now"}` |
+//! | `GET /api/queues/{queue}/history?hours=24` (1 to 168) or `?days=30` (1 to 90; with `hours` too, `days` wins) | `{"queue", "hours" or "days", "buckets": [{"start", "processed", "failed"}…]}`, oldest first, empty buckets included |
 //! | `GET /api/queues/{queue}/systems` | `{"queue", "systems": [{"system", "due", "deferred", "in_flight", "waiting", "breaker", "rate", "ramping", "workers"}…]}`: the queue's tasks per system they name, and what the live workers report of each (breaker `open`/`half_open`/`closed` or `null`, rate per second or `null`: unlimited) |
 //! | `POST /api/queues/{queue}/tasks/{id}/{action}` (`run\|delete\|archive\|cancel`) | `{"queue", "id", "action"}` |
 //! | `POST /api/queues/{queue}/task/{action}?id=ID` | the same, the id in the query (what the page uses: a browser resolves a path segment `.` or `..`, even written `%2E`, before sending) |
-//! | `POST /api/queues/{queue}/run-all?state=archived` | `{"queue", "state", "count"}` |
-//! | `POST /api/queues/{queue}/delete-all?state=archived` | `{"queue", "state", "count"}` |
+//! | `POST /api/queues/{queue}/run-all?state=archived` (`scheduled`, `retry`, `archived` or `completed`) | `{"queue", "state", "count"}` |
+//! | `POST /api/queues/{queue}/delete-all?state=archived` (any state but `active`) | `{"queue", "state", "count"}` |
 //! | `POST /api/queues/{queue}/pause\|unpause` | `{"queue", "paused"}` |
 //!
 //! Every error is `{"error": "…"}` (one type, one `IntoResponse`): 400 for a bad state, page,
@@ -108,9 +108,14 @@
 //!   client as one).
 //! - **Slow and many clients.** [`serve`] cuts off a connection whose request headers take
 //!   longer than [`DashOptions::header_timeout`] (10 s), reads a body within [`BODY_TIMEOUT`]
-//!   and up to [`MAX_BODY_BYTES`], and serves at most [`DashOptions::max_connections`] (256)
-//!   connections at once; a request target over 8 KiB answers 414, too many or too large
-//!   headers 431, as JSON with the security headers.
+//!   and up to [`MAX_BODY_BYTES`], cuts off a connection whose answer stalls (its client
+//!   reads none of it) for [`DashOptions::write_timeout`] (10 s), and serves at most
+//!   [`DashOptions::max_connections`] (256) connections at once, at most
+//!   [`DashOptions::max_connections_per_address`] (64) of them from one client address (an
+//!   IPv6 /64 counts as one; the next ones answer 503 and are closed), so that one address
+//!   cannot hold every slot (the public page and script need no token); a request target
+//!   over 8 KiB answers 414, too many or too large headers 431, as JSON with the security
+//!   headers.
 //! - **Loopback only without a token.** [`serve`] refuses a non-loopback `listen` address
 //!   without a token, before binding. A token-less dashboard also answers only requests whose
 //!   `Host` is `localhost`, `127.x.y.z` or `[::1]`, with a port of digits if any (a page of
@@ -144,10 +149,12 @@ mod overview_api;
 mod page;
 mod params;
 mod server;
+mod shares;
 mod task_api;
 mod throttle;
 mod token;
 mod token_rules;
+mod write_deadline;
 
 use std::sync::Arc;
 
@@ -159,7 +166,10 @@ pub use api::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 pub use dash_error::DashError;
 pub use limits::{BODY_TIMEOUT, MAX_BODY_BYTES};
 pub use options::{DEFAULT_LISTEN, DashOptions};
-pub use server::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
+pub use server::{
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+    DEFAULT_WRITE_TIMEOUT,
+};
 pub use token::{
     MAX_TOKEN_FILE_BYTES, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, TOKEN_ENV, token_env, token_from,
 };
@@ -233,6 +243,7 @@ fn build(queue: Queue, guard: Guard) -> Router {
         .route("/assets/views.js", get(page::views_script))
         .route("/assets/tasks.js", get(page::tasks_script))
         .route("/assets/dash.css", get(page::style))
+        .route("/assets/favicon.svg", get(page::favicon))
         .merge(api_routes)
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::wrong_method)
@@ -269,7 +280,9 @@ pub async fn serve_on(
     let app = router_with(queue, &options);
     let limits = server::Limits {
         header_timeout: options.header_timeout,
+        write_timeout: options.write_timeout,
         max_connections: options.max_connections,
+        max_connections_per_address: options.max_connections_per_address,
     };
     server::run(listener, app, limits)
         .await

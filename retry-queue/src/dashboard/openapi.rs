@@ -10,7 +10,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::params::{BatchBody, Flag};
+use super::params::{BatchBody, DeleteAllState, Flag, RunAllState};
 use crate::json::{
     Acted, Actions, BatchDone, BatchFailure, BucketJson, BulkDone, Counts, EntryJson, ErrorBody,
     ErrorGroupJson, Errors, FailedJson, Filtered, HeldJson, History, Kinds, Overview, Paused,
@@ -53,7 +53,8 @@ use crate::ops::Action;
         Acted, Actions, BatchBody, BatchDone, BatchFailure, BucketJson, BulkDone, Counts,
         EntryJson, ErrorBody, ErrorGroupJson, Errors, FailedJson, Filtered, Flag, HeldJson,
         History, Kinds, Overview, Paused, QueueJson, Schedulers, StateGroups, StateName,
-        SystemJson, Systems, TaskAnswer, TaskJson, TasksPage, Workers, Action
+        SystemJson, Systems, TaskAnswer, TaskJson, TasksPage, Workers, Action, RunAllState,
+        DeleteAllState
     )),
     modifiers(&Refusals),
     security(("bearer" = []))
@@ -124,4 +125,42 @@ pub(crate) fn document() -> String {
     responses((status = 200, description = "The OpenAPI document of this API", content_type = "application/json")))]
 pub(crate) async fn openapi_json() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], document()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use retry_runtime::durable::TaskState;
+    use utoipa::PartialSchema;
+
+    use super::{DeleteAllState, RunAllState};
+    use crate::ops::Bulk;
+
+    /// The document's enum of the states a bulk action takes is the server's rule.
+    #[test]
+    fn the_bulk_actions_state_enums_are_the_states_they_take() {
+        let names = |schema: serde_json::Value| -> Vec<String> {
+            let values = schema["enum"].as_array().expect("an enum").clone();
+            values
+                .into_iter()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect()
+        };
+        for (bulk, schema) in [
+            (
+                Bulk::RunAll,
+                serde_json::to_value(RunAllState::schema()).unwrap(),
+            ),
+            (
+                Bulk::DeleteAll,
+                serde_json::to_value(DeleteAllState::schema()).unwrap(),
+            ),
+        ] {
+            let taken: Vec<String> = TaskState::ALL
+                .into_iter()
+                .filter(|s| bulk.allowed(*s))
+                .map(|s| s.as_str().to_owned())
+                .collect();
+            assert_eq!(names(schema), taken, "{}", bulk.name());
+        }
+    }
 }

@@ -4,7 +4,10 @@
 use std::net::{Ipv4Addr, SocketAddr};
 
 use super::dash_error::DashError;
-use super::server::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS};
+use super::server::{
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+    DEFAULT_WRITE_TIMEOUT,
+};
 use super::token;
 
 /// The address [`serve`](super::serve) listens on by default: `127.0.0.1:8080`.
@@ -28,6 +31,14 @@ pub struct DashOptions {
     /// How many connections [`serve`](super::serve) serves at once (the next ones wait):
     /// [`DEFAULT_MAX_CONNECTIONS`] by default.
     pub max_connections: usize,
+    /// How many of those connections one client address (an IPv4 address, an IPv6 /64) may
+    /// hold at once; the next ones are answered 503 and closed, so that one address cannot
+    /// hold every slot: [`DEFAULT_MAX_CONNECTIONS_PER_ADDRESS`] (64) by default. Behind a
+    /// reverse proxy every client has the proxy's address: raise it to `max_connections`.
+    pub max_connections_per_address: usize,
+    /// How long writing an answer may stall (its client reading none of it) before
+    /// [`serve`](super::serve) cuts the connection off: [`DEFAULT_WRITE_TIMEOUT`] by default.
+    pub write_timeout: std::time::Duration,
 }
 
 impl Default for DashOptions {
@@ -38,6 +49,8 @@ impl Default for DashOptions {
             token: None,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
     }
 }

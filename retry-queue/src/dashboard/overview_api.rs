@@ -55,13 +55,9 @@ pub(crate) async fn history(
     Target(queue): Target,
     ApiQuery(query): ApiQuery<HistoryQuery>,
 ) -> Answer<History> {
+    // `days` wins over `hours` when both are given (the document allows the pair).
     let span = match (query.hours, query.days) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request(
-                "give hours or days, not both: ?hours=24 or ?days=30",
-            ));
-        }
-        (None, Some(days)) => HistorySpan::Days(days.0),
+        (_, Some(days)) => HistorySpan::Days(days.0),
         (hours, None) => HistorySpan::Hours(hours.map_or(24, |h| h.0)),
     };
     let buckets = queue

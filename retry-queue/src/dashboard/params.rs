@@ -141,11 +141,13 @@ pub(crate) struct TasksQuery {
     /// Tasks a page: 1 to 1 000, 20 by default; above 100, a page has 100.
     #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub(crate) size: Option<PageSize>,
-    /// The `next` of the page before.
+    /// The `next` of the page before (an empty value: none; not with `page`).
     pub(crate) after: Option<String>,
     /// Only tasks of this kind (an empty value: no filter).
     pub(crate) kind: Option<String>,
-    /// Only tasks whose id, payload or last error contains this text, case-insensitive.
+    /// Only tasks whose id, payload or last error contains this text, case-insensitive (an
+    /// empty value: no filter). Without NUL (400): SQLite's `LIKE` would stop at it.
+    #[param(pattern = "^[^\\u0000]*$")]
     pub(crate) search: Option<String>,
     /// `1`: the answer lists the kinds of the state too.
     #[param(value_type = Option<Flag>)]
@@ -158,6 +160,48 @@ pub(crate) struct TasksQuery {
 pub(crate) struct StateQuery {
     /// The state.
     pub(crate) state: StateName,
+}
+
+/// The query of `POST …/run-all`, as the document shows it: [`StateQuery`] whose state is one
+/// that `run-all` takes (the others answer 400: pending tasks wait already, active ones run).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct RunAllQuery {
+    /// The state whose tasks are made pending.
+    #[param(value_type = RunAllState)]
+    pub(crate) state: StateName,
+}
+
+/// The query of `POST …/delete-all`, as the document shows it: any state but `active` (400: a
+/// running task is cancelled, not deleted).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct DeleteAllQuery {
+    /// The state whose tasks are deleted.
+    #[param(value_type = DeleteAllState)]
+    pub(crate) state: StateName,
+}
+
+/// The states `run-all` takes (the document's enum; [`Bulk::allowed`](crate::ops::Bulk) is the
+/// server's rule, and a test holds the two equal).
+#[derive(Clone, Copy, Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RunAllState {
+    Scheduled,
+    Retry,
+    Archived,
+    Completed,
+}
+
+/// The states `delete-all` takes (the document's enum).
+#[derive(Clone, Copy, Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum DeleteAllState {
+    Pending,
+    Scheduled,
+    Retry,
+    Archived,
+    Completed,
 }
 
 /// A comma-separated list of distinct states: `retry,archived`.
@@ -184,11 +228,12 @@ impl<'de> Deserialize<'de> for StateList {
     }
 }
 
-/// The query of `GET /api/queues/{queue}/errors`: `state` (retry by default) or `states`.
+/// The query of `GET /api/queues/{queue}/errors`: `state` (retry by default) or `states` (or
+/// both: their union, `state` first).
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ErrorsQuery {
-    /// One state (not with `states`): `retry` by default.
+    /// One state: `retry` by default (with `states`: added in front of them, unless listed).
     pub(crate) state: Option<StateName>,
     /// Several states, comma-separated, each once: `retry,archived`.
     #[param(value_type = Option<String>, pattern = "^(pending|scheduled|active|retry|archived|completed)(,(pending|scheduled|active|retry|archived|completed))*$")]
@@ -203,7 +248,7 @@ pub(crate) struct HistoryQuery {
     /// The last hours, this one included: 1 to 168.
     #[param(value_type = Option<u32>, minimum = 1, maximum = 168)]
     pub(crate) hours: Option<Bounded<1, 168>>,
-    /// The last UTC days, today included: 1 to 90 (not with `hours`).
+    /// The last UTC days, today included: 1 to 90 (with `hours` too: `days` wins).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 90)]
     pub(crate) days: Option<Bounded<1, 90>>,
 }

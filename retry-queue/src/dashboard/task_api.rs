@@ -13,7 +13,7 @@ use super::params::{
     ApiJson, ApiPath, ApiQuery, BatchBody, Flag, IdPath, IdQuery, StateQuery, Target, TasksQuery,
 };
 use crate::json::{self, BatchDone, Kinds, TaskAnswer, TasksPage};
-use crate::ops::{self, MAX_BATCH};
+use crate::ops::{self, MAX_BATCH, running_ids};
 
 /// `GET /api/queues/{queue}/kinds?state=S`: the kinds present in the state, sorted.
 #[utoipa::path(get, path = "/api/queues/{queue}/kinds", tag = "tasks",
@@ -131,13 +131,21 @@ pub(crate) async fn tasks(
         .map_or(DEFAULT_PAGE_SIZE, |size| size.0.min(MAX_PAGE_SIZE));
     let fail = |e| ApiError::from_queue(e, &queue, None);
     let inspector = queue.inspector();
-    if query.after.is_some() && query.page.is_some() {
+    // An empty `after` is no cursor (as an empty kind or search is no filter).
+    let after = query.after.as_deref().filter(|a| !a.is_empty());
+    if after.is_some() && query.page.is_some() {
         return Err(ApiError::bad_request(
             "give page or after, not both: after (the next of a page) already says where",
         ));
     }
     let kind = query.kind.as_deref().filter(|k| !k.is_empty());
     let search = query.search.as_deref().filter(|s| !s.is_empty());
+    if search.is_some_and(|s| s.contains('\0')) {
+        // SQLite's LIKE stops at NUL: "%\0…%" would match every task.
+        return Err(ApiError::bad_request(
+            "a search cannot hold NUL (U+0000): SQLite's LIKE would stop there and match every task",
+        ));
+    }
     let filtered = kind.is_some() || search.is_some();
     if filtered && query.page.is_some() {
         return Err(ApiError::bad_request(
@@ -146,7 +154,7 @@ pub(crate) async fn tasks(
         ));
     }
     let mut tasks = TaskQuery::new(state).size(size);
-    tasks = match (&query.after, query.page) {
+    tasks = match (after, query.page) {
         (Some(after), _) => tasks.after(after.parse::<Cursor>().map_err(fail)?),
         (None, _) if filtered => tasks,
         (None, page) => tasks.page(page.map_or(1, |page| page.0)),
@@ -168,18 +176,15 @@ pub(crate) async fn tasks(
     if query.kinds == Some(Flag::Yes) {
         answer.kinds = Some(inspector.kinds(state).await.map_err(fail)?);
     }
-    // Which active tasks run, by the live workers' heartbeats (the others are prefetched).
+    // Which active tasks run, by the live workers' heartbeats (the others are prefetched): the
+    // same source as the count in `stats`.
     if state == TaskState::Active {
         let live = inspector.workers().await.map_err(fail)?;
-        let runs = |id: &str| {
-            live.iter()
-                .flat_map(|w| &w.active)
-                .any(|t| t.queue == queue.name() && t.id == id)
-        };
+        let running = running_ids(&queue, &live).await.map_err(fail)?;
         answer.running = Some(
             answer
                 .ids()
-                .filter(|id| runs(id))
+                .filter(|id| running.iter().any(|r| r == id))
                 .map(str::to_owned)
                 .collect(),
         );

@@ -41,12 +41,21 @@ pub fn token_from(
     Ok(Some(token.trim().to_owned()))
 }
 
-/// The text of the token file at `path`, read up to [`MAX_TOKEN_FILE_BYTES`].
+/// The text of the token file at `path`, read up to [`MAX_TOKEN_FILE_BYTES`]. Only a regular
+/// file is opened: opening a FIFO waits for a writer (for ever, when none comes), and a
+/// device like `/dev/zero` never ends.
 fn read_bounded(path: &Path) -> Result<String, DashError> {
     let failed = |source| DashError::TokenFile {
         path: path.to_path_buf(),
         source,
     };
+    let file_type = std::fs::metadata(path).map_err(failed)?.file_type();
+    if !file_type.is_file() {
+        return Err(DashError::TokenFileNotRegular {
+            path: path.to_path_buf(),
+            kind: kind_of(file_type),
+        });
+    }
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|file| file.take(MAX_TOKEN_FILE_BYTES + 1).read_to_end(&mut bytes))
@@ -60,6 +69,27 @@ fn read_bounded(path: &Path) -> Result<String, DashError> {
         .map_err(|e| failed(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
+/// What a file that is not a regular one is, for the refusal.
+fn kind_of(file_type: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "a FIFO";
+        }
+        if file_type.is_char_device() || file_type.is_block_device() {
+            return "a device";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+    }
+    if file_type.is_dir() {
+        return "a directory";
+    }
+    "not a file"
+}
+
 /// The value of [`TOKEN_ENV`], `None` when unset; an error when it is not UTF-8.
 pub fn token_env() -> Result<Option<String>, DashError> {
     match std::env::var(TOKEN_ENV) {
@@ -69,8 +99,10 @@ pub fn token_env() -> Result<Option<String>, DashError> {
     }
 }
 
-/// Refuses a blank token, one shorter than [`MIN_TOKEN_LEN`] once trimmed, and one of fewer
-/// than [`MIN_TOKEN_DISTINCT`] different characters.
+/// Refuses a blank token, one shorter than [`MIN_TOKEN_LEN`] once trimmed, one of fewer than
+/// [`MIN_TOKEN_DISTINCT`] different characters, and one with a character other than printable
+/// ASCII or space (a browser's `fetch` refuses such a header, and the server reads a header
+/// that is not ASCII as no token: it could never match).
 pub(super) fn check_token(token: &str) -> Result<(), DashError> {
     let token = token.trim();
     if token.is_empty() {
@@ -87,6 +119,9 @@ pub(super) fn check_token(token: &str) -> Result<(), DashError> {
         return Err(DashError::WeakToken {
             distinct: chars.len(),
         });
+    }
+    if let Some(found) = token.chars().find(|c| *c != ' ' && !c.is_ascii_graphic()) {
+        return Err(DashError::TokenNotAscii { found });
     }
     Ok(())
 }
@@ -137,8 +172,18 @@ mod tests {
     #[test]
     fn a_token_file_is_read_up_to_a_bound() {
         // An endless file: refused after reading the bound, not read for ever.
+        // A device (endless) is refused unread, as any file that is not a regular one.
         let e = token_from(None, Some(Path::new("/dev/zero")), None).unwrap_err();
-        assert!(matches!(e, DashError::TokenFileTooLarge { .. }), "{e:?}");
+        assert!(
+            matches!(
+                e,
+                DashError::TokenFileNotRegular {
+                    kind: "a device",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
         let dir = tempfile_dir("bound");
         let exact = dir.join("exact");
         let token = "x".repeat(MAX_TOKEN_FILE_BYTES as usize);
@@ -187,5 +232,15 @@ mod tests {
             check_token("ééééééééééééééé"),
             Err(DashError::ShortToken { len: 15 })
         ));
+        // Long and varied enough, but not ASCII: never sent as is by a browser.
+        assert!(matches!(
+            check_token("jeton-àéîõü-0123456789"),
+            Err(DashError::TokenNotAscii { found: 'à' })
+        ));
+        assert!(matches!(
+            check_token("tab\tinside-0123456789"),
+            Err(DashError::TokenNotAscii { found: '\t' })
+        ));
+        assert!(check_token("with a space-0123456789").is_ok());
     }
 }

@@ -172,8 +172,8 @@ pub(crate) struct Counts {
 /// tasks); `next_due_at` the earliest due time of its scheduled and retry tasks (`null`
 /// without any: the page's "no worker is running" banner shows when it is past, as when
 /// tasks are pending or active); `workers` how many live workers serve the queue; `running`
-/// how many of its active tasks those workers run, by their last heartbeats (the others were
-/// claimed ahead, prefetched, and wait for a slot).
+/// how many of its active tasks those workers run, by their last heartbeats, counting only
+/// tasks still active (the others were claimed ahead, prefetched, and wait for a slot).
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct QueueJson {
     queue: String,
@@ -188,19 +188,17 @@ pub(crate) struct QueueJson {
     running: u64,
 }
 
-/// A queue's stats, the earliest due time of its scheduled and retry tasks, and the live
-/// workers' figures: how many serve it, how many of its tasks they run.
+/// A queue's stats, the earliest due time of its scheduled and retry tasks, how many of the
+/// live workers serve it, and how many of its tasks they run
+/// ([`running_ids`](crate::ops::running_ids)).
 pub(crate) fn queue(
     stats: &QueueStats,
     next_due: Option<SystemTime>,
     live: &[WorkerInfo],
+    running: usize,
 ) -> QueueJson {
     let name = stats.queue.as_str();
     let workers = live.iter().filter(|w| w.serves(name)).count();
-    let running: usize = live
-        .iter()
-        .map(|w| w.active.iter().filter(|t| t.queue == name).count())
-        .sum();
     QueueJson {
         queue: stats.queue.clone(),
         counts: Counts {
@@ -223,7 +221,7 @@ pub(crate) fn queue(
 
 /// The figures of a queue without tasks and not paused (which `stats` does not list).
 pub(crate) fn unused_queue(name: &str, live: &[WorkerInfo]) -> QueueJson {
-    queue(&QueueStats::empty(name.to_owned()), None, live)
+    queue(&QueueStats::empty(name.to_owned()), None, live, 0)
 }
 
 /// A task a worker is running.

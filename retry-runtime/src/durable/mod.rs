@@ -60,7 +60,7 @@ pub use inspector::{
 pub use inspector::{MAX_KINDS, MAX_SEARCH_BYTES};
 #[cfg(any(test, feature = "test-util"))]
 pub use manual_clock::ManualClock;
-pub use scheduler::Scheduler;
+pub use scheduler::{MAX_CATCH_UP_PERIODS, Scheduler};
 pub use schema::{MigrationState, MigrationStatus, Schema, SchemaStatus, latest_version};
 pub use state::UnknownState;
 #[cfg(any(test, feature = "test-util"))]

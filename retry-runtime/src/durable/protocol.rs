@@ -40,9 +40,10 @@ use crate::durable::worker::lease;
 /// Claims up to `max` due tasks of `queue` (oldest due first) under a lease of `lease`: each
 /// comes back [`TaskState::Active`](super::TaskState::Active) with a fresh fencing token. A
 /// claimed task must be finished with [`complete`], [`Worker::fail`](super::Worker::fail) or
-/// [`requeue`], or its lease left to expire.
+/// [`requeue`], or its lease left to expire: an expired one counts as a failed attempt (the
+/// queue cannot know whether a custom worker started it).
 pub async fn claim(queue: &Queue, max: usize, lease: Duration) -> Result<Vec<ActiveTask>, Error> {
-    lease::claim(&queue.handle, max, lease, None).await
+    lease::claim(&queue.handle, (max, max), lease, None).await
 }
 
 /// Renews the lease of `task` to `lease` from now. `Ok(false)`: the task is no longer active

@@ -4,7 +4,13 @@
 //! durable_worker --url URL --name NAME --log FILE --mode MODE
 //!                [--concurrency N] [--poll-ms N] [--lease-ms N] [--recover-ms N]
 //!                [--retry-delay-ms N] [--stall-ms N] [--fail-percent N] [--global N]
+//!                [--prefetch N] [--count N]
 //! ```
+//!
+//! `--prefetch N` sets [`Worker::prefetch`]. Besides its log, the process reports on its standard
+//! output, one flushed line each, what a test outside it waits for before it kills it
+//! (`retry_tests::faults::kill`): `start <task id> <retried>` when a handler starts, `end <task
+//! id> <retried> <outcome>` when it ends.
 //!
 //! `--global N` limits the system `gw` to N active tasks across every worker of the queue
 //! (`SystemLimit::global_concurrency`, `tests/tests/durable_global.rs`). `--breaker N` gives
@@ -19,7 +25,7 @@
 //! end <task id> <retried> <worker name> <micros since the epoch> <ok | err | panic>
 //! ```
 //!
-//! Modes: `ok` succeeds at once; `reset` fails with a connection reset (a transient error); `hang` never returns (the test kills the process); `stall-ok` /
+//! Modes: `ok` succeeds at once; `reset` fails with a connection reset (a transient error); `hang` never returns (the test kills the process); `hang-named` never returns for a task whose id starts with `hang` and succeeds at once otherwise; `stall-ok` /
 //! `stall-err`, on a task's first attempt, block the process's only thread for `--stall-ms` (no
 //! lease renewal can run; the test also stops the process meanwhile), then succeed / fail (later
 //! attempts succeed at once); `sleep-ok`, on a task's first attempt, sleeps `--stall-ms` (an
@@ -34,6 +40,12 @@
 //! `end … ok-fenced` (the completion was refused: the lease had been taken over), then waits
 //! for its standard input to close.
 //!
+//! `migrate` runs no worker: it opens the database with [`Schema::connect`], prints `migrating`,
+//! applies every pending version ([`Schema::up`]), prints `migrated <versions>` and exits.
+//! `enqueue-many` runs no worker either: it prints `enqueueing <count>`, enqueues `--count` tasks
+//! of kind `job` (ids `batch-0` …) with one [`Queue::enqueue_many`], prints `enqueued <count>`,
+//! then waits for its standard input to close.
+//!
 //! The runtime is tokio's current-thread one: one thread per worker process.
 
 use std::fs::{File, OpenOptions};
@@ -42,19 +54,22 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use retry_runtime::durable::{Queue, SystemLimit, Worker, protocol};
+use retry_runtime::durable::{Queue, Schema, SystemLimit, Task, Worker, protocol};
 use retry_runtime::{BoxError, Breaker, set_breaker};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Ok,
     Hang,
+    HangNamed,
     StallOk,
     StallErr,
     SleepOk,
     Random,
     RawStallOk,
     Reset,
+    Migrate,
+    EnqueueMany,
 }
 
 struct Args {
@@ -71,6 +86,8 @@ struct Args {
     fail_percent: u64,
     global: Option<usize>,
     breaker: Option<u32>,
+    prefetch: Option<usize>,
+    count: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -88,6 +105,8 @@ fn parse_args() -> Result<Args, String> {
         fail_percent: 30,
         global: None,
         breaker: None,
+        prefetch: None,
+        count: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -106,12 +125,15 @@ fn parse_args() -> Result<Args, String> {
                 args.mode = match value.as_str() {
                     "ok" => Mode::Ok,
                     "hang" => Mode::Hang,
+                    "hang-named" => Mode::HangNamed,
                     "stall-ok" => Mode::StallOk,
                     "stall-err" => Mode::StallErr,
                     "sleep-ok" => Mode::SleepOk,
                     "random" => Mode::Random,
                     "raw-stall-ok" => Mode::RawStallOk,
                     "reset" => Mode::Reset,
+                    "migrate" => Mode::Migrate,
+                    "enqueue-many" => Mode::EnqueueMany,
                     other => return Err(format!("unknown mode {other}")),
                 }
             }
@@ -129,6 +151,10 @@ fn parse_args() -> Result<Args, String> {
             "--global" => {
                 args.global = Some(value.parse().map_err(|e| format!("{flag}: {e}"))?);
             }
+            "--prefetch" => {
+                args.prefetch = Some(value.parse().map_err(|e| format!("{flag}: {e}"))?);
+            }
+            "--count" => args.count = value.parse().map_err(|e| format!("{flag}: {e}"))?,
             "--breaker" => {
                 args.breaker = Some(value.parse().map_err(|e| format!("{flag}: {e}"))?);
             }
@@ -190,6 +216,9 @@ async fn main() -> ExitCode {
         .open(&args.log)
         .expect("open the attempt log");
     let log = Log(Arc::new(Mutex::new(file)));
+    if args.mode == Mode::Migrate {
+        return migrate(&args).await;
+    }
 
     let queue = match Queue::connect(&args.url).await {
         Ok(q) => q,
@@ -213,6 +242,9 @@ async fn main() -> ExitCode {
     if args.mode == Mode::RawStallOk {
         return raw_stall_ok(&queue, &args, &log, shutdown).await;
     }
+    if args.mode == Mode::EnqueueMany {
+        return enqueue_many(&queue, &args, shutdown).await;
+    }
 
     let name = args.name.clone();
     let (mode, stall, fail_percent) = (args.mode, args.stall, args.fail_percent);
@@ -225,6 +257,10 @@ async fn main() -> ExitCode {
         .recover_interval(args.recover)
         .shutdown_timeout(Duration::from_secs(5))
         .retry_delay(move |n, _err, _task| retry_delay * (n + 1));
+    let worker = match args.prefetch {
+        Some(n) => worker.prefetch(n),
+        None => worker,
+    };
     let worker = match args.global {
         Some(n) => worker.limit("gw", SystemLimit::new().global_concurrency(n)),
         None => worker,
@@ -247,11 +283,13 @@ async fn main() -> ExitCode {
             let id = task.id().to_string();
             let retried = task.retried();
             log.line(&format!("start {id} {retried} {name} {}", now_micros()));
+            say(&format!("start {id} {retried}"));
             let end = |outcome: &str| {
                 log.line(&format!(
                     "end {id} {retried} {name} {} {outcome}",
                     now_micros()
                 ));
+                say(&format!("end {id} {retried} {outcome}"));
             };
             match mode {
                 Mode::Ok => {
@@ -259,6 +297,15 @@ async fn main() -> ExitCode {
                     Ok(())
                 }
                 Mode::Hang => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    end("ok");
+                    Ok(())
+                }
+                Mode::HangNamed if !id.starts_with("hang") => {
+                    end("ok");
+                    Ok(())
+                }
+                Mode::HangNamed => {
                     tokio::time::sleep(Duration::from_secs(3600)).await;
                     end("ok");
                     Ok(())
@@ -282,7 +329,9 @@ async fn main() -> ExitCode {
                     end("err");
                     Err(BoxError::from("failed late, after a stall"))
                 }
-                Mode::RawStallOk => unreachable!("raw mode runs no Worker"),
+                Mode::RawStallOk | Mode::Migrate | Mode::EnqueueMany => {
+                    unreachable!("this mode runs no Worker")
+                }
                 Mode::Reset => {
                     end("err");
                     Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset).into())
@@ -354,6 +403,54 @@ async fn raw_stall_ok(
         "end {id} {retried} {name} {} {outcome}",
         now_micros()
     ));
+    shutdown.await;
+    ExitCode::SUCCESS
+}
+
+/// One line on standard output, flushed at once: a test outside waits for it.
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    // A test that stopped reading (or closed the pipe) does not stop the worker.
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Applies every pending version of the schema, reporting before and after.
+async fn migrate(args: &Args) -> ExitCode {
+    let schema = match Schema::connect(&args.url).await {
+        Ok(schema) => schema,
+        Err(e) => {
+            eprintln!("durable_worker {}: connect: {e}", args.name);
+            return ExitCode::from(1);
+        }
+    };
+    say("migrating");
+    match schema.up().await {
+        Ok(versions) => {
+            say(&format!("migrated {versions:?}"));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("durable_worker {}: migrate: {e}", args.name);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Enqueues `--count` tasks in one batch, reporting before and after, then waits for its
+/// standard input to close.
+async fn enqueue_many(queue: &Queue, args: &Args, shutdown: impl Future<Output = ()>) -> ExitCode {
+    let tasks: Vec<Task> = (0..args.count)
+        .map(|i| Task::new("job", &i).task_id(format!("batch-{i}")))
+        .collect();
+    say(&format!("enqueueing {}", args.count));
+    match queue.enqueue_many(tasks).await {
+        Ok(n) => say(&format!("enqueued {n}")),
+        Err(e) => {
+            eprintln!("durable_worker {}: enqueue_many: {e}", args.name);
+            return ExitCode::from(1);
+        }
+    }
     shutdown.await;
     ExitCode::SUCCESS
 }

@@ -243,9 +243,12 @@ async function queueSystems(queue) {
 }
 
 // The queue's tasks per external system, and what the workers report of each (breaker, the
-// rate its tasks start at, a slow start under way); nothing when no task names a system.
+// rate its tasks start at, a slow start under way); a sentence when no task names a system (an
+// element either way: replaceChildren writes a null as the text "null").
 function systemsTable(data) {
-  if (!data.systems.length) return null;
+  if (!data.systems.length) {
+    return el("p", { id: "systems-empty", class: "muted" }, "No task of this queue names an external system.");
+  }
   const rate = (s) => s.workers === 0 ? "-" : s.rate === null ? "unlimited" : s.rate.toFixed(1) + "/s" + (s.ramping ? " (ramping)" : "");
   const rows = data.systems.map((s) => el("tr", { class: "system", "data-system": s.system },
     el("td", { class: "name" }, s.system),

@@ -27,6 +27,10 @@ pub struct ActiveTask {
     /// How long the task waited between its due time and its claim, by the queue's clock; set
     /// by a claim, `None` for a task read otherwise (by the recoverer).
     pub(crate) pickup_delay: Option<Duration>,
+    /// Claimed beyond the worker's free slots, marked so in the queue, and given back without
+    /// a charge before: its mark is cleared before its handler runs
+    /// ([`prefetched`](crate::durable::store::prefetched)).
+    pub(crate) clear_mark: bool,
 }
 
 impl ActiveTask {

@@ -24,10 +24,13 @@ impl Queue {
 
 impl Connect {
     /// Whether connecting applies the schema's pending migrations (the default: yes). With
-    /// `false`, a database whose schema is behind this build's is refused with an error that
-    /// says so, and the operator migrates it (`retry-queue migrate up`, or
-    /// [`Schema::up`](crate::durable::Schema::up)), e.g. from a deploy step, so that workers
-    /// run without the rights to change tables.
+    /// `false`, connecting changes nothing: a database without the queue's schema, or whose
+    /// schema is behind this build's, is refused with an error that says so, and the operator
+    /// migrates it (`retry-queue migrate up`, or [`Schema::up`](crate::durable::Schema::up)),
+    /// e.g. from a deploy step, so that workers run without the rights to change tables (the
+    /// `retry-queue` commands other than `migrate` connect so). Either way a table named like
+    /// the queue's that is not the queue's (an application's own `retry_tasks` without the
+    /// queue's columns) is refused with an error naming it, and left as it is.
     pub fn migrate(mut self, apply: bool) -> Connect {
         self.migrate = apply;
         self

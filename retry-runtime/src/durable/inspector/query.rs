@@ -75,8 +75,8 @@ impl TaskQuery {
     /// given): when the window ends before the page is full and the state goes on,
     /// [`TaskPage::search_limit_reached`] is set and `next` starts after the window, so a search
     /// never reads the whole table and says what it did not read. An empty text counts as
-    /// absent; one longer than [`MAX_SEARCH_BYTES`](crate::durable::MAX_SEARCH_BYTES) is
-    /// [`Error::Invalid`].
+    /// absent; one longer than [`MAX_SEARCH_BYTES`](crate::durable::MAX_SEARCH_BYTES), or with a
+    /// NUL character, is [`Error::Invalid`].
     pub fn search(mut self, text: impl Into<String>) -> TaskQuery {
         self.search = Some(text.into());
         self
@@ -155,6 +155,13 @@ impl Inspector {
             return Err(Error::Invalid(format!(
                 "a search text holds at most {MAX_SEARCH_BYTES} bytes, got {too_long}"
             )));
+        }
+        // SQLite's LIKE ends its pattern at a NUL, so the search would match every task;
+        // PostgreSQL refuses the text outright. Either way, not what was asked.
+        if search.is_some_and(|text| text.contains('\0')) {
+            return Err(Error::Invalid(
+                "a search text holds no NUL character".into(),
+            ));
         }
         let cursor = match query.start {
             Start::Page(page) if kind.is_some() || search.is_some() => {

@@ -13,6 +13,10 @@ use crate::durable::scheduler::recurrence::{Recurrence, never_matches};
 /// clock again: a clock that was set, or an enqueue that failed, is dealt with within a second.
 const MAX_SLEEP: Duration = Duration::from_secs(1);
 
+/// The most periods an instance catches up on at once, beyond the current one: the most recent
+/// missed periods of an entry (see [`Scheduler`](crate::durable::Scheduler)'s "Missed periods").
+pub const MAX_CATCH_UP_PERIODS: usize = 100;
+
 /// What makes an entry's task, once per period.
 pub(crate) type MakeFn = Box<dyn Fn() -> Task + Send + Sync>;
 
@@ -106,33 +110,31 @@ impl Entries {
         }
     }
 
-    /// The task of every entry whose current period is not done, with its id set; remembers
-    /// the kind of each, which tells the duplicates of an entry apart.
+    /// The task of every period of every entry that is due and not done (see [`Entry::due`]),
+    /// each entry's oldest first, with its id set; remembers the kind of each, which tells the
+    /// duplicates of an entry apart.
     pub(crate) fn due_tasks(&self, now_ms: i64) -> Vec<(usize, i64, Task)> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let mut due = Vec::new();
         for (index, entry) in self.list.iter().enumerate() {
-            let Some((start, _)) = entry.period(now_ms) else {
-                continue;
-            };
-            if state[index].done.is_some_and(|done| done >= start) {
-                continue;
+            for start in entry.due(state[index].done, now_ms) {
+                let task = (entry.make)();
+                // Entries of one spec share their periods: every earlier one has made (now, or
+                // in an earlier pass) its task of this period or of a later one, and its kind
+                // is known.
+                let same_before = (0..index)
+                    .filter(|&earlier| {
+                        self.list[earlier].spec == entry.spec
+                            && state[earlier]
+                                .made
+                                .as_ref()
+                                .is_some_and(|(made, kind)| *made >= start && *kind == task.kind())
+                    })
+                    .count();
+                let id = task_id(task.kind(), &entry.spec, same_before + 1, start);
+                state[index].made = Some((start, task.kind().to_owned()));
+                due.push((index, start, task.task_id(id)));
             }
-            let task = (entry.make)();
-            // Entries of one spec share their periods: every earlier one has made (now, or in
-            // an earlier pass) its task of this period, and its kind is known.
-            let same_before = (0..index)
-                .filter(|&earlier| {
-                    self.list[earlier].spec == entry.spec
-                        && state[earlier]
-                            .made
-                            .as_ref()
-                            .is_some_and(|(made, kind)| *made == start && *kind == task.kind())
-                })
-                .count();
-            let id = task_id(task.kind(), &entry.spec, same_before + 1, start);
-            state[index].made = Some((start, task.kind().to_owned()));
-            due.push((index, start, task.task_id(id)));
         }
         due
     }
@@ -210,6 +212,47 @@ impl Entry {
     fn period(&self, now_ms: i64) -> Option<(i64, i64)> {
         self.recurrence.as_ref().ok()?.period(now_ms).ok()
     }
+
+    /// The starts of the periods to enqueue at `now_ms`, oldest first, when this instance is
+    /// done with the period that started at `done`: the current period, and every period
+    /// between (missed: no pass of this instance ran while it lasted, or its enqueue failed),
+    /// at most [`MAX_CATCH_UP_PERIODS`] of them, the most recent. Before its first period
+    /// (`done` is `None`) an instance enqueues the current period only: periods that passed
+    /// while no scheduler ran are not made up for.
+    fn due(&self, done: Option<i64>, now_ms: i64) -> Vec<i64> {
+        let Some((start, _)) = self.period(now_ms) else {
+            return Vec::new();
+        };
+        let Some(done) = done else {
+            return vec![start];
+        };
+        if done >= start {
+            return Vec::new();
+        }
+        let mut starts = vec![start];
+        // Walked back from the current period: the limit keeps the most recent ones, and a
+        // machine asleep for a month is not walked through minute by minute.
+        while let Some((previous, _)) = self.period(starts[starts.len() - 1] - 1) {
+            if previous <= done {
+                break;
+            }
+            if starts.len() > MAX_CATCH_UP_PERIODS {
+                event!(
+                    warn,
+                    "durable scheduler: more periods were missed than are caught up; the older \
+                     ones are skipped",
+                    entry = self.spec,
+                    caught_up = MAX_CATCH_UP_PERIODS,
+                    skipped_after_ms = done,
+                    skipped_before_ms = starts[starts.len() - 1]
+                );
+                break;
+            }
+            starts.push(previous);
+        }
+        starts.reverse();
+        starts
+    }
 }
 
 /// `periodic:{kind}:{spec}:{start ms}`, with `#n` after the spec for the n-th entry (n ≥ 2) of
@@ -225,6 +268,40 @@ fn task_id(kind: &str, spec: &str, nth: usize, start_ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(spec: &str, recurrence: Result<Recurrence, String>) -> Entry {
+        Entry {
+            spec: spec.to_owned(),
+            recurrence,
+            make: Box::new(|| Task::new("tick", &())),
+        }
+    }
+
+    #[test]
+    fn missed_periods_are_due_oldest_first_and_bounded() {
+        const MINUTE: i64 = 60_000;
+        let cron = entry("cron:*/5 * * * *", Recurrence::cron("*/5 * * * *"));
+        // 22:10 done; at 22:26, 22:15 and 22:20 were missed, 22:25 is current.
+        let at_2210 = 1_699_999_800_000;
+        assert_eq!(
+            cron.due(Some(at_2210), at_2210 + 16 * MINUTE),
+            [
+                at_2210 + 5 * MINUTE,
+                at_2210 + 10 * MINUTE,
+                at_2210 + 15 * MINUTE
+            ]
+        );
+        assert_eq!(
+            cron.due(None, at_2210 + 16 * MINUTE),
+            [at_2210 + 15 * MINUTE]
+        );
+        assert!(cron.due(Some(at_2210), at_2210 + MINUTE).is_empty());
+        let every = entry("every:60000ms", Recurrence::every(Duration::from_secs(60)));
+        let due = every.due(Some(0), 1_000 * MINUTE + 1);
+        assert_eq!(due.len(), MAX_CATCH_UP_PERIODS + 1);
+        assert_eq!(due[0], (1_000 - MAX_CATCH_UP_PERIODS as i64) * MINUTE);
+        assert_eq!(due[MAX_CATCH_UP_PERIODS], 1_000 * MINUTE);
+    }
 
     #[test]
     fn ids_name_kind_spec_duplicate_and_period() {

@@ -7,6 +7,8 @@
 //! [`recurrence`](crate::durable::scheduler::recurrence).
 
 pub(crate) mod entries;
+
+pub use entries::MAX_CATCH_UP_PERIODS;
 pub(crate) mod recurrence;
 
 use std::fmt;
@@ -23,6 +25,7 @@ use crate::durable::inspector::presence::{DEFAULT_HEARTBEAT_INTERVAL, identity, 
 use crate::durable::scheduler::entries::{Entries, MakeFn};
 use crate::durable::scheduler::recurrence::Recurrence;
 use crate::durable::store::presence::{self, EntryRow};
+use crate::durable::worker::stopping::STOP_WRITES_GRACE;
 
 /// Enqueues tasks periodically: every fixed period ([`every`](Scheduler::every)) or on a cron
 /// schedule ([`cron`](Scheduler::cron)), each period's task exactly once however many scheduler
@@ -55,10 +58,20 @@ use crate::durable::store::presence::{self, EntryRow};
 /// - [`cron(expr)`](Scheduler::cron) periods run from one match of the expression to the next, in
 ///   UTC.
 ///
-/// Only the current period is ever enqueued: periods that passed while no scheduler ran are not
-/// made up for (as in asynq). The current period's task is enqueued as soon as a scheduler
-/// starts, unless another instance already did: a scheduler that was down at the boundary still
-/// enqueues the period it starts in.
+/// The current period's task is enqueued as soon as a scheduler starts, unless another instance
+/// already did: a scheduler that was down at the boundary still enqueues the period it starts
+/// in. Periods that passed while no scheduler ran are not made up for (as in asynq).
+///
+/// # Missed periods
+///
+/// A running instance enqueues every period, even one that no pass of it saw: a pass that
+/// starts late (a busy machine, an enqueue that waited for a locked database, a process
+/// paused) first enqueues each period missed since the last one it was done with, oldest
+/// first, each with its own id (so an instance that did enqueue it makes it a conflict, not a
+/// duplicate), then the current one. At most [`MAX_CATCH_UP_PERIODS`] missed periods of an
+/// entry are caught up at once, the most recent; older ones are skipped with a warning (a
+/// machine asleep for a day does not enqueue a day of every-minute tasks). A period whose
+/// enqueue failed on a database error is caught up the same way, once the database answers.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -184,14 +197,17 @@ impl Scheduler {
     /// Runs until `shutdown` completes: enqueues the current period of every entry at once
     /// (unless another instance did), then sleeps until the next period boundary of any entry
     /// and does it again. Wakes at least once a second, so a clock that was set is followed
-    /// within a second, and at once when `shutdown` completes.
+    /// within a second, and at once when `shutdown` completes. Its last write, deleting its
+    /// heartbeat rows, gets 5 s: a database that does not answer by then (another process holding
+    /// its lock) leaves them to go stale, so the stop is bounded.
     ///
     /// Fails at once with [`Error::Invalid`] when the scheduler has no entries or an invalid one
     /// (a bad cron expression, a period of zero: every problem in one message), and with
     /// [`Error::Unreachable`] if the database does not answer at start. Afterwards, an enqueue
     /// that fails is logged (with the `tracing` feature) and the scheduler keeps going: a
-    /// database error is tried again within a second while its period lasts; a task the queue
+    /// database error is tried again within a second, and caught up once its period is over; a task the queue
     /// refuses (too large a payload, a blank kind) is skipped until the entry's next period.
+    /// Periods missed while it runs are caught up (see [missed periods](Scheduler#missed-periods)).
     pub async fn run_until<F: Future>(self, shutdown: F) -> Result<(), Error> {
         self.entries.check(to_ms(self.queue.now()))?;
         self.queue.ping().await?;
@@ -209,7 +225,12 @@ impl Scheduler {
             };
             if pass.enqueued > 0 || Instant::now() >= next_beat {
                 next_beat = Instant::now() + self.heartbeat;
-                self.beat_logged().await;
+                // A beat waiting for a busy database does not hold the stop either.
+                tokio::select! {
+                    biased;
+                    _ = &mut shutdown => break,
+                    () = self.beat_logged() => {}
+                }
             }
             for (id, e) in pass.failed {
                 event!(
@@ -227,18 +248,29 @@ impl Scheduler {
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
-        if let Err(e) = presence::remove_scheduler(&self.queue.handle.store, &self.id).await {
-            event!(
+        // Bounded: a database busy for longer (another process's lock) leaves the rows to go
+        // stale rather than hold the stop (issue 41).
+        let removed = presence::remove_scheduler(&self.queue.handle.store, &self.id);
+        match tokio::time::timeout(STOP_WRITES_GRACE, removed).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => event!(
                 warn,
                 "durable scheduler: deleting the heartbeat failed (it goes stale)",
                 error = e
-            );
+            ),
+            Err(_) => event!(
+                warn,
+                "durable scheduler: graceful stop: deleting the heartbeat got no answer in time \
+                 (a lock held, a busy machine); it goes stale",
+                grace_ms = STOP_WRITES_GRACE.as_millis()
+            ),
         }
         Ok(())
     }
 
     /// One step of [`run_until`](Scheduler::run_until): enqueues the task of every entry whose
-    /// current period (by the queue's clock) this instance has not enqueued yet, and returns
+    /// current period (by the queue's clock), or a period it missed since its last call, this
+    /// instance has not enqueued yet, and returns
     /// how many tasks it enqueued. A period whose task another instance already enqueued counts
     /// as done, not as enqueued by this call. For tests, with a
     /// [`ManualClock`](crate::durable::ManualClock) every step is exact; and for a scheduler run from
@@ -247,8 +279,9 @@ impl Scheduler {
     /// Fails with [`Error::Invalid`] like `run_until` for a scheduler with no entries or an
     /// invalid one, before enqueueing anything. Otherwise every entry is tried, and the first
     /// error met is returned: an entry that failed on a database error is tried again at the
-    /// next call while its period lasts; one whose task the queue refused (too large a payload,
-    /// a blank kind) is done with that period.
+    /// next call, and caught up after its period is over (see
+    /// [missed periods](Scheduler#missed-periods)); one whose task the queue refused (too large
+    /// a payload, a blank kind) is done with that period.
     pub async fn enqueue_due(&self) -> Result<usize, Error> {
         let now_ms = to_ms(self.queue.now());
         self.entries.check(now_ms)?;
@@ -263,7 +296,13 @@ impl Scheduler {
     /// Enqueues the due tasks; never fails as a whole.
     async fn enqueue_pass(&self, now_ms: i64) -> Pass {
         let mut pass = Pass::default();
+        // Entries whose enqueue failed on a database error: their later periods wait for the
+        // next pass, so that a period is never marked done before an earlier one.
+        let mut failed_entries = Vec::new();
         for (index, start, task) in self.entries.due_tasks(now_ms) {
+            if failed_entries.contains(&index) {
+                continue;
+            }
             let id = task.id().unwrap_or_default().to_owned();
             let enqueue = self.queue.enqueue(task);
             // With `tracing`, each period's enqueue is a root span of its own: the trace the
@@ -293,8 +332,11 @@ impl Scheduler {
                 }
                 // Another instance enqueued this period's task first.
                 Err(Error::TaskIdConflict) => self.entries.mark_done(index, start),
-                // Tried again while the period lasts.
-                Err(e @ (Error::Unreachable(_) | Error::Database(_))) => pass.failed.push((id, e)),
+                // Tried again at the next pass (caught up once its period is over).
+                Err(e @ (Error::Unreachable(_) | Error::Database(_))) => {
+                    failed_entries.push(index);
+                    pass.failed.push((id, e));
+                }
                 // Refused for good: the next period's task may do better.
                 Err(e) => {
                     self.entries.mark_done(index, start);

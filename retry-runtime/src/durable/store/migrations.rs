@@ -65,6 +65,7 @@ pub(crate) const POSTGRES: &[Migration] = &[
     migration!("postgres", 1, "0001_baseline", "baseline", 1),
     migration!("postgres", 2, "0002_leaders", "leaders", 1),
     migration!("postgres", 3, "0003_breakers", "breakers", 2),
+    migration!("postgres", 4, "0004_prefetch", "prefetch", 3),
 ];
 
 /// SQLite's migrations, in order.
@@ -73,6 +74,7 @@ pub(crate) const SQLITE: &[Migration] = &[
     migration!("sqlite", 1, "0001_baseline", "baseline", 1),
     migration!("sqlite", 2, "0002_leaders", "leaders", 1),
     migration!("sqlite", 3, "0003_breakers", "breakers", 2),
+    migration!("sqlite", 4, "0004_prefetch", "prefetch", 3),
 ];
 
 #[cfg(all(test, feature = "sqlite", feature = "postgres"))]

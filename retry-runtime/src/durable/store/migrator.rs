@@ -16,8 +16,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::{Database, Executor, Transaction};
 
 use super::adopt;
+use super::foreign::{self, Found};
 use super::migrations::Migration;
-use super::{Arg, Store, fetch_all, fetch_int};
+use super::{Store, fetch_all};
 use crate::durable::error::Error;
 
 /// The record of what was applied; the same text for both backends.
@@ -85,19 +86,10 @@ pub(crate) fn known(store: &Store) -> &'static [Migration] {
     }
 }
 
-fn dialect(store: &Store) -> &'static Dialect {
-    match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(_) => &SQLITE,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(_) => &POSTGRES,
-    }
-}
-
-/// The rows of `retry_migrations`, oldest first; none when the table does not exist.
+/// The rows of `retry_migrations`, oldest first; none when the table does not exist. A table
+/// named like the queue's that is not the queue's is refused, named ([`foreign`]).
 pub(crate) async fn applied(store: &Store) -> Result<Vec<Applied>, Error> {
-    let dialect = dialect(store);
-    if fetch_int(store, dialect.has_table, &[Arg::Text("retry_migrations")]).await? == 0 {
+    if foreign::check(store).await? != Found::Versioned {
         return Ok(Vec::new());
     }
     fetch_all(store, APPLIED, &[]).await
@@ -117,15 +109,33 @@ pub(crate) async fn prepare(store: &Store, apply: bool) -> Result<(), Error> {
         return Ok(());
     }
     if !apply {
-        let current = applied.last().map_or(0, |a| a.0);
-        let latest = known.last().map_or(0, |m| m.version);
-        return Err(Error::Invalid(format!(
-            "the task database's schema is at version {current}; this build of retry-runtime \
-             needs version {latest}: run `retry-queue migrate up`, or connect without \
-             `.migrate(false)`"
-        )));
+        return Err(behind(store, known, &applied).await);
     }
     up(store, None).await.map(drop)
+}
+
+/// Why a schema behind this build's is refused when connecting without migrating: the
+/// remedy is `retry-queue migrate up` (a worker connecting with migrations on also applies it).
+async fn behind(store: &Store, known: &[Migration], applied: &[Applied]) -> Error {
+    let current = applied.last().map_or(0, |a| a.0);
+    let latest = known.last().map_or(0, |m| m.version);
+    let found = foreign::check(store).await;
+    let unversioned = matches!(found, Ok(Found::Unversioned));
+    Error::Invalid(match current {
+        0 if matches!(found, Ok(Found::Nothing)) => format!(
+            "the database has no task queue schema (no retry_* table): run `retry-queue \
+             migrate up` to create it (version {latest}); nothing was changed"
+        ),
+        _ => format!(
+            "the task database's schema is at version {current}{}; this build of \
+             retry-runtime needs version {latest}: run `retry-queue migrate up`",
+            if unversioned {
+                " (made before versions were recorded)"
+            } else {
+                ""
+            }
+        ),
+    })
 }
 
 /// Refuses a schema this build cannot use: a known migration whose recorded checksum differs
@@ -167,6 +177,9 @@ pub(crate) async fn down(store: &Store, to: i64) -> Result<Vec<i64>, Error> {
 }
 
 async fn run(store: &Store, step: Step) -> Result<Vec<i64>, Error> {
+    // An application's own retry_tasks (say) is named before the lock's transaction creates
+    // retry_migrations beside it.
+    foreign::check(store).await?;
     let known = known(store);
     match store {
         #[cfg(feature = "sqlite")]

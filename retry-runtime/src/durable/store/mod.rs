@@ -66,12 +66,14 @@ pub(crate) mod counts;
 mod db;
 pub(crate) mod file_identity;
 pub(crate) mod find;
+pub(crate) mod foreign;
 pub(crate) mod leader;
 pub(crate) mod migrations;
 pub(crate) mod migrator;
 pub(crate) mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
+pub(crate) mod prefetched;
 pub(crate) mod presence;
 pub(crate) mod reports;
 mod rows;
@@ -81,7 +83,7 @@ pub(crate) mod systems;
 pub(crate) mod tasks;
 
 pub(crate) use db::{Arg, Store, close_if_broken, execute, fetch_all, fetch_int, fetch_optional};
-pub(crate) use rows::{Done, Fence, NewTask, Row};
+pub(crate) use rows::{Claimed, Done, Fence, NewTask, Row};
 
 impl Store {
     /// Opens the database named by `url`, its schema untouched ([`migrator`] reads and

@@ -20,7 +20,8 @@ const MAX_CONNECTIONS: u32 = 10;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Claims up to `$3` due tasks of queue `$1` at `$2` under token `$4` until `$5`, skipping rows
-/// other claims hold, and commits without waiting for the WAL flush.
+/// other claims hold, and commits without waiting for the WAL flush; marked prefetched with `$7`
+/// (the token: held beyond the free slots, not started; NULL: started at once).
 // The claimed rows are found by `seq = ANY (ARRAY(…))`, not by a join with `due`: the plan is
 // generic (`plan_cache_mode`, see `connect`), so the planner does not know `LIMIT $3` and
 // expects a tenth of the due rows. A join then hashed the whole table: behind a backlog of a
@@ -37,11 +38,13 @@ pub(super) const CLAIM: &str = concat!(
          AND ($6 IS NULL OR kind IN (SELECT jsonb_array_elements_text($6::jsonb))) \
          ORDER BY next_process_ms, seq LIMIT $3 \
          FOR UPDATE SKIP LOCKED) \
-     UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
+     UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5, \
+         prefetched_token = $7 \
      FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
      WHERE seq = ANY (ARRAY(SELECT due_seq FROM due)) \
      RETURNING ",
-    columns!()
+    columns!(),
+    ", given_back"
 );
 
 /// [`CLAIM`] with the conditions of a per-system gate ([`systems::Filter`](super::systems::Filter)):
@@ -49,7 +52,8 @@ pub(super) const CLAIM: &str = concat!(
 /// these (a JSON array, or NULL), with `$10` the kinds mapped to them; `$11` fresh tasks only
 /// (1), retries only (2) or both (0); `$12` a global concurrency limit of system `$7` (or NULL):
 /// no more claimed than it leaves beside the system's active tasks, run by [`claim_global`]
-/// after a lock that serialises the claims of that system. Only a worker with limits runs it:
+/// after a lock that serialises the claims of that system; `$13` the prefetched mark, as `$7`
+/// of [`CLAIM`]. Only a worker with limits runs it:
 /// [`CLAIM`] stays as it was.
 pub(super) const CLAIM_MANAGED: &str = concat!(
     "WITH due AS ( \
@@ -69,11 +73,13 @@ pub(super) const CLAIM_MANAGED: &str = concat!(
              (SELECT COUNT(*) FROM retry_tasks WHERE queue = $1 AND system = $7::text \
               AND state = 'active'), 0)) END \
          FOR UPDATE SKIP LOCKED) \
-     UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
+     UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5, \
+         prefetched_token = $13 \
      FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
      WHERE seq = ANY (ARRAY(SELECT due_seq FROM due)) \
      RETURNING ",
-    columns!()
+    columns!(),
+    ", given_back"
 );
 
 /// Defers the due tasks of system `$3` (or naming none, of the kinds in `$4`) to `$5` plus a
@@ -107,7 +113,7 @@ pub(super) async fn claim_global(
     pool: &PgPool,
     args: &[super::Arg<'_>],
     (queue, system): (&str, &str),
-) -> Result<Vec<super::Row>, sqlx::Error> {
+) -> Result<Vec<super::Claimed>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(1) || $2, 0))")
         .bind(queue)
@@ -119,7 +125,7 @@ pub(super) async fn claim_global(
         .await?;
     let rows = rows
         .iter()
-        .map(<super::Row as sqlx::FromRow<'_, sqlx::postgres::PgRow>>::from_row)
+        .map(<super::Claimed as sqlx::FromRow<'_, sqlx::postgres::PgRow>>::from_row)
         .collect::<Result<Vec<_>, _>>()?;
     tx.commit().await?;
     Ok(rows)

@@ -76,6 +76,29 @@ where
     }
 }
 
+/// A row as a claim returns it: with how many times the recoverer gave the task back without a
+/// charge ([`prefetched`](super::prefetched)).
+#[derive(Debug)]
+pub(crate) struct Claimed {
+    pub(crate) row: Row,
+    pub(crate) given_back: i64,
+}
+
+impl<R> sqlx::FromRow<'_, R> for Claimed
+where
+    R: sqlx::Row,
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    fn from_row(row: &R) -> Result<Claimed, sqlx::Error> {
+        Ok(Claimed {
+            row: Row::from_row(row)?,
+            given_back: row.try_get("given_back")?,
+        })
+    }
+}
+
 impl Row {
     pub(crate) fn into_info(self) -> TaskInfo {
         let due = matches!(
@@ -129,6 +152,7 @@ impl Row {
             deadline,
             key_expires_at,
             pickup_delay: None,
+            clear_mark: false,
         }
     }
 }

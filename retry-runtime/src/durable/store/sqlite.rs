@@ -21,12 +21,15 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a caller waits for the connection.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Claims up to `$3` due tasks of queue `$1` at `$2` under token `$4` until `$5`.
+/// Claims up to `$3` due tasks of queue `$1` at `$2` under token `$4` until `$5`, marked
+/// prefetched with `$7` (the token: held beyond the free slots, not started; NULL: started at
+/// once).
 // The claim's condition besides the state and the due time: the queue is not paused, and the
 // task's kind is one the claiming worker handles (`$6`, a JSON array of kinds, or NULL for any
 // kind), read with `json_each`.
 pub(super) const CLAIM: &str = concat!(
-    "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
+    "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5, \
+         prefetched_token = $7 \
      WHERE seq IN ( \
          SELECT seq FROM retry_tasks \
          WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
@@ -34,7 +37,8 @@ pub(super) const CLAIM: &str = concat!(
          AND ($6 IS NULL OR kind IN (SELECT value FROM json_each($6))) \
          ORDER BY next_process_ms, seq LIMIT $3) \
      RETURNING ",
-    columns!()
+    columns!(),
+    ", given_back"
 );
 
 /// [`CLAIM`] with the conditions of a per-system gate ([`systems::Filter`](super::systems::Filter)):
@@ -42,10 +46,11 @@ pub(super) const CLAIM: &str = concat!(
 /// these (a JSON array, or NULL), with `$10` the kinds mapped to them; `$11` fresh tasks only
 /// (1), retries only (2) or both (0); `$12` a global concurrency limit of system `$7` (or NULL):
 /// no more claimed than it leaves beside the system's active tasks, counted in the same
-/// statement, which holds the write lock. Only a worker with limits runs it: [`CLAIM`] stays as
+/// statement, which holds the write lock; `$13` the prefetched mark, as `$7` of [`CLAIM`]. Only a worker with limits runs it: [`CLAIM`] stays as
 /// it was.
 pub(super) const CLAIM_MANAGED: &str = concat!(
-    "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5 \
+    "UPDATE retry_tasks SET state = 'active', lease_token = $4, lease_expires_ms = $5, \
+         prefetched_token = $13 \
      WHERE seq IN ( \
          SELECT seq FROM retry_tasks \
          WHERE queue = $1 AND state IN ('pending', 'scheduled', 'retry') AND next_process_ms <= $2 \
@@ -61,7 +66,8 @@ pub(super) const CLAIM_MANAGED: &str = concat!(
          LIMIT CASE WHEN $12 IS NULL THEN $3 ELSE MIN($3, MAX($12 - (SELECT COUNT(*) \
              FROM retry_tasks WHERE queue = $1 AND system = $7 AND state = 'active'), 0)) END) \
      RETURNING ",
-    columns!()
+    columns!(),
+    ", given_back"
 );
 
 /// Defers the due tasks of system `$3` (or naming none, of the kinds in `$4`) to `$5` plus a

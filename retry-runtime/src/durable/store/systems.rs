@@ -5,7 +5,7 @@
 //! with its conditions (only one system; every system but the limited ones; fresh tasks or
 //! retries only), the deferral, and the operator's per-system figures.
 
-use super::{Arg, Row, Store, fetch_all};
+use super::{Arg, Claimed, Store, fetch_all};
 use crate::durable::error::Error;
 
 /// Which tasks a claim takes by their `retried`.
@@ -34,18 +34,18 @@ pub(crate) struct Filter<'a> {
 }
 
 /// Claims up to `limit` due tasks of `kinds` that pass `filter`, like
-/// [`tasks::claim`](super::tasks::claim).
+/// [`tasks::claim`](super::tasks::claim) (marked prefetched when `prefetched`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn claim(
     store: &Store,
     queue: &str,
     now: i64,
     limit: i64,
-    token: i64,
+    (token, prefetched): (i64, bool),
     lease_until: i64,
     kinds: Option<&str>,
     filter: Filter<'_>,
-) -> Result<Vec<Row>, Error> {
+) -> Result<Vec<Claimed>, Error> {
     let statement = match store {
         #[cfg(feature = "sqlite")]
         Store::Sqlite(_) => super::sqlite::CLAIM_MANAGED,
@@ -65,8 +65,9 @@ pub(crate) async fn claim(
         Arg::Text(filter.except.map_or("[]", |(_, kinds)| kinds)),
         Arg::Int(filter.retried as i64),
         Arg::MaybeInt(filter.global),
+        Arg::MaybeInt(prefetched.then_some(token)),
     ];
-    let mut rows: Vec<Row> = match (store, filter.only, filter.global) {
+    let mut rows: Vec<Claimed> = match (store, filter.only, filter.global) {
         #[cfg(feature = "postgres")]
         (Store::Postgres(pool), Some((system, _)), Some(_)) => {
             super::postgres::claim_global(pool, &args, (queue, system))
@@ -75,7 +76,7 @@ pub(crate) async fn claim(
         }
         _ => fetch_all(store, statement, &args).await?,
     };
-    rows.sort_by_key(|row| (row.next_process_ms, row.seq));
+    rows.sort_by_key(|c| (c.row.next_process_ms, c.row.seq));
     Ok(rows)
 }
 

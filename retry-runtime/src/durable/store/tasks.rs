@@ -3,7 +3,8 @@
 
 use std::collections::HashSet;
 
-use super::{Arg, Done, Fence, NewTask, Row, Store, execute, fetch_all, fetch_int, fetch_optional};
+use super::{Arg, Claimed, Done, Fence, NewTask, Row, Store};
+use super::{execute, fetch_all, fetch_int, fetch_optional};
 use crate::durable::error::Error;
 use crate::durable::failures;
 use crate::durable::store::rows::COMPLETE;
@@ -98,17 +99,17 @@ pub(crate) async fn get(store: &Store, queue: &str, id: &str) -> Result<Option<R
     fetch_optional(store, GET, &[Arg::Text(queue), Arg::Text(id)]).await
 }
 
-/// Claims up to `limit` due tasks of `kinds` (a JSON array; `None`: any kind) with the
-/// backend's claim statement, oldest due first, in enqueue order within a millisecond.
+/// Claims up to `limit` due tasks of `kinds` (a JSON array; `None`: any kind), oldest due
+/// first, enqueue order within a millisecond; under `token`, marked prefetched if `prefetched`.
 pub(crate) async fn claim(
     store: &Store,
     queue: &str,
     now: i64,
     limit: i64,
-    token: i64,
+    (token, prefetched): (i64, bool),
     lease_until: i64,
     kinds: Option<&str>,
-) -> Result<Vec<Row>, Error> {
+) -> Result<Vec<Claimed>, Error> {
     let statement = match store {
         #[cfg(feature = "sqlite")]
         Store::Sqlite(_) => super::sqlite::CLAIM,
@@ -122,10 +123,11 @@ pub(crate) async fn claim(
         Arg::Int(token),
         Arg::Int(lease_until),
         Arg::MaybeText(kinds),
+        Arg::MaybeInt(prefetched.then_some(token)),
     ];
-    let mut rows: Vec<Row> = fetch_all(store, statement, &args).await?;
+    let mut rows: Vec<Claimed> = fetch_all(store, statement, &args).await?;
     // RETURNING gives rows in no particular order.
-    rows.sort_by_key(|row| (row.next_process_ms, row.seq));
+    rows.sort_by_key(|c| (c.row.next_process_ms, c.row.seq));
     Ok(rows)
 }
 

@@ -99,7 +99,7 @@ async fn renew_if_waited(runner: &Runner, queue: &Queue, task: &mut ActiveTask) 
     if left >= runner.lease.saturating_sub(runner.heartbeat()) {
         return true;
     }
-    match lease::extend(&queue.handle, task, runner.lease).await {
+    match lease::extend_started(&queue.handle, task, runner.lease).await {
         Ok(true) => true,
         Ok(false) => {
             event!(

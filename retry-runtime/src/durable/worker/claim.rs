@@ -52,8 +52,9 @@ pub(crate) fn order(queues: &[Served], strict_priority: bool, runner: &Runner) -
 }
 
 /// Asks the served queues, in this round's order, for up to `free` due tasks of the worker's
-/// kinds in all. A queue that gives fewer than asked has no more due work, and the next one in
-/// the order is asked for the rest.
+/// kinds in all, the first `slots` of them to start at once (the rest prefetched, marked so:
+/// [`lease::claim_split`]). A queue that gives fewer than asked has no more due work, and the
+/// next one in the order is asked for the rest.
 ///
 /// A database error ends the round: it is returned when nothing was claimed yet, and logged
 /// otherwise (the tasks claimed must run).
@@ -61,7 +62,7 @@ pub(crate) async fn claim(
     (queues, order): (&[Served], Vec<usize>),
     runner: &Runner,
     kinds: &str,
-    mut free: usize,
+    (mut free, mut slots): (usize, usize),
 ) -> Result<Vec<(Queue, ActiveTask)>, Error> {
     let mut claimed = Vec::new();
     let gate = &runner.gate;
@@ -73,14 +74,15 @@ pub(crate) async fn claim(
         let kinds = Some(kinds);
         let lease = runner.lease;
         let result = if gate.is_plain() {
-            lease::claim(&queue.handle, free, lease, kinds).await
+            lease::claim(&queue.handle, (free, slots), lease, kinds).await
         } else {
             let metrics = &runner.outcomes.metrics;
-            gated(gate, metrics, queue, free, (lease, kinds)).await
+            gated(gate, metrics, queue, (free, &mut slots), (lease, kinds)).await
         };
         match result {
             Ok(tasks) => {
                 free -= tasks.len();
+                slots -= tasks.len().min(slots);
                 for task in &tasks {
                     if let Some(waited) = task.pickup_delay {
                         let metrics = &runner.outcomes.metrics;
@@ -130,12 +132,12 @@ async fn relax(queues: &[Served], gate: &Gate) {
 }
 
 /// The gated claim of one queue: deferrals first, then each watched system within its
-/// allowance, then every other task.
+/// allowance, then every other task; `slots` of them (counted down) to start at once.
 async fn gated(
     gate: &Gate,
     metrics: &Metrics,
     queue: &Queue,
-    mut free: usize,
+    (mut free, slots): (usize, &mut usize),
     (lease, kinds): (Duration, Option<&str>),
 ) -> Result<Vec<ActiveTask>, Error> {
     let plan = shared_breaker::plan(gate, queue, lease).await?;
@@ -155,7 +157,7 @@ async fn gated(
             retried: Retried::Any,
             global: global.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
         };
-        let tasks = split(queue, filter, asked, &mut retries, lease, kinds).await?;
+        let tasks = split(queue, filter, (asked, slots), &mut retries, (lease, kinds)).await?;
         gate.taken(Some(i), &tasks, asked);
         free -= tasks.len();
         claimed.extend(tasks);
@@ -167,7 +169,7 @@ async fn gated(
             retried: Retried::Any,
             global: None,
         };
-        let tasks = split(queue, filter, free, &mut retries, lease, kinds).await?;
+        let tasks = split(queue, filter, (free, slots), &mut retries, (lease, kinds)).await?;
         gate.taken(None, &tasks, free);
         claimed.extend(tasks);
     }
@@ -176,64 +178,55 @@ async fn gated(
 
 /// Claims up to `asked` tasks passing `filter`; while retries are about (`retries`: how many
 /// more may be held), at most that many retries, the rest fresh tasks, and retries again for
-/// what no fresh task took.
+/// what no fresh task took. `slots` of them (counted down) start at once.
 async fn split(
     queue: &Queue,
     filter: Filter<'_>,
-    asked: usize,
+    (asked, slots): (usize, &mut usize),
     retries: &mut Option<usize>,
-    lease: Duration,
-    kinds: Option<&str>,
+    lease: (Duration, Option<&str>),
 ) -> Result<Vec<ActiveTask>, Error> {
     let Some(left) = *retries else {
-        return managed(queue, filter, asked, lease, kinds).await;
+        return managed(queue, filter, (asked, slots), lease).await;
     };
     let with = |retried| Filter { retried, ..filter };
     let mut tasks = Vec::new();
     if left > 0 {
-        tasks = managed(queue, with(Retried::Retries), left.min(asked), lease, kinds).await?;
+        let asked = (left.min(asked), &mut *slots);
+        tasks = managed(queue, with(Retried::Retries), asked, lease).await?;
     }
     let fresh_asked = asked - tasks.len();
-    let fresh = managed(queue, with(Retried::Fresh), fresh_asked, lease, kinds).await?;
+    let fresh = managed(queue, with(Retried::Fresh), (fresh_asked, slots), lease).await?;
     let more = fresh_asked - fresh.len();
     tasks.extend(fresh);
     if more > 0 {
         // No fresh task is due: retries may have the room.
-        tasks.extend(managed(queue, with(Retried::Retries), more, lease, kinds).await?);
+        let retried = managed(queue, with(Retried::Retries), (more, slots), lease).await?;
+        tasks.extend(retried);
     }
     let taken = tasks.iter().filter(|t| t.retried() > 0).count();
     *retries = Some(left.saturating_sub(taken));
     Ok(tasks)
 }
 
-/// One claim with `filter`, like [`lease::claim`].
+/// One claim with `filter`, like [`lease::claim`]: up to `max`, the first `slots` (counted
+/// down) to start at once.
 async fn managed(
     queue: &Queue,
     filter: Filter<'_>,
-    max: usize,
-    lease: Duration,
-    kinds: Option<&str>,
+    (max, slots): (usize, &mut usize),
+    (lease, kinds): (Duration, Option<&str>),
 ) -> Result<Vec<ActiveTask>, Error> {
-    if max == 0 {
-        return Ok(Vec::new());
-    }
     let handle = &queue.handle;
     let now = to_ms(handle.clock.now());
-    let limit = i64::try_from(max).unwrap_or(i64::MAX);
     let lease_until = now.saturating_add(duration_ms(lease));
-    let token = lease::new_token();
-    let store = &handle.store;
-    let rows = systems::claim(
-        store,
-        &handle.name,
-        now,
-        limit,
-        token,
-        lease_until,
-        kinds,
-        filter,
-    );
-    Ok(lease::claimed(rows.await?, now))
+    let (store, name) = (&handle.store, &*handle.name);
+    let tasks = lease::claim_split((max, *slots), now, move |limit, token| {
+        systems::claim(store, name, now, limit, token, lease_until, kinds, filter)
+    })
+    .await?;
+    *slots -= tasks.len().min(*slots);
+    Ok(tasks)
 }
 
 /// Defers the due tasks of every system whose breaker is open to its next probe (plus a

@@ -9,31 +9,65 @@ use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, from_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
-use crate::durable::store::{Done, Fence, Row, tasks};
+use crate::durable::store::{Claimed, Done, Fence, prefetched, tasks};
 
 /// Claims up to `max` due tasks (oldest due first) of the kinds in `kinds` (a JSON array of
-/// strings; `None`: any kind) under a lease of `lease`, each with a fresh fencing token.
+/// strings; `None`: any kind) under a lease of `lease`, each with a fresh fencing token; the
+/// first `slots` go into free slots at once, the rest are prefetched ([`claim_split`]).
 pub(crate) async fn claim(
     queue: &Handle,
-    max: usize,
+    (max, slots): (usize, usize),
     lease: Duration,
     kinds: Option<&str>,
 ) -> Result<Vec<ActiveTask>, Error> {
-    if max == 0 {
-        return Ok(Vec::new());
-    }
     let now = to_ms(queue.clock.now());
-    let limit = i64::try_from(max).unwrap_or(i64::MAX);
     let lease_until = now.saturating_add(duration_ms(lease));
-    let (store, name, token) = (&queue.store, &queue.name, new_token());
-    let rows = tasks::claim(store, name, now, limit, token, lease_until, kinds).await?;
-    Ok(claimed(rows, now))
+    let (store, name) = (&queue.store, &*queue.name);
+    claim_split((max, slots), now, move |limit, token| {
+        tasks::claim(store, name, now, limit, token, lease_until, kinds)
+    })
+    .await
+}
+
+/// Claims up to `max` tasks with `statement` (given how many and the token, and whether it marks
+/// them prefetched): the first `slots` unmarked, as they start at once, the rest marked, as
+/// they wait for a slot ([`prefetched`](crate::durable::store::prefetched)). Two statements
+/// only when both kinds are asked for and the first found all it asked: a worker whose slots
+/// are full when it claims (the steady state of a backlog) marks in its one claim.
+pub(crate) async fn claim_split<F, Fut>(
+    (max, slots): (usize, usize),
+    now: i64,
+    mut statement: F,
+) -> Result<Vec<ActiveTask>, Error>
+where
+    F: FnMut(i64, (i64, bool)) -> Fut,
+    Fut: Future<Output = Result<Vec<Claimed>, Error>>,
+{
+    let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let slots = slots.min(max);
+    let mut tasks = Vec::new();
+    if slots > 0 {
+        tasks = claimed(statement(limit(slots), (new_token(), false)).await?, now);
+        if tasks.len() < slots {
+            return Ok(tasks);
+        }
+    }
+    if max > slots {
+        let rows = statement(limit(max - slots), (new_token(), true)).await?;
+        let suspects: Vec<bool> = rows.iter().map(|c| c.given_back > 0).collect();
+        let marked = claimed(rows, now).into_iter().zip(suspects);
+        tasks.extend(marked.map(|(mut task, suspect)| {
+            task.clear_mark = suspect;
+            task
+        }));
+    }
+    Ok(tasks)
 }
 
 /// The claimed tasks of `rows`, claimed at `now`, each with how long it waited.
-pub(crate) fn claimed(rows: Vec<Row>, now: i64) -> Vec<ActiveTask> {
+pub(crate) fn claimed(rows: Vec<Claimed>, now: i64) -> Vec<ActiveTask> {
     rows.into_iter()
-        .map(|row| {
+        .map(|Claimed { row, .. }| {
             // The claim keeps the due time: the task waited from then until now.
             let waited = row
                 .next_process_ms
@@ -58,14 +92,38 @@ pub(crate) async fn extend(
     task: &mut ActiveTask,
     lease: Duration,
 ) -> Result<bool, Error> {
+    renew(queue, task, lease, false).await
+}
+
+/// [`extend`] for a task that has started (or starts right after): its prefetched mark is
+/// cleared in the same statement.
+pub(crate) async fn extend_started(
+    queue: &Handle,
+    task: &mut ActiveTask,
+    lease: Duration,
+) -> Result<bool, Error> {
+    renew(queue, task, lease, true).await
+}
+
+async fn renew(
+    queue: &Handle,
+    task: &mut ActiveTask,
+    lease: Duration,
+    started: bool,
+) -> Result<bool, Error> {
     let until = queue
         .clock
         .now()
         .checked_add(lease)
         .unwrap_or(task.lease_expires_at);
-    let renewed = tasks::extend(&queue.store, Fence::of(task), to_ms(until)).await?;
+    let (store, fence, until_ms) = (&queue.store, Fence::of(task), to_ms(until));
+    let renewed = if started {
+        prefetched::renew_started(store, fence, until_ms).await?
+    } else {
+        tasks::extend(store, fence, until_ms).await?
+    };
     if renewed {
-        task.lease_expires_at = from_ms(to_ms(until));
+        task.lease_expires_at = from_ms(until_ms);
     }
     Ok(renewed)
 }

@@ -28,6 +28,8 @@ pub(crate) mod runner;
 pub(crate) mod served;
 pub(crate) mod shared_breaker;
 mod span;
+mod start;
+pub(crate) mod stopping;
 mod supervisor;
 pub(crate) mod throttle;
 pub(crate) mod wake;
@@ -176,7 +178,10 @@ impl Worker {
     /// How long [`run_until`](Worker::run_until) waits for running attempts once its shutdown
     /// signal fires (default [`DEFAULT_SHUTDOWN_TIMEOUT`](crate::durable::DEFAULT_SHUTDOWN_TIMEOUT));
     /// attempts still running then are dropped and their tasks go back to pending, at the head of
-    /// their queue, without counting a retry.
+    /// their queue, without counting a retry. The stop's own writes (tasks given back, the
+    /// heartbeat row, the completions queued) get 5 s more, whatever the database's locks: what
+    /// they could not write is left to the recoverer (tasks pending again once their leases run
+    /// out) and logged at WARN, so a graceful stop returns within this timeout and 5 s.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.config.shutdown_timeout = timeout;
         self
@@ -286,7 +291,9 @@ impl Worker {
     /// [`shutdown_timeout`](Worker::shutdown_timeout) to finish, and those still running are
     /// dropped and their tasks returned to pending without counting a retry. While it runs, its
     /// [heartbeat](Worker::heartbeat_interval) row says who it is and what it runs; the row is
-    /// deleted once it has drained (a dropped future leaves it to go stale).
+    /// deleted once it has drained (a dropped future leaves it to go stale). The stop is bounded
+    /// (see [`shutdown_timeout`](Worker::shutdown_timeout)) even while another process holds the
+    /// database's lock.
     ///
     /// Fails at once with [`Error::Invalid`] when no handler is registered, and with
     /// [`Error::Unreachable`] if the database does not answer at start;
@@ -315,11 +322,19 @@ impl Worker {
                 () = fatal.fired() => {}
             }
         };
-        config.processor(runner).run(stopping, completer).await;
+        let deadline = config.processor(runner).run(stopping, completer).await;
         let _ = (stop.send(true), drop(listening));
-        log_join(periodic.await);
+        // Each bounded by the stop's deadline (`stopping`): a busy database cannot hold it.
+        let heartbeat = "the heartbeat row, which goes stale";
+        deadline
+            .join("stopping the periodic components", heartbeat, periodic)
+            .await;
         // Every attempt has ended: the completions they queued are written before returning.
-        log_join(writer.await);
+        let completions =
+            "completions not written: those tasks run again once their leases run out";
+        deadline
+            .join("writing the completions queued", completions, writer)
+            .await;
         fatal.take().map_or(Ok(()), Err)
     }
 

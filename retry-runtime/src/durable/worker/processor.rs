@@ -19,16 +19,15 @@ use tokio::time::Instant;
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
-use crate::durable::worker::attempt::attempt;
 use crate::durable::worker::claim;
 use crate::durable::worker::completer::Completer;
 use crate::durable::worker::due::next_due;
 use crate::durable::worker::gate::Key;
 use crate::durable::worker::lease;
-use crate::durable::worker::outcome::persist;
 use crate::durable::worker::pace::{Pace, claim_backoff};
 use crate::durable::worker::runner::Runner;
 use crate::durable::worker::served::Served;
+use crate::durable::worker::stopping::{self, StopDeadline};
 
 /// How often a worker looks for due tasks when the last look found fewer than it had room for.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -63,8 +62,9 @@ pub(crate) struct Processor {
 impl Processor {
     /// Runs until `shutdown` completes, then gives the prefetched tasks back and drains: running
     /// attempts get [`shutdown_timeout`](crate::durable::Worker::shutdown_timeout), then are dropped and
-    /// their tasks returned to pending. Completions go to `completer`.
-    pub(crate) async fn run<F: Future>(self, shutdown: F, completer: Completer) {
+    /// their tasks returned to pending. Completions go to `completer`. Returns the deadlines
+    /// of the stop, for the worker's last writes.
+    pub(crate) async fn run<F: Future>(self, shutdown: F, completer: Completer) -> StopDeadline {
         let (stop, stopped) = watch::channel(false);
         // Each attempt returns how long it took: the pace that bounds the prefetch.
         // (and whether a system it held has more due: claim at once).
@@ -81,7 +81,7 @@ impl Processor {
         let mut shutdown = std::pin::pin!(shutdown);
         // The claim in flight, if any (`asked`: how many it asks for): the slots go on starting
         // prefetched tasks while it waits for the database, instead of idling for a round trip.
-        let mut claiming = std::pin::pin!(self.claim_if(0));
+        let mut claiming = std::pin::pin!(self.claim_if(0, 0));
         let mut asked = 0;
         loop {
             self.start_ready(&mut running, &mut ready, &stopped, &completer);
@@ -98,7 +98,7 @@ impl Processor {
                 // Rings from here on wake the next wait: this claim may not see their task.
                 woken.borrow_and_update();
                 next_claim = Instant::now() + self.poll_interval;
-                claiming.set(self.claim_if(room));
+                claiming.set(self.claim_if(room, self.concurrency.saturating_sub(held)));
                 asked = room;
             }
             let has_room = asked == 0 && held < capacity;
@@ -132,54 +132,17 @@ impl Processor {
                 }
             }
         }
+        let deadline = StopDeadline::from_now(self.shutdown_timeout);
         if asked > 0 {
-            // The claim in flight is not dropped half-done: its tasks start in the free slots
-            // and drain with the others, as if it had returned before the signal; the rest go
-            // back with the prefetched tasks.
-            if let Ok(claimed) = claiming.await {
-                let claimed_at = Instant::now();
-                ready.extend(claimed.into_iter().map(|(q, t)| (q, t, claimed_at)));
-                self.start_ready(&mut running, &mut ready, &stopped, &completer);
-            }
+            // The claim in flight is not dropped half-done while the database answers: its
+            // tasks start in the free slots and drain with the others; the rest go back.
+            let claimed = stopping::settle_claim(claiming, deadline).await;
+            let at = Instant::now();
+            ready.extend(claimed.into_iter().map(|(q, t)| (q, t, at)));
+            self.start_ready(&mut running, &mut ready, &stopped, &completer);
         }
-        self.drain(ready, running, stop).await;
-    }
-
-    /// Starts prefetched tasks in the free slots.
-    fn start_ready(
-        &self,
-        running: &mut JoinSet<(Duration, bool)>,
-        ready: &mut VecDeque<(Queue, ActiveTask, Instant)>,
-        stopped: &watch::Receiver<bool>,
-        completer: &Completer,
-    ) {
-        while running.len() < self.concurrency {
-            let Some((queue, task, _)) = ready.pop_front() else {
-                break;
-            };
-            self.start(running, queue, task, stopped, completer);
-        }
-    }
-
-    /// Starts an attempt of `task` in `running`, timed (its duration feeds the pace) and
-    /// holding its slot of the per-system gate until it ends.
-    fn start(
-        &self,
-        running: &mut JoinSet<(Duration, bool)>,
-        queue: Queue,
-        task: ActiveTask,
-        stopped: &watch::Receiver<bool>,
-        completer: &Completer,
-    ) {
-        let key = self.runner.gate.key(&task);
-        let run = attempt(
-            self.runner.clone(),
-            queue,
-            task,
-            stopped.clone(),
-            completer.clone(),
-        );
-        running.spawn(timed(run, self.runner.clone(), key));
+        self.drain(ready, running, stop, deadline).await;
+        deadline
     }
 
     /// After a claim: the ready queue extended, the run of failed claims counted or ended;
@@ -232,33 +195,18 @@ impl Processor {
         }
     }
 
-    /// The shutdown: prefetched tasks back first (for other workers to take while these
-    /// drain), then the running attempts get the shutdown timeout, then are dropped.
+    /// The shutdown, bounded ([`stopping`]): prefetched tasks back first (for other workers to
+    /// take while these drain), then the running attempts get the shutdown timeout, then are
+    /// dropped.
     async fn drain(
         &self,
         mut ready: VecDeque<(Queue, ActiveTask, Instant)>,
         mut running: JoinSet<(Duration, bool)>,
         stop: watch::Sender<bool>,
+        deadline: StopDeadline,
     ) {
-        for (queue, task, _) in ready.drain(..) {
-            persist(&task, || lease::requeue(&queue.handle, &task)).await;
-            self.runner.gate.release(self.runner.gate.key(&task), None);
-        }
-        let drain = async {
-            while let Some(joined) = running.join_next().await {
-                log_join(joined);
-            }
-        };
-        if tokio::time::timeout(self.shutdown_timeout, drain)
-            .await
-            .is_err()
-        {
-            // Attempts still running: dropped, their tasks back to pending.
-            let _ = stop.send(true);
-            while let Some(joined) = running.join_next().await {
-                log_join(joined);
-            }
-        }
+        stopping::give_back_prefetched(&mut ready, &self.runner.gate, deadline).await;
+        stopping::drain_attempts(&mut running, &stop, deadline).await;
     }
 
     /// Renews the leases of the prefetched tasks that waited a heartbeat since their claim or
@@ -322,33 +270,38 @@ impl Processor {
     /// Claims the tasks due now (at most `concurrency` of them, from the served queues by their
     /// priority) and runs each to its end; returns how many ran.
     pub(crate) async fn run_due(&self, completer: Completer) -> Result<usize, Error> {
-        let claimed = self.claim(self.concurrency).await?;
+        let claimed = self.claim(self.concurrency, self.concurrency).await?;
         let count = claimed.len();
         let (_stop, stopped) = watch::channel(false);
         let mut running = JoinSet::new();
-        for (queue, task) in claimed {
-            self.start(&mut running, queue, task, &stopped, &completer);
-        }
+        let mut ready = claimed
+            .into_iter()
+            .map(|(queue, task)| (queue, task, Instant::now()))
+            .collect();
+        self.start_ready(&mut running, &mut ready, &stopped, &completer);
         while let Some(joined) = running.join_next().await {
             log_join(joined);
         }
         Ok(count)
     }
 
-    /// One claim round of up to `free` tasks, or none at once when `free` is 0: the processor's
-    /// claim slot holds one future of this type, in flight or spent.
-    async fn claim_if(&self, free: usize) -> Result<Vec<(Queue, ActiveTask)>, Error> {
+    /// One claim round of up to `free` tasks, or none at once when `free` is 0: the
+    /// processor's claim slot holds one future of this type, in flight or spent. `slots`: the
+    /// slots free when it is asked for; its first tasks start in them, the rest wait, marked
+    /// prefetched in the queue (`start.rs`).
+    async fn claim_if(&self, free: usize, slots: usize) -> Result<Vec<(Queue, ActiveTask)>, Error> {
         if free == 0 {
             return Ok(Vec::new());
         }
-        self.claim(free).await
+        self.claim(free, slots).await
     }
 
-    /// One claim round of up to `free` tasks ([`claim::claim`]).
-    async fn claim(&self, free: usize) -> Result<Vec<(Queue, ActiveTask)>, Error> {
+    /// One claim round of up to `free` tasks, `slots` of them to start at once
+    /// ([`claim::claim`]).
+    async fn claim(&self, free: usize, slots: usize) -> Result<Vec<(Queue, ActiveTask)>, Error> {
         let order = claim::order(&self.queues, self.strict_priority, &self.runner);
         let queues = (self.queues.as_slice(), order);
-        claim::claim(queues, &self.runner, &self.kinds, free).await
+        claim::claim(queues, &self.runner, &self.kinds, (free, slots)).await
     }
 }
 
@@ -388,7 +341,7 @@ fn next_wake(
     }
 }
 
-async fn timed(
+pub(crate) async fn timed(
     run: impl Future<Output = Option<bool>>,
     runner: Arc<Runner>,
     key: Key,

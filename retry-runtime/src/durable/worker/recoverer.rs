@@ -1,6 +1,9 @@
 //! The recoverer: finds active tasks whose lease expired — their worker crashed, stalled or lost
 //! the database — and puts each back as a failed attempt whose error is
-//! [`Error::LeaseExpired`], decided by the worker's rules like any other failure. Each write is
+//! [`Error::LeaseExpired`], decided by the worker's rules like any other failure; except the
+//! prefetched tasks still marked so (they never started, or only just: [`prefetched`]), given
+//! back pending with their retry count and last error unchanged, as a graceful stop gives them
+//! back. Each write is
 //! fenced by the task's token *and* by the lease still being expired, so a renewal that lands
 //! first wins, and two recoverers never both count the same attempt. A running worker recovers
 //! only the queues it leads ([`Leadership`]): one recoverer per queue.
@@ -13,7 +16,7 @@ use tokio::sync::watch;
 use crate::durable::client::queue::Queue;
 use crate::durable::clock::to_ms;
 use crate::durable::error::{BoxError, Error};
-use crate::durable::store::{Fence, tasks};
+use crate::durable::store::{Fence, prefetched, tasks};
 use crate::durable::worker::failure::Failure;
 use crate::durable::worker::leadership::Leadership;
 use crate::durable::worker::outcome::Outcomes;
@@ -92,7 +95,16 @@ impl Recoverer {
             )
             .await?;
             let found = rows.len();
+            let given_back = if found > 0 {
+                give_back(queue, now_ms).await?
+            } else {
+                Vec::new()
+            };
+            recovered += given_back.len();
             for row in rows {
+                if given_back.contains(&row.seq) {
+                    continue;
+                }
                 let task = row.into_active();
                 let error: BoxError = Box::new(Error::LeaseExpired);
                 let fence = Fence {
@@ -114,4 +126,19 @@ impl Recoverer {
         }
         Ok(recovered)
     }
+}
+
+/// Gives back the expired tasks of `queue` still marked prefetched, logging each (INFO: nothing
+/// failed); returns their rows.
+async fn give_back(queue: &Queue, now_ms: i64) -> Result<Vec<i64>, Error> {
+    let given = prefetched::give_back(&queue.handle.store, &queue.handle.name, now_ms).await?;
+    for (_, id) in &given {
+        event!(
+            info,
+            "durable worker: a prefetched task given back without a charge: it never started (or had only just started) when its worker stopped renewing the lease",
+            queue = queue.name(),
+            task = id
+        );
+    }
+    Ok(given.into_iter().map(|(seq, _)| seq).collect())
 }

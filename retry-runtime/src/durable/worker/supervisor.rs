@@ -143,7 +143,7 @@ async fn renew_running(
     lease_ends: &mut Instant,
 ) -> bool {
     let started = Instant::now();
-    let renewal = lease::extend(&queue.handle, task, runner.lease);
+    let renewal = lease::extend_started(&queue.handle, task, runner.lease);
     let Ok(renewed) = tokio::time::timeout_at(*lease_ends, renewal).await else {
         event!(
             warn,

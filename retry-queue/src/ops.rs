@@ -229,7 +229,8 @@ pub(crate) enum Kind {
     Active,
     /// Bad input (a queue name, a state, an action the task's state refuses): 400.
     Invalid,
-    /// The database failed or cannot be reached: 503.
+    /// The database failed or cannot be reached, or its SQLite file was deleted or replaced:
+    /// 503.
     Unavailable,
     /// Anything else: 500.
     Internal,
@@ -265,7 +266,10 @@ impl Problem {
                     Error::TaskNotFound => Kind::NotFound,
                     Error::TaskActive => Kind::Active,
                     Error::Invalid(_) => Kind::Invalid,
-                    Error::Unreachable(_) | Error::Database(_) => Kind::Unavailable,
+                    Error::Unreachable(_)
+                    | Error::Database(_)
+                    | Error::DatabaseFileLost { .. }
+                    | Error::Outage { .. } => Kind::Unavailable,
                     _ => Kind::Internal,
                 };
                 (kind, clean(&e.to_string()))

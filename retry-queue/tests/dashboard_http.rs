@@ -1111,6 +1111,36 @@ async fn a_failed_database_answers_503() {
     );
 }
 
+/// Issue 41, item 5: the database file deleted under a running dashboard. Within a bounded
+/// wait (the file is looked at once a second), every call answers 503 with a JSON error
+/// naming the file, never 500 (nor, as before, 200 from the deleted file).
+#[tokio::test]
+async fn a_deleted_database_file_answers_503_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tasks.db");
+    let q = Queue::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let d = Dash::serve(q, "other".into(), None, DashOptions::default()).await;
+    assert_eq!(d.get("/api/queues").await.0, StatusCode::OK);
+    std::fs::remove_file(&db).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut got = d.get("/api/queues").await;
+    while got.0 == StatusCode::OK && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        got = d.get("/api/queues").await;
+    }
+    let msg = assert_error(got, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        msg.contains(&format!("{} was deleted", db.display())),
+        "{msg}"
+    );
+    assert_error(
+        d.post("/api/queues/default/tasks/x/run").await,
+        StatusCode::SERVICE_UNAVAILABLE,
+    );
+}
+
 #[tokio::test]
 async fn serve_refuses_a_public_address_without_a_token_before_binding() {
     let dir = tempfile::tempdir().unwrap();

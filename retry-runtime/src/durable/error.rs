@@ -1,9 +1,11 @@
-//! The queue's error type, the boxed error handlers return, [`SkipRetry`] and [`Snooze`].
+//! The queue's error type, the boxed error handlers return, and (from
+//! [`handler_verdicts`](super::handler_verdicts)) [`SkipRetry`] and [`Snooze`].
 
 use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
+pub use super::handler_verdicts::{SkipRetry, Snooze};
 pub(crate) use crate::BoxError;
 
 /// What went wrong: with the queue's database, with a task given to [`Queue`](super::Queue), or
@@ -100,7 +102,9 @@ pub enum Error {
         /// The last beat's error.
         last: Box<Error>,
     },
-    /// [`Worker::run_until`](super::Worker::run_until): its SQLite file was deleted or replaced.
+    /// [`Worker::run_until`](super::Worker::run_until), and every [`Inspector`](super::Inspector)
+    /// call: the SQLite file the queue connected to was deleted or replaced (the process still
+    /// has the old one open, which nothing else sees). Restart the process.
     DatabaseFileLost {
         /// The database's path.
         path: std::path::PathBuf,
@@ -160,7 +164,9 @@ impl fmt::Display for Error {
                 let path = path.display();
                 write!(
                     f,
-                    "the task queue's SQLite file {path} was {how} under the worker"
+                    "the task queue's SQLite file {path} was {how} while this process had it \
+                     open: what it reads and writes goes to the old file, which nothing else \
+                     sees; restart the process to open the file at the path"
                 )
             }
             Error::TaskIdConflict => {
@@ -203,6 +209,11 @@ impl fmt::Display for Error {
             Error::Decode(e) => write!(f, "payload does not decode: {e}"),
             Error::Invalid(why) => f.write_str(why),
             Error::Unreachable(e) => write!(f, "task queue database unreachable: {e}"),
+            Error::Database(e) if is_disk_full(e) => write!(
+                f,
+                "task queue database: the disk is full, nothing was written (free space on \
+                 the database's disk, then try again): {e}"
+            ),
             Error::Database(e) => write!(f, "task queue database error: {e}"),
             Error::TimedOut(d) => write!(f, "attempt timed out after {d:?}"),
             Error::DeadlineExceeded => f.write_str("the task's deadline passed"),
@@ -221,6 +232,22 @@ impl fmt::Display for Error {
     }
 }
 
+/// Whether `e` says the database's disk is full: SQLite's `SQLITE_FULL` (13), PostgreSQL's
+/// `disk_full` (SQLSTATE 53100). The statement changed nothing.
+fn is_disk_full(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else {
+        return false;
+    };
+    let Some(code) = db.code() else {
+        return false;
+    };
+    #[cfg(feature = "sqlite")]
+    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        return code.parse::<i32>().is_ok_and(|code| code & 0xff == 13);
+    }
+    code == "53100"
+}
+
 impl StdError for Error {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
@@ -231,120 +258,6 @@ impl StdError for Error {
         }
     }
 }
-
-/// A handler error that sends its task straight to the archive, whatever its retry count
-/// (asynq's `SkipRetry`).
-///
-/// ```
-/// use retry_runtime::BoxError;
-/// use retry_runtime::durable::SkipRetry;
-///
-/// fn check(amount: i64) -> Result<(), BoxError> {
-///     if amount <= 0 {
-///         return Err(SkipRetry::new("amount must be positive").into());
-///     }
-///     Ok(())
-/// }
-/// assert_eq!(check(-5).unwrap_err().to_string(), "amount must be positive");
-/// ```
-///
-/// It is found anywhere in the error's source chain, so an error type that wraps it keeps the
-/// verdict. [`SkipRetry::wrap`] keeps an existing error as the reason.
-#[derive(Debug)]
-pub struct SkipRetry {
-    reason: Reason,
-}
-
-#[derive(Debug)]
-enum Reason {
-    Text(String),
-    Error(BoxError),
-}
-
-impl SkipRetry {
-    /// A permanent failure with this reason (it becomes the task's `last_err`).
-    pub fn new(reason: impl Into<String>) -> Self {
-        SkipRetry {
-            reason: Reason::Text(reason.into()),
-        }
-    }
-
-    /// A permanent failure caused by `error` (its text becomes the task's `last_err`).
-    pub fn wrap(error: impl Into<BoxError>) -> Self {
-        SkipRetry {
-            reason: Reason::Error(error.into()),
-        }
-    }
-}
-
-impl fmt::Display for SkipRetry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.reason {
-            Reason::Text(text) => f.write_str(text),
-            Reason::Error(e) => fmt::Display::fmt(e, f),
-        }
-    }
-}
-
-impl StdError for SkipRetry {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        match &self.reason {
-            Reason::Text(_) => None,
-            Reason::Error(e) => e.source(),
-        }
-    }
-}
-
-/// A handler error that puts its task off: the task is due again `delay` from now, in the
-/// `scheduled` state, with `retried` and `last_err` unchanged (River's `JobSnooze`, Oban's
-/// `{:snooze, n}`). Not a failure: it does not count against `max_retry`, is not handed to
-/// [`Worker::on_error`](super::Worker::on_error), and is counted as its own outcome
-/// (`retry_queue_processed_total{outcome="snoozed"}`).
-///
-/// ```
-/// use std::time::Duration;
-/// use retry_runtime::BoxError;
-/// use retry_runtime::durable::Snooze;
-///
-/// fn wait_for_settlement(settled: bool) -> Result<(), BoxError> {
-///     if !settled {
-///         return Err(Snooze::new(Duration::from_secs(60)).into());
-///     }
-///     Ok(())
-/// }
-/// assert_eq!(
-///     wait_for_settlement(false).unwrap_err().to_string(),
-///     "snoozed for 60s"
-/// );
-/// ```
-///
-/// Like [`SkipRetry`], it is found anywhere in the error's source chain; when both are,
-/// [`SkipRetry`] wins. A snooze that would start the task after its deadline or after its
-/// idempotency key expires archives it instead, as a retry would.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Snooze {
-    delay: Duration,
-}
-
-impl Snooze {
-    /// Puts the task off by `delay` (from the time the attempt ended).
-    pub fn new(delay: Duration) -> Self {
-        Snooze { delay }
-    }
-
-    /// How far ahead the task is put.
-    pub fn delay(&self) -> Duration {
-        self.delay
-    }
-}
-
-impl fmt::Display for Snooze {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "snoozed for {:?}", self.delay)
-    }
-}
-
-impl StdError for Snooze {}
 
 /// The error and its sources, the error itself first: the walk `Classify` uses, bounded (a
 /// buggy `source()` that returns its own error must not hang the worker).

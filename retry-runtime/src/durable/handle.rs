@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::durable::clock::Clock;
 use crate::durable::store::Store;
+use crate::durable::store::file_identity::WatchedFile;
 use crate::durable::worker::wake::Wake;
 
 /// One queue of one database, as every handle on it sees it.
@@ -21,6 +22,9 @@ pub(crate) struct Handle {
     pub(crate) completed_retention: Duration,
     /// Rung when a task of the database may have become due (see [`wake`](crate::durable::worker::wake)).
     pub(crate) wake: Wake,
+    /// The SQLite file the queue connected to, which the inspector watches (`None`: PostgreSQL,
+    /// an in-memory database).
+    pub(crate) file: Option<Arc<WatchedFile>>,
 }
 
 impl fmt::Debug for Handle {

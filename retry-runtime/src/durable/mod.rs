@@ -18,6 +18,7 @@ mod clock;
 mod error;
 mod failures;
 mod handle;
+mod handler_verdicts;
 mod inspector;
 #[cfg(any(test, feature = "test-util"))]
 mod manual_clock;

@@ -12,6 +12,7 @@ use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::inspector::Inspector;
 use crate::durable::schema::Schema;
+use crate::durable::store::file_identity::WatchedFile;
 use crate::durable::store::{NewTask, Store, batch, migrator, tasks};
 use crate::durable::worker::wake::Wake;
 
@@ -96,13 +97,14 @@ impl Queue {
 
     pub(crate) fn from_store(store: Store) -> Queue {
         let handle = Handle {
-            store,
             name: Arc::from(DEFAULT_QUEUE),
             clock: Arc::new(SystemClock),
             archive_max_tasks: DEFAULT_ARCHIVE_MAX_TASKS,
             archive_max_age: DEFAULT_ARCHIVE_MAX_AGE,
             completed_retention: DEFAULT_COMPLETED_RETENTION,
             wake: Wake::new(),
+            file: WatchedFile::of(&store).map(Arc::new),
+            store,
         };
         Queue { handle }
     }

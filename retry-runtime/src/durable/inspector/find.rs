@@ -92,6 +92,7 @@ impl Inspector {
     /// The kinds of the tasks in `state`, sorted, at most [`MAX_KINDS`]: what a kind selector
     /// offers. One index seek per kind, however many tasks each has.
     pub async fn kinds(&self, state: TaskState) -> Result<Vec<String>, Error> {
+        self.file_check()?;
         find::kinds(
             &self.handle.store,
             &self.handle.name,

@@ -49,16 +49,29 @@ impl Inspector {
         &self.handle.name
     }
 
+    /// [`Error::DatabaseFileLost`] once the SQLite file the queue connected to was deleted or
+    /// replaced (the path looked at, at most once a second): every call refuses to answer from
+    /// the old file, which nothing else sees any more (issue 41: a dashboard went on showing
+    /// and changing a deleted file, no warning).
+    fn file_check(&self) -> Result<(), Error> {
+        self.handle
+            .file
+            .as_ref()
+            .map_or(Ok(()), |file| file.check())
+    }
+
     /// Deletes archived tasks beyond the queue's [archive limits](crate::durable::Queue::archive_limits),
     /// and completed tasks past their retention (the task's own
     /// [`retention`](crate::durable::Task::retention), or the queue's); returns how many were deleted.
     /// Workers do it on every maintenance tick.
     pub async fn trim(&self) -> Result<u64, Error> {
+        self.file_check()?;
         janitor::trim(&self.handle).await
     }
 
     /// The task with this id, in whatever state, or `None` (never enqueued, deleted, or trimmed).
     pub async fn get(&self, id: &str) -> Result<Option<TaskInfo>, Error> {
+        self.file_check()?;
         Ok(tasks::get(&self.handle.store, &self.handle.name, id)
             .await?
             .map(|row| row.into_info()))
@@ -72,6 +85,7 @@ impl Inspector {
     /// Fails with [`Error::TaskActive`] while a worker holds the task, [`Error::TaskNotFound`]
     /// for an unknown id.
     pub async fn run_task(&self, id: &str) -> Result<(), Error> {
+        self.file_check()?;
         let now = to_ms(self.handle.clock.now());
         if operator::run_task(&self.handle.store, &self.handle.name, id, now).await? {
             self.handle.wake.ring();
@@ -89,6 +103,7 @@ impl Inspector {
     /// Fails with [`Error::TaskActive`] while a worker holds the task (its attempt would
     /// otherwise go on unseen), [`Error::TaskNotFound`] for an unknown id.
     pub async fn delete_task(&self, id: &str) -> Result<(), Error> {
+        self.file_check()?;
         if operator::delete(&self.handle.store, &self.handle.name, id).await? {
             return Ok(());
         }
@@ -100,6 +115,7 @@ impl Inspector {
 
     /// The number of tasks of the queue in `state`.
     pub async fn count(&self, state: TaskState) -> Result<u64, Error> {
+        self.file_check()?;
         let counts = self.count_by_state().await?;
         Ok(counts
             .into_iter()
@@ -110,6 +126,7 @@ impl Inspector {
     /// The number of tasks of the queue in each state, in the order of [`TaskState::ALL`], read
     /// from the counters the store keeps (what the worker's `retry_queue_tasks` gauges show).
     pub async fn count_by_state(&self) -> Result<[(TaskState, u64); 6], Error> {
+        self.file_check()?;
         let rows = counts::queue_state_counts(&self.handle.store, &self.handle.name).await?;
         let mut counts = TaskState::ALL.map(|state| (state, 0));
         for (state, tasks) in rows {
@@ -127,6 +144,7 @@ impl Inspector {
     /// "Today" is the UTC day of the queue's clock. Read from the store's counters, not the
     /// tasks: as fast on a million tasks as on ten.
     pub async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+        self.file_check()?;
         stats::read(&self.handle).await
     }
 
@@ -134,6 +152,7 @@ impl Inspector {
     /// bucket included (asynq's processed/failed history), kept
     /// [`HISTORY_DAYS`](crate::durable::HISTORY_DAYS) days; [`Error::Invalid`] for a longer or empty span.
     pub async fn history(&self, span: HistorySpan) -> Result<Vec<HistoryBucket>, Error> {
+        self.file_check()?;
         stats::history(&self.handle, span).await
     }
 
@@ -148,6 +167,7 @@ impl Inspector {
     /// for an unknown id, and [`Error::Invalid`] for a completed task (it succeeded: there is
     /// nothing to keep for an operator).
     pub async fn archive_task(&self, id: &str) -> Result<(), Error> {
+        self.file_check()?;
         let now = to_ms(self.handle.clock.now());
         if operator::archive_waiting(&self.handle.store, &self.handle.name, id, now).await? {
             janitor::trim_archive(&self.handle).await?;
@@ -178,6 +198,7 @@ impl Inspector {
     /// Fails with [`Error::TaskNotFound`] for an unknown id and [`Error::Invalid`] for a
     /// completed or archived task (it has ended: there is nothing to cancel).
     pub async fn cancel(&self, id: &str) -> Result<Canceled, Error> {
+        self.file_check()?;
         let (store, queue) = (&self.handle.store, &*self.handle.name);
         // The task may change state between two statements (claimed, or its attempt ended):
         // each round tries both ways again; three rounds, then the state it settled in decides.
@@ -212,6 +233,7 @@ impl Inspector {
     /// [`Pending`](TaskState::Pending) (nothing to do) and [`Active`](TaskState::Active)
     /// (held by workers) are [`Error::Invalid`].
     pub async fn run_all(&self, state: TaskState) -> Result<u64, Error> {
+        self.file_check()?;
         if matches!(state, TaskState::Pending | TaskState::Active) {
             return Err(Error::Invalid(format!(
                 "cannot run all {state} tasks: only scheduled, retry, archived and completed \
@@ -228,6 +250,7 @@ impl Inspector {
     ///
     /// [`Active`](TaskState::Active) is [`Error::Invalid`]: their attempts would go on unseen.
     pub async fn delete_all(&self, state: TaskState) -> Result<u64, Error> {
+        self.file_check()?;
         if state == TaskState::Active {
             return Err(Error::Invalid(
                 "cannot delete all active tasks: workers hold them; wait for their attempts to \
@@ -243,11 +266,13 @@ impl Inspector {
     /// Pausing a paused queue is `Ok`. Stored in the database (`retry_queues`), so it holds for
     /// every worker process until [`unpause`](Inspector::unpause).
     pub async fn pause(&self) -> Result<(), Error> {
+        self.file_check()?;
         operator::set_paused(&self.handle.store, &self.handle.name, true).await
     }
 
     /// Lets workers claim from the queue again. Unpausing a queue that is not paused is `Ok`.
     pub async fn unpause(&self) -> Result<(), Error> {
+        self.file_check()?;
         operator::set_paused(&self.handle.store, &self.handle.name, false).await?;
         self.handle.wake.ring();
         Ok(())
@@ -256,21 +281,25 @@ impl Inspector {
     /// The queue's tasks per external system they name, with what the live workers serving the
     /// queue report of each (breaker, rate): see [`SystemInfo`].
     pub async fn systems(&self) -> Result<Vec<SystemInfo>, Error> {
+        self.file_check()?;
         systems::systems(&self.handle).await
     }
 
     /// The live worker processes of the database (of every queue), by id: see [`WorkerInfo`].
     pub async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        self.file_check()?;
         presence::workers(&self.handle).await
     }
 
     /// The entries of the database's live [`Scheduler`](crate::durable::Scheduler)s: [`SchedulerEntry`].
     pub async fn schedulers(&self) -> Result<Vec<SchedulerEntry>, Error> {
+        self.file_check()?;
         presence::schedulers(&self.handle).await
     }
 
     /// Whether the queue is [paused](Inspector::pause).
     pub async fn is_paused(&self) -> Result<bool, Error> {
+        self.file_check()?;
         operator::is_paused(&self.handle.store, &self.handle.name).await
     }
 
@@ -279,6 +308,7 @@ impl Inspector {
     /// earliest and latest `last_failed_at` of its tasks. Meant for
     /// [`Retry`](TaskState::Retry) and [`Archived`](TaskState::Archived); any state is read.
     pub async fn error_groups(&self, state: TaskState) -> Result<Vec<ErrorGroup>, Error> {
+        self.file_check()?;
         let groups = operator::error_groups(&self.handle.store, &self.handle.name, state).await?;
         Ok(groups
             .into_iter()

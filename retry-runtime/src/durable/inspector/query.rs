@@ -146,6 +146,7 @@ impl Inspector {
     /// # }
     /// ```
     pub async fn tasks(&self, query: TaskQuery) -> Result<TaskPage, Error> {
+        self.file_check()?;
         let state = query.state;
         let kind = query.kind.as_deref().filter(|kind| !kind.is_empty());
         let search = query.search.as_deref().filter(|text| !text.is_empty());

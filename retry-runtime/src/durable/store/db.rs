@@ -165,7 +165,11 @@ pub(crate) async fn fetch_all<T: Decoded>(
     result.map_err(Error::from_sqlx)
 }
 
-/// Runs `sql` with `args`; returns its first row, decoded, if it gives one.
+/// Runs `sql` with `args`; returns its first row, decoded, if it gives one. For a `SELECT`
+/// only: on SQLite it stops at the first row and resets the statement, which commits a write
+/// (autocommit), and sqlx drops the reset's error: a commit failed by a full disk or a disk
+/// I/O error was an enqueue's Ok for a task SQLite rolled back (issue 41). A write with
+/// `RETURNING` goes through [`fetch_all`], which runs the statement to its end.
 pub(crate) async fn fetch_optional<T: Decoded>(
     store: &Store,
     sql: &'static str,

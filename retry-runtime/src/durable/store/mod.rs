@@ -64,6 +64,7 @@ pub(crate) mod breakers;
 pub(crate) mod control;
 pub(crate) mod counts;
 mod db;
+pub(crate) mod file_identity;
 pub(crate) mod find;
 pub(crate) mod foreign;
 pub(crate) mod leader;

@@ -23,8 +23,9 @@ pub(crate) async fn insert(
          ON CONFLICT DO NOTHING RETURNING ",
         columns!()
     );
-    let args = super::batch::row_args(queue, task);
-    fetch_optional(store, INSERT, &args).await
+    // Run to its end, not by `fetch_optional`, which loses a failed commit's error (see it).
+    let rows: Vec<Row> = fetch_all(store, INSERT, &super::batch::row_args(queue, task)).await?;
+    Ok(rows.into_iter().next())
 }
 
 /// Whether the queue holds a task with this id.
@@ -130,8 +131,7 @@ pub(crate) async fn claim(
 }
 
 /// Runs `statement`, an `UPDATE` fenced by `$1`–`$4` ([`fenced_row`]: the row, its id, lease
-/// token, lease expired before), with `more` bound as `$5`, `$6`, …; true when it changed the
-/// task.
+/// token, lease expired before), with `more` as `$5`, `$6`, …; true when it changed the task.
 pub(super) async fn fenced(
     store: &Store,
     statement: &'static str,

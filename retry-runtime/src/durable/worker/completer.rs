@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
@@ -27,21 +26,10 @@ use crate::durable::clock::to_ms;
 use crate::durable::store::{Done, Fence, tasks};
 use crate::durable::worker::lease;
 use crate::durable::worker::metrics::{Metrics, Outcome};
+use crate::durable::worker::write_retry::Tries;
 
 /// The most completions one write takes (a statement's arrays, or a transaction's updates).
 pub(crate) const MAX_BATCH: usize = 256;
-
-/// Pauses between tries of a batch whose write failed, the last one repeated; the leases of
-/// its tasks are renewed before each pause. The tries go on for as long as a lease lasts
-/// (the batch's tasks are still this worker's until then, unless a renewal is lost): a storage
-/// fault of seconds costs no task a second run (issue 41: after 2.6 s of tries, a batch was
-/// given up, and its tasks ran again once their leases expired).
-const RETRY_PAUSES: [Duration; 4] = [
-    Duration::from_millis(100),
-    Duration::from_millis(500),
-    Duration::from_secs(1),
-    Duration::from_secs(2),
-];
 
 /// A succeeded attempt whose completion is not written yet.
 pub(crate) struct Completion {
@@ -101,12 +89,15 @@ async fn write_all(writer: Arc<Writer>, mut rx: mpsc::Receiver<Completion>) {
     }
 }
 
-/// Writes one batch, trying again after each of [`RETRY_PAUSES`] on a database error for as
-/// long as a lease lasts; counts and logs each task's outcome. A batch that cannot be written
-/// by then is given up: its leases expire and the recoverer puts its tasks back.
+/// Writes one batch, trying again on a database error for as long as a lease lasts
+/// ([`Tries`]), the leases of its tasks renewed before each pause (they are still this
+/// worker's until then, unless a renewal is lost): a storage fault of seconds costs no task a
+/// second run (issue 41: after 2.6 s of tries, a batch was given up, and its tasks ran again
+/// once their leases expired). Counts and logs each task's outcome. A batch that cannot be
+/// written by then is given up: its leases expire and the recoverer puts its tasks back.
 async fn write_batch(writer: &Writer, batch: &mut [Completion]) {
-    let give_up = Instant::now() + writer.lease;
-    for tries in 0usize.. {
+    let mut tries = Tries::within(writer.lease);
+    loop {
         let done: Vec<Done<'_>> = batch
             .iter()
             .map(|c| Done {
@@ -116,20 +107,20 @@ async fn write_batch(writer: &Writer, batch: &mut [Completion]) {
             .collect();
         match tasks::complete_batch(&writer.base.handle.store, &done).await {
             Ok(written) => {
-                if tries > 0 {
+                if tries.failed() > 0 {
                     event!(
                         info,
                         "durable worker: completions recorded after failed tries",
                         tasks = batch.len(),
-                        tries = tries
+                        tries = tries.failed()
                     );
                 }
                 count_written(writer, batch, &written);
                 return;
             }
             Err(e) => {
-                let pause = RETRY_PAUSES[tries.min(RETRY_PAUSES.len() - 1)];
-                if Instant::now() + pause >= give_up {
+                let first = tries.failed() == 0;
+                let Some(pause) = tries.after_failure() else {
                     event!(
                         error,
                         "durable worker: recording completions failed for a lease; given up \
@@ -138,8 +129,8 @@ async fn write_batch(writer: &Writer, batch: &mut [Completion]) {
                         error = e
                     );
                     return;
-                }
-                if tries == 0 {
+                };
+                if first {
                     event!(
                         warn,
                         "durable worker: recording completions failed; trying again while \

@@ -18,7 +18,7 @@ use crate::durable::inspector::presence::DEFAULT_HEARTBEAT_INTERVAL;
 use crate::durable::worker::attempt::DEFAULT_LEASE;
 use crate::durable::worker::completer::{Completer, Writer};
 use crate::durable::worker::failure::Rules;
-use crate::durable::worker::fatal::{DEFAULT_OUTAGE_LIMIT, Fatal, FileIdentity, Outage};
+use crate::durable::worker::fatal::{DEFAULT_OUTAGE_LIMIT, Fatal, Outage};
 use crate::durable::worker::gate::Gate;
 use crate::durable::worker::heartbeat::Heartbeat;
 use crate::durable::worker::janitor::Janitor;
@@ -114,6 +114,7 @@ impl Config {
             rules: self.rules.clone(),
             on_error: self.on_error.clone(),
             metrics: Arc::new(Metrics::new(self.served(), kinds)),
+            lease: self.lease,
         };
         Runner {
             handlers: self.handlers.clone(),
@@ -183,7 +184,9 @@ impl Config {
             leadership,
             outage: Outage::new(self.outage_limit),
             fatal,
-            file: FileIdentity::of(&self.base.handle.store),
+            // The file the queue connected to (not the one at the path now: a worker started
+            // after the file was replaced must not take the new one for its own).
+            file: self.base.handle.file.as_ref().map(|f| f.identity().clone()),
         }
     }
 

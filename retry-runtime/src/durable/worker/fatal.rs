@@ -1,11 +1,11 @@
 //! What ends a worker's run from inside (issue 41): its database failed every heartbeat for
 //! longer than its [`outage_limit`](crate::durable::Worker::outage_limit) ([`Outage`]), or its
-//! SQLite file was deleted or replaced under it ([`FileIdentity`]). The heartbeat watches both,
+//! SQLite file was deleted or replaced under it
+//! ([`FileIdentity`](crate::durable::store::file_identity::FileIdentity)). The heartbeat watches both,
 //! once per beat (not per task); the first fault found is logged once, at ERROR, stops the
 //! claims as a shutdown signal would ([`Fatal::fired`]), and is what
 //! [`run_until`](crate::durable::Worker::run_until) returns.
 
-use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -13,7 +13,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::durable::error::Error;
-use crate::durable::store::Store;
 
 /// How long a worker's database may fail every heartbeat before
 /// [`run_until`](crate::durable::Worker::run_until) gives up and returns the error
@@ -109,57 +108,5 @@ impl Outage {
             lasted,
             last: Box::new(error),
         })
-    }
-}
-
-/// Which file a SQLite database's path named when the worker started (device and inode): a
-/// path that names another file, or none, now means the file was replaced or deleted under it.
-pub(crate) struct FileIdentity {
-    path: PathBuf,
-    id: (u64, u64),
-}
-
-impl FileIdentity {
-    /// The file behind `store` now; `None` for PostgreSQL, an in-memory database, or a file
-    /// that cannot be looked at.
-    pub(crate) fn of(store: &Store) -> Option<FileIdentity> {
-        #[cfg(feature = "sqlite")]
-        if let Store::Sqlite(pool) = store {
-            let path = pool.connect_options().get_filename().to_owned();
-            let id = file_id(&path)?.ok()?;
-            return Some(FileIdentity { path, id });
-        }
-        let _ = store;
-        None
-    }
-
-    /// `Err` when the path no longer names the file the worker started with: none (deleted),
-    /// or another one (replaced). A path that cannot be looked at now (a disk fault) is no
-    /// verdict: the outage watch sees to that.
-    pub(crate) fn check(&self) -> Result<(), Error> {
-        let deleted = match file_id(&self.path) {
-            Some(Ok(id)) if id == self.id => return Ok(()),
-            Some(Ok(_)) => false,
-            Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => true,
-            Some(Err(_)) | None => return Ok(()),
-        };
-        Err(Error::DatabaseFileLost {
-            path: self.path.clone(),
-            deleted,
-        })
-    }
-}
-
-/// A file's device and inode; `None` on a platform without them.
-fn file_id(path: &Path) -> Option<std::io::Result<(u64, u64)>> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt as _;
-        Some(std::fs::metadata(path).map(|meta| (meta.dev(), meta.ino())))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = path;
-        None
     }
 }

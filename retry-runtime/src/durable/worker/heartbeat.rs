@@ -22,10 +22,11 @@ use crate::durable::clock::to_ms;
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::inspector::presence::{HeldJson, HeldTask, stale_after};
+use crate::durable::store::file_identity::FileIdentity;
 use crate::durable::store::leader;
 use crate::durable::store::presence::{self, WorkerRow};
 use crate::durable::store::reports::{self, Report};
-use crate::durable::worker::fatal::{Fatal, FileIdentity, Outage};
+use crate::durable::worker::fatal::{Fatal, Outage};
 use crate::durable::worker::gate::Gate;
 use crate::durable::worker::leadership::Leadership;
 use crate::durable::worker::periodic;
@@ -99,7 +100,7 @@ pub(crate) struct Heartbeat {
     /// The run of failed beats, and the fault that ends the worker's run.
     pub(crate) outage: Outage,
     pub(crate) fatal: Arc<Fatal>,
-    /// The SQLite file the worker started with, checked at each beat.
+    /// The SQLite file the queue connected to, checked at each beat.
     pub(crate) file: Option<FileIdentity>,
 }
 

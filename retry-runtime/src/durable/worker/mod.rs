@@ -33,6 +33,7 @@ pub(crate) mod stopping;
 mod supervisor;
 pub(crate) mod throttle;
 pub(crate) mod wake;
+pub(crate) mod write_retry;
 
 use std::fmt;
 use std::future::Future;
@@ -190,7 +191,9 @@ impl Worker {
     /// before [`run_until`](Worker::run_until) gives up: it stops claiming, drains, and returns
     /// [`Error::Outage`] (default [`DEFAULT_OUTAGE_LIMIT`](crate::durable::DEFAULT_OUTAGE_LIMIT),
     /// five minutes). Shorter outages (a PostgreSQL restart, a disk error of seconds) are
-    /// waited out: the worker resumes by itself once the database answers.
+    /// waited out: the worker resumes by itself once the database answers. Set it below what
+    /// your alerting tolerates a worker alive but idle; a supervisor that gets the error exits
+    /// and lets the process manager restart the process.
     pub fn outage_limit(mut self, limit: Duration) -> Self {
         self.config.outage_limit = limit;
         self
@@ -300,7 +303,8 @@ impl Worker {
     /// returns the error (logged once, at ERROR) when its database failed every heartbeat for
     /// longer than its [`outage_limit`](Worker::outage_limit) ([`Error::Outage`]), or when its
     /// SQLite file was deleted or replaced under it ([`Error::DatabaseFileLost`], checked at
-    /// each heartbeat).
+    /// each heartbeat). Either is fatal for the process: exit with a failure status and let the
+    /// process manager restart it ([what to do](Worker#when-run_until-returns-an-error)).
     pub async fn run_until<F: Future>(self, shutdown: F) -> Result<(), Error> {
         self.config.check()?;
         let config = &self.config;

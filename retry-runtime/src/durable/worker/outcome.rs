@@ -15,6 +15,7 @@ use crate::durable::store::{Fence, control, tasks};
 use crate::durable::worker::failure::{Decision, Failure, Judgement, Rules};
 use crate::durable::worker::janitor;
 use crate::durable::worker::metrics::{Metrics, Outcome};
+use crate::durable::worker::write_retry::{GIVE_BACK_WINDOW, Tries};
 
 /// The hook of [`Worker::on_error`](crate::durable::Worker::on_error).
 pub(crate) type ErrorFn = Arc<dyn Fn(&TaskInfo, &BoxError) + Send + Sync>;
@@ -24,6 +25,8 @@ pub(crate) struct Outcomes {
     pub(crate) rules: Rules,
     pub(crate) on_error: Option<ErrorFn>,
     pub(crate) metrics: Arc<Metrics>,
+    /// The worker's lease: how long the write of a failed attempt's decision is tried.
+    pub(crate) lease: Duration,
 }
 
 impl Outcomes {
@@ -39,16 +42,18 @@ impl Outcomes {
         }
     }
 
-    /// Records a failed attempt: reports it, decides, and writes the decision, retrying the
-    /// write on database errors; when it cannot be written, the lease expires and the recoverer
-    /// counts the attempt as failed. (A succeeded attempt goes to the
+    /// Records a failed attempt: reports it, decides, and writes the decision, trying the write
+    /// again on database errors for as long as a lease lasts, as the completer does (issue 41:
+    /// given up after 2.6 s, a decision lost in a longer fault became a retry charged as "lease
+    /// expired" once the lease ran out, a snooze's too); when it cannot be written by then, the
+    /// lease expires and the recoverer counts the attempt as failed. (A succeeded attempt goes to the
     /// [completer](crate::durable::worker::completer).)
     pub(crate) async fn record_failure(&self, queue: &Queue, task: &ActiveTask, failure: Failure) {
         self.report(task, &failure);
         let now = queue.handle.clock.now();
         let decision = self.rules.decide(task, &failure, now);
         let write = || self.apply(queue, task, Fence::of(task), decision.clone(), now);
-        persist(task, write).await;
+        persist_within(task, self.lease, write).await;
     }
 
     /// Records a failed attempt once, without retrying the write: what
@@ -100,21 +105,30 @@ impl Outcomes {
     }
 }
 
-/// Pauses between tries of a write that records an outcome.
-const PERSIST_PAUSES: [Duration; 3] = [
-    Duration::from_millis(100),
-    Duration::from_millis(500),
-    Duration::from_secs(2),
-];
-
-/// Writes an outcome, trying again after each of [`PERSIST_PAUSES`] on a database error; true
-/// once written, false when fenced off or given up.
-pub(crate) async fn persist<F, Fut>(task: &ActiveTask, mut write: F) -> bool
+/// Writes what became of `task` (a task given back, a cancel, a deferral), trying again on a
+/// database error for a few seconds ([`GIVE_BACK_WINDOW`]); true once written, false when
+/// fenced off or given up.
+pub(crate) async fn persist<F, Fut>(task: &ActiveTask, write: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<bool, Error>>,
 {
-    for pause in PERSIST_PAUSES.iter().map(Some).chain([None]) {
+    persist_within(task, GIVE_BACK_WINDOW, write).await
+}
+
+/// Writes an outcome, trying again on a database error for `window` ([`Tries`], the policy
+/// the completer follows too); true once written, false when fenced off or given up.
+pub(crate) async fn persist_within<F, Fut>(
+    task: &ActiveTask,
+    window: Duration,
+    mut write: F,
+) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<bool, Error>>,
+{
+    let mut tries = Tries::within(window);
+    loop {
         match write().await {
             Ok(true) => return true,
             Ok(false) => {
@@ -126,20 +140,28 @@ where
                 return false;
             }
             Err(e) => {
-                event!(
-                    warn,
-                    "durable worker: recording an outcome failed",
-                    task = task.id(),
-                    error = e
-                );
-                match pause {
-                    Some(pause) => tokio::time::sleep(*pause).await,
-                    None => return false,
+                let Some(pause) = tries.after_failure() else {
+                    event!(
+                        error,
+                        "durable worker: recording an outcome failed; given up (the task runs \
+                         again once its lease expires)",
+                        task = task.id(),
+                        error = e
+                    );
+                    return false;
+                };
+                if tries.failed() == 1 {
+                    event!(
+                        warn,
+                        "durable worker: recording an outcome failed; trying again",
+                        task = task.id(),
+                        error = e
+                    );
                 }
+                tokio::time::sleep(pause).await;
             }
         }
     }
-    false
 }
 
 /// Archives a claimed task whose cancel the operator asked for ([`Inspector::cancel`](crate::durable::Inspector::cancel)),

@@ -16,6 +16,7 @@ use std::process::Command;
 const HOT_PATH: &[&str] = &[
     "retry-runtime/src/durable/store/",
     "retry-runtime/src/durable/worker/processor.rs",
+    "retry-runtime/src/durable/worker/start.rs",
     "retry-runtime/src/durable/worker/claim.rs",
     "retry-runtime/src/durable/worker/completer.rs",
     "retry-runtime/src/durable/worker/outcome.rs",

@@ -473,58 +473,6 @@ async fn postgres_sigkill_mid_task_runs_the_task_again_exactly_once_after_the_le
 // SIGKILL between a completion and its write: the worker acknowledges a succeeded attempt at
 // once and writes the completion in a batch afterwards; a crash in between runs the task again.
 
-/// Holds the write the worker's completion needs: on SQLite the database's write lock
-/// (`BEGIN IMMEDIATE` on a connection of its own), on PostgreSQL the task's row
-/// (`SELECT … FOR UPDATE` in an open transaction). Released by [`WriteBlock::release`].
-enum WriteBlock {
-    Sqlite(sqlx::SqliteConnection),
-    Postgres(sqlx::PgConnection),
-}
-
-impl WriteBlock {
-    async fn take(url: &str, id: &str) -> WriteBlock {
-        if url.starts_with("sqlite:") {
-            let mut conn = sqlx::SqliteConnection::connect(url).await.expect("open");
-            sqlx::raw_sql("BEGIN IMMEDIATE")
-                .execute(&mut conn)
-                .await
-                .expect("the write lock");
-            WriteBlock::Sqlite(conn)
-        } else {
-            let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
-            sqlx::raw_sql("BEGIN")
-                .execute(&mut conn)
-                .await
-                .expect("BEGIN");
-            sqlx::query("SELECT 1 FROM retry_tasks WHERE id = $1 FOR UPDATE")
-                .bind(id)
-                .execute(&mut conn)
-                .await
-                .expect("the task's row lock");
-            WriteBlock::Postgres(conn)
-        }
-    }
-
-    async fn release(self) {
-        match self {
-            WriteBlock::Sqlite(mut conn) => {
-                sqlx::raw_sql("ROLLBACK")
-                    .execute(&mut conn)
-                    .await
-                    .expect("ROLLBACK");
-                conn.close().await.ok();
-            }
-            WriteBlock::Postgres(mut conn) => {
-                sqlx::raw_sql("ROLLBACK")
-                    .execute(&mut conn)
-                    .await
-                    .expect("ROLLBACK");
-                conn.close().await.ok();
-            }
-        }
-    }
-}
-
 async fn killed_before_the_completion_is_written_runs_again(backend: Backend) {
     let q = backend.queue().await;
     let id = "killed-before-flush";
@@ -552,7 +500,7 @@ async fn killed_before_the_completion_is_written_runs_again(backend: Backend) {
         ..Spawn::default()
     });
     wait_start(&workers, id, "a").await;
-    let block = WriteBlock::take(&backend.url, id).await;
+    let block = kill::WriteLock::on_row(&backend.url, id).await;
     let blocked_at = now_us();
     let a_end = wait_end(&workers, id, "a").await;
     assert!(

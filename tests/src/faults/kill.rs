@@ -293,6 +293,26 @@ impl WriteLock {
         }
     }
 
+    /// Holds what a write of one task needs: on SQLite the database's write lock (as
+    /// [`take`](WriteLock::take)), on PostgreSQL only the row of task `id` (`SELECT … FOR
+    /// UPDATE` in an open transaction): the other tasks' writes go on.
+    pub async fn on_row(url: &str, id: &str) -> WriteLock {
+        if url.starts_with("sqlite:") {
+            return WriteLock::take(url).await;
+        }
+        let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+        sqlx::raw_sql("BEGIN")
+            .execute(&mut conn)
+            .await
+            .expect("BEGIN");
+        sqlx::query("SELECT 1 FROM retry_tasks WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .execute(&mut conn)
+            .await
+            .expect("the task's row lock");
+        WriteLock::Postgres(conn)
+    }
+
     /// Rolls its transaction back: the writes waiting behind it go on.
     pub async fn release(self) {
         match self {

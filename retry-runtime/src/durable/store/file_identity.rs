@@ -23,14 +23,16 @@ impl FileIdentity {
     /// The file behind `store` now; `None` for PostgreSQL, an in-memory database, or a file
     /// that cannot be looked at.
     pub(crate) fn of(store: &Store) -> Option<FileIdentity> {
-        #[cfg(feature = "sqlite")]
-        if let Store::Sqlite(pool) = store {
-            let path = pool.connect_options().get_filename().to_owned();
-            let id = file_id(&path)?.ok()?;
-            return Some(FileIdentity { path, id });
+        match store {
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(pool) => {
+                let path = pool.connect_options().get_filename().to_owned();
+                let id = file_id(&path)?.ok()?;
+                Some(FileIdentity { path, id })
+            }
+            #[cfg(feature = "postgres")]
+            Store::Postgres(_) => None,
         }
-        let _ = store;
-        None
     }
 
     /// `Err` when the path no longer names the file: none (deleted), or another one

@@ -14,6 +14,7 @@ pub(crate) mod gate;
 mod handlers;
 pub(crate) mod heartbeat;
 pub(crate) mod janitor;
+mod joined;
 pub(crate) mod leadership;
 pub(crate) mod lease;
 pub(crate) mod limit;
@@ -47,8 +48,8 @@ use crate::durable::store::Fence;
 use crate::durable::worker::config::Config;
 use crate::durable::worker::failure::Failure;
 use crate::durable::worker::fatal::Fatal;
+use crate::durable::worker::joined::log_join;
 use crate::durable::worker::limit::SystemLimit;
-use crate::durable::worker::processor::log_join;
 use crate::durable::worker::runner::Runner;
 use crate::durable::worker::served::Served;
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::task::{JoinError, JoinSet};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::durable::client::queue::Queue;
@@ -23,6 +23,7 @@ use crate::durable::worker::claim;
 use crate::durable::worker::completer::Completer;
 use crate::durable::worker::due::next_due;
 use crate::durable::worker::gate::Key;
+use crate::durable::worker::joined::log_join;
 use crate::durable::worker::lease;
 use crate::durable::worker::pace::{Pace, claim_backoff};
 use crate::durable::worker::runner::Runner;
@@ -305,28 +306,6 @@ impl Processor {
     }
 }
 
-/// Logs a supervisor's panic; the value it returned otherwise.
-pub(crate) fn log_join<T>(joined: Result<T, JoinError>) -> Option<T> {
-    match joined {
-        Ok(value) => Some(value),
-        Err(e) => {
-            if e.is_panic() {
-                // A panic of the worker's own code (or of a retry_delay / is_failure / on_error
-                // closure): the task's lease expires and the recoverer counts the attempt as
-                // failed.
-                event!(
-                    error,
-                    "durable worker: an attempt's supervisor panicked",
-                    error = e
-                );
-            }
-            None
-        }
-    }
-}
-
-/// Runs `run`, releases its task from the gate, and returns how long it took and whether to
-/// claim at once.
 /// When the processor must look again: the next claim (`claim`, while there is room) or the
 /// next renewal in `ready` (none while a claim is in flight), whichever first; else `None`.
 fn next_wake(
@@ -341,6 +320,8 @@ fn next_wake(
     }
 }
 
+/// Runs `run`, releases its task from the gate, and returns how long it took and whether to
+/// claim at once.
 pub(crate) async fn timed(
     run: impl Future<Output = Option<bool>>,
     runner: Arc<Runner>,

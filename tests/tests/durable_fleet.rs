@@ -316,8 +316,11 @@ async fn effects(db: &mut Db) -> Vec<Effect> {
         .collect()
 }
 
-/// Every task: id → (kind, state, retried, given back).
-async fn tasks(db: &mut Db) -> HashMap<String, (String, String, i64, i64)> {
+/// A task's kind, state, retry count and how many times it was given back uncharged.
+type TaskRow = (String, String, i64, i64);
+
+/// Every task: id → its row.
+async fn tasks(db: &mut Db) -> HashMap<String, TaskRow> {
     db.rows("SELECT id, retried, given_back, kind || ' ' || state FROM retry_tasks")
         .await
         .into_iter()
@@ -387,7 +390,7 @@ async fn fleet_run(url: &str) {
     // processes were stopping).
     let tasks = tasks(&mut db).await;
     let effects = effects(&mut db).await;
-    let jobs: Vec<(&String, &(String, String, i64, i64))> = tasks
+    let jobs: Vec<(&String, &TaskRow)> = tasks
         .iter()
         .filter(|(_, (kind, ..))| kind == "job")
         .collect();

@@ -20,6 +20,9 @@ const EVERY: Duration = Duration::from_millis(100);
 const RUN: Duration = Duration::from_secs(14);
 const DOWN_FROM: Duration = Duration::from_secs(2);
 const DOWN_FOR: Duration = Duration::from_secs(10);
+/// Calls of the protected adapter in flight at once (its bulkhead): also how many can be on
+/// their way to the gateway when the breaker opens.
+pub const BULKHEAD: u32 = 20;
 
 /// What a charge can fail with: no usable response, a failure status, or a refusal of the
 /// system's breaker or bulkhead.
@@ -196,7 +199,7 @@ pub async fn run(protect: bool) -> Result<Figures, Box<dyn std::error::Error>> {
 /// Both runs, printed.
 pub async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     set_breaker("outage-protected", Breaker::new());
-    set_bulkhead("outage-protected", Bulkhead::new(20));
+    set_bulkhead("outage-protected", Bulkhead::new(BULKHEAD));
     println!(
         "outage demo: the gateway (127.0.0.1) down for {} s of {} s, {CALLERS} callers charging {} times a second in all",
         DOWN_FOR.as_secs(),

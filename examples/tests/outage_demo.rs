@@ -5,6 +5,8 @@
 
 use std::process::Command;
 
+use retry_examples::outage::BULKHEAD;
+
 mod common;
 use common::demo_binary;
 
@@ -44,9 +46,12 @@ fn protect_keeps_a_dead_gateway_to_a_few_probes() {
     );
     let dead = "calls to the dead gateway:";
     let (plain_calls, protected_calls) = (figure(plain, dead), figure(protected, dead));
-    // The default breaker opens after 10 consecutive failures; then each 5 s interval of the
-    // 10 s outage lets one round of 3 probes through at most.
-    assert!(protected_calls <= 10 + 3 * 3, "{protected}");
+    // The default breaker opens after 10 consecutive failures; the calls already on their way
+    // then still reach the gateway (at most the bulkhead's others: more of them on a loaded
+    // machine, where each takes longer; CI saw 21 calls while two test suites ran at once);
+    // then each 5 s interval of the 10 s outage lets one round of 3 probes through at most.
+    let in_flight = u64::from(BULKHEAD) - 1;
+    assert!(protected_calls <= 10 + in_flight + 3 * 3, "{protected}");
     assert!(plain_calls >= 20 * protected_calls, "{plain}\n{protected}");
     assert_eq!(figure(plain, "refused at once:"), 0, "{plain}");
     assert!(figure(protected, "refused at once:") > 0, "{protected}");

@@ -933,7 +933,7 @@ fn sqlite_exec(url: &str, sql: &str) {
 }
 
 /// `migrate status|up|down` on a SQLite file (on PostgreSQL the tests share one database,
-/// and `down` would drop its tables under them; `tests/tests/durable_migrations.rs` runs the
+/// and `down` would drop its tables under them; `tests/tests/durable/migrations.rs` runs the
 /// same operations on both backends).
 #[test]
 fn migrate_shows_applies_and_reverts_the_schema_versions() {

@@ -1,6 +1,6 @@
 //! `retry-queue systems` (issue 31): a queue's tasks per external system they name, as a table
 //! and as JSON, on SQLite; what workers report of each system is held by the runtime's tests
-//! (`tests/tests/durable_systems.rs`, `durable_breaker.rs`).
+//! (`tests/tests/durable/systems.rs`, `durable/breaker.rs`).
 
 use std::process::Command;
 use std::time::Duration;

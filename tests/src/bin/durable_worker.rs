@@ -1,4 +1,4 @@
-//! A durable-queue worker process for the crash tests (`tests/tests/durable_crash.rs`).
+//! A durable-queue worker process for the crash tests (`tests/tests/durable/crash.rs`).
 //!
 //! ```text
 //! durable_worker --url URL --name NAME --log FILE --mode MODE
@@ -13,9 +13,9 @@
 //! id> <retried> <outcome>` when it ends.
 //!
 //! `--global N` limits the system `gw` to N active tasks across every worker of the queue
-//! (`SystemLimit::global_concurrency`, `tests/tests/durable_global.rs`). `--breaker N` gives
+//! (`SystemLimit::global_concurrency`, `tests/tests/durable/global.rs`). `--breaker N` gives
 //! `gw` a breaker that opens after N transient failures in a row, for 60 s, with 1 probe, and
-//! makes the worker know `gw` (`tests/tests/durable_shared_breaker.rs`).
+//! makes the worker know `gw` (`tests/tests/durable/shared_breaker.rs`).
 //!
 //! It handles the kind `job` until its standard input closes (then it drains and exits 0), and
 //! appends one line per attempt event to FILE (its own file: one writer, whole lines):

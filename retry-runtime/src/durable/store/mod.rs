@@ -50,7 +50,7 @@ macro_rules! columns {
 // generic plan took the small partial index of the active tasks, `retry_tasks_leases`
 // (queue, lease_expires_ms), over the unique (queue, id), as both promise one row, and read
 // every active task of the queue for each one it changed (100 completions, a renewal and a
-// completion beside 300 active tasks: 5 651 index entries; `tests/tests/durable_backlog.rs`).
+// completion beside 300 active tasks: 5 651 index entries; `tests/tests/durable/backlog.rs`).
 // Without a condition on `queue`, no index but the primary key fits.
 macro_rules! fenced_row {
     () => {

@@ -135,7 +135,7 @@ async fn give_back(
 /// it for the next try, or the renewal got no answer before the lease ran out). A host cut off
 /// from the database gets silence, not an error (a statement sent waits minutes for TCP to give
 /// up), and another worker may take the task once the lease has run out: the attempt is dropped
-/// then, as the lease promises (`tests/tests/durable_partition.rs`, `durable_outage.rs`).
+/// then, as the lease promises (`tests/tests/durable/partition.rs`, `durable/outage.rs`).
 async fn renew_running(
     runner: &Runner,
     queue: &Queue,

@@ -1,5 +1,5 @@
 //! A durable-queue worker process for the fleet and partition tests
-//! (`tests/tests/durable_fleet.rs`, `tests/tests/durable_partition.rs`).
+//! (`tests/tests/durable/fleet.rs`, `tests/tests/durable/partition.rs`).
 //!
 //! ```text
 //! fleet_worker --url URL --name NAME --version V --log FILE --mode fleet|gated

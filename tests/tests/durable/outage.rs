@@ -394,7 +394,7 @@ async fn a_graceful_stop_is_bounded_while_another_connection_holds_the_sqlite_wr
 /// attempt up when the lease runs out, dropping the handler while the row is still locked,
 /// rather than letting it run on past its lease (before, it waited as long as the lock was
 /// held); once the lock is gone, its recoverer puts the task back as a failed attempt and the
-/// next attempt completes it. `durable_partition.rs` shows the same across a cut link (root
+/// next attempt completes it. `durable/partition.rs` shows the same across a cut link (root
 /// only).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_renewal_with_no_answer_drops_the_attempt_when_its_lease_runs_out() {

@@ -1,6 +1,6 @@
 //! The durable queue's `Scheduler` (periodic tasks): one suite, run on SQLite (a temporary file
 //! per test) and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`, or a throwaway server; each test on its own queue
-//! name), as in `durable.rs`.
+//! name), as in `queue.rs`.
 //!
 //! Time comes from a `ManualClock`, so every period and every task id is asserted exactly; the
 //! one test on the system clock asserts no durations, and every wait is a bounded loop.

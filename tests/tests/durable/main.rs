@@ -2,10 +2,10 @@
 //! (`queue` is the core suite; the others by topic). One binary links the runtime once, where
 //! each file of its own linked it again (the disk filled twice while linking 24 of them).
 //!
-//! Three suites stay binaries of their own because each installs a process-wide observer:
-//! `durable_metrics.rs` and `durable_hand_over.rs` a metrics recorder, `durable_storage.rs` a
-//! tracing subscriber. Run one module with a filter: `cargo test -p retry-tests --test durable
-//! crash::`.
+//! The binary has one metrics recorder (`recorder.rs`), which `metrics` and `hand_over` read.
+//! `durable_storage.rs` stays a binary of its own: it installs a process-wide tracing subscriber
+//! and counts the worker's log lines, which every other test's workers would add to. Run one
+//! module with a filter: `cargo test -p retry-tests --test durable crash::`.
 
 mod backlog;
 mod batch;
@@ -16,14 +16,17 @@ mod crash;
 mod find;
 mod fleet;
 mod global;
+mod hand_over;
 mod inspector;
 mod leader;
+mod metrics;
 mod migrations;
 mod outage;
 mod paging;
 mod partition;
 mod presence;
 mod queue;
+mod recorder;
 mod rules;
 mod scheduler;
 mod shared_breaker;

@@ -1,15 +1,15 @@
-//! The durable queue's metrics (feature `metrics`), read from a debugging recorder installed for
-//! this test binary: `retry_queue_processed_total{queue, kind, outcome}`,
+//! The durable queue's metrics (feature `metrics`), read from the debugging recorder of this test
+//! binary (`recorder.rs`): `retry_queue_processed_total{queue, kind, outcome}`,
 //! `retry_queue_pickup_delay_seconds{queue}` and `retry_queue_tasks{queue, state}`. Run on
 //! SQLite and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`); each test reads only its own queue's
 //! series.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use super::recorder::{self, Value};
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Snooze, Task, TaskState, Worker, protocol};
 use retry_tests::durable_env::{Backend, Env, secs, worker};
@@ -21,70 +21,22 @@ retry_tests::both_backends!(
     a_snooze_is_counted_as_its_own_outcome,
 );
 
-/// One value of one series.
-#[derive(Clone, Debug, PartialEq)]
-enum Value {
-    /// Counted since the start of the binary.
-    Counter(u64),
-    /// As last read: the recorder zeroes a gauge when read, until it is set again.
-    Gauge(f64),
-    /// Every value recorded since the start of the binary.
-    Histogram(Vec<f64>),
-}
-
-/// The recorder of this binary, installed once, and every value read from it so far, by
-/// series: a snapshot consumes what it reads (counters back to 0, histograms emptied), and
-/// tests running side by side snapshot each other's series, so all reads go through here.
-fn recorder() -> &'static (Snapshotter, Mutex<HashMap<String, Value>>) {
-    static RECORDER: OnceLock<(Snapshotter, Mutex<HashMap<String, Value>>)> = OnceLock::new();
-    RECORDER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        recorder
-            .install()
-            .expect("the only recorder of this test binary");
-        (snapshotter, Mutex::new(HashMap::new()))
-    })
-}
-
 /// The series of metric `name` whose `queue` label is `queue`, by their other labels
 /// (`"kind=charge,outcome=completed"`).
 fn series(name: &str, queue: &str) -> BTreeMap<String, Value> {
-    let (snapshotter, seen) = recorder();
-    let mut seen = seen.lock().unwrap();
-    let mut ours = BTreeMap::new();
-    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
-        let key = key.key();
-        let labels: BTreeMap<String, String> = key
-            .labels()
-            .map(|l| (l.key().to_owned(), l.value().to_owned()))
-            .collect();
-        let id = format!("{}{labels:?}", key.name());
-        let total = match (seen.remove(&id), value) {
-            (Some(Value::Counter(before)), DebugValue::Counter(n)) => Value::Counter(before + n),
-            (_, DebugValue::Counter(n)) => Value::Counter(n),
-            (_, DebugValue::Gauge(g)) => Value::Gauge(g.into_inner()),
-            (before, DebugValue::Histogram(values)) => {
-                let mut all = match before {
-                    Some(Value::Histogram(all)) => all,
-                    _ => Vec::new(),
-                };
-                all.extend(values.iter().map(|v| v.into_inner()));
-                Value::Histogram(all)
-            }
-        };
-        seen.insert(id.clone(), total);
-        if key.name() == name && labels.get("queue").map(String::as_str) == Some(queue) {
+    recorder::series(name)
+        .into_iter()
+        .filter(|(labels, _)| labels.get("queue").map(String::as_str) == Some(queue))
+        .map(|(labels, value)| {
             let rest = labels
                 .iter()
                 .filter(|(k, _)| *k != "queue")
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
                 .join(",");
-            ours.insert(rest, seen[&id].clone());
-        }
-    }
-    ours
+            (rest, value)
+        })
+        .collect()
 }
 
 fn counters(queue: &str) -> BTreeMap<String, u64> {
@@ -98,7 +50,7 @@ fn counters(queue: &str) -> BTreeMap<String, u64> {
 }
 
 async fn outcomes_are_counted_per_queue_kind_and_outcome(backend: Backend) {
-    recorder();
+    recorder::install();
     let Some(env) = Env::new(backend, "metrics-outcomes").await else {
         return;
     };
@@ -204,7 +156,7 @@ async fn outcomes_are_counted_per_queue_kind_and_outcome(backend: Backend) {
 }
 
 async fn pickup_delay_is_due_to_claim_by_the_queue_clock(backend: Backend) {
-    recorder();
+    recorder::install();
     let Some(env) = Env::new(backend, "metrics-pickup").await else {
         return;
     };
@@ -226,7 +178,7 @@ async fn pickup_delay_is_due_to_claim_by_the_queue_clock(backend: Backend) {
 }
 
 async fn task_gauges_follow_the_table_on_each_maintenance_tick(backend: Backend) {
-    recorder();
+    recorder::install();
     let Some(env) = Env::new(backend, "metrics-gauges").await else {
         return;
     };
@@ -311,7 +263,7 @@ async fn task_gauges_follow_the_table_on_each_maintenance_tick(backend: Backend)
 }
 
 async fn a_snooze_is_counted_as_its_own_outcome(backend: Backend) {
-    recorder();
+    recorder::install();
     let Some(env) = Env::new(backend, "metrics-snooze").await else {
         return;
     };

@@ -6,10 +6,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+use super::recorder::{self, Value};
 use retry_runtime::durable::{Queue, Task, TaskState, protocol};
 use retry_runtime::http::StatusError;
 use retry_runtime::{
@@ -25,43 +26,17 @@ retry_tests::both_backends!(
     a_write_its_bulkhead_refuses_is_handed_over,
 );
 
-/// The process's metrics recorder, installed before any site of this binary counts.
-fn snapshotter() -> &'static Snapshotter {
-    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
-    SNAPSHOTTER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        metrics::set_global_recorder(recorder).expect("the only recorder of this binary");
-        snapshotter
-    })
-}
-
-/// `retry_attempts_total` of `system`, by outcome (the counters that moved). A snapshot takes
-/// every counter's value and sets it to zero, and the tests of this binary run at once: each
-/// snapshot is added to the one tally of the process, which every test reads.
+/// `retry_attempts_total` of `system`, by outcome (the counters that moved).
 fn outcomes(system: &str) -> BTreeMap<String, u64> {
-    static TALLY: Mutex<BTreeMap<(String, String), u64>> = Mutex::new(BTreeMap::new());
-    let mut tally = TALLY.lock().unwrap();
-    for (key, _, _, value) in snapshotter().snapshot().into_vec() {
-        let key = key.key();
-        let label = |name: &str| {
-            key.labels()
-                .find(|l| l.key() == name)
-                .map(|l| l.value().to_owned())
-        };
-        if key.name() != "retry_attempts_total" {
-            continue;
-        }
-        if let (Some(system), Some(outcome), DebugValue::Counter(n)) =
-            (label("system"), label("outcome"), value)
-        {
-            *tally.entry((system, outcome)).or_default() += n;
-        }
-    }
-    tally
-        .iter()
-        .filter(|((s, _), n)| s == system && **n > 0)
-        .map(|((_, outcome), n)| (outcome.clone(), *n))
+    recorder::series("retry_attempts_total")
+        .into_iter()
+        .filter(|(labels, _)| labels.get("system").map(String::as_str) == Some(system))
+        .filter_map(
+            |(mut labels, value)| match (labels.remove("outcome"), value) {
+                (Some(outcome), Value::Counter(n)) if n > 0 => Some((outcome, n)),
+                _ => None,
+            },
+        )
         .collect()
 }
 
@@ -115,7 +90,7 @@ const STATES: [(&str, Option<TaskState>); 7] = [
 ];
 
 async fn a_hand_over_is_safe_exactly_when_a_live_task_holds_the_work(backend: Backend) {
-    snapshotter();
+    recorder::install();
     let Some(env) = Env::new(backend, "hand-over-table").await else {
         return;
     };
@@ -220,7 +195,7 @@ const THRESHOLD: u32 = 5;
 const PROBES: u32 = 1;
 
 async fn an_outage_of_protected_keyed_writes_trips_the_breaker_and_loses_nothing(backend: Backend) {
-    snapshotter();
+    recorder::install();
     let (system, calls) = match backend {
         Backend::Sqlite => ("partner-outage-sqlite", &OUTAGE_CALLS[0]),
         Backend::Postgres => ("partner-outage-postgres", &OUTAGE_CALLS[1]),
@@ -338,7 +313,7 @@ throttled_write!(throttled_write_sqlite, "partner-429-sqlite", 429);
 throttled_write!(throttled_write_postgres, "partner-429-postgres", 429);
 
 async fn a_429_with_retry_after_is_handed_over_due_at_the_hint(backend: Backend) {
-    snapshotter();
+    recorder::install();
     let Some(env) = Env::new(backend, "hand-over-429").await else {
         return;
     };
@@ -412,7 +387,7 @@ bulkhead_write!(
 );
 
 async fn a_write_its_bulkhead_refuses_is_handed_over(backend: Backend) {
-    snapshotter();
+    recorder::install();
     let Some(env) = Env::new(backend, "hand-over-bulkhead").await else {
         return;
     };

@@ -13,32 +13,31 @@ pub(crate) enum Arg<'a> {
     MaybeText(Option<&'a str>),
 }
 
-/// What a statement's rows decode into, on every backend compiled in: [`Row`](super::Row) or a tuple of
-/// columns.
-#[cfg(all(feature = "sqlite", feature = "postgres"))]
-pub(crate) trait Decoded:
-    for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
-    + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
-{
-}
-#[cfg(all(feature = "sqlite", feature = "postgres"))]
-impl<T> Decoded for T where
-    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
-        + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
-{
-}
+/// What a statement's rows decode into, on every backend compiled in: [`Row`](super::Row) or a
+/// tuple of columns. One bound per backend, each empty while its feature is off: a new backend
+/// adds its own pair below and its bound here.
+pub(crate) trait Decoded: FromSqliteRow + FromPgRow {}
+impl<T: FromSqliteRow + FromPgRow> Decoded for T {}
 
-/// What a statement's rows decode into, on every backend compiled in.
-#[cfg(all(feature = "sqlite", not(feature = "postgres")))]
-pub(crate) trait Decoded: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> {}
-#[cfg(all(feature = "sqlite", not(feature = "postgres")))]
-impl<T> Decoded for T where T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> {}
+/// Decodes from a SQLite row (with feature `sqlite`; without it, every type does).
+#[cfg(feature = "sqlite")]
+pub(crate) trait FromSqliteRow: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> {}
+#[cfg(feature = "sqlite")]
+impl<T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>> FromSqliteRow for T {}
+#[cfg(not(feature = "sqlite"))]
+pub(crate) trait FromSqliteRow {}
+#[cfg(not(feature = "sqlite"))]
+impl<T> FromSqliteRow for T {}
 
-/// What a statement's rows decode into, on every backend compiled in.
-#[cfg(all(feature = "postgres", not(feature = "sqlite")))]
-pub(crate) trait Decoded: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
-#[cfg(all(feature = "postgres", not(feature = "sqlite")))]
-impl<T> Decoded for T where T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
+/// Decodes from a PostgreSQL row (with feature `postgres`; without it, every type does).
+#[cfg(feature = "postgres")]
+pub(crate) trait FromPgRow: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
+#[cfg(feature = "postgres")]
+impl<T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>> FromPgRow for T {}
+#[cfg(not(feature = "postgres"))]
+pub(crate) trait FromPgRow {}
+#[cfg(not(feature = "postgres"))]
+impl<T> FromPgRow for T {}
 
 /// `sql` with `args` bound as `$1`, `$2`, … for backend `DB`.
 pub(crate) fn bound<DB>(

@@ -181,11 +181,11 @@ async fn the_configuration_lowers_a_workers_limit(backend: Backend) {
     let w = worker(&env)
         .concurrency(16)
         .limit("ledger", SystemLimit::new().concurrency(8));
-    let report = retry_runtime::config::from_vars([("RETRY_LEDGER_QUEUE_CONCURRENCY", "2")]);
+    let report = retry_runtime::config::apply(retry_runtime::config::Source::vars([("RETRY_LEDGER_QUEUE_CONCURRENCY", "2")]));
     assert!(report.is_clean(), "{report}");
     let w = running.on(w, "post");
     let ran = w.run_due().await.unwrap();
-    retry_runtime::config::from_vars(std::iter::empty::<(&str, &str)>());
+    retry_runtime::config::apply(retry_runtime::config::Source::vars(std::iter::empty::<(&str, &str)>()));
     assert_eq!(
         ran, 2,
         "the lower of the code's 8 and the configuration's 2"

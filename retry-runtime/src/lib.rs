@@ -36,6 +36,7 @@ mod protect;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
 mod retrier;
+mod system;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 mod timeout;
@@ -59,7 +60,7 @@ use retry_rules as rules;
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pub use backoff::{Jitter, MAX_ATTEMPTS, MAX_WINDOW, Policy, PolicyError};
-pub use budget::{Budget, BudgetMode, BudgetState, budget_state, set_budget};
+pub use budget::{Budget, BudgetMode, BudgetState};
 pub use classify::Classify;
 pub use deadline::with_deadline;
 pub use hedge::{Hedge, HedgeError};
@@ -67,14 +68,12 @@ pub use hedge::{Hedge, HedgeError};
 pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};
 pub use key::IdempotencyKey;
 pub use observe::set_give_up_log_interval;
-pub use protect::{
-    Breaker, BreakerState, Bulkhead, BulkheadState, Rejected, breaker_state, bulkhead_state,
-    set_breaker, set_bulkhead,
-};
+pub use protect::{Breaker, BreakerState, Bulkhead, BulkheadState, Rejected};
 pub use retrier::hand_over::handed_over::{
     CarryHandOver, HandOverStatus, HandedOver, hand_over_news, handed_over,
 };
 pub use retrier::hand_over::{HandOver, Handed};
+pub use system::{System, declare_system, system};
 pub use timeout::AttemptTimedOut;
 
 /// The `metrics` facade (0.24) this crate records through, re-exported so that an exporter can

@@ -8,10 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::time::Duration;
 
 use retry_runtime::config::{self, Report, Source};
-use retry_runtime::{
-    Breaker, BreakerState, Bulkhead, BulkheadState, Classify, Rejected, breaker_state,
-    bulkhead_state, retry, set_breaker, set_bulkhead,
-};
+use retry_runtime::{Breaker, BreakerState, Bulkhead, BulkheadState, Classify, Rejected, retry};
 use tokio::time::Instant;
 
 /// Held by each test for its whole run (an async lock: the tests await while holding it).
@@ -187,8 +184,8 @@ async fn a_reload_applies_within_one_call_and_a_refused_one_keeps_the_old() {
 #[tokio::test(start_paused = true)]
 async fn the_code_s_bulkhead_and_breaker_may_be_tightened_never_loosened() {
     let _serial = SERIAL.lock().await;
-    set_bulkhead("cfg-partner", Bulkhead::new(20));
-    set_breaker("cfg-partner", Breaker::new().consecutive_failures(5));
+    retry_runtime::system("cfg-partner").set_bulkhead(Bulkhead::new(20));
+    retry_runtime::system("cfg-partner").set_breaker(Breaker::new().consecutive_failures(5));
     let report = config::apply(Source::vars(vars(&[
         ("RETRY_CFG_PARTNER_BULKHEAD", "30"),
         ("RETRY_CFG_PARTNER_BREAKER_CONSECUTIVE", "8"),
@@ -201,7 +198,7 @@ async fn the_code_s_bulkhead_and_breaker_may_be_tightened_never_loosened() {
         "more calls in flight than the bulkhead the code set (20): configuration may only tighten; 20 stays"
     );
     assert_eq!(
-        bulkhead_state("cfg-partner"),
+        retry_runtime::system("cfg-partner").bulkhead_state(),
         Some(BulkheadState {
             in_flight: 0,
             limit: 20
@@ -214,7 +211,7 @@ async fn the_code_s_bulkhead_and_breaker_may_be_tightened_never_loosened() {
     ])));
     assert!(report.is_clean(), "{report}");
     assert_eq!(
-        bulkhead_state("cfg-partner"),
+        retry_runtime::system("cfg-partner").bulkhead_state(),
         Some(BulkheadState {
             in_flight: 0,
             limit: 5
@@ -223,7 +220,7 @@ async fn the_code_s_bulkhead_and_breaker_may_be_tightened_never_loosened() {
     partner().await.unwrap_err();
     assert_eq!(PARTNER.take().0, 1, "one failure opens it now");
     assert!(matches!(
-        breaker_state("cfg-partner"),
+        retry_runtime::system("cfg-partner").breaker_state(),
         Some(BreakerState::Open { .. })
     ));
     // A reload that leaves the breaker's settings as they are keeps it open.
@@ -234,13 +231,13 @@ async fn the_code_s_bulkhead_and_breaker_may_be_tightened_never_loosened() {
     ])))
     .unwrap();
     assert!(matches!(
-        breaker_state("cfg-partner"),
+        retry_runtime::system("cfg-partner").breaker_state(),
         Some(BreakerState::Open { .. })
     ));
     // Without the configuration, the code's settings are back.
     config::apply(Source::vars(vars(&[])));
     assert_eq!(
-        bulkhead_state("cfg-partner"),
+        retry_runtime::system("cfg-partner").bulkhead_state(),
         Some(BulkheadState {
             in_flight: 0,
             limit: 20
@@ -267,15 +264,18 @@ async fn legacy() -> Result<(), CallError> {
 #[tokio::test(start_paused = true)]
 async fn the_configuration_alone_may_give_a_system_a_breaker_and_a_bulkhead() {
     let _serial = SERIAL.lock().await;
-    assert_eq!(breaker_state("cfg-legacy"), None);
+    assert_eq!(retry_runtime::system("cfg-legacy").breaker_state(), None);
     let report = config::apply(Source::vars(vars(&[
         ("RETRY_CFG_LEGACY_BREAKER_CONSECUTIVE", "2"),
         ("RETRY_CFG_LEGACY_BULKHEAD", "3"),
     ])));
     assert!(report.is_clean(), "{report}");
-    assert_eq!(breaker_state("cfg-legacy"), Some(BreakerState::Closed));
     assert_eq!(
-        bulkhead_state("cfg-legacy"),
+        retry_runtime::system("cfg-legacy").breaker_state(),
+        Some(BreakerState::Closed)
+    );
+    assert_eq!(
+        retry_runtime::system("cfg-legacy").bulkhead_state(),
         Some(BulkheadState {
             in_flight: 0,
             limit: 3
@@ -290,7 +290,7 @@ async fn the_configuration_alone_may_give_a_system_a_breaker_and_a_bulkhead() {
         }))
     );
     config::apply(Source::vars(vars(&[])));
-    assert_eq!(breaker_state("cfg-legacy"), None);
+    assert_eq!(retry_runtime::system("cfg-legacy").breaker_state(), None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -371,7 +371,7 @@ async fn a_layer_s_system_is_known_once_it_served_a_call_or_has_a_budget() {
             .reason
             .starts_with("no system named like `CFG_LAYER`")
     );
-    retry_runtime::set_budget("cfg-layer", retry_runtime::Budget::adaptive());
+    retry_runtime::system("cfg-layer").set_budget(retry_runtime::Budget::adaptive());
     let report = config::apply(Source::vars(vars(&[("RETRY_CFG_LAYER_RETRIES", "off")])));
     assert!(report.is_clean(), "{report}");
     assert_eq!(report.applied[0].system, "cfg-layer");

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use retry_runtime::config::{self, Source};
 use retry_runtime::durable::{SystemLimit, Task};
-use retry_runtime::{BoxError, Classify, retry};
+use retry_runtime::{BoxError, Classify, declare_system, retry};
 use retry_tests::durable_env::{Backend, Env, worker};
 use tokio::time::Instant;
 
@@ -82,10 +82,13 @@ async fn a_shorter_delay_or_max_delay_is_looser_and_refused_naming_the_compiled_
 async fn a_queue_concurrency_looser_than_the_workers_limit_is_refused_and_not_applied() {
     let _serial = SERIAL.lock().await;
     let env = Env::new(Backend::Sqlite, "config-queue").await.unwrap();
-    let tasks = (0..3).map(|n| Task::new("post", &n).system("cfg-partner"));
+    let tasks = (0..3).map(|n| Task::new("post", &n).system(declare_system("cfg-partner")));
     env.q.enqueue_many(tasks).await.unwrap();
     let w = worker(&env)
-        .limit("cfg-partner", SystemLimit::new().concurrency(1).rate(50.0))
+        .limit(
+            declare_system("cfg-partner"),
+            SystemLimit::new().concurrency(1).rate(50.0),
+        )
         .handle("post", |_| async { Ok::<(), BoxError>(()) });
     let report = config::apply(Source::vars([
         ("RETRY_CFG_PARTNER_QUEUE_CONCURRENCY", "3"),
@@ -208,8 +211,8 @@ async fn a_source_that_cannot_be_read_is_refused_whole_and_changes_nothing() {
         "{report}"
     );
 
-    let report = config::reload(Source::Toml("[systems.cfg-pace\nattempts = 1\n".into()))
-        .unwrap_err();
+    let report =
+        config::reload(Source::Toml("[systems.cfg-pace\nattempts = 1\n".into())).unwrap_err();
     assert_eq!(report.refused.len(), 1, "{report}");
     assert_eq!(report.refused[0].source, "(TOML text)");
     assert!(
@@ -230,7 +233,10 @@ async fn a_source_that_cannot_be_read_is_refused_whole_and_changes_nothing() {
     assert_eq!(pauses().len(), 1, "2 attempts: one pause");
     // ... until a source that reads applies whole.
     let report = config::reload(Source::Toml("[systems.cfg-pace]\nattempts = 1\n".into())).unwrap();
-    assert_eq!(report.applied[0].source, "(TOML text): systems.cfg-pace.attempts");
+    assert_eq!(
+        report.applied[0].source,
+        "(TOML text): systems.cfg-pace.attempts"
+    );
     pace().await.unwrap_err();
     assert_eq!(pauses(), []);
     config::apply(Source::vars(std::iter::empty::<(&str, &str)>()));

@@ -363,7 +363,10 @@ async fn a_canceled_task_is_never_retried_even_if_its_attempt_fails_or_its_worke
         .unwrap();
     let claimed = protocol::claim(&env.q, 1, secs(30)).await.unwrap();
     let inspector = env.q.inspector();
-    assert_eq!(inspector.cancel_task("fails").await.unwrap(), Canceled::Stopping);
+    assert_eq!(
+        inspector.cancel_task("fails").await.unwrap(),
+        Canceled::Stopping
+    );
     assert!(w.fail(&claimed[0], BoxError::from("boom")).await.unwrap());
     let info = env.info("fails").await;
     assert_eq!(info.state, TaskState::Archived);
@@ -378,7 +381,10 @@ async fn a_canceled_task_is_never_retried_even_if_its_attempt_fails_or_its_worke
         protocol::claim(&env.q, 1, secs(30)).await.unwrap()[0].id(),
         "lost"
     );
-    assert_eq!(inspector.cancel_task("lost").await.unwrap(), Canceled::Stopping);
+    assert_eq!(
+        inspector.cancel_task("lost").await.unwrap(),
+        Canceled::Stopping
+    );
     env.clock.advance(secs(31));
     assert_eq!(w.recover_expired().await.unwrap(), 1);
     let info = env.info("lost").await;

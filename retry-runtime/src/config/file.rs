@@ -10,8 +10,8 @@ use super::tighten::{BySystem, Given};
 /// The values of the file at `path`, by system; or a report refusing the whole file.
 pub(super) fn read(path: &Path) -> Result<(BySystem, Report), Report> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| whole(&shown, format!("cannot be read: {e}")))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| whole(&shown, format!("cannot be read: {e}")))?;
     parse(&shown, &text)
 }
 
@@ -25,9 +25,9 @@ fn whole(shown: &str, why: String) -> Report {
 /// The values of `text`, a file's TOML (`shown` names it in refusals), by system; or a report
 /// refusing the whole text.
 pub(super) fn parse(shown: &str, text: &str) -> Result<(BySystem, Report), Report> {
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| whole(shown, format!("is not valid TOML: {}", e.message())))?;
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        whole(shown, format!("is not valid TOML: {}", e.message()))
+    })?;
     let (mut given, mut report) = (BySystem::new(), Report::default());
     for (name, value) in &table {
         let source = format!("{shown}: {name}");

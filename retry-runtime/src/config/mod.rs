@@ -25,6 +25,7 @@ pub use source::Source;
 pub(crate) use state::protections;
 
 use crate::protect;
+use crate::system::known_systems;
 use tighten::{BySystem, Given};
 
 /// Serialises configuration calls: each builds a whole map, swaps it in, then brings every
@@ -95,20 +96,6 @@ fn whole(report: Report) -> Result<Report, Report> {
     } else {
         Err(report)
     }
-}
-
-/// Every system the program knows: named by a `#[retry]` site (all of them, listed at link
-/// time), by a call so far (a tower layer's, a reqwest middleware's), or given a budget, a
-/// breaker or a bulkhead.
-fn known_systems() -> Vec<&'static str> {
-    let mut systems: Vec<&'static str> = protect::sites::every()
-        .map(|site| site.system)
-        .chain(protect::all().into_iter().map(|p| p.system))
-        .chain(crate::budget::systems())
-        .collect();
-    systems.sort_unstable();
-    systems.dedup();
-    systems
 }
 
 /// The `RETRY_<SYSTEM>_<KEY>` pairs, by system: the longest known system whose name leads to a

@@ -54,14 +54,16 @@ impl Source {
     /// it whole (a file that cannot be read, TOML that does not parse).
     pub(super) fn read(self) -> Result<(BySystem, Report), Report> {
         match self {
-            Source::Env => Ok(super::read_vars(std::env::vars_os().filter_map(|(k, v)| {
-                Some((k.into_string().ok()?, v.into_string().ok()?))
-            }))),
+            Source::Env => Ok(super::read_vars(std::env::vars_os().filter_map(
+                |(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)),
+            ))),
             Source::Vars(pairs) => Ok(super::read_vars(pairs)),
             #[cfg(feature = "toml")]
             Source::File(path) => super::file::read(&path).map(super::unknown_systems),
             #[cfg(feature = "toml")]
-            Source::Toml(text) => super::file::parse("(TOML text)", &text).map(super::unknown_systems),
+            Source::Toml(text) => {
+                super::file::parse("(TOML text)", &text).map(super::unknown_systems)
+            }
         }
     }
 }

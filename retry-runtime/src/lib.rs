@@ -33,6 +33,8 @@ mod integrations;
 mod key;
 mod observe;
 mod protect;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+mod request_loop;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
 mod retrier;

@@ -95,6 +95,7 @@ pub(crate) async fn run<A: Attempts>(
 mod tests {
     use std::collections::VecDeque;
 
+    use super::Sent::{Attempt, Last};
     use super::*;
     use crate::Jitter;
     use crate::retrier::site;
@@ -123,7 +124,7 @@ mod tests {
             self.firsts.push(first);
             self.outcomes
                 .pop_front()
-                .unwrap_or(Sent::Last(Err("the script ran out")))
+                .unwrap_or(Last(Err("the script ran out")))
         }
 
         fn failed_status(response: &u16) -> Option<StatusError> {
@@ -141,7 +142,7 @@ mod tests {
             }
         }
 
-        fn text(error: &&'static str) -> ErrorText<'_> {
+        fn text<'e>(error: &'e &'static str) -> ErrorText<'e> {
             ErrorText::Display(error)
         }
 
@@ -149,8 +150,6 @@ mod tests {
             "refused"
         }
     }
-
-    use Sent::{Attempt, Last};
 
     static SITE: Site = site("request-loop-unit", "op", 3, 1, 4, Jitter::None, false);
 
@@ -191,6 +190,10 @@ mod tests {
         let mut script = Script::new([Attempt(Ok(503)), Attempt(Ok(200))]);
         let key: &dyn IdempotencyKey = &blank;
         assert_eq!(run(&SITE, Some(key), &mut script).await, Ok(503));
-        assert_eq!(script.firsts, [true], "R-RES-RE-1: no retry without a real key");
+        assert_eq!(
+            script.firsts,
+            [true],
+            "R-RES-RE-1: no retry without a real key"
+        );
     }
 }

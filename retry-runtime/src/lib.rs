@@ -14,9 +14,12 @@
 //   `timeout`, `hedge`, `observe` (events and counters), `describe` (an error's text);
 // - what decides a retry: `classify` (the trait, and the walk of type-erased errors with its
 //   link-time registry of derived types), `key`;
+// - what a call is made to: `system` (the `System` handle over the budget and protection
+//   registries, which stay keyed by name);
 // - integrations: a module users name in paths sits at the root, behind its feature (`http`,
-//   `tower`, `reqwest_middleware`, `durable`); what only implements our traits for another
-//   crate's types (anyhow, failsafe, reqwest, sqlx, tonic, uuid) is under `integrations/`.
+//   `tower`, `reqwest_middleware`, `durable`; `request_loop` is the retry loop of an HTTP
+//   request that `tower` and `reqwest_middleware` share); what only implements our traits for
+//   another crate's types (anyhow, failsafe, reqwest, sqlx, tonic, uuid) is under `integrations/`.
 mod ambient;
 mod attempt;
 mod backoff;

@@ -9,6 +9,7 @@
 //!
 //! `cargo bench -p retry-benches --bench failing_path`
 
+use retry_runtime::system;
 use std::time::Duration;
 
 use criterion::Criterion;
@@ -29,7 +30,7 @@ fn name(contender: &retry_benches::Contender) -> &'static str {
 fn main() {
     let before = retry_benches::uptime();
     retry_benches::unbudgeted();
-    retry_runtime::set_budget(retry_benches::SYSTEM, retry_runtime::Budget::unlimited());
+    system(retry_benches::SYSTEM).set_budget(retry_runtime::Budget::unlimited());
 
     println!("## failing path (k = 3) on a paused clock\n");
     println!("| contender | calls to the server | virtual time | result |");

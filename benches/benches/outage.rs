@@ -31,7 +31,7 @@ use plotters::prelude::*;
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, SystemLimit, Task, TaskState, Worker};
 use retry_runtime::http::StatusError;
-use retry_runtime::{Breaker, retry, set_breaker};
+use retry_runtime::{Breaker, declare_system, retry, system};
 
 const CAPACITY: u32 = 100;
 const WINDOW: Duration = Duration::from_secs(30);
@@ -129,8 +129,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 async fn run(ours: bool, outage: Duration, tasks: u64) -> Report {
-    set_breaker(
-        "payments",
+    system("payments").set_breaker(
         Breaker::new()
             .consecutive_failures(5)
             .open_for(Duration::from_secs(5)),
@@ -140,7 +139,11 @@ async fn run(ours: bool, outage: Duration, tasks: u64) -> Report {
     let q = Queue::connect(&url).await.expect("SQLite");
     let charges = (0..tasks).map(|n| {
         let task = Task::new("charge", &n).task_id(format!("charge-{n}"));
-        if ours { task.system("payments") } else { task }
+        if ours {
+            task.system(declare_system("payments"))
+        } else {
+            task
+        }
     });
     q.enqueue_many(charges).await.expect("enqueue");
     let gw = Arc::new(Gateway {
@@ -153,7 +156,10 @@ async fn run(ours: bool, outage: Duration, tasks: u64) -> Report {
         .concurrency(64)
         .poll_interval(Duration::from_millis(200));
     worker = if ours {
-        worker.limit("payments", SystemLimit::new().rate(f64::from(CAPACITY)))
+        worker.limit(
+            declare_system("payments"),
+            SystemLimit::new().rate(f64::from(CAPACITY)),
+        )
     } else {
         worker.retry_share(1.0)
     };
@@ -191,7 +197,7 @@ async fn run(ours: bool, outage: Duration, tasks: u64) -> Report {
             let mut n = 0u64;
             while !stop.load(Ordering::SeqCst) {
                 tick.tick().await;
-                let task = Task::new("email", &n).system("smtp");
+                let task = Task::new("email", &n).system(declare_system("smtp"));
                 q.enqueue(task).await.expect("enqueue an email");
                 n += 1;
             }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use retry_benches::poll_once;
-use retry_runtime::{Breaker, Bulkhead, Classify, Rejected, retry, set_breaker, set_bulkhead};
+use retry_runtime::{Breaker, Bulkhead, Classify, Rejected, retry};
 use tokio::time::Instant;
 
 #[derive(Debug)]
@@ -104,11 +104,10 @@ fn costs(criterion: &mut Criterion) {
         down: true,
         calls: AtomicU64::new(0),
     };
-    set_breaker("bench-protect-breaker", Breaker::new());
-    set_breaker("bench-protect-both", Breaker::new());
-    set_bulkhead("bench-protect-both", Bulkhead::new(1 << 20));
-    set_breaker(
-        "bench-protect-open",
+    retry_runtime::system("bench-protect-breaker").set_breaker(Breaker::new());
+    retry_runtime::system("bench-protect-both").set_breaker(Breaker::new());
+    retry_runtime::system("bench-protect-both").set_bulkhead(Bulkhead::new(1 << 20));
+    retry_runtime::system("bench-protect-open").set_breaker(
         Breaker::new()
             .consecutive_failures(1)
             .open_for(Duration::from_secs(3_600)),
@@ -118,7 +117,7 @@ fn costs(criterion: &mut Criterion) {
         breaker_open(&down).await.unwrap_err();
     });
     // One call holds the only permit for the whole benchmark: pending forever.
-    set_bulkhead("bench-protect-full", Bulkhead::new(1));
+    retry_runtime::system("bench-protect-full").set_bulkhead(Bulkhead::new(1));
     let mut holder = Box::pin(bulkhead_full(&up));
     assert!(
         holder
@@ -150,7 +149,7 @@ fn costs(criterion: &mut Criterion) {
 fn outage(protect: bool) -> (f64, f64) {
     let rt = retry_benches::runtime(true);
     if protect {
-        set_breaker("bench-dead-protect", Breaker::new());
+        retry_runtime::system("bench-dead-protect").set_breaker(Breaker::new());
     }
     rt.block_on(async move {
         let system = Arc::new(System {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use retry_runtime::{Classify, retry};
+use retry_runtime::{Classify, retry, system};
 
 pub mod storm;
 
@@ -126,7 +126,7 @@ pub async fn with_retry_unbudgeted(server: &Flaky) -> Result<u32, Unavailable> {
 
 /// Sets the budget of [`SYSTEM_UNBUDGETED`] to unlimited (call once, before measuring).
 pub fn unbudgeted() {
-    retry_runtime::set_budget(SYSTEM_UNBUDGETED, retry_runtime::Budget::unlimited());
+    system(SYSTEM_UNBUDGETED).set_budget(retry_runtime::Budget::unlimited());
 }
 
 /// backon's exponential backoff: 3 retries from 10 ms, doubling, no jitter (backon's default).

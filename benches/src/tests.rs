@@ -1,4 +1,5 @@
 use super::*;
+use retry_runtime::system;
 
 #[test]
 fn every_contender_completes_the_happy_path_on_its_first_poll() {
@@ -15,7 +16,7 @@ fn every_contender_completes_the_happy_path_on_its_first_poll() {
 #[test]
 fn every_retrying_contender_pauses_exactly_70ms_over_4_calls() {
     unbudgeted();
-    retry_runtime::set_budget(SYSTEM, retry_runtime::Budget::unlimited());
+    system(SYSTEM).set_budget(retry_runtime::Budget::unlimited());
     let rt = runtime(true);
     each_contender!(|contender, call| {
         let (name, retries) = (contender.name, contender.retries);

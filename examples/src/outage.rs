@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use retry_fixtures::gateway::{ChargeRequest, FaultPlan, Gateway, IDEMPOTENCY_KEY, Outcome};
 use retry_runtime::http::{StatusError, error_for_status};
-use retry_runtime::{
-    Breaker, Bulkhead, Classify, Rejected, idempotency_key_v5, retry, set_breaker, set_bulkhead,
-};
+use retry_runtime::{Breaker, Bulkhead, Classify, Rejected, idempotency_key_v5, retry, system};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -198,8 +196,8 @@ pub async fn run(protect: bool) -> Result<Figures, Box<dyn std::error::Error>> {
 
 /// Both runs, printed.
 pub async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    set_breaker("outage-protected", Breaker::new());
-    set_bulkhead("outage-protected", Bulkhead::new(BULKHEAD));
+    system("outage-protected").set_breaker(Breaker::new());
+    system("outage-protected").set_bulkhead(Bulkhead::new(BULKHEAD));
     println!(
         "outage demo: the gateway (127.0.0.1) down for {} s of {} s, {CALLERS} callers charging {} times a second in all",
         DOWN_FOR.as_secs(),

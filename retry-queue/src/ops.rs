@@ -137,7 +137,7 @@ impl Action {
             Action::Run => inspector.run_task(id).await,
             Action::Delete => inspector.delete_task(id).await,
             Action::Archive => inspector.archive_task(id).await,
-            Action::Cancel => inspector.cancel(id).await.map(drop),
+            Action::Cancel => inspector.cancel_task(id).await.map(drop),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! and as JSON, on SQLite; what workers report of each system is held by the runtime's tests
 //! (`tests/tests/durable/systems.rs`, `durable/breaker.rs`).
 
+use retry_runtime::declare_system;
 use std::process::Command;
 use std::time::Duration;
 
@@ -34,12 +35,12 @@ async fn systems_counts_each_systems_tasks() {
         "no task of queue default names a system\n"
     );
     q.enqueue_many([
-        Task::new("charge", &1).system("payments"),
-        Task::new("charge", &2).system("payments"),
+        Task::new("charge", &1).system(declare_system("payments")),
+        Task::new("charge", &2).system(declare_system("payments")),
         Task::new("charge", &3)
-            .system("payments")
+            .system(declare_system("payments"))
             .process_in(Duration::from_secs(3600)),
-        Task::new("email", &4).system("smtp"),
+        Task::new("email", &4).system(declare_system("smtp")),
         Task::new("report", &5),
     ])
     .await

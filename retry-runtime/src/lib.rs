@@ -14,9 +14,12 @@
 //   `timeout`, `hedge`, `observe` (events and counters), `describe` (an error's text);
 // - what decides a retry: `classify` (the trait, and the walk of type-erased errors with its
 //   link-time registry of derived types), `key`;
+// - what a call is made to: `system` (the `System` handle over the budget and protection
+//   registries, which stay keyed by name);
 // - integrations: a module users name in paths sits at the root, behind its feature (`http`,
-//   `tower`, `reqwest_middleware`, `durable`); what only implements our traits for another
-//   crate's types (anyhow, failsafe, reqwest, sqlx, tonic, uuid) is under `integrations/`.
+//   `tower`, `reqwest_middleware`, `durable`; `request_loop` is the retry loop of an HTTP
+//   request that `tower` and `reqwest_middleware` share); what only implements our traits for
+//   another crate's types (anyhow, failsafe, reqwest, sqlx, tonic, uuid) is under `integrations/`.
 mod ambient;
 mod attempt;
 mod backoff;
@@ -33,9 +36,12 @@ mod integrations;
 mod key;
 mod observe;
 mod protect;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+mod request_loop;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
 mod retrier;
+mod system;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 mod timeout;
@@ -59,7 +65,7 @@ use retry_rules as rules;
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pub use backoff::{Jitter, MAX_ATTEMPTS, MAX_WINDOW, Policy, PolicyError};
-pub use budget::{Budget, BudgetMode, BudgetState, budget_state, set_budget};
+pub use budget::{Budget, BudgetMode, BudgetState};
 pub use classify::Classify;
 pub use deadline::with_deadline;
 pub use hedge::{Hedge, HedgeError};
@@ -67,14 +73,12 @@ pub use hedge::{Hedge, HedgeError};
 pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};
 pub use key::IdempotencyKey;
 pub use observe::set_give_up_log_interval;
-pub use protect::{
-    Breaker, BreakerState, Bulkhead, BulkheadState, Rejected, breaker_state, bulkhead_state,
-    set_breaker, set_bulkhead,
-};
+pub use protect::{Breaker, BreakerState, Bulkhead, BulkheadState, Rejected};
 pub use retrier::hand_over::handed_over::{
     CarryHandOver, HandOverStatus, HandedOver, hand_over_news, handed_over,
 };
 pub use retrier::hand_over::{HandOver, Handed};
+pub use system::{System, declare_system, system};
 pub use timeout::AttemptTimedOut;
 
 /// The `metrics` facade (0.24) this crate records through, re-exported so that an exporter can

@@ -10,8 +10,10 @@ use crate::classify::Verdict;
 use crate::classify::erased;
 use crate::describe::ErrorText;
 use crate::http::{StatusError, idempotency_key, is_safe, is_transient_status};
+use crate::key::IdempotencyKey;
 use crate::protect::enter_waiting;
-use crate::retrier::{BuiltSite, Retrier};
+use crate::request_loop::{self, Attempts, Sent};
+use crate::retrier::BuiltSite;
 
 /// A `reqwest_middleware::Middleware` that retries requests under the retry rules, like
 /// [`tower::RetryLayer`](crate::tower::RetryLayer) (feature `tower`) does for http services:
@@ -127,36 +129,56 @@ impl Middleware for RetryMiddleware {
             });
             return outcome;
         }
-        let mut retrier = Retrier::read_or_write(site, key.as_ref().map(|key| key as _));
-        loop {
-            if site.protect {
-                retrier.admit().map_err(refused)?;
-            }
-            let Some(attempt) = request.try_clone() else {
-                return next.run(request, extensions).await;
-            };
-            let pause = match next.clone().run(attempt, extensions).await {
-                Ok(response) if !is_transient_status(response.status().as_u16()) => {
-                    retrier.succeeded();
-                    return Ok(response);
-                }
-                Ok(response) => {
-                    let status = StatusError::from_parts(response.status(), response.headers());
-                    let text = ErrorText::Display(&status);
-                    match retrier.after_failure(Verdict::of(&status), false, text) {
-                        Some(pause) => pause,
-                        None => return Ok(response),
-                    }
-                }
-                Err(error) => {
-                    let text = ErrorText::Error(&error);
-                    match retrier.after_failure(verdict(&error), false, text) {
-                        Some(pause) => pause,
-                        None => return Err(error),
-                    }
-                }
-            };
-            tokio::time::sleep(pause).await;
+        let mut attempts = Copies {
+            request: Some(request),
+            extensions,
+            next,
+        };
+        let key = key.as_ref().map(|key| key as &dyn IdempotencyKey);
+        request_loop::run(site, key, &mut attempts).await
+    }
+}
+
+/// A retried request's attempts down the chain: each a copy of the request (`try_clone`).
+struct Copies<'a> {
+    /// The request; taken only to send it as it is, should it stop being copyable.
+    request: Option<Request>,
+    extensions: &'a mut Extensions,
+    next: Next<'a>,
+}
+
+impl Attempts for Copies<'_> {
+    type Response = Response;
+    type Error = Error;
+
+    async fn send(&mut self, _first: bool) -> Sent<Response, Error> {
+        if let Some(attempt) = self.request.as_ref().and_then(Request::try_clone) {
+            return Sent::Attempt(self.next.clone().run(attempt, self.extensions).await);
         }
+        // A body that cannot be copied (checked before the loop, so not expected): sent once,
+        // as it is, and its outcome returned.
+        match self.request.take() {
+            Some(request) => Sent::Last(self.next.clone().run(request, self.extensions).await),
+            None => Sent::Last(Err(Error::middleware(std::io::Error::other(
+                "the request was already sent and cannot be copied for another attempt",
+            )))),
+        }
+    }
+
+    fn failed_status(response: &Response) -> Option<StatusError> {
+        is_transient_status(response.status().as_u16())
+            .then(|| StatusError::from_parts(response.status(), response.headers()))
+    }
+
+    fn verdict(error: &Error) -> Verdict {
+        verdict(error)
+    }
+
+    fn text(error: &Error) -> ErrorText<'_> {
+        ErrorText::Error(error)
+    }
+
+    fn refused(rejected: crate::Rejected) -> Error {
+        refused(rejected)
     }
 }

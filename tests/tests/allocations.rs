@@ -237,13 +237,11 @@ async fn protected(system: &Counted) -> Result<u32, Guarded> {
 
 #[test]
 fn protect_allocates_nothing_per_call_closed_or_refusing() {
-    use retry_runtime::{Breaker, Bulkhead, Rejected, set_breaker, set_bulkhead};
+    use retry_runtime::{Breaker, Bulkhead, Rejected};
     let rt = runtime();
-    set_breaker(
-        "allocations-protected",
-        Breaker::new().consecutive_failures(2),
-    );
-    set_bulkhead("allocations-protected", Bulkhead::new(64));
+    retry_runtime::system("allocations-protected")
+        .set_breaker(Breaker::new().consecutive_failures(2));
+    retry_runtime::system("allocations-protected").set_bulkhead(Bulkhead::new(64));
     let ok = Counted::new(0);
     rt.block_on(protected(&ok)).unwrap();
     let happy = measure(|| {
@@ -280,10 +278,10 @@ async fn crowded(system: &Counted) -> Result<u32, Guarded> {
 
 #[test]
 fn a_full_bulkhead_refuses_without_allocating() {
-    use retry_runtime::{Bulkhead, Rejected, set_bulkhead};
+    use retry_runtime::{Bulkhead, Rejected};
     use std::future::Future as _;
     use std::task::{Context, Waker};
-    set_bulkhead("allocations-full", Bulkhead::new(1));
+    retry_runtime::system("allocations-full").set_bulkhead(Bulkhead::new(1));
     let ok = Counted::new(0);
     // One call holds the only permit, pending.
     let mut holder = Box::pin(crowded(&ok));

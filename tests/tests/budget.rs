@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use retry_runtime::{Budget, BudgetMode, budget_state, retry, set_budget};
+use retry_runtime::{Budget, BudgetMode, retry, system};
 use retry_tests::capture::events;
 use retry_tests::{Flaky, GatewayError, UNAVAILABLE};
 use tokio::sync::Barrier;
@@ -48,7 +48,7 @@ async fn set_budget_reaches_a_handle_fetched_before_it() {
         "the adaptive default, open: 5/s over 10 s, plus one retry per call"
     );
 
-    set_budget("budget-replace", Budget::new(0.5, 0, 30 * SEC));
+    system("budget-replace").set_budget(Budget::new(0.5, 0, 30 * SEC));
     assert_eq!(
         format!("{handle:?}"),
         "Budget { ratio: 0.5, min_per_sec: 0, window: 30s }"
@@ -71,7 +71,7 @@ async fn set_budget_reaches_a_handle_fetched_before_it() {
     deposit(handle, 8);
     assert_eq!(drain(handle), 4);
 
-    set_budget("budget-replace", Budget::unlimited());
+    system("budget-replace").set_budget(Budget::unlimited());
     assert_eq!(drain(handle), 10_000_000);
     assert!(std::ptr::eq(
         handle,
@@ -83,7 +83,7 @@ async fn set_budget_reaches_a_handle_fetched_before_it() {
 async fn set_budget_before_first_use_registers_the_system() {
     // A name built at run time (not 'static) works too.
     let name = format!("budget-{}", "registered-early");
-    set_budget(&name, Budget::new(0.0, 2, 5 * SEC));
+    system(&name).set_budget(Budget::new(0.0, 2, 5 * SEC));
     let handle = retry_runtime::test_util::budget_for_system("budget-registered-early");
     assert_eq!(drain(handle), 10);
     deposit(handle, 1_000);
@@ -102,7 +102,7 @@ async fn systems_have_independent_budgets() {
     assert_eq!(drain(a), 50);
     assert_eq!(drain(b), 50, "a spending its budget leaves b's alone");
 
-    set_budget("budget-independent-a", Budget::new(0.0, 0, 10 * SEC));
+    system("budget-independent-a").set_budget(Budget::new(0.0, 0, 10 * SEC));
     deposit(b, 10);
     assert_eq!(
         drain(b),
@@ -124,7 +124,7 @@ async fn systems_have_independent_budgets() {
 async fn concurrent_retries_never_exceed_the_budget() {
     const TASKS: usize = 64;
     const ROUNDS: u64 = 1_000;
-    set_budget("budget-contention", Budget::new(0.25, 0, 3_600 * SEC));
+    system("budget-contention").set_budget(Budget::new(0.25, 0, 3_600 * SEC));
     let budget = retry_runtime::test_util::budget_for_system("budget-contention");
 
     static GRANTED: AtomicU64 = AtomicU64::new(0);
@@ -165,7 +165,7 @@ async fn concurrent_retries_never_exceed_the_budget() {
 async fn interleaved_calls_and_retries_add_up_exactly() {
     const TASKS: u64 = 64;
     const OPERATIONS: u64 = 1_000;
-    set_budget("budget-interleaved", Budget::new(0.25, 1, 3_600 * SEC));
+    system("budget-interleaved").set_budget(Budget::new(0.25, 1, 3_600 * SEC));
     let budget = retry_runtime::test_util::budget_for_system("budget-interleaved");
     // 16 000 calls × 0.25 + 1/s × 3 600 s.
     let allowed = TASKS * OPERATIONS / 4 / 4 + 3_600;
@@ -248,7 +248,11 @@ async fn recovered() -> Result<u32, GatewayError> {
 
 #[tokio::test(start_paused = true)]
 async fn the_default_budget_protects_a_down_system_and_reopens_when_retries_succeed() {
-    assert_eq!(budget_state("budget-learns"), None, "not called yet");
+    assert_eq!(
+        system("budget-learns").budget_state(),
+        None,
+        "not called yet"
+    );
     let seen = events(async {
         // Down. Open, cold: each request makes its 4 attempts, 3 failed retries; the 32nd
         // (request 11's second) switches the budget to protecting, which still has the
@@ -256,7 +260,7 @@ async fn the_default_budget_protects_a_down_system_and_reopens_when_retries_succ
         let down = Flaky::always(UNAVAILABLE);
         assert_eq!(requests(&down, 11).await, 0);
         assert_eq!(down.calls(), 11 * 4);
-        let state = budget_state("budget-learns").unwrap();
+        let state = system("budget-learns").budget_state().unwrap();
         assert_eq!(state.mode, BudgetMode::Protecting);
         assert_eq!((state.retries, state.retries_succeeded), (33, 0));
         assert_eq!(state.retry_success_rate(), Some(0.0));
@@ -270,7 +274,7 @@ async fn the_default_budget_protects_a_down_system_and_reopens_when_retries_succ
         tokio::time::advance(11 * SEC).await;
         for served in 1..=40 {
             assert!(recovered().await.is_ok());
-            let state = budget_state("budget-learns").unwrap();
+            let state = system("budget-learns").budget_state().unwrap();
             let expected = if served < 32 {
                 BudgetMode::Protecting
             } else {

@@ -7,11 +7,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::time::Duration;
 
-use retry_runtime::config::{self, Report};
-use retry_runtime::{
-    Breaker, BreakerState, Bulkhead, BulkheadState, Classify, Rejected, breaker_state,
-    bulkhead_state, retry, set_breaker, set_bulkhead,
-};
+use retry_runtime::config::{self, Report, Source};
+use retry_runtime::{Breaker, BreakerState, Bulkhead, BulkheadState, Classify, Rejected, retry};
 use tokio::time::Instant;
 
 /// Held by each test for its whole run (an async lock: the tests await while holding it).
@@ -83,13 +80,13 @@ fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 #[tokio::test(start_paused = true)]
 async fn fewer_attempts_apply_and_more_are_refused_naming_the_rule_and_the_compiled_value() {
     let _serial = SERIAL.lock().await;
-    let report = config::from_vars(vars(&[("RETRY_CFG_PAYMENTS_ATTEMPTS", "2")]));
+    let report = config::apply(Source::vars(vars(&[("RETRY_CFG_PAYMENTS_ATTEMPTS", "2")])));
     assert!(report.is_clean(), "{report}");
     assert_eq!(report.applied[0].system, "cfg-payments");
     charge().await.unwrap_err();
     assert_eq!(CHARGE.take().0, 2);
 
-    let report = config::from_vars(vars(&[("RETRY_CFG_PAYMENTS_ATTEMPTS", "9")]));
+    let report = config::apply(Source::vars(vars(&[("RETRY_CFG_PAYMENTS_ATTEMPTS", "9")])));
     assert_eq!(report.applied, []);
     assert_eq!(
         report.refused[0].to_string(),
@@ -98,7 +95,7 @@ async fn fewer_attempts_apply_and_more_are_refused_naming_the_rule_and_the_compi
     charge().await.unwrap_err();
     assert_eq!(CHARGE.take().0, 3, "the compiled value stays");
 
-    let report = config::from_vars(vars(&[("RETRY_CFG_PAYMENTS_ATTEMPTS", "4")]));
+    let report = config::apply(Source::vars(vars(&[("RETRY_CFG_PAYMENTS_ATTEMPTS", "4")])));
     assert_eq!(
         report.refused[0].reason,
         "more attempts than `#[retry]` compiled (attempts = 3 at `charge`): configuration may only tighten (R-RES-RE-3), so the compiled attempts = 3 stay"
@@ -110,11 +107,11 @@ async fn fewer_attempts_apply_and_more_are_refused_naming_the_rule_and_the_compi
 #[tokio::test(start_paused = true)]
 async fn retries_off_makes_exactly_one_attempt() {
     let _serial = SERIAL.lock().await;
-    let report = config::from_vars(vars(&[("RETRY_CFG_PAYMENTS_RETRIES", "off")]));
+    let report = config::apply(Source::vars(vars(&[("RETRY_CFG_PAYMENTS_RETRIES", "off")])));
     assert!(report.is_clean(), "{report}");
     charge().await.unwrap_err();
     assert_eq!(CHARGE.take().0, 1);
-    config::from_vars(vars(&[("RETRY_CFG_PAYMENTS_RETRIES", "on")]));
+    config::apply(Source::vars(vars(&[("RETRY_CFG_PAYMENTS_RETRIES", "on")])));
     charge().await.unwrap_err();
     assert_eq!(CHARGE.take().0, 3);
 }
@@ -123,10 +120,10 @@ async fn retries_off_makes_exactly_one_attempt() {
 async fn configured_delays_shape_the_pauses_within_the_five_second_window() {
     let _serial = SERIAL.lock().await;
     // Longer than the compiled 200ms and 5s: a shorter one would be looser (config_refusals.rs).
-    let report = config::from_vars(vars(&[
+    let report = config::apply(Source::vars(vars(&[
         ("RETRY_CFG_PAYMENTS_DELAY", "300ms"),
         ("RETRY_CFG_PAYMENTS_MAX_DELAY", "6s"),
-    ]));
+    ])));
     assert!(report.is_clean(), "{report}");
     charge().await.unwrap_err();
     assert_eq!(
@@ -138,17 +135,17 @@ async fn configured_delays_shape_the_pauses_within_the_five_second_window() {
     );
 
     // 2 s then 4 s of pauses at `charge` (3 attempts): beyond the 5 s window.
-    let report = config::from_vars(vars(&[("RETRY_CFG_PAYMENTS_DELAY", "2s")]));
+    let report = config::apply(Source::vars(vars(&[("RETRY_CFG_PAYMENTS_DELAY", "2s")])));
     assert_eq!(
         report.refused[0].reason,
         "at `charge` (attempts = 3) the pauses of delay = 2s, max_delay = 5s may add up to 6s, beyond the 5s an in-memory retry may take (R-RES-RE-4); the compiled schedule stays"
     );
-    let report = config::from_vars(vars(&[("RETRY_CFG_PAYMENTS_DELAY", "0ms")]));
+    let report = config::apply(Source::vars(vars(&[("RETRY_CFG_PAYMENTS_DELAY", "0ms")])));
     assert!(report.refused[0].reason.contains("R-RES-RE-X3"), "{report}");
-    let report = config::from_vars(vars(&[
+    let report = config::apply(Source::vars(vars(&[
         ("RETRY_CFG_PAYMENTS_DELAY", "5s"),
         ("RETRY_CFG_PAYMENTS_MAX_DELAY", "5s"),
-    ]));
+    ])));
     assert!(report.refused[0].reason.contains("R-RES-RE-X3"), "{report}");
     assert_eq!(report.refused.len(), 2, "both halves of the schedule");
     charge().await.unwrap_err();
@@ -164,19 +161,19 @@ async fn configured_delays_shape_the_pauses_within_the_five_second_window() {
 #[tokio::test(start_paused = true)]
 async fn a_reload_applies_within_one_call_and_a_refused_one_keeps_the_old() {
     let _serial = SERIAL.lock().await;
-    config::from_vars(vars(&[]));
+    config::apply(Source::vars(vars(&[])));
     charge().await.unwrap_err();
     assert_eq!(CHARGE.take().0, 3);
-    let applied = config::reload_from_vars(vars(&[("RETRY_CFG_PAYMENTS_ATTEMPTS", "1")]));
+    let applied = config::reload(Source::vars(vars(&[("RETRY_CFG_PAYMENTS_ATTEMPTS", "1")])));
     assert!(applied.is_ok(), "{applied:?}");
     // The very next call.
     charge().await.unwrap_err();
     assert_eq!(CHARGE.take().0, 1);
     // One good value and one refused: nothing of it applies.
-    let refused = config::reload_from_vars(vars(&[
+    let refused = config::reload(Source::vars(vars(&[
         ("RETRY_CFG_PAYMENTS_ATTEMPTS", "2"),
         ("RETRY_CFG_PAYMENTS_BULKHEAD", "zero"),
-    ]))
+    ])))
     .unwrap_err();
     assert_eq!(refused.applied, []);
     assert_eq!(refused.refused.len(), 1);
@@ -187,13 +184,13 @@ async fn a_reload_applies_within_one_call_and_a_refused_one_keeps_the_old() {
 #[tokio::test(start_paused = true)]
 async fn the_code_s_bulkhead_and_breaker_may_be_tightened_never_loosened() {
     let _serial = SERIAL.lock().await;
-    set_bulkhead("cfg-partner", Bulkhead::new(20));
-    set_breaker("cfg-partner", Breaker::new().consecutive_failures(5));
-    let report = config::from_vars(vars(&[
+    retry_runtime::system("cfg-partner").set_bulkhead(Bulkhead::new(20));
+    retry_runtime::system("cfg-partner").set_breaker(Breaker::new().consecutive_failures(5));
+    let report = config::apply(Source::vars(vars(&[
         ("RETRY_CFG_PARTNER_BULKHEAD", "30"),
         ("RETRY_CFG_PARTNER_BREAKER_CONSECUTIVE", "8"),
         ("RETRY_CFG_PARTNER_BREAKER", "off"),
-    ]));
+    ])));
     assert_eq!(report.applied, []);
     assert_eq!(report.refused.len(), 3, "{report}");
     assert_eq!(
@@ -201,20 +198,20 @@ async fn the_code_s_bulkhead_and_breaker_may_be_tightened_never_loosened() {
         "more calls in flight than the bulkhead the code set (20): configuration may only tighten; 20 stays"
     );
     assert_eq!(
-        bulkhead_state("cfg-partner"),
+        retry_runtime::system("cfg-partner").bulkhead_state(),
         Some(BulkheadState {
             in_flight: 0,
             limit: 20
         })
     );
 
-    let report = config::from_vars(vars(&[
+    let report = config::apply(Source::vars(vars(&[
         ("RETRY_CFG_PARTNER_BULKHEAD", "5"),
         ("RETRY_CFG_PARTNER_BREAKER_CONSECUTIVE", "1"),
-    ]));
+    ])));
     assert!(report.is_clean(), "{report}");
     assert_eq!(
-        bulkhead_state("cfg-partner"),
+        retry_runtime::system("cfg-partner").bulkhead_state(),
         Some(BulkheadState {
             in_flight: 0,
             limit: 5
@@ -223,24 +220,24 @@ async fn the_code_s_bulkhead_and_breaker_may_be_tightened_never_loosened() {
     partner().await.unwrap_err();
     assert_eq!(PARTNER.take().0, 1, "one failure opens it now");
     assert!(matches!(
-        breaker_state("cfg-partner"),
+        retry_runtime::system("cfg-partner").breaker_state(),
         Some(BreakerState::Open { .. })
     ));
     // A reload that leaves the breaker's settings as they are keeps it open.
-    config::reload_from_vars(vars(&[
+    config::reload(Source::vars(vars(&[
         ("RETRY_CFG_PARTNER_BULKHEAD", "5"),
         ("RETRY_CFG_PARTNER_BREAKER_CONSECUTIVE", "1"),
         ("RETRY_CFG_PARTNER_RETRIES", "off"),
-    ]))
+    ])))
     .unwrap();
     assert!(matches!(
-        breaker_state("cfg-partner"),
+        retry_runtime::system("cfg-partner").breaker_state(),
         Some(BreakerState::Open { .. })
     ));
     // Without the configuration, the code's settings are back.
-    config::from_vars(vars(&[]));
+    config::apply(Source::vars(vars(&[])));
     assert_eq!(
-        bulkhead_state("cfg-partner"),
+        retry_runtime::system("cfg-partner").bulkhead_state(),
         Some(BulkheadState {
             in_flight: 0,
             limit: 20
@@ -267,15 +264,18 @@ async fn legacy() -> Result<(), CallError> {
 #[tokio::test(start_paused = true)]
 async fn the_configuration_alone_may_give_a_system_a_breaker_and_a_bulkhead() {
     let _serial = SERIAL.lock().await;
-    assert_eq!(breaker_state("cfg-legacy"), None);
-    let report = config::from_vars(vars(&[
+    assert_eq!(retry_runtime::system("cfg-legacy").breaker_state(), None);
+    let report = config::apply(Source::vars(vars(&[
         ("RETRY_CFG_LEGACY_BREAKER_CONSECUTIVE", "2"),
         ("RETRY_CFG_LEGACY_BULKHEAD", "3"),
-    ]));
+    ])));
     assert!(report.is_clean(), "{report}");
-    assert_eq!(breaker_state("cfg-legacy"), Some(BreakerState::Closed));
     assert_eq!(
-        bulkhead_state("cfg-legacy"),
+        retry_runtime::system("cfg-legacy").breaker_state(),
+        Some(BreakerState::Closed)
+    );
+    assert_eq!(
+        retry_runtime::system("cfg-legacy").bulkhead_state(),
         Some(BulkheadState {
             in_flight: 0,
             limit: 3
@@ -289,20 +289,20 @@ async fn the_configuration_alone_may_give_a_system_a_breaker_and_a_bulkhead() {
             system: "cfg-legacy"
         }))
     );
-    config::from_vars(vars(&[]));
-    assert_eq!(breaker_state("cfg-legacy"), None);
+    config::apply(Source::vars(vars(&[])));
+    assert_eq!(retry_runtime::system("cfg-legacy").breaker_state(), None);
 }
 
 #[tokio::test(start_paused = true)]
 async fn unknown_systems_and_keys_are_refused_and_other_variables_left_alone() {
     let _serial = SERIAL.lock().await;
-    let report = config::from_vars(vars(&[
+    let report = config::apply(Source::vars(vars(&[
         ("RETRY_NO_SUCH_SYSTEM_ATTEMPTS", "2"),
         ("RETRY_TEST_POSTGRES_URL", "postgres://127.0.0.1/x"),
         ("RETRY_QUEUE_TOKEN", "0123456789abcdef"),
         ("RETRY_CFG_PAYMENTS_ATTEMPTS", "two"),
         ("PATH", "/usr/bin"),
-    ]));
+    ])));
     assert_eq!(report.applied, []);
     let refused: Vec<_> = report
         .refused
@@ -333,7 +333,7 @@ async fn a_file_takes_the_same_keys_and_a_broken_one_changes_nothing() {
         "[systems.cfg-payments]\nattempts = 2\ndelay = \"300ms\"\nmax_delay = \"6s\"\n",
     )
     .unwrap();
-    let report = config::from_file(&path);
+    let report = config::apply(Source::file(&path));
     assert!(report.is_clean(), "{report}");
     assert_eq!(
         report.applied[0].source,
@@ -343,7 +343,7 @@ async fn a_file_takes_the_same_keys_and_a_broken_one_changes_nothing() {
     assert_eq!(CHARGE.take(), (2, vec![Duration::from_millis(300)]));
 
     std::fs::write(&path, "[systems.cfg-payments\nattempts = 1\n").unwrap();
-    let report: Report = config::reload_from_file(&path).unwrap_err();
+    let report: Report = config::reload(Source::file(&path)).unwrap_err();
     assert!(
         report.refused[0].reason.starts_with("is not valid TOML"),
         "{report}"
@@ -356,7 +356,7 @@ async fn a_file_takes_the_same_keys_and_a_broken_one_changes_nothing() {
         "[systems.cfg-payments]\nattempts = 9\nretrys = \"off\"\n",
     )
     .unwrap();
-    let report = config::from_file(&path);
+    let report = config::apply(Source::file(&path));
     assert_eq!(report.refused.len(), 2, "{report}");
     assert!(report.refused[0].reason.contains("R-RES-RE-3"));
     assert!(report.refused[1].reason.starts_with("unknown key `retrys`"));
@@ -365,14 +365,14 @@ async fn a_file_takes_the_same_keys_and_a_broken_one_changes_nothing() {
 #[tokio::test(start_paused = true)]
 async fn a_layer_s_system_is_known_once_it_served_a_call_or_has_a_budget() {
     let _serial = SERIAL.lock().await;
-    let refused = config::from_vars(vars(&[("RETRY_CFG_LAYER_RETRIES", "off")]));
+    let refused = config::apply(Source::vars(vars(&[("RETRY_CFG_LAYER_RETRIES", "off")])));
     assert!(
         refused.refused[0]
             .reason
             .starts_with("no system named like `CFG_LAYER`")
     );
-    retry_runtime::set_budget("cfg-layer", retry_runtime::Budget::adaptive());
-    let report = config::from_vars(vars(&[("RETRY_CFG_LAYER_RETRIES", "off")]));
+    retry_runtime::system("cfg-layer").set_budget(retry_runtime::Budget::adaptive());
+    let report = config::apply(Source::vars(vars(&[("RETRY_CFG_LAYER_RETRIES", "off")])));
     assert!(report.is_clean(), "{report}");
     assert_eq!(report.applied[0].system, "cfg-layer");
 }

@@ -9,9 +9,9 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use retry_runtime::config;
+use retry_runtime::config::{self, Source};
 use retry_runtime::durable::{SystemLimit, Task};
-use retry_runtime::{BoxError, Classify, retry};
+use retry_runtime::{BoxError, Classify, declare_system, retry};
 use retry_tests::durable_env::{Backend, Env, worker};
 use tokio::time::Instant;
 
@@ -51,7 +51,7 @@ fn ms(n: u64) -> Duration {
 async fn a_shorter_delay_or_max_delay_is_looser_and_refused_naming_the_compiled_value() {
     let _serial = SERIAL.lock().await;
     // 10 ms: twenty times faster retries against a system that is failing.
-    let report = config::from_vars([("RETRY_CFG_PACE_DELAY", "10ms")]);
+    let report = config::apply(Source::vars([("RETRY_CFG_PACE_DELAY", "10ms")]));
     assert_eq!(report.applied, []);
     assert_eq!(
         report.refused[0].to_string(),
@@ -60,37 +60,40 @@ async fn a_shorter_delay_or_max_delay_is_looser_and_refused_naming_the_compiled_
     pace().await.unwrap_err();
     assert_eq!(pauses(), [ms(200), ms(400)], "the compiled schedule stays");
 
-    let report = config::from_vars([("RETRY_CFG_PACE_MAX_DELAY", "1s")]);
+    let report = config::apply(Source::vars([("RETRY_CFG_PACE_MAX_DELAY", "1s")]));
     assert_eq!(
         report.refused[0].reason,
         "a shorter max_delay than `#[retry]` compiled (max_delay = 5s at `pace`): faster retries hammer a degrading system (R-RES-RE-X3); configuration may only tighten, so the compiled max_delay = 5s stays"
     );
 
     // Longer pauses tighten: applied, within the 5 s window.
-    let report = config::from_vars([
+    let report = config::apply(Source::vars([
         ("RETRY_CFG_PACE_DELAY", "300ms"),
         ("RETRY_CFG_PACE_MAX_DELAY", "6s"),
-    ]);
+    ]));
     assert!(report.is_clean(), "{report}");
     assert_eq!(report.applied.len(), 2);
     pace().await.unwrap_err();
     assert_eq!(pauses(), [ms(300), ms(600)]);
-    config::from_vars(std::iter::empty::<(&str, &str)>());
+    config::apply(Source::vars(std::iter::empty::<(&str, &str)>()));
 }
 
 #[tokio::test]
 async fn a_queue_concurrency_looser_than_the_workers_limit_is_refused_and_not_applied() {
     let _serial = SERIAL.lock().await;
     let env = Env::new(Backend::Sqlite, "config-queue").await.unwrap();
-    let tasks = (0..3).map(|n| Task::new("post", &n).system("cfg-partner"));
+    let tasks = (0..3).map(|n| Task::new("post", &n).system(declare_system("cfg-partner")));
     env.q.enqueue_many(tasks).await.unwrap();
     let w = worker(&env)
-        .limit("cfg-partner", SystemLimit::new().concurrency(1).rate(50.0))
+        .limit(
+            declare_system("cfg-partner"),
+            SystemLimit::new().concurrency(1).rate(50.0),
+        )
         .handle("post", |_| async { Ok::<(), BoxError>(()) });
-    let report = config::from_vars([
+    let report = config::apply(Source::vars([
         ("RETRY_CFG_PARTNER_QUEUE_CONCURRENCY", "3"),
         ("RETRY_CFG_PARTNER_QUEUE_RATE", "100"),
-    ]);
+    ]));
     assert_eq!(report.applied, [], "{report}");
     assert_eq!(
         report.refused[0].to_string(),
@@ -101,7 +104,7 @@ async fn a_queue_concurrency_looser_than_the_workers_limit_is_refused_and_not_ap
         "more tasks per second than a durable worker's code set for the system (`Worker::limit`: rate 50): configuration may only tighten, so rate 50 stays"
     );
     let ran = w.run_due().await.unwrap();
-    config::from_vars(std::iter::empty::<(&str, &str)>());
+    config::apply(Source::vars(std::iter::empty::<(&str, &str)>()));
     assert_eq!(ran, 1, "the code's concurrency of 1 stays");
 }
 
@@ -164,7 +167,7 @@ async fn a_file_refuses_a_misspelt_key_or_system_naming_the_nearest() {
         "[systems.cfg-pace]\nattempt = 2\n\n[systems.cfg-pase]\nretries = \"off\"\n",
     )
     .unwrap();
-    let report = config::from_file(&path);
+    let report = config::apply(Source::file(&path));
     assert_eq!(report.applied, [], "{report}");
     assert_eq!(report.refused.len(), 2, "{report}");
     // The unknown system first (it is judged before the values), then the misspelt key.
@@ -184,5 +187,57 @@ async fn a_file_refuses_a_misspelt_key_or_system_naming_the_nearest() {
             .starts_with("unknown key `attempt`: did you mean `attempts`?"),
         "{report}"
     );
-    config::from_vars(std::iter::empty::<(&str, &str)>());
+    config::apply(Source::vars(std::iter::empty::<(&str, &str)>()));
+}
+
+/// Each source that cannot be read whole is refused whole, naming why, and a reload of it keeps
+/// the configuration in force: a file that is missing, TOML text that does not parse, TOML that
+/// holds something other than `[systems.<name>]` tables.
+#[tokio::test(start_paused = true)]
+async fn a_source_that_cannot_be_read_is_refused_whole_and_changes_nothing() {
+    let _serial = SERIAL.lock().await;
+    let report = config::apply(Source::vars([("RETRY_CFG_PACE_ATTEMPTS", "2")]));
+    assert!(report.is_clean(), "{report}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.toml");
+    let report = config::reload(Source::file(&missing)).unwrap_err();
+    assert_eq!(report.applied, []);
+    assert_eq!(report.refused.len(), 1, "{report}");
+    assert_eq!(report.refused[0].source, missing.display().to_string());
+    assert_eq!(report.refused[0].value, "(the whole file)");
+    assert!(
+        report.refused[0].reason.starts_with("cannot be read: "),
+        "{report}"
+    );
+
+    let report =
+        config::reload(Source::Toml("[systems.cfg-pace\nattempts = 1\n".into())).unwrap_err();
+    assert_eq!(report.refused.len(), 1, "{report}");
+    assert_eq!(report.refused[0].source, "(TOML text)");
+    assert!(
+        report.refused[0].reason.starts_with("is not valid TOML: "),
+        "{report}"
+    );
+
+    let report = config::reload(Source::Toml("attempts = 1\n".into())).unwrap_err();
+    assert_eq!(report.applied, []);
+    assert_eq!(
+        report.refused[0].to_string(),
+        "(TOML text): attempts=integer refused: the file holds `[systems.<name>]` tables only"
+    );
+
+    // The refused reloads changed nothing (an `apply` would have replaced the configuration
+    // with the values it read, none): 2 attempts are still in force ...
+    pace().await.unwrap_err();
+    assert_eq!(pauses().len(), 1, "2 attempts: one pause");
+    // ... until a source that reads applies whole.
+    let report = config::reload(Source::Toml("[systems.cfg-pace]\nattempts = 1\n".into())).unwrap();
+    assert_eq!(
+        report.applied[0].source,
+        "(TOML text): systems.cfg-pace.attempts"
+    );
+    pace().await.unwrap_err();
+    assert_eq!(pauses(), []);
+    config::apply(Source::vars(std::iter::empty::<(&str, &str)>()));
 }

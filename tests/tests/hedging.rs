@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_runtime::{Budget, Classify, retry, set_budget};
+use retry_runtime::{Budget, Classify, retry, system};
 use tokio::time::{Instant, sleep};
 
 const MS: Duration = Duration::from_millis(1);
@@ -224,7 +224,7 @@ async fn slow_for_everyone(server: &Server) -> Result<u32, Error> {
 
 #[tokio::test(start_paused = true)]
 async fn hedge_load_caps_the_extra_calls_of_a_system_slow_for_everyone() {
-    set_budget("hedge-load", Budget::unlimited());
+    system("hedge-load").set_budget(Budget::unlimited());
     let server = Server::new(|_| (200, Ok(0)));
     for _ in 0..1_000 {
         slow_for_everyone(&server).await.unwrap();
@@ -240,7 +240,7 @@ async fn budgeted(server: &Server) -> Result<u32, Error> {
 #[tokio::test(start_paused = true)]
 async fn hedges_withdraw_from_the_retry_budget() {
     // Room for 60 retries in the window, none earned by calls: 60 hedges, where hedge_load alone would allow 100.
-    set_budget("hedge-budget", Budget::new(0.0, 1, Duration::from_secs(60)));
+    system("hedge-budget").set_budget(Budget::new(0.0, 1, Duration::from_secs(60)));
     let server = Server::new(|_| (200, Ok(0)));
     for _ in 0..200 {
         budgeted(&server).await.unwrap();
@@ -418,7 +418,7 @@ mod tower {
     use http::{Method, Request, Response};
     use retry_runtime::BoxError;
     use retry_runtime::tower::RetryLayer;
-    use retry_runtime::{Budget, Hedge, set_budget};
+    use retry_runtime::{Budget, Hedge, system};
     use tokio::time::{Instant, sleep};
     use tower_layer::Layer as _;
     use tower_service::Service;
@@ -462,7 +462,7 @@ mod tower {
 
     #[tokio::test(start_paused = true)]
     async fn a_slow_get_is_hedged_and_a_post_is_not() {
-        set_budget("hedge-tower", Budget::unlimited());
+        system("hedge-tower").set_budget(Budget::unlimited());
         let hedge = Hedge::after(Duration::from_millis(20))
             .unwrap()
             .load(0.5)

@@ -21,7 +21,7 @@ use proptest::prelude::*;
 use retry_runtime::http::{
     StatusError, is_transient_status, parse_retry_after, parse_retry_after_at,
 };
-use retry_runtime::{Budget, Classify, retry, set_budget};
+use retry_runtime::{Budget, Classify, retry};
 use tokio::time::Instant;
 
 /// 256 cases each (proptest's default), or `PROPTEST_CASES`; nothing written to disk.
@@ -593,7 +593,7 @@ fn check_through_the_loop(which: usize, header: &str) -> Result<(usize, Duration
 
 fn unlimited_budgets() {
     for system in ["hostile-2s", "hostile-default", "hostile-500ms"] {
-        set_budget(system, Budget::unlimited());
+        retry_runtime::system(system).set_budget(Budget::unlimited());
     }
 }
 

@@ -297,10 +297,11 @@ async fn during_outage(flaky: &Flaky) -> Result<u32, GatewayError> {
 
 #[tokio::test(start_paused = true)]
 async fn repeated_give_ups_log_once_per_interval_and_the_next_event_sums_them_up() {
-    retry_runtime::set_budget(
-        "outage",
-        retry_runtime::Budget::new(0.0, 0, std::time::Duration::from_secs(10)),
-    );
+    retry_runtime::system("outage").set_budget(retry_runtime::Budget::new(
+        0.0,
+        0,
+        std::time::Duration::from_secs(10),
+    ));
     let down = Flaky::always(UNAVAILABLE);
     let seen = events(async {
         // 270 refused calls in 810 ms: one ERROR.
@@ -488,10 +489,11 @@ fn the_counter_counts_each_attempt_by_outcome() {
     assert_eq!(counts(&snapshotter, "metered", "metered"), expected);
 
     // A system whose budget allows no retry at all.
-    retry_runtime::set_budget(
-        "metered-broke",
-        retry_runtime::Budget::new(0.0, 0, std::time::Duration::from_secs(10)),
-    );
+    retry_runtime::system("metered-broke").set_budget(retry_runtime::Budget::new(
+        0.0,
+        0,
+        std::time::Duration::from_secs(10),
+    ));
     rt.block_on(async {
         metered_broke(&Flaky::always(UNAVAILABLE))
             .await
@@ -532,17 +534,15 @@ fn the_counter_counts_each_attempt_by_outcome() {
 
     // A protected site: a failure opens its breaker (one attempt: not retried, the breaker is
     // open), the next call is refused by it; with the breaker gone, a full bulkhead refuses.
-    retry_runtime::set_breaker(
-        "metered-protect",
-        retry_runtime::Breaker::new().consecutive_failures(1),
-    );
+    retry_runtime::system("metered-protect")
+        .set_breaker(retry_runtime::Breaker::new().consecutive_failures(1));
     rt.block_on(async {
         metered_protect(&Flaky::always(UNAVAILABLE))
             .await
             .unwrap_err();
         metered_protect(&Flaky::failing([])).await.unwrap_err();
     });
-    retry_runtime::set_bulkhead("metered-bulkhead", retry_runtime::Bulkhead::new(1));
+    retry_runtime::system("metered-bulkhead").set_bulkhead(retry_runtime::Bulkhead::new(1));
     rt.block_on(async {
         let held = async {
             metered_bulkhead(&Flaky::failing([UNAVAILABLE]))

@@ -6,10 +6,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
-use retry_runtime::{
-    Breaker, BreakerState, Bulkhead, BulkheadState, Classify, Rejected, breaker_state,
-    bulkhead_state, retry, set_breaker, set_bulkhead,
-};
+use retry_runtime::{Breaker, BreakerState, Bulkhead, BulkheadState, Classify, Rejected, retry};
 use retry_tests::capture::events;
 use tokio::time::{Instant, sleep};
 
@@ -99,18 +96,19 @@ async fn consecutive(d: &Dependency) -> Result<u32, CallError> {
 
 #[tokio::test(start_paused = true)]
 async fn consecutive_failures_open_the_breaker_and_it_refuses_without_calling() {
-    set_breaker(
-        "consecutive",
-        Breaker::new().consecutive_failures(3).open_for(OPEN_FOR),
+    retry_runtime::system("consecutive")
+        .set_breaker(Breaker::new().consecutive_failures(3).open_for(OPEN_FOR));
+    assert_eq!(
+        retry_runtime::system("consecutive").breaker_state(),
+        Some(BreakerState::Closed)
     );
-    assert_eq!(breaker_state("consecutive"), Some(BreakerState::Closed));
     let d = Dependency::down();
     // Three attempts, three transient failures: the third opens it.
     assert_eq!(consecutive(&d).await, Err(CallError::Status(503)));
     assert_eq!(d.calls(), 3);
     let opened = Instant::now();
     assert_eq!(
-        breaker_state("consecutive"),
+        retry_runtime::system("consecutive").breaker_state(),
         Some(BreakerState::Open {
             until: opened + OPEN_FOR
         })
@@ -135,8 +133,7 @@ async fn probed(d: &Dependency) -> Result<u32, CallError> {
 
 #[tokio::test(start_paused = true)]
 async fn half_open_probes_close_the_breaker_or_open_it_again() {
-    set_breaker(
-        "probes",
+    retry_runtime::system("probes").set_breaker(
         Breaker::new()
             .consecutive_failures(1)
             .open_for(OPEN_FOR)
@@ -147,21 +144,30 @@ async fn half_open_probes_close_the_breaker_or_open_it_again() {
     assert_eq!(probed(&d).await, Err(CallError::Status(503)));
     assert_eq!(d.calls(), 1);
     sleep(OPEN_FOR).await;
-    assert_eq!(breaker_state("probes"), Some(BreakerState::HalfOpen));
+    assert_eq!(
+        retry_runtime::system("probes").breaker_state(),
+        Some(BreakerState::HalfOpen)
+    );
     // A probe that fails opens it again for another interval.
     assert_eq!(probed(&d).await, Err(CallError::Status(503)));
     assert_eq!(d.calls(), 2);
     assert!(matches!(
-        breaker_state("probes"),
+        retry_runtime::system("probes").breaker_state(),
         Some(BreakerState::Open { .. })
     ));
     sleep(OPEN_FOR).await;
     d.set_down(false);
     // Two probes that succeed close it.
     assert_eq!(probed(&d).await, Ok(3));
-    assert_eq!(breaker_state("probes"), Some(BreakerState::HalfOpen));
+    assert_eq!(
+        retry_runtime::system("probes").breaker_state(),
+        Some(BreakerState::HalfOpen)
+    );
     assert_eq!(probed(&d).await, Ok(4));
-    assert_eq!(breaker_state("probes"), Some(BreakerState::Closed));
+    assert_eq!(
+        retry_runtime::system("probes").breaker_state(),
+        Some(BreakerState::Closed)
+    );
 }
 
 #[retry(
@@ -179,8 +185,7 @@ async fn rated(d: &Dependency) -> Result<u32, CallError> {
 
 #[tokio::test(start_paused = true)]
 async fn the_failure_rate_opens_it_only_over_enough_calls() {
-    set_breaker(
-        "rate",
+    retry_runtime::system("rate").set_breaker(
         Breaker::new()
             .failure_rate(0.5)
             .min_calls(20)
@@ -196,7 +201,7 @@ async fn the_failure_rate_opens_it_only_over_enough_calls() {
     }
     d.set_down(true);
     let mut failed_attempts = 0;
-    while breaker_state("rate") == Some(BreakerState::Closed) {
+    while retry_runtime::system("rate").breaker_state() == Some(BreakerState::Closed) {
         let before = d.calls();
         assert_eq!(rated(&d).await, Err(CallError::Status(503)));
         failed_attempts += d.calls() - before;
@@ -211,10 +216,8 @@ async fn the_failure_rate_opens_it_only_over_enough_calls() {
 
 #[tokio::test(start_paused = true)]
 async fn a_few_failures_among_much_traffic_do_not_open_it() {
-    set_breaker(
-        "rate-busy",
-        Breaker::new().min_calls(20).consecutive_failures(0),
-    );
+    retry_runtime::system("rate-busy")
+        .set_breaker(Breaker::new().min_calls(20).consecutive_failures(0));
     let d = Dependency::default();
     // Ten busy seconds (10 000 successes), then ten failures in a row: 10 of ~10 000 calls.
     for _ in 0..10_000 {
@@ -225,7 +228,10 @@ async fn a_few_failures_among_much_traffic_do_not_open_it() {
     for _ in 0..10 {
         busy_once(&d).await.unwrap_err();
     }
-    assert_eq!(breaker_state("rate-busy"), Some(BreakerState::Closed));
+    assert_eq!(
+        retry_runtime::system("rate-busy").breaker_state(),
+        Some(BreakerState::Closed)
+    );
 }
 
 #[retry(read, system = "rate-busy", protect)]
@@ -245,14 +251,17 @@ async fn answered(d: &Dependency) -> Result<u32, CallError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_4xx_is_an_answer_and_never_opens_it() {
-    set_breaker("answers", Breaker::new().consecutive_failures(2));
+    retry_runtime::system("answers").set_breaker(Breaker::new().consecutive_failures(2));
     let d = Dependency::down();
     d.client_errors.store(true, SeqCst);
     for _ in 0..50 {
         assert_eq!(answered(&d).await, Err(CallError::Status(400)));
     }
     assert_eq!(d.calls(), 50, "a 4xx is never retried (R-RES-RE-X2)");
-    assert_eq!(breaker_state("answers"), Some(BreakerState::Closed));
+    assert_eq!(
+        retry_runtime::system("answers").breaker_state(),
+        Some(BreakerState::Closed)
+    );
 }
 
 #[retry(read, jitter = "none", system = "budgeted", protect)]
@@ -263,23 +272,24 @@ async fn budgeted(d: &Dependency) -> Result<u32, CallError> {
 #[tokio::test(start_paused = true)]
 async fn a_budget_refusal_is_not_counted_as_a_failure() {
     // No retries at all: each call is one attempt, its retry refused by the budget.
-    retry_runtime::set_budget(
-        "budgeted",
-        retry_runtime::Budget::new(0.0, 0, Duration::from_secs(10)),
-    );
-    set_breaker("budgeted", Breaker::new().consecutive_failures(3));
+    retry_runtime::system("budgeted").set_budget(retry_runtime::Budget::new(
+        0.0,
+        0,
+        Duration::from_secs(10),
+    ));
+    retry_runtime::system("budgeted").set_breaker(Breaker::new().consecutive_failures(3));
     let d = Dependency::down();
     budgeted(&d).await.unwrap_err();
     budgeted(&d).await.unwrap_err();
     assert_eq!(d.calls(), 2);
     assert_eq!(
-        breaker_state("budgeted"),
+        retry_runtime::system("budgeted").breaker_state(),
         Some(BreakerState::Closed),
         "2 failures, not 4"
     );
     budgeted(&d).await.unwrap_err();
     assert!(matches!(
-        breaker_state("budgeted"),
+        retry_runtime::system("budgeted").breaker_state(),
         Some(BreakerState::Open { .. })
     ));
 }
@@ -299,7 +309,7 @@ async fn held(d: &Dependency) -> Result<u32, CallError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_permit_is_held_through_backoff_pauses() {
-    set_bulkhead("held", Bulkhead::new(2));
+    retry_runtime::system("held").set_bulkhead(Bulkhead::new(2));
     let d = Arc::new(Dependency::down());
     let calls: Vec<_> = (0..2)
         .map(|_| {
@@ -311,7 +321,7 @@ async fn a_permit_is_held_through_backoff_pauses() {
     sleep(Duration::from_millis(500)).await;
     assert_eq!(d.in_flight.load(SeqCst), 0);
     assert_eq!(
-        bulkhead_state("held"),
+        retry_runtime::system("held").bulkhead_state(),
         Some(BulkheadState {
             in_flight: 2,
             limit: 2
@@ -327,7 +337,7 @@ async fn a_permit_is_held_through_backoff_pauses() {
         assert_eq!(call.await.unwrap(), Err(CallError::Status(503)));
     }
     assert_eq!(
-        bulkhead_state("held"),
+        retry_runtime::system("held").bulkhead_state(),
         Some(BulkheadState {
             in_flight: 0,
             limit: 2
@@ -343,10 +353,8 @@ async fn queued(d: &Dependency) -> Result<u32, CallError> {
 
 #[tokio::test(start_paused = true)]
 async fn max_wait_lets_a_call_wait_for_a_permit_and_a_cancelled_one_gives_it_back() {
-    set_bulkhead(
-        "queued",
-        Bulkhead::new(1).max_wait(Duration::from_millis(300)),
-    );
+    retry_runtime::system("queued")
+        .set_bulkhead(Bulkhead::new(1).max_wait(Duration::from_millis(300)));
     let d = Arc::new(Dependency::default());
     d.latency_ms.store(200, SeqCst);
     let first = tokio::spawn({
@@ -378,7 +386,7 @@ async fn max_wait_lets_a_call_wait_for_a_permit_and_a_cancelled_one_gives_it_bac
     slow.abort();
     let _ = slow.await;
     assert_eq!(
-        bulkhead_state("queued"),
+        retry_runtime::system("queued").bulkhead_state(),
         Some(BulkheadState {
             in_flight: 0,
             limit: 1
@@ -399,7 +407,7 @@ async fn forgotten_site(d: &Dependency) -> Result<u32, CallError> {
 #[tokio::test(start_paused = true)]
 async fn a_breaker_on_a_system_with_unprotected_sites_warns_once_naming_them() {
     let seen = events(async {
-        set_breaker("unprotected-mix", Breaker::new());
+        retry_runtime::system("unprotected-mix").set_breaker(Breaker::new());
     })
     .await;
     assert_eq!(seen.len(), 1, "{seen:?}");
@@ -420,7 +428,7 @@ async fn dead(d: &Dependency) -> Result<u32, CallError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_dead_system_gets_at_most_one_call_per_probe_interval_once_open() {
-    set_breaker("dead", Breaker::new());
+    retry_runtime::system("dead").set_breaker(Breaker::new());
     let d = Arc::new(Dependency::down());
     let start = Instant::now();
     let callers: Vec<_> = (0..1_000u64)
@@ -464,7 +472,7 @@ async fn recovering(d: &Dependency) -> Result<u32, CallError> {
 
 #[tokio::test(start_paused = true)]
 async fn the_breaker_closes_within_two_probe_intervals_of_recovery() {
-    set_breaker("recovering", Breaker::new());
+    retry_runtime::system("recovering").set_breaker(Breaker::new());
     let d = Arc::new(Dependency::down());
     let start = Instant::now();
     let back_at = start + Duration::from_millis(32_500);
@@ -480,7 +488,8 @@ async fn the_breaker_closes_within_two_probe_intervals_of_recovery() {
                     }
                     let _ = recovering(&d).await;
                     if Instant::now() >= back_at
-                        && breaker_state("recovering") == Some(BreakerState::Closed)
+                        && retry_runtime::system("recovering").breaker_state()
+                            == Some(BreakerState::Closed)
                     {
                         closed_at.lock().unwrap().get_or_insert(Instant::now());
                     }
@@ -507,7 +516,7 @@ async fn stuck(d: &Dependency) -> Result<u32, CallError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_bulkhead_of_20_holds_1000_concurrent_callers_of_a_stuck_system() {
-    set_bulkhead("stuck", Bulkhead::new(20));
+    retry_runtime::system("stuck").set_bulkhead(Bulkhead::new(20));
     let d = Arc::new(Dependency::down());
     d.latency_ms.store(2_000, SeqCst);
     let start = Instant::now();
@@ -515,7 +524,12 @@ async fn a_bulkhead_of_20_holds_1000_concurrent_callers_of_a_stuck_system() {
     let sampler = tokio::spawn(async move {
         let mut most = 0;
         while start.elapsed() < Duration::from_secs(10) {
-            most = most.max(bulkhead_state("stuck").unwrap().in_flight);
+            most = most.max(
+                retry_runtime::system("stuck")
+                    .bulkhead_state()
+                    .unwrap()
+                    .in_flight,
+            );
             sleep(Duration::from_millis(10)).await;
         }
         most
@@ -546,4 +560,70 @@ async fn a_bulkhead_of_20_holds_1000_concurrent_callers_of_a_stuck_system() {
     );
     // 20 calls, 3 attempts each, one after the other within each call.
     assert_eq!(d.calls(), 60);
+}
+
+/// `system("…")` of a name that no `#[retry]` site (nor anything else) declared warns once,
+/// however often it is named again; a name a site declares, or one declared with
+/// `declare_system`, never warns. The handle is the name: equal, shown and debugged as such.
+#[tokio::test(start_paused = true)]
+async fn a_system_no_site_declares_warns_once_and_a_declared_one_never() {
+    use retry_runtime::{System, declare_system, system};
+
+    let seen = events(async {
+        let first = system("protect-paymnets");
+        let again = system("protect-paymnets");
+        assert_eq!(first, again);
+    })
+    .await;
+    assert_eq!(seen.len(), 1, "one warning, not one per call: {seen:?}");
+    assert_eq!(seen[0].level, tracing::Level::WARN);
+    assert_eq!(seen[0].fields["system"], "protect-paymnets");
+    assert!(
+        seen[0].fields["message"].starts_with("retry: no #[retry] site names this system"),
+        "{seen:?}"
+    );
+    // The systems the program knows, for the operator to spot the one meant.
+    let known: Vec<&str> = seen[0].fields["known"].split(", ").collect();
+    assert!(known.contains(&"dead"), "{known:?}");
+    assert!(!known.contains(&"protect-paymnets"), "{known:?}");
+
+    let quiet = events(async {
+        // Declared by `#[retry(read, system = "dead", protect)]` above.
+        let dead: System = system("dead");
+        assert_eq!(dead.name(), "dead");
+        assert_eq!(dead.to_string(), "dead");
+        assert_eq!(format!("{dead:?}"), "System(\"dead\")");
+        // A system only a layer or durable tasks call: declared, then named without a warning.
+        let layer = declare_system("protect-layer-only");
+        assert_eq!(system("protect-layer-only"), layer);
+    })
+    .await;
+    assert_eq!(quiet, [], "declared systems do not warn");
+}
+
+/// The handle reaches the system's budget, breaker and bulkhead; a system nothing gave one has
+/// none.
+#[tokio::test(start_paused = true)]
+async fn a_system_handle_sets_and_reads_its_budget_breaker_and_bulkhead() {
+    use retry_runtime::{Budget, BudgetMode, declare_system};
+
+    let gateway = declare_system("protect-handle");
+    assert_eq!(gateway.breaker_state(), None);
+    assert_eq!(gateway.bulkhead_state(), None);
+    assert_eq!(gateway.budget_state(), None);
+    gateway.set_breaker(Breaker::new());
+    gateway.set_bulkhead(Bulkhead::new(7));
+    gateway.set_budget(Budget::adaptive());
+    assert_eq!(gateway.breaker_state(), Some(BreakerState::Closed));
+    assert_eq!(
+        gateway.bulkhead_state(),
+        Some(BulkheadState {
+            in_flight: 0,
+            limit: 7
+        })
+    );
+    assert_eq!(
+        gateway.budget_state().map(|s| s.mode),
+        Some(BudgetMode::Open)
+    );
 }

@@ -132,12 +132,10 @@ async fn a_get_survives_a_reset_and_gives_up_after_3_attempts() {
 
 #[tokio::test]
 async fn a_protected_middleware_is_refused_by_an_open_breaker() {
-    use retry_runtime::{Breaker, Rejected, set_breaker};
+    use retry_runtime::{Breaker, Rejected};
     let gateway = Gateway::start(22, FaultPlan::none()).await.unwrap();
-    set_breaker(
-        "middleware-protected",
-        Breaker::new().consecutive_failures(1),
-    );
+    retry_runtime::system("middleware-protected")
+        .set_breaker(Breaker::new().consecutive_failures(1));
     let policy = Policy::new(
         3,
         Duration::from_millis(20),

@@ -5,7 +5,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use rand::SeedableRng as _;
 use retry_runtime::test_util::{ErrorText, Retrier, Site, Verdict, site};
-use retry_runtime::{Jitter, MAX_WINDOW, Policy};
+use retry_runtime::{Jitter, MAX_WINDOW, Policy, system};
 
 fn jitter() -> impl Strategy<Value = Jitter> {
     prop_oneof![Just(Jitter::Equal), Just(Jitter::Full), Just(Jitter::None)]
@@ -61,7 +61,7 @@ proptest! {
     ) {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap();
         // This property is about the schedule: the retry budget (tests/tests/storms.rs) stays out.
-        retry_runtime::set_budget("prop", retry_runtime::Budget::unlimited());
+        system("prop").set_budget(retry_runtime::Budget::unlimited());
         let site: &'static Site = Box::leak(Box::new(site(
             "prop",
             "prop",

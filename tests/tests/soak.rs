@@ -55,7 +55,7 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng as _};
-use retry_runtime::{Budget, Classify, retry, set_budget};
+use retry_runtime::{Budget, Classify, retry};
 use retry_tests::adapter::{Order, PaymentError, decode};
 use retry_tests::gateway::{
     ChargeRequest, Fault, FaultPlan, Gateway, IDEMPOTENCY_KEY, Kind, Outcome, Payment,
@@ -906,7 +906,7 @@ async fn soak(size: Size) {
     // Reset: only this run's calls count.
     counters(snapshotter);
     for system in ["soak-register", "soak-status", "soak-breaker"] {
-        set_budget(system, Budget::unlimited());
+        retry_runtime::system(system).set_budget(Budget::unlimited());
     }
     let plan_faults = FaultPlan {
         unavailable: 0.06,

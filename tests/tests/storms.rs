@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_runtime::{AttemptTimedOut, Classify, retry, with_deadline};
+use retry_runtime::{AttemptTimedOut, Classify, retry, system, with_deadline};
 use retry_tests::{Flaky, GatewayError, UNAVAILABLE, ms};
 use tokio::time::Instant;
 
@@ -275,11 +275,12 @@ async fn storm<F: Future<Output = Result<u32, GatewayError>> + Send + 'static>(
 #[tokio::test(start_paused = true)]
 async fn a_storm_against_a_down_system_is_capped_by_the_retry_budget() {
     const CLIENTS: u32 = 1_000;
-    retry_runtime::set_budget("storm-unlimited", retry_runtime::Budget::unlimited());
-    retry_runtime::set_budget(
-        "storm-static-budget",
-        retry_runtime::Budget::new(0.2, 10, Duration::from_secs(10)),
-    );
+    system("storm-unlimited").set_budget(retry_runtime::Budget::unlimited());
+    system("storm-static-budget").set_budget(retry_runtime::Budget::new(
+        0.2,
+        10,
+        Duration::from_secs(10),
+    ));
 
     storm(storm_call_unlimited, CLIENTS as usize).await;
     // Without a budget every client makes its 3 attempts.
@@ -313,7 +314,9 @@ async fn a_storm_against_a_down_system_is_capped_by_the_retry_budget() {
     );
     assert_eq!(attempts, CLIENTS + CLIENTS + 31);
     assert_eq!(
-        retry_runtime::budget_state("storm-default-budget").map(|state| state.mode),
+        system("storm-default-budget")
+            .budget_state()
+            .map(|state| state.mode),
         Some(retry_runtime::BudgetMode::Protecting)
     );
 }

@@ -307,11 +307,9 @@ async fn events_carry_the_system_and_the_layers_operation() {
 
 #[tokio::test]
 async fn a_protected_layer_shares_the_systems_breaker_and_bulkhead() {
-    use retry_runtime::{
-        Breaker, BreakerState, Bulkhead, Rejected, breaker_state, set_breaker, set_bulkhead,
-    };
+    use retry_runtime::{Breaker, BreakerState, Bulkhead, Rejected};
     let gateway = Gateway::start(21, FaultPlan::none()).await.unwrap();
-    set_breaker("tower-protected", Breaker::new().consecutive_failures(2));
+    retry_runtime::system("tower-protected").set_breaker(Breaker::new().consecutive_failures(2));
     let mut service = retry_layer("tower-protected")
         .protect()
         .layer(Client::builder(TokioExecutor::new()).build_http());
@@ -322,7 +320,7 @@ async fn a_protected_layer_shares_the_systems_breaker_and_bulkhead() {
     let response = send(&mut service, get()).await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(matches!(
-        breaker_state("tower-protected"),
+        retry_runtime::system("tower-protected").breaker_state(),
         Some(BreakerState::Open { .. })
     ));
     // Refused before any request: the boxed error is the rejection, and the gateway saw nothing.
@@ -343,7 +341,7 @@ async fn a_protected_layer_shares_the_systems_breaker_and_bulkhead() {
     assert_eq!(gateway.stats().requests, 2);
 
     // A full bulkhead refuses at once.
-    set_bulkhead("tower-full", Bulkhead::new(1));
+    retry_runtime::system("tower-full").set_bulkhead(Bulkhead::new(1));
     let mut held = retry_layer("tower-full")
         .protect()
         .layer(Client::builder(TokioExecutor::new()).build_http());
@@ -352,7 +350,8 @@ async fn a_protected_layer_shares_the_systems_breaker_and_bulkhead() {
     gateway.force("order-22", [Some(Fault::Slow)]);
     let created = charge(&gateway, "order-22", 100, Some("key-22"));
     let slow = tokio::spawn(async move { send(&mut held, created).await.map(|r| r.status()) });
-    while retry_runtime::bulkhead_state("tower-full")
+    while retry_runtime::system("tower-full")
+        .bulkhead_state()
         .unwrap()
         .in_flight
         == 0

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use retry_runtime::{Budget, retry, set_budget};
+use retry_runtime::{Budget, retry, system};
 use tokio::time::Instant;
 
 use crate::Unavailable;
@@ -282,7 +282,7 @@ pub fn run(scenario: &Scenario) -> Report {
     let rt = crate::runtime(true);
     rt.block_on(async {
         // Set inside the runtime: the new budget's window starts on this runtime's clock.
-        set_budget(scenario.jitter.system(), scenario.budget.budget());
+        system(scenario.jitter.system()).set_budget(scenario.budget.budget());
         let start = Instant::now();
         let sim = Arc::new(Sim::new(scenario.server, scenario.seed, start));
         let mut clients = tokio::task::JoinSet::new();

@@ -1,10 +1,10 @@
 //! Steady traffic through the storm's simulated server: requests arriving as a Poisson process.
 
+use retry_runtime::system;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_runtime::set_budget;
 use tokio::time::Instant;
 
 use super::{BudgetKind, Jitter, Server, Sim, call_full, splitmix64, unit};
@@ -66,7 +66,7 @@ impl SteadyReport {
 pub fn run_steady(steady: &Steady) -> SteadyReport {
     let rt = crate::runtime(true);
     rt.block_on(async {
-        set_budget(Jitter::Full.system(), steady.budget.budget());
+        system(Jitter::Full.system()).set_budget(steady.budget.budget());
         let start = Instant::now();
         let sim = Arc::new(Sim::new(steady.server, steady.seed, start));
         let end = Duration::from_secs(u64::from(steady.secs));

@@ -119,7 +119,7 @@ impl Options {
             "hedge_load" => hedge::set_load(errors, &mut self.hedge_load, &name, &value),
             "protect" => errors.at(
                 &name,
-                "`protect` is a flag and takes no value: write `protect`, as in `#[retry(read, system = \"payments\", protect)]`; the breaker and bulkhead it consults are set per system (`retry_runtime::set_breaker`, `set_bulkhead`) or by configuration",
+                "`protect` is a flag and takes no value: write `protect`, as in `#[retry(read, system = \"payments\", protect)]`; the breaker and bulkhead it consults are set per system (`retry_runtime::system(\"payments\").set_breaker(…)`, `.set_bulkhead(…)`) or by configuration",
             ),
             label => {
                 if self.unknown.contains(&name) {

@@ -89,10 +89,11 @@ use tokio::time::Instant;
 
 use adaptive::Learner;
 use config::{Config, SLOTS, UNIT, UNLIMITED};
-pub use registry::set_budget;
+pub(crate) use registry::set_budget;
 pub(crate) use registry::{for_system, systems};
 use slot::{SLOT_CAP, is_stale, net, pack, slot_epoch};
-pub use state::{BudgetMode, BudgetState, budget_state};
+pub(crate) use state::budget_state;
+pub use state::{BudgetMode, BudgetState};
 use stripes::Stripe;
 
 /// How often a thread's deposits read the clock: one in this many (the first included).
@@ -109,20 +110,20 @@ const RESETTING: u64 = u64::MAX;
 /// A retry budget: retries may add at most `ratio` of the calls made in the last `window`, plus
 /// `min_per_sec` retries per second.
 ///
-/// Calls with the same `system = "name"` share one budget, process-wide; [`set_budget`] replaces
+/// Calls with the same `system = "name"` share one budget, process-wide; [`System::set_budget`](crate::System::set_budget) replaces
 /// it at start-up. Each call [deposits](Budget::deposit) a fraction of a retry, each retry
 /// [withdraws](Budget::try_withdraw) a whole one; when the budget is spent, a transient error is
 /// returned at once instead of retried. The default, [`Budget::adaptive`], allows retries while
 /// they succeed and holds them to 5 % of calls plus 5 per second while they fail.
 ///
 /// ```
-/// use retry_runtime::{set_budget, Budget};
+/// use retry_runtime::{system, Budget};
 /// use std::time::Duration;
 ///
 /// // The payment gateway: at most 10 % extra calls from retries, plus 1 retry per second.
-/// set_budget("gateway", Budget::new(0.1, 1, Duration::from_secs(30)));
+/// system("gateway").set_budget(Budget::new(0.1, 1, Duration::from_secs(30)));
 /// // An internal cache nobody can overload: no budget.
-/// set_budget("cache", Budget::unlimited());
+/// system("cache").set_budget(Budget::unlimited());
 ///
 /// // A budget of its own, for a hand-written loop: half a retry per call, no floor.
 /// let budget = Budget::new(0.5, 0, Duration::from_secs(10));
@@ -218,7 +219,7 @@ impl Budget {
     /// three succeed they pay for themselves, so a recovered system has its retries back before
     /// the evidence reopens the budget; below that, the failures are what the ratio bounds. A
     /// switch is announced with a `tracing` event carrying the measured `retry_success_rate`;
-    /// the mode is shown by [`budget_state`].
+    /// the mode is shown by [`System::budget_state`](crate::System::budget_state).
     ///
     /// # Guarantees (over any 10 s window, `calls` the calls made in it)
     ///

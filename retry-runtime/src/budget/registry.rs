@@ -15,46 +15,9 @@ fn registry() -> MutexGuard<'static, BTreeMap<&'static str, &'static Budget>> {
     REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Replaces the retry budget of `system` (the `system = "name"` of `#[retry]`, by default the
-/// fn's name). Meant for start-up: calls made after it use the new budget, including call sites
-/// that already ran. The new budget starts with an empty window (and, if it is adaptive, cold:
-/// open, with no evidence); the budget passed in is only read for its settings.
-///
-/// The first `set_budget` of a name not yet used keeps a copy of the name for the life of the
-/// process. Calls racing a `set_budget` may see the old and the new settings mixed for that
-/// instant (each setting valid on its own).
-///
-/// ```
-/// use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
-/// use std::time::Duration;
-/// use retry_runtime::{retry, set_budget, Budget, Classify};
-///
-/// #[derive(Debug)]
-/// struct Unavailable;
-/// impl Classify for Unavailable {
-///     fn is_transient(&self) -> bool { true }
-/// }
-///
-/// static CALLS: AtomicU32 = AtomicU32::new(0);
-///
-/// #[retry(read, system = "gateway")]
-/// async fn status() -> Result<(), Unavailable> {
-///     CALLS.fetch_add(1, SeqCst);
-///     Err(Unavailable)
-/// }
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// // At start-up: retries may add 10 % of the gateway's calls, no floor.
-/// set_budget("gateway", Budget::new(0.1, 0, Duration::from_secs(30)));
-/// // 10 calls while the gateway is down: 10 first attempts and 1 retry (10 % of 10), not 30.
-/// for _ in 0..10 {
-///     assert!(status().await.is_err());
-/// }
-/// assert_eq!(CALLS.load(SeqCst), 11);
-/// # }
-/// ```
-pub fn set_budget(system: &str, budget: Budget) {
+/// [`System::set_budget`](crate::System::set_budget) by name. The first of a name not yet used
+/// keeps a copy of the name for the life of the process.
+pub(crate) fn set_budget(system: &str, budget: Budget) {
     let config = budget.config();
     let mut registry = registry();
     if let Some(existing) = registry.get(system) {

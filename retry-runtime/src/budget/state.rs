@@ -1,4 +1,4 @@
-//! A system's budget as a health endpoint shows it: [`budget_state`].
+//! A system's budget as a health endpoint shows it: [`System::budget_state`](crate::System::budget_state).
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -6,7 +6,7 @@ use super::Budget;
 use super::config::UNLIMITED;
 use super::registry;
 
-/// What a retry budget does now: see [`budget_state`].
+/// What a retry budget does now: see [`System::budget_state`](crate::System::budget_state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BudgetMode {
@@ -81,20 +81,7 @@ impl Budget {
     }
 }
 
-/// The retry budget of `system` (the `system = "…"` of `#[retry]`, by default the fn's name)
-/// as it stands: its mode, and the retries of the last 0.5–1 s with how many succeeded. `None`
-/// for a system that no call and no [`set_budget`](super::set_budget) has named yet. Takes the
-/// registry's lock: for a health endpoint, not for every call.
-///
-/// ```
-/// use retry_runtime::{budget_state, set_budget, Budget, BudgetMode};
-///
-/// set_budget("gateway", Budget::adaptive());
-/// let state = budget_state("gateway").unwrap();
-/// assert_eq!(state.mode, BudgetMode::Open, "cold: no evidence yet");
-/// assert_eq!(state.retry_success_rate(), None);
-/// assert_eq!(budget_state("never-called"), None);
-/// ```
-pub fn budget_state(system: &str) -> Option<BudgetState> {
+/// [`System::budget_state`](crate::System::budget_state) by name.
+pub(crate) fn budget_state(system: &str) -> Option<BudgetState> {
     registry::lookup(system).map(Budget::state)
 }

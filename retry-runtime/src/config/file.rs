@@ -10,15 +10,24 @@ use super::tighten::{BySystem, Given};
 /// The values of the file at `path`, by system; or a report refusing the whole file.
 pub(super) fn read(path: &Path) -> Result<(BySystem, Report), Report> {
     let shown = path.display().to_string();
-    let whole = |why: String| {
-        let mut report = Report::default();
-        report.refuse(&shown, "(the whole file)", why);
-        report
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| whole(format!("cannot be read: {e}")))?;
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| whole(format!("is not valid TOML: {}", e.message())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| whole(&shown, format!("cannot be read: {e}")))?;
+    parse(&shown, &text)
+}
+
+/// A report refusing the whole of `shown` (a file's path, or the TOML text's stand-in).
+fn whole(shown: &str, why: String) -> Report {
+    let mut report = Report::default();
+    report.refuse(shown, "(the whole file)", why);
+    report
+}
+
+/// The values of `text`, a file's TOML (`shown` names it in refusals), by system; or a report
+/// refusing the whole text.
+pub(super) fn parse(shown: &str, text: &str) -> Result<(BySystem, Report), Report> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        whole(shown, format!("is not valid TOML: {}", e.message()))
+    })?;
     let (mut given, mut report) = (BySystem::new(), Report::default());
     for (name, value) in &table {
         let source = format!("{shown}: {name}");

@@ -1,6 +1,6 @@
 //! Configuration an operator can change during an incident, per external system, without a
-//! rebuild: `RETRY_<SYSTEM>_<KEY>` variables ([`from_env`]) or a TOML file's
-//! `[systems.<name>]` tables ([`from_file`], feature `toml`), **tighten-only**.
+//! rebuild: `RETRY_<SYSTEM>_<KEY>` variables or a TOML file's `[systems.<name>]` tables (feature
+//! `toml`), each a [`Source`] given to [`apply`] or [`reload`], **tighten-only**.
 //!
 #![doc = include_str!("../../docs/config.md")]
 
@@ -8,6 +8,7 @@ mod effective;
 mod keys;
 mod queue;
 mod report;
+mod source;
 mod state;
 mod tighten;
 
@@ -20,91 +21,66 @@ pub(crate) use effective::effective;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use queue::{QueueLimits, code_set as queue_limits_code_set, limits as queue_limits};
 pub use report::{Applied, Refusal, Report};
+pub use source::Source;
 pub(crate) use state::protections;
 
 use crate::protect;
+use crate::system::known_systems;
 use tighten::{BySystem, Given};
 
 /// Serialises configuration calls: each builds a whole map, swaps it in, then brings every
 /// system's breaker and bulkhead up to date.
 static APPLYING: Mutex<()> = Mutex::new(());
 
-/// Reads `RETRY_<SYSTEM>_<KEY>` from the environment and puts into effect every value that
-/// tightens what the code compiled; refuses the others (the compiled value stays). Replaces
-/// any configuration applied before. Every `RETRY_…` variable that names a known key but no
-/// system the program knows (no `#[retry]` site, budget, breaker or bulkhead names it, nor a
-/// tower layer or reqwest middleware that has served a request) is refused too, and so is every
-/// `RETRY_<SYSTEM>_…` of a known system whose key is none of ours (naming the nearest key:
-/// `RETRY_PAYMENTS_ATTEMPT`, did you mean `RETRY_PAYMENTS_ATTEMPTS`?); other `RETRY_…`
-/// variables are not ours and are left alone.
+/// Reads `source` and puts into effect every value that tightens what the code compiled;
+/// refuses the others (the compiled value stays). Replaces any configuration applied before.
+///
+/// From variables ([`Source::Env`], [`Source::Vars`]): every `RETRY_…` variable that names a
+/// known key but no system the program knows (no `#[retry]` site, budget, breaker or bulkhead
+/// names it, nor a tower layer or reqwest middleware that has served a request) is refused, and
+/// so is every `RETRY_<SYSTEM>_…` of a known system whose key is none of ours (naming the
+/// nearest key: `RETRY_PAYMENTS_ATTEMPT`, did you mean `RETRY_PAYMENTS_ATTEMPTS`?); other
+/// `RETRY_…` variables are not ours and are left alone.
+///
+/// From TOML ([`Source::File`], [`Source::Toml`], feature `toml`): the `[systems.<name>]`
+/// tables (keys as in the variables, lower-case: `attempts = 2`, `delay = "300ms"`,
+/// `retries = "off"`). A file that cannot be read or parsed is refused as a whole: the report
+/// says why, and nothing changes. A key the file misspells, or a table of a system the program
+/// does not know, is refused naming the nearest known one.
 ///
 /// ```
+/// use retry_runtime::config::{self, Source};
+///
 /// // RETRY_PAYMENTS_ATTEMPTS=2 RETRY_PAYMENTS_BULKHEAD=20 ./server
-/// let report = retry_runtime::config::from_env();
+/// let report = config::apply(Source::Env);
 /// for refused in &report.refused {
 ///     eprintln!("{refused}");
 /// }
 /// ```
-pub fn from_env() -> Report {
-    from_vars(utf8_vars())
-}
-
-/// [`from_env`] over the given `(name, value)` pairs instead of the process's environment.
-pub fn from_vars<I, K, V>(vars: I) -> Report
-where
-    I: IntoIterator<Item = (K, V)>,
-    K: AsRef<str>,
-    V: AsRef<str>,
-{
-    apply(read_vars(vars), Partial::Allowed)
-}
-
-/// [`from_env`] as a reload: the whole new configuration, or nothing. When any value is refused
-/// the configuration in force stays as it was and the report comes back as the error.
-pub fn reload_from_env() -> Result<Report, Report> {
-    reload_from_vars(utf8_vars())
-}
-
-/// [`reload_from_env`] over the given pairs.
-pub fn reload_from_vars<I, K, V>(vars: I) -> Result<Report, Report>
-where
-    I: IntoIterator<Item = (K, V)>,
-    K: AsRef<str>,
-    V: AsRef<str>,
-{
-    whole(apply(read_vars(vars), Partial::Refused))
-}
-
-/// Reads the `[systems.<name>]` tables of the TOML file at `path` (keys as in the variables,
-/// lower-case: `attempts = 2`, `delay = "300ms"`, `retries = "off"`) and applies them like
-/// [`from_env`]. A file that cannot be read or parsed is refused as a whole: the report says
-/// why, and nothing changes. A key the file misspells, or a table of a system the program does
-/// not know, is refused naming the nearest known one.
-///
-/// ```
-/// # let dir = tempfile::tempdir().unwrap();
-/// # let path = dir.path().join("retry.toml");
-/// // A system the program knows: a `#[retry]` site names it, or a budget, breaker or bulkhead.
-/// retry_runtime::set_bulkhead("payments", retry_runtime::Bulkhead::new(20));
-/// std::fs::write(&path, "[systems.payments]\nretries = \"off\"\n").unwrap();
-/// let report = retry_runtime::config::from_file(&path);
-/// assert!(report.is_clean(), "{report}");
-/// ```
-#[cfg(feature = "toml")]
-pub fn from_file(path: impl AsRef<std::path::Path>) -> Report {
-    match file::read(path.as_ref()) {
-        Ok(given) => apply(unknown_systems(given), Partial::Allowed),
+pub fn apply(source: Source) -> Report {
+    match source.read() {
+        Ok(given) => put_into_effect(given, Partial::Allowed),
         Err(report) => report,
     }
 }
 
-/// [`from_file`] as a reload: all of it, or nothing (see [`reload_from_env`]).
-#[cfg(feature = "toml")]
-pub fn reload_from_file(path: impl AsRef<std::path::Path>) -> Result<Report, Report> {
-    match file::read(path.as_ref()) {
-        Ok(given) => whole(apply(unknown_systems(given), Partial::Refused)),
-        Err(report) => Err(report),
-    }
+/// [`apply`] as a reload: the whole new configuration, or nothing. When any value is refused
+/// (or a file cannot be read or parsed) the configuration in force stays as it was and the
+/// report comes back as the error.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("retry.toml");
+/// use retry_runtime::config::{self, Source};
+///
+/// // A system the program knows: a `#[retry]` site names it, or a budget, breaker or bulkhead.
+/// retry_runtime::system("payments").set_bulkhead(retry_runtime::Bulkhead::new(20));
+/// std::fs::write(&path, "[systems.payments]\nretries = \"off\"\n").unwrap();
+/// let report = config::reload(Source::File(path.clone())).unwrap();
+/// assert_eq!(report.applied.len(), 1, "{report}");
+/// ```
+pub fn reload(source: Source) -> Result<Report, Report> {
+    whole(put_into_effect(source.read()?, Partial::Refused))
 }
 
 /// Whether a configuration with refused values is applied (its other values) or not at all.
@@ -120,24 +96,6 @@ fn whole(report: Report) -> Result<Report, Report> {
     } else {
         Err(report)
     }
-}
-
-fn utf8_vars() -> impl Iterator<Item = (String, String)> {
-    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-}
-
-/// Every system the program knows: named by a `#[retry]` site (all of them, listed at link
-/// time), by a call so far (a tower layer's, a reqwest middleware's), or given a budget, a
-/// breaker or a bulkhead.
-fn known_systems() -> Vec<&'static str> {
-    let mut systems: Vec<&'static str> = protect::sites::every()
-        .map(|site| site.system)
-        .chain(protect::all().into_iter().map(|p| p.system))
-        .chain(crate::budget::systems())
-        .collect();
-    systems.sort_unstable();
-    systems.dedup();
-    systems
 }
 
 /// The `RETRY_<SYSTEM>_<KEY>` pairs, by system: the longest known system whose name leads to a
@@ -265,7 +223,7 @@ fn unknown_systems((mut given, mut report): (BySystem, Report)) -> (BySystem, Re
 }
 
 /// Checks every value, builds the new map and, unless refusals forbid it, puts it into effect.
-fn apply((given, mut report): (BySystem, Report), partial: Partial) -> Report {
+fn put_into_effect((given, mut report): (BySystem, Report), partial: Partial) -> Report {
     let _applying = APPLYING.lock().unwrap_or_else(PoisonError::into_inner);
     let mut map = state::Map::new();
     for (system, values) in &given {

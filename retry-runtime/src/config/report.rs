@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// What [`from_env`](super::from_env), [`from_file`](super::from_file) or a reload did: every
+/// What [`apply`](super::apply) or [`reload`](super::reload) did: every
 /// value applied, every value refused (with the rule it would break and the value that stays).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {

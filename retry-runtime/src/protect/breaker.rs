@@ -28,12 +28,10 @@ use tokio::time::Instant;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_runtime::{set_breaker, Breaker};
+/// use retry_runtime::{system, Breaker};
 ///
-/// set_breaker(
-///     "payments",
-///     Breaker::new().consecutive_failures(5).open_for(Duration::from_secs(10)),
-/// );
+/// system("payments")
+///     .set_breaker(Breaker::new().consecutive_failures(5).open_for(Duration::from_secs(10)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Breaker {
@@ -158,7 +156,7 @@ impl Default for Breaker {
     }
 }
 
-/// What a system's breaker does now: see [`breaker_state`](crate::breaker_state).
+/// What a system's breaker does now: see [`System::breaker_state`](crate::System::breaker_state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BreakerState {
     /// Calls go through.

@@ -339,7 +339,7 @@ impl BreakerCell {
         self.state.load(Acquire) != DISABLED
     }
 
-    /// The state as [`crate::breaker_state`] reports it.
+    /// The state as [`System::breaker_state`](crate::System::breaker_state) reports it.
     pub(crate) fn state(&self) -> BreakerState {
         let word = self.state.load(Acquire);
         match word & KIND {

@@ -19,9 +19,9 @@ use tokio::sync::Notify;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_runtime::{set_bulkhead, Bulkhead};
+/// use retry_runtime::{system, Bulkhead};
 ///
-/// set_bulkhead("payments", Bulkhead::new(20).max_wait(Duration::from_millis(50)));
+/// system("payments").set_bulkhead(Bulkhead::new(20).max_wait(Duration::from_millis(50)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bulkhead {
@@ -58,7 +58,7 @@ impl Bulkhead {
     }
 }
 
-/// A system's bulkhead as it stands: see [`bulkhead_state`](crate::bulkhead_state).
+/// A system's bulkhead as it stands: see [`System::bulkhead_state`](crate::System::bulkhead_state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BulkheadState {
     /// Calls holding a permit now.

@@ -27,8 +27,9 @@ pub use breaker::{Breaker, BreakerState};
 pub(crate) use breaker_cell::watch_reports;
 pub use bulkhead::{Bulkhead, BulkheadState, Permit};
 pub(crate) use protection::Protection;
-pub(crate) use registry::{all, for_system, lookup};
-pub use registry::{breaker_state, bulkhead_state, set_breaker, set_bulkhead};
+pub(crate) use registry::{
+    all, breaker_state, bulkhead_state, for_system, lookup, set_breaker, set_bulkhead,
+};
 pub use rejected::{FromRejected, Rejected, from_rejected};
 pub(crate) use settings::Settings;
 pub use sites::SiteEntry;

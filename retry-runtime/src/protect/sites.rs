@@ -1,6 +1,6 @@
 //! Every `#[retry]` site of the program, registered at link time (`inventory`), so that the
-//! configuration can check a value against what each site compiled, and [`set_breaker`]
-//! (crate::set_breaker) can name the sites of a system that were compiled without `protect`.
+//! configuration can check a value against what each site compiled, and
+//! [`System::set_breaker`](crate::System::set_breaker) can name the sites of a system that were compiled without `protect`.
 
 use crate::retrier::Site;
 

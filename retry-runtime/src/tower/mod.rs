@@ -89,8 +89,8 @@ impl RetryLayer {
         }
     }
 
-    /// Consults the system's circuit breaker and bulkhead ([`set_breaker`](crate::set_breaker),
-    /// [`set_bulkhead`](crate::set_bulkhead)), shared with every `#[retry(…, protect)]` site
+    /// Consults the system's circuit breaker and bulkhead ([`System::set_breaker`](crate::System::set_breaker),
+    /// [`System::set_bulkhead`](crate::System::set_bulkhead)), shared with every `#[retry(…, protect)]` site
     /// naming the system: each request holds a bulkhead permit from its first attempt to its
     /// last (pauses included), and the breaker admits each attempt and hears its outcome. A
     /// refused request fails with a boxed [`Rejected`](crate::Rejected), never retried
@@ -99,9 +99,10 @@ impl RetryLayer {
     ///
     /// ```
     /// use retry_runtime::tower::RetryLayer;
-    /// use retry_runtime::{set_breaker, Breaker};
+    /// use retry_runtime::{declare_system, Breaker};
     ///
-    /// set_breaker("partner-api", Breaker::new());
+    /// // A system only layers call: declared, so that naming it does not warn.
+    /// declare_system("partner-api").set_breaker(Breaker::new());
     /// let layer = RetryLayer::new("partner-api").protect();
     /// ```
     pub fn protect(self) -> Self {

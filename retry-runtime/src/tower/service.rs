@@ -9,12 +9,15 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::replay::{ReplayableBody, transient_response};
+use crate::Rejected;
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::hedge::HedgeSite;
 use crate::http::StatusError;
 use crate::http::{idempotency_key, is_safe};
-use crate::retrier::{Retrier, Site};
+use crate::key::IdempotencyKey;
+use crate::request_loop::{self, Attempts, Sent};
+use crate::retrier::Site;
 
 /// A protected layer's permit and admission (nothing for an unprotected one).
 mod protect {
@@ -119,51 +122,59 @@ where
         let (parts, body) = request.into_parts();
         Box::pin(async move {
             let _permit = protect::enter_for_loop(site).await?;
-            let mut retrier = Retrier::read_or_write(site, key.as_ref().map(|key| key as _));
-            let mut first = true;
-            loop {
-                if site.protect {
-                    retrier.admit()?;
-                }
-                if !first {
-                    std::future::poll_fn(|cx| inner.poll_ready(cx))
-                        .await
-                        .map_err(Into::into)?;
-                }
-                first = false;
-                let attempt = Request::from_parts(parts.clone(), body.clone());
-                let pause = match inner.call(attempt).await.map_err(Into::into) {
-                    Ok(response) => match transient_response(&response) {
-                        None => {
-                            retrier.succeeded();
-                            return Ok(response);
-                        }
-                        Some(hint) => {
-                            let status = StatusError {
-                                status: response.status().as_u16(),
-                                retry_after: hint,
-                            };
-                            let verdict = Verdict::of(&status);
-                            match retrier.after_failure(verdict, false, ErrorText::Display(&status))
-                            {
-                                Some(pause) => pause,
-                                None => return Ok(response),
-                            }
-                        }
-                    },
-                    Err(error) => {
-                        match retrier.after_failure(
-                            Verdict::of(&error),
-                            false,
-                            ErrorText::Display(&error),
-                        ) {
-                            Some(pause) => pause,
-                            None => return Err(error),
-                        }
-                    }
-                };
-                tokio::time::sleep(pause).await;
-            }
+            let mut attempts = Replays { inner, parts, body };
+            let key = key.as_ref().map(|key| key as &dyn IdempotencyKey);
+            request_loop::run(site, key, &mut attempts).await
         })
+    }
+}
+
+/// A retried request's attempts through the service: each a copy of the request, the service
+/// driven to readiness before each but the first (the first uses the clone `call` was given).
+struct Replays<S, B> {
+    inner: S,
+    parts: http::request::Parts,
+    body: B,
+}
+
+impl<S, B, ResB> Attempts for Replays<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Send,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: ReplayableBody + Send,
+    ResB: Send,
+{
+    type Response = Response<ResB>;
+    type Error = BoxError;
+
+    async fn send(&mut self, first: bool) -> Sent<Response<ResB>, BoxError> {
+        if !first {
+            let ready = std::future::poll_fn(|cx| self.inner.poll_ready(cx)).await;
+            if let Err(error) = ready {
+                return Sent::Last(Err(error.into()));
+            }
+        }
+        let attempt = Request::from_parts(self.parts.clone(), self.body.clone());
+        Sent::Attempt(self.inner.call(attempt).await.map_err(Into::into))
+    }
+
+    fn failed_status(response: &Response<ResB>) -> Option<StatusError> {
+        transient_response(response).map(|hint| StatusError {
+            status: response.status().as_u16(),
+            retry_after: hint,
+        })
+    }
+
+    fn verdict(error: &BoxError) -> Verdict {
+        Verdict::of(error)
+    }
+
+    fn text(error: &BoxError) -> ErrorText<'_> {
+        ErrorText::Display(error)
+    }
+
+    fn refused(rejected: Rejected) -> BoxError {
+        Box::new(rejected)
     }
 }

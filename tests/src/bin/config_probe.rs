@@ -38,7 +38,7 @@ async fn main() {
         .with_ansi(false)
         .without_time()
         .init();
-    let report = retry_runtime::config::from_env();
+    let report = retry_runtime::config::apply(retry_runtime::config::Source::Env);
     for refused in &report.refused {
         println!("refused: {refused}");
     }

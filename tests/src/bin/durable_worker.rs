@@ -55,7 +55,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use retry_runtime::durable::{Queue, Schema, SystemLimit, Task, Worker, protocol};
-use retry_runtime::{BoxError, Breaker, set_breaker};
+use retry_runtime::{BoxError, Breaker, declare_system, system};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -262,7 +262,10 @@ async fn main() -> ExitCode {
         None => worker,
     };
     let worker = match args.global {
-        Some(n) => worker.limit("gw", SystemLimit::new().global_concurrency(n)),
+        Some(n) => worker.limit(
+            declare_system("gw"),
+            SystemLimit::new().global_concurrency(n),
+        ),
         None => worker,
     };
     let worker = match args.breaker {
@@ -271,8 +274,8 @@ async fn main() -> ExitCode {
                 .consecutive_failures(n)
                 .open_for(Duration::from_secs(60))
                 .probes(1);
-            set_breaker("gw", breaker);
-            worker.limit("gw", SystemLimit::new())
+            system("gw").set_breaker(breaker);
+            worker.limit(declare_system("gw"), SystemLimit::new())
         }
         None => worker,
     };

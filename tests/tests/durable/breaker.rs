@@ -13,7 +13,7 @@ use std::time::Duration;
 use retry_runtime::BoxError;
 use retry_runtime::durable::{SystemInfo, SystemLimit, Task, TaskState};
 use retry_runtime::http::StatusError;
-use retry_runtime::{Breaker, BreakerState, breaker_state, retry, set_breaker};
+use retry_runtime::{Breaker, BreakerState, declare_system, retry};
 use retry_tests::durable_env::{Backend, Env, secs, worker};
 
 retry_tests::both_backends!(
@@ -58,8 +58,7 @@ async fn an_open_breaker_defers_its_systems_tasks_and_one_probe_reopens_the_flow
         return;
     };
     let open_for = Duration::from_millis(300);
-    set_breaker(
-        system,
+    retry_runtime::system(system).set_breaker(
         Breaker::new()
             .consecutive_failures(2)
             .open_for(open_for)
@@ -69,13 +68,13 @@ async fn an_open_breaker_defers_its_systems_tasks_and_one_probe_reopens_the_flow
     call(system).await.unwrap_err();
     call(system).await.unwrap_err();
     assert!(matches!(
-        breaker_state(system),
+        retry_runtime::system(system).breaker_state(),
         Some(BreakerState::Open { .. })
     ));
 
     let tasks = (0..10).map(|n| {
         Task::new("charge", &n)
-            .system(system)
+            .system(declare_system(system))
             .task_id(format!("c{n}"))
     });
     env.q.enqueue_many(tasks).await.unwrap();
@@ -87,7 +86,7 @@ async fn an_open_breaker_defers_its_systems_tasks_and_one_probe_reopens_the_flow
     let seen = runs.clone();
     let w = worker(&env)
         .concurrency(4)
-        .limit(system, SystemLimit::new())
+        .limit(declare_system(system), SystemLimit::new())
         .handle("charge", move |task| {
             let seen = seen.clone();
             async move {
@@ -132,15 +131,21 @@ async fn an_open_breaker_defers_its_systems_tasks_and_one_probe_reopens_the_flow
     // The gateway is back; the breaker lets probes through: one task is claimed, the probe.
     up.store(true, Ordering::SeqCst);
     for _ in 0..500 {
-        if breaker_state(system) == Some(BreakerState::HalfOpen) {
+        if retry_runtime::system(system).breaker_state() == Some(BreakerState::HalfOpen) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(breaker_state(system), Some(BreakerState::HalfOpen));
+    assert_eq!(
+        retry_runtime::system(system).breaker_state(),
+        Some(BreakerState::HalfOpen)
+    );
     env.clock.advance(secs(2));
     assert_eq!(w.run_due().await.unwrap(), 1, "the probe alone");
-    assert_eq!(breaker_state(system), Some(BreakerState::Closed));
+    assert_eq!(
+        retry_runtime::system(system).breaker_state(),
+        Some(BreakerState::Closed)
+    );
     // Closed again: a slow start (1/s without a rate limit), not the worker's 4 slots.
     assert_eq!(w.run_due().await.unwrap(), 1, "the ramp's first task");
 
@@ -197,13 +202,15 @@ async fn a_rejected_attempt_of_a_named_system_waits_for_the_probe(backend: Backe
         return;
     };
     let open_for = Duration::from_secs(3);
-    set_breaker(
-        system,
-        Breaker::new().consecutive_failures(1).open_for(open_for),
-    );
+    retry_runtime::system(system)
+        .set_breaker(Breaker::new().consecutive_failures(1).open_for(open_for));
     down(system).await.unwrap_err();
     env.q
-        .enqueue(Task::new("charge", &0).system(system).task_id("c"))
+        .enqueue(
+            Task::new("charge", &0)
+                .system(declare_system(system))
+                .task_id("c"),
+        )
         .await
         .unwrap();
     let w = worker(&env).handle("charge", |task| async move {

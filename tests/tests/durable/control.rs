@@ -251,7 +251,7 @@ async fn cancel_archives_a_waiting_task_at_once_and_refuses_ended_ones(backend: 
     let inspector = q.inspector();
     for id in ["p", "s", "r"] {
         assert_eq!(
-            inspector.cancel(id).await.unwrap(),
+            inspector.cancel_task(id).await.unwrap(),
             Canceled::Archived,
             "{id}"
         );
@@ -275,13 +275,13 @@ async fn cancel_archives_a_waiting_task_at_once_and_refuses_ended_ones(backend: 
     );
 
     for id in ["c", "p"] {
-        match inspector.cancel(id).await {
+        match inspector.cancel_task(id).await {
             Err(Error::Invalid(why)) => assert!(why.contains("can be canceled"), "{why}"),
             other => panic!("{id}: {other:?}"),
         }
     }
     assert!(matches!(
-        inspector.cancel("nope").await,
+        inspector.cancel_task("nope").await,
         Err(Error::TaskNotFound)
     ));
     env.clock.advance(secs(30 * 24 * 3600));
@@ -329,7 +329,7 @@ async fn cancel_stops_a_running_task_and_drops_its_handler(backend: Backend) {
 
     let asked = std::time::Instant::now();
     assert_eq!(
-        env.q.inspector().cancel(&id).await.unwrap(),
+        env.q.inspector().cancel_task(&id).await.unwrap(),
         Canceled::Stopping
     );
     let info = env.wait_for(&id, TaskState::Archived).await;
@@ -363,7 +363,10 @@ async fn a_canceled_task_is_never_retried_even_if_its_attempt_fails_or_its_worke
         .unwrap();
     let claimed = protocol::claim(&env.q, 1, secs(30)).await.unwrap();
     let inspector = env.q.inspector();
-    assert_eq!(inspector.cancel("fails").await.unwrap(), Canceled::Stopping);
+    assert_eq!(
+        inspector.cancel_task("fails").await.unwrap(),
+        Canceled::Stopping
+    );
     assert!(w.fail(&claimed[0], BoxError::from("boom")).await.unwrap());
     let info = env.info("fails").await;
     assert_eq!(info.state, TaskState::Archived);
@@ -378,7 +381,10 @@ async fn a_canceled_task_is_never_retried_even_if_its_attempt_fails_or_its_worke
         protocol::claim(&env.q, 1, secs(30)).await.unwrap()[0].id(),
         "lost"
     );
-    assert_eq!(inspector.cancel("lost").await.unwrap(), Canceled::Stopping);
+    assert_eq!(
+        inspector.cancel_task("lost").await.unwrap(),
+        Canceled::Stopping
+    );
     env.clock.advance(secs(31));
     assert_eq!(w.recover_expired().await.unwrap(), 1);
     let info = env.info("lost").await;
@@ -420,7 +426,7 @@ async fn a_table_without_the_control_columns_gains_them_on_connect() {
     let info = q.inspector().get("old").await.unwrap().unwrap();
     assert_eq!((info.state, info.errors), (TaskState::Pending, Vec::new()));
     assert_eq!(
-        q.inspector().cancel("old").await.unwrap(),
+        q.inspector().cancel_task("old").await.unwrap(),
         Canceled::Archived
     );
 }

@@ -93,7 +93,7 @@ async fn counts_follow_every_change_of_state(backend: Backend) {
     assert_counts_match(&env, "run by hand").await;
     inspector.delete_task("ok0").await.unwrap();
     assert_counts_match(&env, "delete").await;
-    inspector.cancel("later").await.unwrap();
+    inspector.cancel_task("later").await.unwrap();
     assert_counts_match(&env, "cancel").await;
     assert_eq!(inspector.run_all(TaskState::Retry).await.unwrap(), 3);
     assert_counts_match(&env, "run all").await;
@@ -135,7 +135,7 @@ async fn history_counts_attempts_in_their_hour_and_day(backend: Backend) {
         .enqueue(Task::new("ok", &0).task_id("c").process_in(secs(60)))
         .await
         .unwrap();
-    env.q.inspector().cancel("c").await.unwrap();
+    env.q.inspector().cancel_task("c").await.unwrap();
     env.q.inspector().run_task("f").await.unwrap();
     assert!(w.run_due().await.unwrap() >= 1);
     assert_eq!(env.info("f").await.state, TaskState::Archived);

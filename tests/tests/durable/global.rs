@@ -5,6 +5,7 @@
 //! never more than 3 ran at once, and every task ran once. PostgreSQL (a fresh database) and
 //! SQLite (one file).
 
+use retry_runtime::declare_system;
 use std::fs::File;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -87,7 +88,11 @@ async fn global_limit_holds(url: &str, dir: &tempfile::TempDir, shared: bool) {
         || async { (q.inspector().workers().await.unwrap().len() == PROCESSES).then_some(()) },
     )
     .await;
-    let tasks = (0..TASKS).map(|n| Task::new("job", &n).system("gw").task_id(format!("t{n}")));
+    let tasks = (0..TASKS).map(|n| {
+        Task::new("job", &n)
+            .system(declare_system("gw"))
+            .task_id(format!("t{n}"))
+    });
     q.enqueue_many(tasks).await.unwrap();
     let read = || -> Vec<String> {
         (0..PROCESSES)

@@ -14,8 +14,7 @@ use super::recorder::{self, Value};
 use retry_runtime::durable::{Queue, Task, TaskState, protocol};
 use retry_runtime::http::StatusError;
 use retry_runtime::{
-    BoxError, Breaker, BreakerState, Bulkhead, HandOverStatus, breaker_state, hand_over_news,
-    handed_over, retry, set_breaker, set_bulkhead,
+    BoxError, Breaker, BreakerState, Bulkhead, HandOverStatus, hand_over_news, handed_over, retry,
 };
 use retry_tests::durable_env::{Backend, Env, secs, worker};
 
@@ -207,8 +206,7 @@ async fn an_outage_of_protected_keyed_writes_trips_the_breaker_and_loses_nothing
     // system's gauges are registered with their own recorder, read once at the end.
     let gauges = DebuggingRecorder::new();
     metrics::with_local_recorder(&gauges, || {
-        set_breaker(
-            system,
+        retry_runtime::system(system).set_breaker(
             Breaker::new()
                 .consecutive_failures(THRESHOLD)
                 .open_for(Duration::from_secs(600))
@@ -233,9 +231,12 @@ async fn an_outage_of_protected_keyed_writes_trips_the_breaker_and_loses_nothing
         "the dead system was called {reached} times (threshold {THRESHOLD} + probes {PROBES})"
     );
     assert!(
-        matches!(breaker_state(system), Some(BreakerState::Open { .. })),
+        matches!(
+            retry_runtime::system(system).breaker_state(),
+            Some(BreakerState::Open { .. })
+        ),
         "{:?}",
-        breaker_state(system)
+        retry_runtime::system(system).breaker_state()
     );
     assert_eq!(handed, 60, "every write is safe in the queue");
     for n in 0..60 {
@@ -396,7 +397,9 @@ async fn a_write_its_bulkhead_refuses_is_handed_over(backend: Backend) {
         Backend::Postgres => ("partner-bulkhead-postgres", &HELD[1]),
     };
     let gauges = DebuggingRecorder::new();
-    metrics::with_local_recorder(&gauges, || set_bulkhead(system, Bulkhead::new(1)));
+    metrics::with_local_recorder(&gauges, || {
+        retry_runtime::system(system).set_bulkhead(Bulkhead::new(1))
+    });
     let write = |key: &'static str| {
         let q = env.q.clone();
         async move {
@@ -408,7 +411,11 @@ async fn a_write_its_bulkhead_refuses_is_handed_over(backend: Backend) {
     };
     // The first call holds the only permit until it is let go; the second is refused.
     let first = tokio::spawn(write("order-1:create"));
-    while retry_runtime::bulkhead_state(system).map(|b| b.in_flight) != Some(1) {
+    while retry_runtime::system(system)
+        .bulkhead_state()
+        .map(|b| b.in_flight)
+        != Some(1)
+    {
         tokio::task::yield_now().await;
     }
     let error = write("order-2:create").await.unwrap_err();

@@ -9,6 +9,7 @@
 //! log. PostgreSQL (a database of its own) and SQLite (one file); bounded waits, no timing
 //! asserted.
 
+use retry_runtime::declare_system;
 use std::fs::File;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -70,7 +71,11 @@ fn calls(dir: &tempfile::TempDir) -> usize {
 
 async fn dead_system(url: &str, dir: &tempfile::TempDir) {
     let q = Queue::connect(url).await.expect("the database answers");
-    let tasks = (0..TASKS).map(|n| Task::new("job", &n).system("gw").task_id(format!("t{n}")));
+    let tasks = (0..TASKS).map(|n| {
+        Task::new("job", &n)
+            .system(declare_system("gw"))
+            .task_id(format!("t{n}"))
+    });
     q.enqueue_many(tasks).await.unwrap();
     let mut children: Vec<Child> = (0..PROCESSES)
         .map(|i| spawn(url, dir, &format!("w{i}")))

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_runtime::BoxError;
 use retry_runtime::durable::{SystemLimit, Task, TaskState, Worker};
 use retry_runtime::http::StatusError;
 use retry_runtime::retry;
+use retry_runtime::{BoxError, declare_system};
 use retry_tests::durable_env::{Backend, Env, secs, worker};
 
 retry_tests::both_backends!(
@@ -30,13 +30,19 @@ async fn a_task_names_its_system_and_the_inspector_shows_it(backend: Backend) {
     };
     let info = env
         .q
-        .enqueue(Task::new("charge", &1).system("payments").task_id("c1"))
+        .enqueue(
+            Task::new("charge", &1)
+                .system(declare_system("payments"))
+                .task_id("c1"),
+        )
         .await
         .unwrap();
     assert_eq!(info.system.as_deref(), Some("payments"));
     env.q
         .enqueue_many([
-            Task::new("charge", &2).system("payments").task_id("c2"),
+            Task::new("charge", &2)
+                .system(declare_system("payments"))
+                .task_id("c2"),
             Task::new("email", &3).task_id("e1"),
         ])
         .await
@@ -44,7 +50,10 @@ async fn a_task_names_its_system_and_the_inspector_shows_it(backend: Backend) {
     assert_eq!(env.info("c1").await.system.as_deref(), Some("payments"));
     assert_eq!(env.info("c2").await.system.as_deref(), Some("payments"));
     assert_eq!(env.info("e1").await.system, None);
-    let blank = env.q.enqueue(Task::new("charge", &4).system(" ")).await;
+    let blank = env
+        .q
+        .enqueue(Task::new("charge", &4).system(declare_system(" ")))
+        .await;
     assert!(blank.is_err(), "{blank:?}");
 }
 
@@ -108,13 +117,14 @@ async fn a_claim_takes_no_more_tasks_of_a_system_than_its_limit(backend: Backend
     let Some(env) = Env::new(backend, "systems-limit").await else {
         return;
     };
-    let charges = (0..100).map(|n| Task::new("charge", &n).system("payments"));
-    let emails = (0..30).map(|n| Task::new("email", &n).system("smtp"));
+    let charges = (0..100).map(|n| Task::new("charge", &n).system(declare_system("payments")));
+    let emails = (0..30).map(|n| Task::new("email", &n).system(declare_system("smtp")));
     env.q.enqueue_many(charges.chain(emails)).await.unwrap();
     let running = Running::default();
-    let w = worker(&env)
-        .concurrency(64)
-        .limit("payments", SystemLimit::new().concurrency(10));
+    let w = worker(&env).concurrency(64).limit(
+        declare_system("payments"),
+        SystemLimit::new().concurrency(10),
+    );
     let w = running.on(running.on(w, "charge"), "email");
     // One round: 10 charges (the limit) and every email; the other 54 slots stay free.
     assert_eq!(w.run_due().await.unwrap(), 40);
@@ -163,8 +173,11 @@ async fn a_kind_mapped_to_a_system_counts_against_its_limit(backend: Backend) {
     let running = Running::default();
     let w = worker(&env)
         .concurrency(16)
-        .system_of("charge", "payments")
-        .limit("payments", SystemLimit::new().concurrency(3));
+        .system_of("charge", declare_system("payments"))
+        .limit(
+            declare_system("payments"),
+            SystemLimit::new().concurrency(3),
+        );
     let w = running.on(w, "charge");
     assert_eq!(w.run_due().await.unwrap(), 3);
     assert_eq!(w.run_due().await.unwrap(), 3);
@@ -175,17 +188,23 @@ async fn the_configuration_lowers_a_workers_limit(backend: Backend) {
     let Some(env) = Env::new(backend, "systems-configured").await else {
         return;
     };
-    let tasks = (0..20).map(|n| Task::new("post", &n).system("ledger"));
+    let tasks = (0..20).map(|n| Task::new("post", &n).system(declare_system("ledger")));
     env.q.enqueue_many(tasks).await.unwrap();
     let running = Running::default();
     let w = worker(&env)
         .concurrency(16)
-        .limit("ledger", SystemLimit::new().concurrency(8));
-    let report = retry_runtime::config::from_vars([("RETRY_LEDGER_QUEUE_CONCURRENCY", "2")]);
+        .limit(declare_system("ledger"), SystemLimit::new().concurrency(8));
+    let report = retry_runtime::config::apply(retry_runtime::config::Source::vars([(
+        "RETRY_LEDGER_QUEUE_CONCURRENCY",
+        "2",
+    )]));
     assert!(report.is_clean(), "{report}");
     let w = running.on(w, "post");
     let ran = w.run_due().await.unwrap();
-    retry_runtime::config::from_vars(std::iter::empty::<(&str, &str)>());
+    retry_runtime::config::apply(retry_runtime::config::Source::vars(std::iter::empty::<(
+        &str,
+        &str,
+    )>()));
     assert_eq!(
         ran, 2,
         "the lower of the code's 8 and the configuration's 2"
@@ -294,7 +313,7 @@ async fn an_earlier_table_gains_the_system_columns_in_place() {
         None
     );
     let new = q
-        .enqueue(Task::new("charge", &2).system("payments"))
+        .enqueue(Task::new("charge", &2).system(declare_system("payments")))
         .await
         .unwrap();
     assert_eq!(new.system.as_deref(), Some("payments"));

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_runtime::BoxError;
 use retry_runtime::durable::{SystemLimit, Task, TaskState};
 use retry_runtime::http::StatusError;
+use retry_runtime::{BoxError, declare_system};
 use retry_tests::durable_env::{Backend, Env, poll_until, worker};
 
 retry_tests::both_backends!(
@@ -86,11 +86,15 @@ async fn a_throttled_system_pauses_its_claims_until_the_hint(backend: Backend) {
     let runs = Arc::new(AtomicU32::new(0));
     let w = worker(&env)
         .concurrency(1)
-        .limit(system, SystemLimit::new())
+        .limit(declare_system(system), SystemLimit::new())
         .handle("charge", throttled_once(&runs))
         .handle("email", |_task| async { Ok::<(), BoxError>(()) });
     env.q
-        .enqueue(Task::new("charge", &1).system(system).task_id("c1"))
+        .enqueue(
+            Task::new("charge", &1)
+                .system(declare_system(system))
+                .task_id("c1"),
+        )
         .await
         .unwrap();
     assert_eq!(w.run_due().await.unwrap(), 1);
@@ -98,7 +102,11 @@ async fn a_throttled_system_pauses_its_claims_until_the_hint(backend: Backend) {
 
     // A second task of the system, due now, and one of no system.
     env.q
-        .enqueue(Task::new("charge", &2).system(system).task_id("c2"))
+        .enqueue(
+            Task::new("charge", &2)
+                .system(declare_system(system))
+                .task_id("c2"),
+        )
         .await
         .unwrap();
     env.q

@@ -5,8 +5,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use retry_runtime::BoxError;
 use retry_runtime::durable::{SystemLimit, Task, TaskKind, TaskState};
+use retry_runtime::{BoxError, declare_system};
 use retry_tests::durable_env::{Backend, Env, worker};
 
 retry_tests::both_backends!(
@@ -136,7 +136,7 @@ async fn typed_tasks_carry_their_kinds_system_and_its_limit_applies(backend: Bac
     assert_eq!(handed.system.as_deref(), Some("partner"));
 
     let w = worker(&env)
-        .limit("partner", SystemLimit::new().concurrency(1))
+        .limit(declare_system("partner"), SystemLimit::new().concurrency(1))
         .handle(PartnerCall::KIND, |_task| async { Ok::<(), BoxError>(()) });
     assert_eq!(w.run_due().await.unwrap(), 1, "the limit of one applies");
     assert_eq!(w.run_due().await.unwrap(), 1);
@@ -155,7 +155,7 @@ async fn handle_typed_maps_the_kind_to_its_system(backend: Backend) {
         assert_eq!(env.q.enqueue(task).await.unwrap().system, None);
     }
     let w = worker(&env)
-        .limit("partner", SystemLimit::new().concurrency(1))
+        .limit(declare_system("partner"), SystemLimit::new().concurrency(1))
         .handle_typed(|_call: PartnerCall, _task| async { Ok::<(), BoxError>(()) });
     assert_eq!(w.run_due().await.unwrap(), 1, "the limit of one applies");
     assert_eq!(w.run_due().await.unwrap(), 1);

@@ -2,7 +2,7 @@
 //! async fn and a blocking one, a read and a keyed write, a hand-over, a timeout, `&mut self`.
 #![deny(warnings, unused_qualifications, missing_docs)]
 
-use retry_runtime::{AttemptTimedOut, Bulkhead, Classify, Rejected, retry, set_bulkhead};
+use retry_runtime::{retry, system, AttemptTimedOut, Bulkhead, Classify, Rejected};
 
 /// An adapter error.
 #[derive(Debug)]
@@ -61,7 +61,7 @@ impl Client {
 }
 
 fn main() {
-    set_bulkhead("shapes", Bulkhead::new(4));
+    system("shapes").set_bulkhead(Bulkhead::new(4));
     let mut client = Client { calls: 0 };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()

@@ -278,11 +278,12 @@ impl Task {
     ///
     /// ```
     /// use retry_runtime::durable::Task;
-    /// let task = Task::new("charge", &7).system("payments");
+    /// let payments = retry_runtime::declare_system("payments");
+    /// let task = Task::new("charge", &7).system(payments);
     /// assert_eq!(task.system_name(), Some("payments"));
     /// ```
-    pub fn system(mut self, system: impl Into<String>) -> Self {
-        self.system = Some(system.into());
+    pub fn system(mut self, system: crate::System) -> Self {
+        self.system = Some(system.name().to_owned());
         self
     }
 

@@ -197,7 +197,7 @@ impl Inspector {
     ///
     /// Fails with [`Error::TaskNotFound`] for an unknown id and [`Error::Invalid`] for a
     /// completed or archived task (it has ended: there is nothing to cancel).
-    pub async fn cancel(&self, id: &str) -> Result<Canceled, Error> {
+    pub async fn cancel_task(&self, id: &str) -> Result<Canceled, Error> {
         self.file_check()?;
         let (store, queue) = (&self.handle.store, &*self.handle.name);
         // The task may change state between two statements (claimed, or its attempt ended):

@@ -16,7 +16,7 @@ use crate::durable::store::{counts, operator};
 /// Milliseconds in a UTC day (the Unix epoch ignores leap seconds).
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
-/// What [`Inspector::cancel`](crate::durable::Inspector::cancel) did.
+/// What [`Inspector::cancel_task`](crate::durable::Inspector::cancel_task) did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Canceled {
     /// The task was waiting (pending, scheduled or retry): it is archived.

@@ -225,9 +225,9 @@ impl Worker {
     /// Tasks of `kind` that name no [`system`](crate::durable::Task::system) call `system`:
     /// its [`limit`](Worker::limit) and breaker apply to them (see
     /// [the per-system chapter](super#per-system-limits-and-breakers)).
-    pub fn system_of(mut self, kind: impl Into<String>, system: impl Into<String>) -> Self {
-        let system = system.into();
-        crate::protect::for_system(&system);
+    pub fn system_of(mut self, kind: impl Into<String>, system: crate::System) -> Self {
+        crate::protect::for_system(system.name());
+        let system = system.name().to_owned();
         self.edit().systems.kinds.insert(kind.into(), system);
         self
     }
@@ -236,11 +236,11 @@ impl Worker {
     /// by `RETRY_<SYSTEM>_QUEUE_CONCURRENCY` / `_QUEUE_RATE`; a claim never takes a task of a
     /// system at its limit. Also defers them while the system's breaker is open, and ramps them
     /// up slowly after it recovers ([the chapter](super#per-system-limits-and-breakers)).
-    pub fn limit(mut self, system: impl Into<String>, limit: SystemLimit) -> Self {
-        let system = system.into();
-        crate::protect::for_system(&system);
-        crate::config::queue_limits_code_set(&system, limit.queue_limits());
-        self.edit().systems.limits.insert(system, limit);
+    pub fn limit(mut self, system: crate::System, limit: SystemLimit) -> Self {
+        let system = system.name();
+        crate::protect::for_system(system);
+        crate::config::queue_limits_code_set(system, limit.queue_limits());
+        self.edit().systems.limits.insert(system.to_owned(), limit);
         self
     }
 

@@ -215,7 +215,7 @@ impl Gate {
                 .then(|| self.retry_cap.saturating_sub(state.retries_held)),
         };
         for (i, (w, s)) in self.watched.iter().zip(state.per.iter_mut()).enumerate() {
-            let own = crate::breaker_state(&w.name).unwrap_or(BreakerState::Closed);
+            let own = crate::protect::breaker_state(&w.name).unwrap_or(BreakerState::Closed);
             let (breaker, probe) = merged(own, shared.get(&w.name), queue_now, now);
             if probe {
                 plan.probes.push(i);
@@ -344,7 +344,7 @@ impl Gate {
     pub(crate) fn shares_breakers(&self) -> bool {
         self.watched
             .iter()
-            .any(|w| crate::breaker_state(&w.name).is_some())
+            .any(|w| crate::protect::breaker_state(&w.name).is_some())
     }
 
     /// The watched systems as they stand: name, tasks held, the rate in force (`None`:
@@ -355,7 +355,8 @@ impl Gate {
             .iter()
             .zip(&state.per)
             .map(|(w, s)| {
-                let breaker = crate::breaker_state(&w.name).unwrap_or(BreakerState::Closed);
+                let breaker =
+                    crate::protect::breaker_state(&w.name).unwrap_or(BreakerState::Closed);
                 (
                     w.name.clone(),
                     s.held,

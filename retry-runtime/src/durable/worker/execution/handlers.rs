@@ -79,7 +79,7 @@ impl Worker {
         });
         self.edit().handlers.insert(T::KIND.to_owned(), handler);
         match T::SYSTEM {
-            Some(system) => self.system_of(T::KIND, system),
+            Some(system) => self.system_of(T::KIND, crate::declare_system(system)),
             None => self,
         }
     }

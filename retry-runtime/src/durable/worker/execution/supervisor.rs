@@ -19,7 +19,7 @@ use crate::durable::worker::finishing::failure::Failure;
 use crate::durable::worker::finishing::outcome::{cancel, persist};
 
 /// How often a running attempt looks for an operator's cancel: a canceled handler is dropped
-/// within this (plus one read) of [`Inspector::cancel`](crate::durable::Inspector::cancel).
+/// within this (plus one read) of [`Inspector::cancel_task`](crate::durable::Inspector::cancel_task).
 const CANCEL_CHECK: Duration = Duration::from_millis(500);
 
 /// Watches a running handler until it ends, times out, loses its lease, is canceled by an

@@ -321,7 +321,7 @@ impl Rules {
         if judgement != Judgement::Rejected {
             return None;
         }
-        let BreakerState::Open { until } = crate::breaker_state(task.system()?)? else {
+        let BreakerState::Open { until } = crate::protect::breaker_state(task.system()?)? else {
             return None;
         };
         let jitter = Duration::from_millis(self.draw(|rng| rng.below(1000)));

@@ -164,7 +164,7 @@ where
     }
 }
 
-/// Archives a claimed task whose cancel the operator asked for ([`Inspector::cancel`](crate::durable::Inspector::cancel)),
+/// Archives a claimed task whose cancel the operator asked for ([`Inspector::cancel_task`](crate::durable::Inspector::cancel_task)),
 /// fenced; counts and logs it. `Ok(false)`: no cancel was asked for, or fenced off.
 pub(crate) async fn cancel(
     queue: &Queue,

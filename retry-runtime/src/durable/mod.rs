@@ -66,8 +66,10 @@ pub use state::UnknownState;
 #[cfg(any(test, feature = "test-util"))]
 pub use store::counts::HISTORY_DAYS;
 pub use worker::Worker;
-pub use worker::attempt::DEFAULT_LEASE;
-pub use worker::fatal::DEFAULT_OUTAGE_LIMIT;
-pub use worker::limit::{DEFAULT_RETRY_SHARE, SystemLimit};
-pub use worker::processor::{DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT};
-pub use worker::recoverer::DEFAULT_RECOVER_INTERVAL;
+pub use worker::execution::attempt::DEFAULT_LEASE;
+pub use worker::execution::limit::{DEFAULT_RETRY_SHARE, SystemLimit};
+pub use worker::execution::processor::{
+    DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT,
+};
+pub use worker::maintenance::fatal::DEFAULT_OUTAGE_LIMIT;
+pub use worker::maintenance::recoverer::DEFAULT_RECOVER_INTERVAL;

@@ -14,7 +14,7 @@ use crate::durable::inspector::Inspector;
 use crate::durable::schema::Schema;
 use crate::durable::store::file_identity::WatchedFile;
 use crate::durable::store::{NewTask, Store, batch, migrator, tasks};
-use crate::durable::worker::wake::Wake;
+use crate::durable::worker::execution::wake::Wake;
 
 /// The name of the queue [`Queue::connect`] opens.
 pub const DEFAULT_QUEUE: &str = "default";

@@ -9,7 +9,7 @@ use crate::durable::clock::{from_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::store::{control, counts, operator, tasks};
-use crate::durable::worker::janitor;
+use crate::durable::worker::maintenance::janitor;
 use presence::{SchedulerEntry, WorkerInfo};
 pub use stats::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, QueueStats};
 

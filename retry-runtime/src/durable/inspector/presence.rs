@@ -2,7 +2,7 @@
 //! ([`Inspector::workers`](crate::durable::Inspector::workers)) with the tasks each is running, and the
 //! entries of the live schedulers ([`Inspector::schedulers`](crate::durable::Inspector::schedulers)).
 //! Workers and schedulers write their rows on their heartbeat (see
-//! [`heartbeat`](crate::durable::worker::heartbeat) and [`Scheduler`](crate::durable::Scheduler)); a row three beats old
+//! [`heartbeat`](crate::durable::worker::maintenance::heartbeat) and [`Scheduler`](crate::durable::Scheduler)); a row three beats old
 //! is stale: ignored here, and deleted by the next beat of anyone.
 
 use std::time::{Duration, SystemTime};

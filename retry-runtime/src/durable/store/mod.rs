@@ -63,6 +63,7 @@ pub(crate) mod batch;
 pub(crate) mod breakers;
 pub(crate) mod control;
 pub(crate) mod counts;
+pub(crate) mod decisions;
 mod db;
 pub(crate) mod file_identity;
 pub(crate) mod find;

@@ -98,7 +98,7 @@ macro_rules! set_columns {
                  WHEN c.state = 'pending' THEN COALESCE(t.next_process_ms, c.at_ms) \
                  ELSE c.next_process END, \
              last_err = CASE WHEN ", canceled!(), " THEN (CASE WHEN t.last_err IS NULL \
-                 THEN $2 ELSE t.last_err || ' ' || $2 END) \
+                 THEN CAST($2 AS TEXT) ELSE t.last_err || ' ' || CAST($2 AS TEXT) END) \
                  ELSE COALESCE(c.last_err, t.last_err) END, \
              last_failed_ms = CASE WHEN ", canceled!(), " THEN t.last_failed_ms \
                  ELSE COALESCE(c.failed_at, t.last_failed_ms) END, \
@@ -129,9 +129,11 @@ macro_rules! fenced_rows {
 /// What each row ended in, read from the row as written (SQLite's `RETURNING` cannot see the
 /// batch's table): an archive whose `last_err` ends in [`CANCELED`] is the operator's.
 macro_rules! landed {
-    () => {
-        "CASE WHEN state = 'archived' AND last_err LIKE '%(canceled by operator)' \
-         THEN 'canceled' ELSE state END"
+    ($t:literal) => {
+        concat!(
+            "CASE WHEN ", $t, "state = 'archived' AND ", $t,
+            "last_err LIKE '%(canceled by operator)' THEN 'canceled' ELSE ", $t, "state END"
+        )
     };
 }
 
@@ -151,7 +153,7 @@ const SQLITE: &str = concat!(
     " FROM c WHERE +t.state = 'active' AND ",
     fenced_rows!(),
     " RETURNING seq, ",
-    landed!()
+    landed!("")
 );
 
 /// PostgreSQL: the same, the batch read by `jsonb_array_elements`.
@@ -167,7 +169,7 @@ const POSTGRES: &str = concat!(
      WHERE t.state = 'active' AND ",
     fenced_rows!(),
     " RETURNING t.seq, ",
-    landed!()
+    landed!("t.")
 );
 
 /// Writes every decision of `batch`, each fenced by its own token, in one statement (one more

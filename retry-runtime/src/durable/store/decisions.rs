@@ -255,3 +255,108 @@ type JsonRow<'a> = (
     Option<&'a str>,
     i64,
 );
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::durable::client::task::ActiveTask;
+    use crate::durable::store::{control, tasks};
+    use crate::durable::worker::execution::lease;
+    use crate::durable::{Queue, Task, TaskState};
+
+    const IDS: [&str; 7] = [
+        "retry",
+        "snooze",
+        "archive",
+        "requeue",
+        "cancel-asked",
+        "cancel-not-asked",
+        "stale",
+    ];
+
+    /// The row of the claimed task `id`, moving it to `to`, nothing else set.
+    fn row<'a>(claimed: &'a [ActiveTask], id: &str, to: To) -> Decided<'a> {
+        let task = claimed.iter().find(|t| t.id() == id).unwrap();
+        Decided {
+            fence: Fence::of(task),
+            to,
+            retried: None,
+            next_process: None,
+            last_err: None,
+            failed_at: None,
+            errors: None,
+            at: 1_000,
+        }
+    }
+
+    /// `row` as a failed attempt's: `retried` 1, `last_err`, failed at 1 000.
+    fn failed<'a>(mut row: Decided<'a>, last_err: &str) -> Decided<'a> {
+        (row.retried, row.last_err) = (Some(1), Some(last_err.to_owned()));
+        (row.failed_at, row.errors) = (Some(1_000), Some("[]".to_owned()));
+        row
+    }
+
+    /// One statement writes a batch of every kind of decision, each row as its state says; an
+    /// operator's cancel wins over a retry (archived as canceled, `retried` unchanged), a
+    /// cancel row without a cancel asked changes nothing, nor does a stale token.
+    #[tokio::test]
+    async fn one_statement_writes_a_batch_of_every_kind_each_fenced() {
+        let q = Queue::connect("sqlite::memory:").await.unwrap();
+        for id in IDS {
+            q.enqueue(Task::new("k", &id).task_id(id)).await.unwrap();
+        }
+        let lease = Duration::from_secs(30);
+        let claimed = lease::claim(&q.handle, (7, 7), lease, None).await.unwrap();
+        let (store, name) = (&q.handle.store, &*q.handle.name);
+        assert!(control::request_cancel(store, name, "cancel-asked").await.unwrap());
+        let row = |id: &str, to: To| row(&claimed, id, to);
+        let mut stale = row("stale", To::Retry);
+        stale.fence.token += 1;
+        let batch = [
+            Decided {
+                next_process: Some(5_000),
+                ..failed(row("retry", To::Retry), "boom")
+            },
+            Decided {
+                next_process: Some(7_000),
+                ..row("snooze", To::Scheduled)
+            },
+            failed(row("archive", To::Archived), "bad (permanent: not transient)"),
+            row("requeue", To::Pending),
+            failed(row("cancel-asked", To::Retry), "boom"),
+            row("cancel-not-asked", To::Canceled),
+            stale,
+        ];
+        let landed = write(store, &batch).await.unwrap();
+        use Landed::{AsDecided, Canceled, NotWritten};
+        let expected = [AsDecided, AsDecided, AsDecided, AsDecided, Canceled, NotWritten];
+        assert_eq!(landed[..6], expected);
+        assert_eq!(landed[6], NotWritten);
+        let get = |id: &'static str| tasks::get(store, name, id);
+        let retried = get("retry").await.unwrap().unwrap();
+        assert_eq!(retried.state, TaskState::Retry);
+        assert_eq!((retried.retried, retried.next_process_ms), (1, Some(5_000)));
+        assert_eq!(retried.last_err.as_deref(), Some("boom"));
+        assert_eq!((retried.last_failed_ms, retried.lease_token), (Some(1_000), None));
+        let snoozed = get("snooze").await.unwrap().unwrap();
+        assert_eq!(snoozed.state, TaskState::Scheduled);
+        assert_eq!((snoozed.retried, snoozed.next_process_ms), (0, Some(7_000)));
+        assert_eq!((snoozed.last_err, snoozed.last_failed_ms), (None, None));
+        let archived = get("archive").await.unwrap().unwrap();
+        assert_eq!(archived.state, TaskState::Archived);
+        assert_eq!((archived.finished_ms, archived.next_process_ms), (Some(1_000), None));
+        let requeued = get("requeue").await.unwrap().unwrap();
+        assert_eq!(requeued.state, TaskState::Pending);
+        assert_eq!((requeued.retried, requeued.lease_token), (0, None));
+        assert!(requeued.next_process_ms.is_some());
+        let canceled = get("cancel-asked").await.unwrap().unwrap();
+        assert_eq!(canceled.state, TaskState::Archived);
+        assert_eq!(canceled.retried, 0);
+        assert_eq!(canceled.last_err.as_deref(), Some(CANCELED));
+        for id in ["cancel-not-asked", "stale"] {
+            assert_eq!(get(id).await.unwrap().unwrap().state, TaskState::Active);
+        }
+    }
+}

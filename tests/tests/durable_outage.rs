@@ -1043,7 +1043,11 @@ async fn postgres_an_outages_failures_are_written_in_batches() {
         .tasks(TaskQuery::new(TaskState::Retry))
         .await
         .expect("the retried tasks");
-    assert!(page.tasks.iter().all(|t| t.retried == 1 && t.errors.len() == 1));
+    assert!(
+        page.tasks
+            .iter()
+            .all(|t| t.retried == 1 && t.errors.len() == 1)
+    );
     eprintln!(
         "{FAILING} failed attempts written by {statements} statements ({:.3} per failed task)",
         statements as f64 / FAILING as f64

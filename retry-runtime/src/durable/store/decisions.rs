@@ -81,39 +81,35 @@ pub(crate) enum Landed {
 }
 
 /// The columns a decision sets, one text for both backends: `c` is the batch's table, `t` the
-/// task's row as it was. `canceled!()` is the operator's cancel winning over the decision.
-macro_rules! canceled {
-    () => {
-        "(c.state <> 'pending' AND t.cancel_requested)"
-    };
-}
-
+/// task's row as it was. `(c.state <> 'pending' AND t.cancel_requested)`, in every column, is
+/// an operator's cancel winning over the decision.
 macro_rules! set_columns {
     () => {
-        concat!(
-            "state = CASE WHEN ", canceled!(), " THEN 'archived' ELSE c.state END, \
-             retried = CASE WHEN ", canceled!(), " OR c.retried IS NULL THEN t.retried \
-                 ELSE c.retried END, \
-             next_process_ms = CASE WHEN ", canceled!(), " OR c.state = 'archived' THEN NULL \
-                 WHEN c.state = 'pending' THEN COALESCE(t.next_process_ms, c.at_ms) \
-                 ELSE c.next_process END, \
-             last_err = CASE WHEN ", canceled!(), " THEN (CASE WHEN t.last_err IS NULL \
-                 THEN CAST($2 AS TEXT) ELSE t.last_err || ' ' || CAST($2 AS TEXT) END) \
-                 ELSE COALESCE(c.last_err, t.last_err) END, \
-             last_failed_ms = CASE WHEN ", canceled!(), " THEN t.last_failed_ms \
-                 ELSE COALESCE(c.failed_at, t.last_failed_ms) END, \
-             finished_ms = CASE WHEN ", canceled!(), " OR c.state = 'archived' THEN c.at_ms \
-                 ELSE t.finished_ms END, \
-             errors = CASE WHEN ", canceled!(), " THEN t.errors \
-                 ELSE COALESCE(c.errors, t.errors) END, \
-             cancel_requested = CASE WHEN ", canceled!(), " THEN FALSE \
-                 ELSE t.cancel_requested END, \
-             unique_key = CASE WHEN ", canceled!(), " OR c.state = 'archived' THEN NULL \
-                 ELSE t.unique_key END, \
-             unique_until_ms = CASE WHEN ", canceled!(), " OR c.state = 'archived' THEN NULL \
-                 ELSE t.unique_until_ms END, \
-             lease_token = NULL, lease_expires_ms = NULL"
-        )
+        "state = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) THEN 'archived' \
+             ELSE c.state END, \
+         retried = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
+             OR c.retried IS NULL THEN t.retried ELSE c.retried END, \
+         next_process_ms = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
+             OR c.state = 'archived' THEN NULL \
+             WHEN c.state = 'pending' THEN COALESCE(t.next_process_ms, c.at_ms) \
+             ELSE c.next_process END, \
+         last_err = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
+             THEN (CASE WHEN t.last_err IS NULL THEN CAST($2 AS TEXT) \
+                 ELSE t.last_err || ' ' || CAST($2 AS TEXT) END) \
+             ELSE COALESCE(c.last_err, t.last_err) END, \
+         last_failed_ms = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
+             THEN t.last_failed_ms ELSE COALESCE(c.failed_at, t.last_failed_ms) END, \
+         finished_ms = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
+             OR c.state = 'archived' THEN c.at_ms ELSE t.finished_ms END, \
+         errors = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) THEN t.errors \
+             ELSE COALESCE(c.errors, t.errors) END, \
+         cancel_requested = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
+             THEN FALSE ELSE t.cancel_requested END, \
+         unique_key = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
+             OR c.state = 'archived' THEN NULL ELSE t.unique_key END, \
+         unique_until_ms = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
+             OR c.state = 'archived' THEN NULL ELSE t.unique_until_ms END, \
+         lease_token = NULL, lease_expires_ms = NULL"
     };
 }
 
@@ -131,8 +127,13 @@ macro_rules! fenced_rows {
 macro_rules! landed {
     ($t:literal) => {
         concat!(
-            "CASE WHEN ", $t, "state = 'archived' AND ", $t,
-            "last_err LIKE '%(canceled by operator)' THEN 'canceled' ELSE ", $t, "state END"
+            "CASE WHEN ",
+            $t,
+            "state = 'archived' AND ",
+            $t,
+            "last_err LIKE '%(canceled by operator)' THEN 'canceled' ELSE ",
+            $t,
+            "state END"
         )
     };
 }
@@ -310,7 +311,11 @@ mod tests {
         let lease = Duration::from_secs(30);
         let claimed = lease::claim(&q.handle, (7, 7), lease, None).await.unwrap();
         let (store, name) = (&q.handle.store, &*q.handle.name);
-        assert!(control::request_cancel(store, name, "cancel-asked").await.unwrap());
+        assert!(
+            control::request_cancel(store, name, "cancel-asked")
+                .await
+                .unwrap()
+        );
         let row = |id: &str, to: To| row(&claimed, id, to);
         let mut stale = row("stale", To::Retry);
         stale.fence.token += 1;
@@ -323,7 +328,10 @@ mod tests {
                 next_process: Some(7_000),
                 ..row("snooze", To::Scheduled)
             },
-            failed(row("archive", To::Archived), "bad (permanent: not transient)"),
+            failed(
+                row("archive", To::Archived),
+                "bad (permanent: not transient)",
+            ),
             row("requeue", To::Pending),
             failed(row("cancel-asked", To::Retry), "boom"),
             row("cancel-not-asked", To::Canceled),
@@ -331,7 +339,9 @@ mod tests {
         ];
         let landed = write(store, &batch).await.unwrap();
         use Landed::{AsDecided, Canceled, NotWritten};
-        let expected = [AsDecided, AsDecided, AsDecided, AsDecided, Canceled, NotWritten];
+        let expected = [
+            AsDecided, AsDecided, AsDecided, AsDecided, Canceled, NotWritten,
+        ];
         assert_eq!(landed[..6], expected);
         assert_eq!(landed[6], NotWritten);
         let get = |id: &'static str| tasks::get(store, name, id);
@@ -339,14 +349,20 @@ mod tests {
         assert_eq!(retried.state, TaskState::Retry);
         assert_eq!((retried.retried, retried.next_process_ms), (1, Some(5_000)));
         assert_eq!(retried.last_err.as_deref(), Some("boom"));
-        assert_eq!((retried.last_failed_ms, retried.lease_token), (Some(1_000), None));
+        assert_eq!(
+            (retried.last_failed_ms, retried.lease_token),
+            (Some(1_000), None)
+        );
         let snoozed = get("snooze").await.unwrap().unwrap();
         assert_eq!(snoozed.state, TaskState::Scheduled);
         assert_eq!((snoozed.retried, snoozed.next_process_ms), (0, Some(7_000)));
         assert_eq!((snoozed.last_err, snoozed.last_failed_ms), (None, None));
         let archived = get("archive").await.unwrap().unwrap();
         assert_eq!(archived.state, TaskState::Archived);
-        assert_eq!((archived.finished_ms, archived.next_process_ms), (Some(1_000), None));
+        assert_eq!(
+            (archived.finished_ms, archived.next_process_ms),
+            (Some(1_000), None)
+        );
         let requeued = get("requeue").await.unwrap().unwrap();
         assert_eq!(requeued.state, TaskState::Pending);
         assert_eq!((requeued.retried, requeued.lease_token), (0, None));

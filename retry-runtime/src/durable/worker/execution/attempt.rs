@@ -55,7 +55,9 @@ pub(crate) async fn attempt(
         // the kinds it has handlers for.
         let failure = Failure::erased(Box::new(Error::UnknownKind(task.kind().to_owned())));
         let outcomes = &runner.outcomes;
-        outcomes.record_failure(&completer, queue, task, failure).await;
+        outcomes
+            .record_failure(&completer, queue, task, failure)
+            .await;
         return None;
     };
     if !renew_if_waited(&runner, &queue, &mut task).await {
@@ -72,7 +74,9 @@ pub(crate) async fn attempt(
     if bound == Some(Bound::Deadline(Duration::ZERO)) {
         let failure = Failure::erased(Box::new(Error::DeadlineExceeded));
         let outcomes = &runner.outcomes;
-        outcomes.record_failure(&completer, queue, task, failure).await;
+        outcomes
+            .record_failure(&completer, queue, task, failure)
+            .await;
         return Some(false);
     }
     let reported = shared_breaker::reports_flag();
@@ -110,7 +114,9 @@ pub(crate) async fn attempt(
         Ok(()) => completer.complete(queue, task).await,
         Err(failure) => {
             let outcomes = &runner.outcomes;
-            outcomes.record_failure(&completer, queue, task, failure).await;
+            outcomes
+                .record_failure(&completer, queue, task, failure)
+                .await;
         }
     }
     Some(succeeded)

@@ -34,9 +34,9 @@ use crate::durable::error::Error;
 use crate::durable::store::decisions::{self, Landed};
 use crate::durable::store::{Done, Fence, tasks};
 use crate::durable::worker::execution::lease;
-use crate::durable::worker::metrics::Metrics;
 use crate::durable::worker::finishing::settle::{self, Settle};
 use crate::durable::worker::finishing::write_retry::Tries;
+use crate::durable::worker::metrics::Metrics;
 
 /// The most values one write takes (a statement's arrays).
 pub(crate) const MAX_BATCH: usize = 256;
@@ -85,7 +85,13 @@ impl Completer {
 
     /// Queues what became of `task`, decided at `at` (the queue's clock), waiting while the
     /// queue is full.
-    pub(crate) async fn settle(&self, queue: Queue, task: ActiveTask, settle: Settle, at: SystemTime) {
+    pub(crate) async fn settle(
+        &self,
+        queue: Queue,
+        task: ActiveTask,
+        settle: Settle,
+        at: SystemTime,
+    ) {
         let completion = Completion {
             queue,
             task,
@@ -163,7 +169,11 @@ async fn write_batch(writer: &Writer, batch: &mut [Completion]) {
             );
         }
         // The tasks stay leased while their outcomes wait.
-        for (completion, _) in batch.iter_mut().zip(&slots).filter(|(_, s)| **s == Slot::Waiting) {
+        for (completion, _) in batch
+            .iter_mut()
+            .zip(&slots)
+            .filter(|(_, s)| **s == Slot::Waiting)
+        {
             let queue = &completion.queue;
             let _ = lease::extend(&queue.handle, &mut completion.task, writer.lease).await;
         }

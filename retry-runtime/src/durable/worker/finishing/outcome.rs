@@ -15,8 +15,8 @@ use crate::durable::store::Fence;
 use crate::durable::store::decisions::Landed;
 use crate::durable::worker::finishing::completer::Completer;
 use crate::durable::worker::finishing::failure::{Failure, Judgement, Rules};
-use crate::durable::worker::metrics::Metrics;
 use crate::durable::worker::finishing::settle::{self, Settle};
+use crate::durable::worker::metrics::Metrics;
 
 /// The hook of [`Worker::on_error`](crate::durable::Worker::on_error).
 pub(crate) type ErrorFn = Arc<dyn Fn(&TaskInfo, &BoxError) + Send + Sync>;

@@ -12,11 +12,11 @@ use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{from_ms, rfc3339, to_ms};
 use crate::durable::failures;
-use crate::durable::store::decisions::{self, Decided, Landed, To};
 use crate::durable::store::Fence;
+use crate::durable::store::decisions::{self, Decided, Landed, To};
 use crate::durable::worker::finishing::failure::Decision;
-use crate::durable::worker::metrics::{Metrics, Outcome};
 use crate::durable::worker::finishing::write_retry::GIVE_BACK_WINDOW;
+use crate::durable::worker::metrics::{Metrics, Outcome};
 
 /// What becomes of a claimed task: the one value its attempt hands to the completer.
 #[derive(Clone, Debug)]
@@ -58,13 +58,16 @@ impl Settle {
             at,
         };
         let history = |last_err: &str| {
-            let errors = failures::append(&task.info().errors, task.retried(), from_ms(at), last_err);
+            let errors =
+                failures::append(&task.info().errors, task.retried(), from_ms(at), last_err);
             (Some(failures::bounded(last_err)), Some(at), Some(errors))
         };
         match self {
             Settle::Complete | Settle::Requeue => {}
             Settle::Cancel => row.to = To::Canceled,
-            Settle::Defer { at: due, .. } => (row.to, row.next_process) = (To::Scheduled, Some(*due)),
+            Settle::Defer { at: due, .. } => {
+                (row.to, row.next_process) = (To::Scheduled, Some(*due))
+            }
             Settle::Failed(decision) => match &**decision {
                 Decision::Retry {
                     retried,
@@ -184,7 +187,8 @@ pub(crate) fn report(
 /// Trims the archive of `queue` to its limits after archiving (a failure is logged: the
 /// janitor trims it again later).
 pub(crate) async fn trim_archive(queue: &Queue) {
-    if let Err(e) = crate::durable::worker::maintenance::janitor::trim_archive(&queue.handle).await {
+    if let Err(e) = crate::durable::worker::maintenance::janitor::trim_archive(&queue.handle).await
+    {
         event!(
             warn,
             "durable worker: trimming the archive failed",

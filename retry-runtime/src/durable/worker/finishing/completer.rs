@@ -190,7 +190,7 @@ fn give_up_late(
     started: Instant,
     pause: Option<Duration>,
 ) -> usize {
-    let mut waiting = 0;
+    let (mut waiting, mut given_up) = (0, 0);
     for (completion, slot) in batch.iter().zip(slots.iter_mut()) {
         if *slot != Slot::Waiting {
             continue;
@@ -198,8 +198,16 @@ fn give_up_late(
         let window = completion.settle.window(writer.lease);
         match pause {
             Some(pause) if started.elapsed() + pause < window => waiting += 1,
-            _ => *slot = Slot::GivenUp,
+            _ => (*slot, given_up) = (Slot::GivenUp, given_up + 1),
         }
+    }
+    if waiting > 0 && given_up > 0 {
+        event!(
+            warn,
+            "durable worker: recording tasks given back failed for a few seconds; given up \
+             (they go back once their leases expire), the other outcomes are tried again",
+            tasks = given_up
+        );
     }
     waiting
 }

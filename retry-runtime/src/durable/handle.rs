@@ -29,12 +29,7 @@ pub(crate) struct Handle {
 
 impl fmt::Debug for Handle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let backend = match &self.store {
-            #[cfg(feature = "sqlite")]
-            Store::Sqlite(_) => "sqlite",
-            #[cfg(feature = "postgres")]
-            Store::Postgres(_) => "postgres",
-        };
+        let backend = self.store.dialect().name;
         f.debug_struct("Queue")
             .field("backend", &backend)
             .field("name", &self.name)

@@ -1,13 +1,15 @@
-//! The bottom of the store: the pool behind a queue, the values bound to a statement, and the
-//! four ways a statement is run. Every statement file runs its SQL through these. On SQLite,
-//! each takes the pool's connection itself, so that a storage error closes it
-//! ([`close_if_broken`]).
+//! The pool behind a queue ([`Store`], and the one place it is matched: [`on_backend!`]) and
+//! the four ways a statement is run. Every statement file runs its SQL through these; each
+//! backend runs them its own way ([`Backend`](super::backend::Backend): on SQLite, each takes
+//! the pool's connection itself, so that a storage error closes it,
+//! [`close_if_broken`](super::bind::close_if_broken)).
 
-use sqlx::Database;
-
+use super::backend::{Backend as _, Dialect};
+use super::bind::{Arg, Decoded};
 use crate::durable::error::Error;
 
-/// The database behind a queue.
+/// The database behind a queue: one variant per backend compiled in. A new backend adds its
+/// variant here, its arm in [`on_backend!`] and its scheme in [`Store::open`].
 #[derive(Clone, Debug)]
 pub(crate) enum Store {
     #[cfg(feature = "sqlite")]
@@ -16,111 +18,60 @@ pub(crate) enum Store {
     Postgres(sqlx::PgPool),
 }
 
-/// A value bound to a statement's `$N`: the only types the table's columns take.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Arg<'a> {
-    Int(i64),
-    MaybeInt(Option<i64>),
-    Text(&'a str),
-    MaybeText(Option<&'a str>),
-}
-
-/// What a statement's rows decode into, on every backend compiled in: [`Row`](super::Row) or a tuple of
-/// columns.
-#[cfg(all(feature = "sqlite", feature = "postgres"))]
-pub(crate) trait Decoded:
-    for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
-    + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
-{
-}
-#[cfg(all(feature = "sqlite", feature = "postgres"))]
-impl<T> Decoded for T where
-    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
-        + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
-{
-}
-
-/// What a statement's rows decode into, on every backend compiled in.
-#[cfg(all(feature = "sqlite", not(feature = "postgres")))]
-pub(crate) trait Decoded: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> {}
-#[cfg(all(feature = "sqlite", not(feature = "postgres")))]
-impl<T> Decoded for T where T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> {}
-
-/// What a statement's rows decode into, on every backend compiled in.
-#[cfg(all(feature = "postgres", not(feature = "sqlite")))]
-pub(crate) trait Decoded: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
-#[cfg(all(feature = "postgres", not(feature = "sqlite")))]
-impl<T> Decoded for T where T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
-
-/// `sql` with `args` bound as `$1`, `$2`, … for backend `DB`.
-pub(crate) fn bound<DB>(
-    sql: impl sqlx::SqlSafeStr,
-    args: &[Arg<'_>],
-) -> sqlx::query::Query<'static, DB, DB::Arguments>
-where
-    DB: Database,
-    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    for<'t> Option<i64>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    for<'t> Option<&'t str>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-{
-    args.iter().fold(sqlx::query(sql), |query, arg| match *arg {
-        Arg::Int(v) => query.bind(v),
-        Arg::MaybeInt(v) => query.bind(v),
-        Arg::Text(v) => query.bind(v),
-        Arg::MaybeText(v) => query.bind(v),
-    })
-}
-
-/// After a statement (or a transaction) on `conn`: a SQLite storage error
-/// ([`is_storage_fault`](super::sqlite::faults::is_storage_fault)) closes the connection when it
-/// goes back to the pool (SQLite rolls back what it held and releases its locks) instead of
-/// keeping it, and the pool's next caller opens a fresh one. PostgreSQL: nothing (sqlx closes a
-/// connection that broke). On success, nothing but the check of the result.
-pub(crate) fn close_if_broken<DB: Database, T>(
-    conn: &mut sqlx::pool::PoolConnection<DB>,
-    result: &Result<T, sqlx::Error>,
-) {
-    #[cfg(feature = "sqlite")]
-    if let Err(e) = result
-        && super::sqlite::faults::is_storage_fault(e)
-    {
-        event!(
-            warn,
-            "durable queue: SQLite storage error: the connection is closed, and a fresh one \
-             opened for the next statement",
-            error = e
-        );
-        conn.close_on_drop();
-    }
-    #[cfg(not(feature = "sqlite"))]
-    let _ = (conn, result);
-}
-
-/// `$run` (a statement on `&mut *$conn`) on the pool's connection, which a storage error closes
-/// ([`close_if_broken`]). A statement refused because the connection is read-only runs once
-/// more, on a fresh connection: a connection opened while the file could not be written (a
-/// disk fault) stays read-only after the fault, and its first write is the first to know.
-#[cfg(feature = "sqlite")]
-macro_rules! on_sqlite {
-    ($pool:expr, |$conn:ident| $run:expr) => {{
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let result = match $pool.acquire().await {
-                Ok(mut $conn) => {
-                    let result = $run.await;
-                    close_if_broken(&mut $conn, &result);
-                    result
-                }
-                Err(e) => Err(e),
-            };
-            match &result {
-                Err(e) if tries == 1 && super::sqlite::faults::is_read_only(e) => continue,
-                _ => break result,
-            }
+/// `$body` with `$pool` the pool of `$store`, whatever its backend: the one `match` of
+/// [`Store`]. `$body` is compiled once per backend, on that backend's pool type (each
+/// implements [`Backend`](super::backend::Backend)), so a call through it is a static call.
+macro_rules! on_backend {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match $store {
+            #[cfg(feature = "sqlite")]
+            $crate::durable::store::Store::Sqlite($pool) => $body,
+            #[cfg(feature = "postgres")]
+            $crate::durable::store::Store::Postgres($pool) => $body,
         }
-    }};
+    };
+}
+pub(crate) use on_backend;
+
+impl Store {
+    /// Opens the database named by `url`, its schema untouched (`migrator` reads and changes
+    /// it).
+    pub(crate) async fn open(url: &str) -> Result<Store, Error> {
+        let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
+        match scheme {
+            #[cfg(feature = "sqlite")]
+            "sqlite" => super::sqlite::connect(url)
+                .await
+                .map(Store::Sqlite)
+                .map_err(Error::from_sqlx),
+            #[cfg(feature = "postgres")]
+            "postgres" | "postgresql" => super::postgres::connect(url)
+                .await
+                .map(Store::Postgres)
+                .map_err(Error::from_sqlx),
+            #[cfg(not(feature = "sqlite"))]
+            "sqlite" => Err(Error::Invalid(
+                "a sqlite:// task queue needs the `sqlite` feature of retry-runtime".into(),
+            )),
+            #[cfg(not(feature = "postgres"))]
+            "postgres" | "postgresql" => Err(Error::Invalid(
+                "a postgres:// task queue needs the `postgres` feature of retry-runtime".into(),
+            )),
+            _ => Err(Error::Invalid(format!(
+                "unsupported task queue URL scheme {scheme:?}: use sqlite://PATH or postgres://…"
+            ))),
+        }
+    }
+
+    /// The statements of its backend whose text differs.
+    pub(crate) fn dialect(&self) -> &'static Dialect {
+        on_backend!(self, pool => pool.dialect())
+    }
+
+    /// Closes the pool's connections.
+    pub(crate) async fn close(&self) {
+        on_backend!(self, pool => pool.close().await);
+    }
 }
 
 /// Runs `sql` with `args`; returns how many rows it changed.
@@ -129,19 +80,7 @@ pub(crate) async fn execute(
     sql: &'static str,
     args: &[Arg<'_>],
 ) -> Result<u64, Error> {
-    let result = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => {
-            let result = on_sqlite!(pool, |conn| bound(sql, args).execute(&mut *conn));
-            result.map(|done| done.rows_affected())
-        }
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => bound(sql, args)
-            .execute(pool)
-            .await
-            .map(|done| done.rows_affected()),
-    };
-    result.map_err(Error::from_sqlx)
+    on_backend!(store, pool => pool.execute(sql, args).await).map_err(Error::from_sqlx)
 }
 
 /// Runs `sql` with `args`; returns every row it gives, decoded.
@@ -150,19 +89,7 @@ pub(crate) async fn fetch_all<T: Decoded>(
     sql: &'static str,
     args: &[Arg<'_>],
 ) -> Result<Vec<T>, Error> {
-    let result = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => {
-            let result = on_sqlite!(pool, |conn| bound(sql, args).fetch_all(&mut *conn));
-            result.and_then(|rows| rows.iter().map(T::from_row).collect())
-        }
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => bound(sql, args)
-            .fetch_all(pool)
-            .await
-            .and_then(|rows| rows.iter().map(T::from_row).collect()),
-    };
-    result.map_err(Error::from_sqlx)
+    on_backend!(store, pool => pool.fetch_all(sql, args).await).map_err(Error::from_sqlx)
 }
 
 /// Runs `sql` with `args`; returns its first row, decoded, if it gives one. For a `SELECT`
@@ -175,19 +102,7 @@ pub(crate) async fn fetch_optional<T: Decoded>(
     sql: &'static str,
     args: &[Arg<'_>],
 ) -> Result<Option<T>, Error> {
-    let result = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => {
-            let result = on_sqlite!(pool, |conn| bound(sql, args).fetch_optional(&mut *conn));
-            result.and_then(|row| row.as_ref().map(T::from_row).transpose())
-        }
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => bound(sql, args)
-            .fetch_optional(pool)
-            .await
-            .and_then(|row| row.as_ref().map(T::from_row).transpose()),
-    };
-    result.map_err(Error::from_sqlx)
+    on_backend!(store, pool => pool.fetch_optional(sql, args).await).map_err(Error::from_sqlx)
 }
 
 /// Runs `sql` with `args`, a statement that gives one integer (a `COUNT(*)`).

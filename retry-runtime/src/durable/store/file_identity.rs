@@ -10,7 +10,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::durable::error::Error;
-use crate::durable::store::Store;
+use crate::durable::store::backend::Backend as _;
+use crate::durable::store::{Store, on_backend};
 
 /// The file a SQLite database's path named: its path, device and inode.
 #[derive(Clone, Debug)]
@@ -23,16 +24,9 @@ impl FileIdentity {
     /// The file behind `store` now; `None` for PostgreSQL, an in-memory database, or a file
     /// that cannot be looked at.
     pub(crate) fn of(store: &Store) -> Option<FileIdentity> {
-        match store {
-            #[cfg(feature = "sqlite")]
-            Store::Sqlite(pool) => {
-                let path = pool.connect_options().get_filename().to_owned();
-                let id = file_id(&path)?.ok()?;
-                Some(FileIdentity { path, id })
-            }
-            #[cfg(feature = "postgres")]
-            Store::Postgres(_) => None,
-        }
+        let path = on_backend!(store, pool => pool.file())?;
+        let id = file_id(&path)?.ok()?;
+        Some(FileIdentity { path, id })
     }
 
     /// `Err` when the path no longer names the file: none (deleted), or another one

@@ -7,6 +7,7 @@
 //! A `retry_tasks` without `retry_migrations` that has the queue's columns is a database of a
 //! release from before versions were recorded: [`adopt`](super::adopt) takes it.
 
+use super::backend::Catalog;
 use super::{Store, fetch_all};
 use crate::durable::error::Error;
 
@@ -36,28 +37,6 @@ const TASK_COLUMNS: [&str; 17] = [
     "finished_ms",
 ];
 
-/// The catalog queries of a backend: the `retry_*` tables, and the columns of table `$1`.
-struct Catalog {
-    tables: &'static str,
-    columns: &'static str,
-}
-
-#[cfg(feature = "sqlite")]
-const SQLITE: Catalog = Catalog {
-    tables: "SELECT name FROM sqlite_master WHERE type = 'table' \
-         AND name LIKE 'retry\\_%' ESCAPE '\\' ORDER BY name",
-    columns: "SELECT name FROM pragma_table_info($1)",
-};
-
-#[cfg(feature = "postgres")]
-const POSTGRES: Catalog = Catalog {
-    tables: "SELECT table_name::TEXT FROM information_schema.tables \
-         WHERE table_schema = current_schema() AND table_name LIKE 'retry\\_%' ESCAPE '\\' \
-         ORDER BY table_name",
-    columns: "SELECT column_name::TEXT FROM information_schema.columns \
-         WHERE table_schema = current_schema() AND table_name = $1",
-};
-
 /// What the database holds of the queue's tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Found {
@@ -72,12 +51,7 @@ pub(crate) enum Found {
 
 /// What the database holds, or the error naming a table that is not the queue's.
 pub(crate) async fn check(store: &Store) -> Result<Found, Error> {
-    let catalog = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(_) => &SQLITE,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(_) => &POSTGRES,
-    };
+    let catalog = store.dialect().catalog;
     let tables: Vec<(String,)> = fetch_all(store, catalog.tables, &[]).await?;
     let has = |name: &str| tables.iter().any(|(t,)| t == name);
     if has("retry_migrations") {

@@ -16,8 +16,9 @@
 //! stale rows of `retry_workers` and `retry_scheduler_entries`) runs on leaders only
 //! ([`sweep`]).
 
+use super::backend::Backend as _;
 use super::presence::WorkerRow;
-use super::{Arg, Store, execute, fetch_all};
+use super::{Arg, Store, execute, fetch_all, on_backend};
 use crate::durable::error::Error;
 
 /// The heartbeat's upsert of the worker's row (`$1`–`$9`), as a CTE on PostgreSQL.
@@ -31,6 +32,7 @@ macro_rules! upsert_worker {
          stale_ms = excluded.stale_ms, active = excluded.active"
     };
 }
+pub(crate) use upsert_worker;
 
 /// The election's tail: takes or renews the row of each served queue whose row is absent, is
 /// the worker's own, or has lapsed by the beat's time (the parameter `$now`); returns the
@@ -46,81 +48,13 @@ macro_rules! elect_tail {
         )
     };
 }
-
-/// PostgreSQL: the heartbeat and the election, one statement. The served queues are the row's
-/// JSON array `$4`; the lease runs to the row's `stale_ms` (`$8`).
-#[cfg(feature = "postgres")]
-const POSTGRES_BEAT: &str = concat!(
-    "WITH beat AS (",
-    upsert_worker!(),
-    " RETURNING id) INSERT INTO retry_leaders (queue, worker, expires_ms) \
-     SELECT DISTINCT served.name, $1, $8 FROM json_array_elements_text($4::json) AS served(name)",
-    elect_tail!("$7")
-);
-
-/// SQLite: the election, run after the upsert in the same transaction: worker `$1`, expiry
-/// `$2`, the served queues' JSON array `$3`, the beat's time `$4`. (`WHERE true` tells SQLite's
-/// parser that `ON CONFLICT` belongs to the `INSERT`.)
-#[cfg(feature = "sqlite")]
-const SQLITE_ELECT: &str = concat!(
-    "INSERT INTO retry_leaders (queue, worker, expires_ms) \
-     SELECT DISTINCT value, $1, $2 FROM json_each($3) WHERE true",
-    elect_tail!("$4")
-);
+pub(crate) use elect_tail;
 
 /// Writes the worker's heartbeat `row` and, in the same round trip, takes or renews the
 /// leadership of each queue it serves that has no live leader; returns the queues it leads
 /// until `row.stale_ms`.
 pub(crate) async fn beat(store: &Store, row: &WorkerRow) -> Result<Vec<String>, Error> {
-    let args = [
-        Arg::Text(&row.id),
-        Arg::Text(&row.host),
-        Arg::Int(row.pid),
-        Arg::Text(&row.queues),
-        Arg::Int(row.concurrency),
-        Arg::Int(row.started_ms),
-        Arg::Int(row.heartbeat_ms),
-        Arg::Int(row.stale_ms),
-        Arg::Text(&row.active),
-    ];
-    let result: Result<Vec<String>, sqlx::Error> = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => {
-            use sqlx::Row as _;
-            let mut conn = pool.acquire().await.map_err(Error::from_sqlx)?;
-            let result = async {
-                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-                super::db::bound(upsert_worker!(), &args)
-                    .execute(&mut *tx)
-                    .await?;
-                let elect = [
-                    Arg::Text(&row.id),
-                    Arg::Int(row.stale_ms),
-                    Arg::Text(&row.queues),
-                    Arg::Int(row.heartbeat_ms),
-                ];
-                let rows = super::db::bound(SQLITE_ELECT, &elect)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                rows.iter()
-                    .map(|r| r.try_get::<String, _>("queue"))
-                    .collect()
-            }
-            .await;
-            super::close_if_broken(&mut conn, &result);
-            result
-        }
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => {
-            use sqlx::Row as _;
-            super::db::bound(POSTGRES_BEAT, &args)
-                .fetch_all(pool)
-                .await
-                .and_then(|rows| rows.iter().map(|r| r.try_get("queue")).collect())
-        }
-    };
-    result.map_err(Error::from_sqlx)
+    on_backend!(store, pool => pool.beat(row).await)
 }
 
 /// Gives up every leadership worker `id` holds (its graceful stop): the next beat of another
@@ -141,20 +75,8 @@ pub(crate) async fn leaders(store: &Store, now: i64) -> Result<Vec<(String, Stri
 /// entries stale at `now` (a process that crashed, or a scheduler that stopped beating). One
 /// statement on PostgreSQL, two on SQLite.
 pub(crate) async fn sweep(store: &Store, now: i64) -> Result<(), Error> {
-    #[cfg(feature = "sqlite")]
-    const WORKERS: &str = "DELETE FROM retry_workers WHERE stale_ms <= $1";
-    #[cfg(feature = "sqlite")]
-    const ENTRIES: &str = "DELETE FROM retry_scheduler_entries WHERE stale_ms <= $1";
-    #[cfg(feature = "postgres")]
-    const BOTH: &str = "WITH workers AS (DELETE FROM retry_workers WHERE stale_ms <= $1) \
-         DELETE FROM retry_scheduler_entries WHERE stale_ms <= $1";
-    match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(_) => {
-            execute(store, WORKERS, &[Arg::Int(now)]).await?;
-            execute(store, ENTRIES, &[Arg::Int(now)]).await.map(drop)
-        }
-        #[cfg(feature = "postgres")]
-        Store::Postgres(_) => execute(store, BOTH, &[Arg::Int(now)]).await.map(drop),
+    for &statement in store.dialect().sweep {
+        execute(store, statement, &[Arg::Int(now)]).await?;
     }
+    Ok(())
 }

@@ -16,9 +16,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::{Database, Executor, Transaction};
 
 use super::adopt;
+use super::backend::SchemaDialect;
 use super::foreign::{self, Found};
 use super::migrations::Migration;
-use super::{Store, fetch_all};
+use super::{Store, fetch_all, on_backend};
 use crate::durable::error::Error;
 
 /// The record of what was applied; the same text for both backends.
@@ -41,49 +42,9 @@ const FORGET: &str = "DELETE FROM retry_migrations WHERE version = $1";
 /// A row of `retry_migrations`: version, name, checksum, oldest reader, applied at (ms).
 pub(crate) type Applied = (i64, String, String, i64, i64);
 
-/// What differs between the backends' catalogs and locks.
-struct Dialect {
-    /// Counts the tables named `$1`.
-    has_table: &'static str,
-    /// Counts the columns named `$1` of `retry_tasks`.
-    has_column: &'static str,
-    /// Starts the transaction that holds the schema's lock.
-    begin: &'static str,
-    /// Takes the schema's lock once the transaction has started (or nothing to run).
-    lock: Option<&'static str>,
-    /// `ALTER TABLE … ADD COLUMN` of each column an unversioned release may lack.
-    added_columns: &'static [(&'static str, &'static str)],
-}
-
-#[cfg(feature = "postgres")]
-const POSTGRES: Dialect = Dialect {
-    has_table: "SELECT COUNT(*) FROM information_schema.tables \
-         WHERE table_schema = current_schema() AND table_name = $1",
-    has_column: "SELECT COUNT(*) FROM information_schema.columns \
-         WHERE table_schema = current_schema() AND table_name = 'retry_tasks' AND column_name = $1",
-    begin: "BEGIN",
-    // 0x7265_7472_795f_7471, "retry_tq": any constant the application is unlikely to use.
-    lock: Some("SELECT pg_advisory_xact_lock(8243122727982953585)"),
-    added_columns: &adopt::POSTGRES_COLUMNS,
-};
-
-#[cfg(feature = "sqlite")]
-const SQLITE: Dialect = Dialect {
-    has_table: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = $1",
-    has_column: "SELECT COUNT(*) FROM pragma_table_info('retry_tasks') WHERE name = $1",
-    begin: "BEGIN IMMEDIATE",
-    lock: None,
-    added_columns: &adopt::SQLITE_COLUMNS,
-};
-
 /// The migrations this build knows for `store`'s backend.
 pub(crate) fn known(store: &Store) -> &'static [Migration] {
-    match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(_) => super::migrations::SQLITE,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(_) => super::migrations::POSTGRES,
-    }
+    store.dialect().migrations
 }
 
 /// The rows of `retry_migrations`, oldest first; none when the table does not exist. A table
@@ -181,12 +142,8 @@ async fn run(store: &Store, step: Step) -> Result<Vec<i64>, Error> {
     // retry_migrations beside it.
     foreign::check(store).await?;
     let known = known(store);
-    match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(pool) => locked(pool, &SQLITE, known, step).await,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => locked(pool, &POSTGRES, known, step).await,
-    }
+    let schema = store.dialect().schema;
+    on_backend!(store, pool => locked(pool, schema, known, step).await)
 }
 
 #[derive(Clone, Copy)]
@@ -199,7 +156,7 @@ enum Step {
 /// change: the lock's transaction only created `retry_migrations` if it was missing.
 async fn locked<DB>(
     pool: &sqlx::Pool<DB>,
-    dialect: &Dialect,
+    dialect: &SchemaDialect,
     known: &[Migration],
     step: Step,
 ) -> Result<Vec<i64>, Error>
@@ -252,7 +209,7 @@ fn newer_than_known(known: &[Migration], applied: &[Applied]) -> Option<Error> {
 /// database first; records each.
 async fn apply<DB>(
     tx: &mut Transaction<'static, DB>,
-    dialect: &Dialect,
+    dialect: &SchemaDialect,
     known: &[Migration],
     applied: &[Applied],
     to: i64,

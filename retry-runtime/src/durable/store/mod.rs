@@ -1,8 +1,9 @@
 //! The task table and every statement run on it: plain functions over the queue's pool
 //! ([`tasks`]: what workers and clients run; [`operator`]: what the inspector runs), each
 //! statement next to the function that runs it, one text for both backends (sqlx binds `$N` by
-//! number on SQLite too); [`sqlite`] and [`postgres`] hold what differs: the connection, the
-//! schema, the claim and the batch completion.
+//! number on SQLite too); the folders [`sqlite`] and [`postgres`] hold what differs (the
+//! connection, the statements whose text differs, the claim, the batch completion, …), each
+//! behind the one seam of [`backend`]; [`Store`] is matched in one place, [`on_backend!`].
 //!
 //! All state lives in one table, `retry_tasks`, keyed by `(queue, id)`. Times are integers,
 //! milliseconds since the Unix epoch, taken from the queue's [`Clock`](super::Clock) (never the
@@ -32,8 +33,6 @@
 //!   other write waits for its flush, and since the WAL is written in order, a completion that
 //!   is durable makes the claim before it durable too.
 
-use crate::durable::error::Error;
-
 /// The columns every `SELECT` and `RETURNING` lists; [`Row`] reads them by name. A literal, not
 /// a `const`: `concat!` splices it into the statements.
 macro_rules! columns {
@@ -59,7 +58,9 @@ macro_rules! fenced_row {
 }
 
 mod adopt;
+pub(crate) mod backend;
 pub(crate) mod batch;
+mod bind;
 pub(crate) mod breakers;
 pub(crate) mod control;
 pub(crate) mod counts;
@@ -83,60 +84,6 @@ mod sqlite;
 pub(crate) mod systems;
 pub(crate) mod tasks;
 
-pub(crate) use db::{Arg, Store, close_if_broken, execute, fetch_all, fetch_int, fetch_optional};
+pub(crate) use bind::{Arg, close_if_broken};
+pub(crate) use db::{Store, execute, fetch_all, fetch_int, fetch_optional, on_backend};
 pub(crate) use rows::{Claimed, Done, Fence, NewTask, Row};
-
-impl Store {
-    /// Opens the database named by `url`, its schema untouched ([`migrator`] reads and
-    /// changes it).
-    pub(crate) async fn open(url: &str) -> Result<Store, Error> {
-        let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
-        match scheme {
-            "sqlite" => Store::connect_sqlite(url).await,
-            "postgres" | "postgresql" => Store::connect_postgres(url).await,
-            _ => Err(Error::Invalid(format!(
-                "unsupported task queue URL scheme {scheme:?}: use sqlite://PATH or postgres://…"
-            ))),
-        }
-    }
-
-    #[cfg(feature = "sqlite")]
-    async fn connect_sqlite(url: &str) -> Result<Store, Error> {
-        sqlite::connect(url)
-            .await
-            .map(Store::Sqlite)
-            .map_err(Error::from_sqlx)
-    }
-
-    #[cfg(not(feature = "sqlite"))]
-    async fn connect_sqlite(_: &str) -> Result<Store, Error> {
-        Err(Error::Invalid(
-            "a sqlite:// task queue needs the `sqlite` feature of retry-runtime".into(),
-        ))
-    }
-
-    #[cfg(feature = "postgres")]
-    async fn connect_postgres(url: &str) -> Result<Store, Error> {
-        postgres::connect(url)
-            .await
-            .map(Store::Postgres)
-            .map_err(Error::from_sqlx)
-    }
-
-    #[cfg(not(feature = "postgres"))]
-    async fn connect_postgres(_: &str) -> Result<Store, Error> {
-        Err(Error::Invalid(
-            "a postgres:// task queue needs the `postgres` feature of retry-runtime".into(),
-        ))
-    }
-
-    /// Closes the pool's connections.
-    pub(crate) async fn close(&self) {
-        match self {
-            #[cfg(feature = "sqlite")]
-            Store::Sqlite(pool) => pool.close().await,
-            #[cfg(feature = "postgres")]
-            Store::Postgres(pool) => pool.close().await,
-        }
-    }
-}

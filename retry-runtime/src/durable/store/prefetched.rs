@@ -28,32 +28,10 @@ use crate::durable::error::Error;
 /// each only while it is still active under that token and marked by it. Returns the rows
 /// whose mark it cleared: a task missing was fenced off (its lease recovered elsewhere).
 pub(crate) async fn started(store: &Store, tasks: &[(i64, &str, i64)]) -> Result<Vec<i64>, Error> {
-    // The batch as a JSON array of `[seq, id, token]`, read once into a table; each row then
-    // found by its primary key, as the batch of completions does.
-    #[cfg(feature = "sqlite")]
-    const SQLITE: &str = "WITH c AS MATERIALIZED ( \
-             SELECT value ->> 0 AS seq, value ->> 1 AS id, value ->> 2 AS token \
-             FROM json_each($1)) \
-         UPDATE retry_tasks AS t SET prefetched_token = NULL FROM c \
-         WHERE t.seq = c.seq AND t.id = c.id AND +t.state = 'active' \
-         AND t.lease_token = c.token AND t.prefetched_token = c.token \
-         RETURNING seq";
-    #[cfg(feature = "postgres")]
-    const POSTGRES: &str = "UPDATE retry_tasks AS t SET prefetched_token = NULL \
-         FROM (SELECT (e ->> 0)::bigint AS seq, e ->> 1 AS id, (e ->> 2)::bigint AS token \
-               FROM jsonb_array_elements($1::jsonb) AS e) AS c \
-         WHERE t.seq = c.seq AND t.id = c.id AND t.state = 'active' \
-         AND t.lease_token = c.token AND t.prefetched_token = c.token \
-         RETURNING t.seq";
     if tasks.is_empty() {
         return Ok(Vec::new());
     }
-    let statement = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(_) => SQLITE,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(_) => POSTGRES,
-    };
+    let statement = store.dialect().clear_prefetched;
     let batch = serde_json::to_string(tasks).map_err(|e| Error::Invalid(e.to_string()))?;
     let rows: Vec<(i64,)> = fetch_all(store, statement, &[Arg::Text(&batch)]).await?;
     Ok(rows.into_iter().map(|(seq,)| seq).collect())

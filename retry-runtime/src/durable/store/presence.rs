@@ -9,24 +9,9 @@
 //! worker's row is written by the heartbeat's statement in `store/leader.rs`, in the same
 //! round trip as the election.
 
+pub(crate) use super::rows::WorkerRow;
 use super::{Arg, Store, execute, fetch_all};
 use crate::durable::error::Error;
-
-/// A worker's row, as written and read.
-#[derive(Debug)]
-pub(crate) struct WorkerRow {
-    pub(crate) id: String,
-    pub(crate) host: String,
-    pub(crate) pid: i64,
-    /// A JSON array of queue names.
-    pub(crate) queues: String,
-    pub(crate) concurrency: i64,
-    pub(crate) started_ms: i64,
-    pub(crate) heartbeat_ms: i64,
-    pub(crate) stale_ms: i64,
-    /// A JSON array of `{"queue", "id", "kind", "started_ms"}`.
-    pub(crate) active: String,
-}
 
 /// A scheduler entry's row, as written and read.
 #[derive(Debug)]

@@ -228,3 +228,19 @@ pub(crate) const COMPLETE: &str = concat!(
      unique_key = NULL, unique_until_ms = NULL WHERE ",
     fenced_row!()
 );
+
+/// A worker's row, as written and read.
+#[derive(Debug)]
+pub(crate) struct WorkerRow {
+    pub(crate) id: String,
+    pub(crate) host: String,
+    pub(crate) pid: i64,
+    /// A JSON array of queue names.
+    pub(crate) queues: String,
+    pub(crate) concurrency: i64,
+    pub(crate) started_ms: i64,
+    pub(crate) heartbeat_ms: i64,
+    pub(crate) stale_ms: i64,
+    /// A JSON array of `{"queue", "id", "kind", "started_ms"}`.
+    pub(crate) active: String,
+}

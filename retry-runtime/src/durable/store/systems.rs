@@ -5,7 +5,8 @@
 //! with its conditions (only one system; every system but the limited ones; fresh tasks or
 //! retries only), the deferral, and the operator's per-system figures.
 
-use super::{Arg, Claimed, Store, fetch_all};
+use super::backend::Backend as _;
+use super::{Arg, Claimed, Store, fetch_all, on_backend};
 use crate::durable::error::Error;
 
 /// Which tasks a claim takes by their `retried`.
@@ -46,12 +47,6 @@ pub(crate) async fn claim(
     kinds: Option<&str>,
     filter: Filter<'_>,
 ) -> Result<Vec<Claimed>, Error> {
-    let statement = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(_) => super::sqlite::CLAIM_MANAGED,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(_) => super::postgres::CLAIM_MANAGED,
-    };
     let args = [
         Arg::Text(queue),
         Arg::Int(now),
@@ -67,15 +62,12 @@ pub(crate) async fn claim(
         Arg::MaybeInt(filter.global),
         Arg::MaybeInt(prefetched.then_some(token)),
     ];
-    let mut rows: Vec<Claimed> = match (store, filter.only, filter.global) {
-        #[cfg(feature = "postgres")]
-        (Store::Postgres(pool), Some((system, _)), Some(_)) => {
-            super::postgres::claim_global(pool, &args, (queue, system))
-                .await
-                .map_err(Error::from_sqlx)?
-        }
-        _ => fetch_all(store, statement, &args).await?,
-    };
+    // A global limit of the one system claimed: the backend serializes its claims if it must.
+    let global = filter
+        .only
+        .zip(filter.global)
+        .map(|((system, _), _)| (queue, system));
+    let mut rows = on_backend!(store, pool => pool.claim_managed(&args, global).await)?;
     rows.sort_by_key(|c| (c.row.next_process_ms, c.row.seq));
     Ok(rows)
 }
@@ -91,12 +83,7 @@ pub(crate) async fn defer(
     until: i64,
     jitter_ms: i64,
 ) -> Result<Vec<String>, Error> {
-    let statement = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(_) => super::sqlite::DEFER,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(_) => super::postgres::DEFER,
-    };
+    let statement = store.dialect().defer;
     let args = [
         Arg::Text(queue),
         Arg::Int(now),

@@ -3,8 +3,9 @@
 
 use std::collections::HashSet;
 
+use super::backend::Backend as _;
 use super::{Arg, Claimed, Done, Fence, NewTask, Row, Store};
-use super::{execute, fetch_all, fetch_int, fetch_optional};
+use super::{execute, fetch_all, fetch_int, fetch_optional, on_backend};
 use crate::durable::error::Error;
 use crate::durable::failures;
 use crate::durable::store::rows::COMPLETE;
@@ -109,12 +110,7 @@ pub(crate) async fn claim(
     lease_until: i64,
     kinds: Option<&str>,
 ) -> Result<Vec<Claimed>, Error> {
-    let statement = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(_) => super::sqlite::CLAIM,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(_) => super::postgres::CLAIM,
-    };
+    let statement = store.dialect().claim;
     let args = [
         Arg::Text(queue),
         Arg::Int(now),
@@ -185,13 +181,8 @@ pub(crate) async fn complete_batch(store: &Store, done: &[Done<'_>]) -> Result<V
             .into_iter()
             .partition(|&i| rows.insert(done[i].fence.seq));
         let batch: Vec<Done<'_>> = now.iter().map(|&i| done[i]).collect();
-        let completed = match store {
-            #[cfg(feature = "sqlite")]
-            Store::Sqlite(pool) => super::sqlite::complete_batch(pool, &batch).await,
-            #[cfg(feature = "postgres")]
-            Store::Postgres(pool) => super::postgres::complete_batch(pool, &batch).await,
-        }
-        .map_err(Error::from_sqlx)?;
+        let completed = on_backend!(store, pool => pool.complete_batch(&batch).await)
+            .map_err(Error::from_sqlx)?;
         for (i, was) in now.into_iter().zip(Done::written(&batch, completed)) {
             written[i] = was;
         }

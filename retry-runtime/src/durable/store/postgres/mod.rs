@@ -5,6 +5,11 @@
 //! later change is fenced by the lease token, and completions are written in batches
 //! (`UPDATE … FROM unnest(…)`).
 
+mod backend;
+mod batch;
+mod leader;
+mod listen;
+
 use std::str::FromStr as _;
 use std::time::Duration;
 
@@ -120,7 +125,7 @@ pub(super) async fn claim_global(
         .bind(system)
         .execute(&mut *tx)
         .await?;
-    let rows = super::db::bound(CLAIM_MANAGED, args)
+    let rows = super::bind::bound(CLAIM_MANAGED, args)
         .fetch_all(&mut *tx)
         .await?;
     let rows = rows

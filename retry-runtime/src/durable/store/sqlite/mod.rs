@@ -3,7 +3,10 @@
 //! it reads: a claim (`UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING …`) is atomic across
 //! connections and processes.
 
+mod backend;
+mod batch;
 pub(crate) mod faults;
+mod leader;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -5,7 +5,7 @@
 //!   its clones, named or not) shares one bell. An enqueue, a retry written by a worker, a task
 //!   run or requeued, a queue unpaused ring it; the processors of that process wake and claim.
 //!   Across processes on SQLite, the poll remains.
-//! - **PostgreSQL** ([`listen`]): triggers on `retry_tasks` and `retry_queues` send a
+//! - **PostgreSQL** ([`listen`], the backend's listener in `store/postgres/listen.rs`): triggers on `retry_tasks` and `retry_queues` send a
 //!   `NOTIFY retry_tasks, '<queue>'` when a task is inserted waiting, when a task becomes
 //!   waiting again (pending, scheduled or retry), and when a queue is unpaused. The running
 //!   workers of one bell (the [`Queue`](crate::durable::Queue) handles of one `connect` and their
@@ -24,7 +24,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
-use crate::durable::store::Store;
+use crate::durable::store::backend::Backend as _;
+use crate::durable::store::{Store, on_backend};
 
 /// The bell shared by every handle on one database in this process: a counter each ring bumps,
 /// so that a processor busy claiming when it rang still sees it afterwards.
@@ -96,85 +97,9 @@ impl Wake {
     }
 }
 
-/// Listens for the database's notifications until `stopped` turns true, ringing `handle`'s
-/// `wake`: PostgreSQL's `LISTEN`, through one connection of its own; nothing on SQLite, which has
-/// no notifications across processes.
+/// Listens for the database's notifications until `stopped` turns true, ringing `wake`: the
+/// backend's own listener (PostgreSQL's `LISTEN`, through one connection of its own; nothing on
+/// SQLite, which has no notifications across processes).
 async fn listen(store: &Store, wake: &Wake, stopped: watch::Receiver<bool>) {
-    match store {
-        #[cfg(feature = "postgres")]
-        Store::Postgres(pool) => listen::run(pool.clone(), wake.clone(), stopped).await,
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(_) => {
-            let _ = (wake, stopped);
-        }
-    }
-}
-
-#[cfg(feature = "postgres")]
-mod listen {
-    use std::time::Duration;
-
-    use sqlx::PgPool;
-    use sqlx::postgres::PgListener;
-    use tokio::sync::watch;
-
-    use super::Wake;
-
-    /// The channel the triggers of the PostgreSQL schema notify.
-    pub(crate) const CHANNEL: &str = "retry_tasks";
-
-    /// The first pause after a lost listening connection; doubled after each failed reconnect.
-    const FIRST_PAUSE: Duration = Duration::from_millis(100);
-
-    /// The longest pause between two reconnects.
-    const MAX_PAUSE: Duration = Duration::from_secs(5);
-
-    /// Listens on [`CHANNEL`] through one connection of its own and rings `wake` on every
-    /// notification, until `stopped` turns true. A lost connection is logged at WARN and opened
-    /// again after a pause that doubles up to 5 s (R-RES-RE-X3: no fixed delay), reset once a
-    /// connection listens; the bell rings after every (re)connect, for what was missed.
-    pub(crate) async fn run(pool: PgPool, wake: Wake, mut stopped: watch::Receiver<bool>) {
-        let mut pause = FIRST_PAUSE;
-        while !*stopped.borrow() {
-            let failed = tokio::select! {
-                biased;
-                _ = stopped.changed() => return,
-                failed = session(&pool, &wake, &mut pause) => failed,
-            };
-            event!(
-                warn,
-                "durable worker: the listening connection failed; polling until it is back",
-                error = failed,
-                retry_in_ms = pause.as_millis(),
-            );
-            tokio::select! {
-                biased;
-                _ = stopped.changed() => return,
-                () = tokio::time::sleep(pause) => {}
-            }
-            pause = (pause * 2).min(MAX_PAUSE);
-        }
-    }
-
-    /// One listening connection, from its opening to its failure: rings `wake` once listening
-    /// (and resets `pause`), then on every notification and every reconnect by the listener.
-    async fn session(pool: &PgPool, wake: &Wake, pause: &mut Duration) -> sqlx::Error {
-        let mut listener = match PgListener::connect_with(pool).await {
-            Ok(listener) => listener,
-            Err(e) => return e,
-        };
-        if let Err(e) = listener.listen(CHANNEL).await {
-            return e;
-        }
-        *pause = FIRST_PAUSE;
-        wake.ring();
-        loop {
-            // `Ok(None)`: the listener lost its connection and opened another; what was sent
-            // meanwhile is lost, so wake up anyway.
-            if let Err(e) = listener.try_recv().await {
-                return e;
-            }
-            wake.ring();
-        }
-    }
+    on_backend!(store, pool => pool.listen(|| wake.ring(), stopped).await);
 }

@@ -5,7 +5,8 @@
 //! tasks given back, and a single decision (the recoverer, `Worker::fail`) as a batch of one.
 //!
 //! The batch is one JSON array of rows ([`Decided`]), read once into a table on both backends
-//! (as `prefetched::started` does), each row then found by its primary key and fenced by its own
+//! (as `prefetched::started` does; each backend's text in its folder, `Dialect::decide`, from
+//! the macros here), each row then found by its primary key and fenced by its own
 //! lease token ([`fenced_row`](super::fenced_row), row by row): a stale worker's decision
 //! changes nothing, and the others of its batch are written all the same. Each row says which
 //! state it moves to and which columns it sets; a column it leaves `NULL` keeps its value.
@@ -138,40 +139,7 @@ macro_rules! landed {
     };
 }
 
-/// SQLite: `$1` the batch, `$2` [`CANCELED`]. The batch's JSON is read once into a materialized
-/// table and `+t.state` keeps the partial index of the active tasks out of the plan, as in
-/// `sqlite.rs`'s completions.
-#[cfg(feature = "sqlite")]
-const SQLITE: &str = concat!(
-    "WITH c AS MATERIALIZED ( \
-         SELECT value ->> 0 AS seq, value ->> 1 AS id, value ->> 2 AS token, \
-                value ->> 3 AS expired_before, value ->> 4 AS state, value ->> 5 AS retried, \
-                value ->> 6 AS next_process, value ->> 7 AS last_err, value ->> 8 AS failed_at, \
-                value ->> 9 AS errors, value ->> 10 AS at_ms \
-         FROM json_each($1)) \
-     UPDATE retry_tasks AS t SET ",
-    set_columns!(),
-    " FROM c WHERE +t.state = 'active' AND ",
-    fenced_rows!(),
-    " RETURNING seq, ",
-    landed!("")
-);
-
-/// PostgreSQL: the same, the batch read by `jsonb_array_elements`.
-#[cfg(feature = "postgres")]
-const POSTGRES: &str = concat!(
-    "UPDATE retry_tasks AS t SET ",
-    set_columns!(),
-    " FROM (SELECT (e ->> 0)::bigint AS seq, e ->> 1 AS id, (e ->> 2)::bigint AS token, \
-            (e ->> 3)::bigint AS expired_before, e ->> 4 AS state, (e ->> 5)::bigint AS retried, \
-            (e ->> 6)::bigint AS next_process, e ->> 7 AS last_err, \
-            (e ->> 8)::bigint AS failed_at, e ->> 9 AS errors, (e ->> 10)::bigint AS at_ms \
-         FROM jsonb_array_elements($1::jsonb) AS e) AS c \
-     WHERE t.state = 'active' AND ",
-    fenced_rows!(),
-    " RETURNING t.seq, ",
-    landed!("t.")
-);
+pub(crate) use {fenced_rows, landed, set_columns};
 
 /// Writes every decision of `batch`, each fenced by its own token, in one statement (one more
 /// per repeated task: a batch may hold a stale decision and the fresh one of the same row, and
@@ -228,12 +196,7 @@ async fn write_once<'a>(
         })
         .collect();
     let json = serde_json::to_string(&json).map_err(|e| Error::Invalid(e.to_string()))?;
-    let statement = match store {
-        #[cfg(feature = "sqlite")]
-        Store::Sqlite(_) => SQLITE,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(_) => POSTGRES,
-    };
+    let statement = store.dialect().decide;
     let mut written: Vec<(i64, String)> =
         fetch_all(store, statement, &[Arg::Text(&json), Arg::Text(CANCELED)]).await?;
     written.sort_unstable_by_key(|(seq, _)| *seq);

@@ -3,8 +3,9 @@
 //! against a server that preloads `pg_stat_statements` (see BENCHMARKS.md, "Durable queue:
 //! where a task's cost goes", for how to start one).
 //!
-//! Three phases on a fresh database, each measured alone: N single `enqueue` calls, one
-//! `enqueue_many` of N, and one worker (concurrency 16, no-op handler) running the 2 N tasks.
+//! Four phases on a fresh database, each measured alone: N single `enqueue` calls, one
+//! `enqueue_many` of N, one worker (concurrency 16, no-op handler) running the 2 N tasks, and
+//! one worker whose N attempts all fail (an outage: 503, each retried an hour later).
 //! For each phase: statements per task (from `pg_stat_statements`, reset before the phase),
 //! rows inserted, updated (HOT among them) and deleted per task in each table (from
 //! `pg_stat_user_tables`, read after the server's statistics were flushed), and WAL bytes per
@@ -17,12 +18,15 @@ use std::time::{Duration, Instant};
 use common::Db;
 use retry_runtime::BoxError;
 use retry_runtime::durable::{Queue, Task, Worker};
+use retry_runtime::http::StatusError;
 use sqlx::{Connection as _, PgConnection, Row as _};
 
 mod common;
 
 /// Times the handler ran.
 static RAN: AtomicUsize = AtomicUsize::new(0);
+/// Times the failing handler ran.
+static FAILED: AtomicUsize = AtomicUsize::new(0);
 
 /// `(inserted, updated, hot updated, deleted)` rows per table.
 type TableRows = BTreeMap<String, [i64; 4]>;
@@ -217,6 +221,45 @@ async fn profile(tasks: usize) {
             &mut db,
             "worker, concurrency 16, no-op handler",
             2 * tasks,
+            statements,
+        )
+        .await;
+
+    // Issue 42: an outage, every attempt failing at once (the external system answers 503):
+    // the failed attempts' decisions are written in batches by the completer, as completions.
+    q.enqueue_many((0..tasks).map(|i| Task::new("failing", &i)))
+        .await
+        .expect("enqueue_many");
+    let phase = Phase::start(&mut db, statements).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = Worker::new(q.clone())
+        .concurrency(16)
+        // Not due again during the phase: one failed attempt per task.
+        .retry_delay(|_, _, _| Duration::from_secs(3600))
+        .handle("failing", |_task| async {
+            FAILED.fetch_add(1, Ordering::SeqCst);
+            Err::<(), BoxError>(StatusError::new(503, None).into())
+        });
+    let run = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    let start = Instant::now();
+    while FAILED.load(Ordering::SeqCst) < tasks {
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "the worker stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Let the last batch of decisions land before the worker stops.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = stop.send(());
+    run.await.expect("join").expect("worker");
+    phase
+        .report(
+            &mut db,
+            "worker, concurrency 16, every attempt fails (503), retried later",
+            tasks,
             statements,
         )
         .await;

@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -87,6 +87,53 @@ impl Gateway {
     }
 }
 
+/// The statements that wrote a failed attempt's decision (or a deferral): counted from sqlx's
+/// own event per statement (`sqlx::query`, the statement's text), by
+/// [`DecisionStatements`]; and the attempts of `charge` that failed.
+static DECISION_STATEMENTS: AtomicU64 = AtomicU64::new(0);
+static FAILED_ATTEMPTS: AtomicU64 = AtomicU64::new(0);
+
+/// Whether `sql` writes an attempt's decision: issue 42's one statement for a batch, or one of
+/// the single-task statements before it (retry, snooze/throttle, archive, archive as canceled).
+fn writes_decisions(sql: &str) -> bool {
+    let sql = sql.trim_start();
+    sql.contains("AS expired_before, value ->> 4 AS state")
+        || sql.starts_with("UPDATE retry_tasks SET state = 'retry', retried = $5")
+        || sql.starts_with("UPDATE retry_tasks SET state = 'scheduled', next_process_ms = $5,")
+        || sql.starts_with("UPDATE retry_tasks SET state = 'archived', last_err = $5")
+        || (sql.starts_with("UPDATE retry_tasks SET state = 'archived',")
+            && sql.ends_with("AND cancel_requested"))
+}
+
+/// A `tracing` layer that counts the statements of [`writes_decisions`].
+struct DecisionStatements;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for DecisionStatements {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if event.metadata().target() != "sqlx::query" {
+            return;
+        }
+        let mut statement = Statement(false);
+        event.record(&mut statement);
+        if statement.0 {
+            DECISION_STATEMENTS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether an event's `db.statement` writes decisions.
+struct Statement(bool);
+
+impl tracing::field::Visit for Statement {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "db.statement" && writes_decisions(value) {
+            self.0 = true;
+        }
+    }
+
+    fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+}
+
 #[retry(write, system = "payments-today", idempotency_key = key, attempts = 1)]
 async fn charge_today(gw: &Gateway, key: &str) -> Result<(), BoxError> {
     gw.call(key).await
@@ -134,6 +181,8 @@ async fn run(ours: bool, outage: Duration, tasks: u64) -> Report {
             .consecutive_failures(5)
             .open_for(Duration::from_secs(5)),
     );
+    DECISION_STATEMENTS.store(0, Ordering::Relaxed);
+    FAILED_ATTEMPTS.store(0, Ordering::Relaxed);
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
     let q = Queue::connect(&url).await.expect("SQLite");
@@ -168,11 +217,15 @@ async fn run(ours: bool, outage: Duration, tasks: u64) -> Report {
         .handle("charge", move |task| {
             let g = g.clone();
             async move {
-                if ours {
+                let charged = if ours {
                     charge_ours(&g, task.id()).await
                 } else {
                     charge_today(&g, task.id()).await
+                };
+                if charged.is_err() {
+                    FAILED_ATTEMPTS.fetch_add(1, Ordering::Relaxed);
                 }
+                charged
             }
         })
         .handle("email", {
@@ -226,6 +279,14 @@ async fn run(ours: bool, outage: Duration, tasks: u64) -> Report {
     producer.await.ok();
     stopped.send(()).ok();
     running.await.expect("worker").expect("worker runs");
+    let statements = DECISION_STATEMENTS.load(Ordering::Relaxed);
+    let failed_attempts = FAILED_ATTEMPTS.load(Ordering::Relaxed);
+    println!(
+        "{}: {failed_attempts} failed attempts, {statements} statements writing decisions \
+         ({:.3} per failed attempt)",
+        if ours { "issue 31" } else { "today" },
+        statements as f64 / failed_attempts.max(1) as f64
+    );
     let inspector = q.inspector();
     let archived = inspector.count(TaskState::Archived).await.expect("count");
     let completed = inspector.count(TaskState::Completed).await.expect("count");
@@ -328,6 +389,9 @@ fn plot(
 }
 
 fn main() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let counting = tracing_subscriber::registry().with(DecisionStatements);
+    tracing::subscriber::set_global_default(counting).expect("the statement counter");
     let outage = Duration::from_secs(env_or("OUTAGE_SECS", 60));
     let tasks = env_or("OUTAGE_TASKS", 5_000);
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -967,3 +967,97 @@ async fn postgres_a_graceful_stop_during_a_silent_cut_is_bounded() {
     drop(proxy);
     db.drop_database().await;
 }
+
+/// Counts, per statement that changes `retry_tasks`, the rows it left waiting or finished
+/// (`decided`) and those it left active (`active`: a claim, a renewal): a statement-level
+/// trigger with a transition table, so each statement is counted once, however many rows it
+/// wrote.
+const COUNT_STATEMENTS: &str = "
+    CREATE TABLE test_statements (decided BIGINT NOT NULL, active BIGINT NOT NULL);
+    CREATE FUNCTION test_count_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO test_statements (decided, active)
+            SELECT count(*) FILTER (WHERE state <> 'active'), count(*) FILTER (WHERE state = 'active')
+            FROM new_rows HAVING count(*) > 0;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER test_count_statement AFTER UPDATE ON retry_tasks
+        REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
+        EXECUTE FUNCTION test_count_statement();";
+
+/// Tasks of the outage below.
+const FAILING: usize = 200;
+
+/// Issue 42: the failed attempts of an outage (the external system down: every attempt fails at
+/// once) are written in batches by the completer, as the completions are: 200 tasks failing
+/// transiently take at most 20 statements that write decisions (today's code: 200, one per
+/// failure). Counted by the database itself (a statement trigger on a database of the test's
+/// own); every task ends retried once, with its failure recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_outages_failures_are_written_in_batches() {
+    use retry_runtime::http::StatusError;
+    use sqlx::Connection as _;
+    let Some(db) = PgDatabase::create("failure_batches").await else {
+        return;
+    };
+    let q = Queue::connect(&db.url).await.expect("connect");
+    let mut counts = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+    sqlx::raw_sql(COUNT_STATEMENTS)
+        .execute(&mut counts)
+        .await
+        .expect("the statement trigger");
+    q.enqueue_many((0..FAILING).map(|n| Task::new("charge", &n)))
+        .await
+        .expect("enqueue_many");
+    let worker = Worker::new(q.clone())
+        .concurrency(16)
+        // Not due again during the test.
+        .retry_delay(|_, _, _| Duration::from_secs(3600))
+        .handle("charge", |_task| async {
+            Err::<(), BoxError>(StatusError::new(503, None).into())
+        });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    let inspector = q.inspector();
+    poll_until(
+        "every task retried once",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || async {
+            let retried = inspector.count(TaskState::Retry).await.ok()?;
+            (retried == FAILING as u64).then_some(())
+        },
+    )
+    .await;
+    let _ = stop.send(());
+    run.await.expect("join").expect("the worker stops cleanly");
+    let (statements, decided): (i64, Option<i64>) = sqlx::query_as(
+        "SELECT count(*), sum(decided)::bigint FROM test_statements WHERE decided > 0",
+    )
+    .fetch_one(&mut counts)
+    .await
+    .expect("the counts");
+    let page = inspector
+        .tasks(TaskQuery::new(TaskState::Retry))
+        .await
+        .expect("the retried tasks");
+    assert!(
+        page.tasks
+            .iter()
+            .all(|t| t.retried == 1 && t.errors.len() == 1)
+    );
+    eprintln!(
+        "{FAILING} failed attempts written by {statements} statements ({:.3} per failed task)",
+        statements as f64 / FAILING as f64
+    );
+    assert_eq!(decided, Some(FAILING as i64), "each decision written once");
+    assert!(
+        statements <= (FAILING / 10) as i64,
+        "{statements} statements wrote the decisions of {FAILING} failed attempts"
+    );
+    q.close().await;
+    counts.close().await.ok();
+    db.drop_database().await;
+}

@@ -30,6 +30,8 @@ pub(crate) struct Dialect {
     pub(crate) defer: &'static str,
     /// Clears the prefetched mark of a batch of started tasks (see `prefetched::started`).
     pub(crate) clear_prefetched: &'static str,
+    /// Every decision of a batch but its completions (see `decisions::write`).
+    pub(crate) decide: &'static str,
     /// The leader's sweep of stale presence rows, its statements in order (`leader::sweep`).
     pub(crate) sweep: &'static [&'static str],
     /// The numbered migrations of the backend's schema.

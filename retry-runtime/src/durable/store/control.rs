@@ -48,22 +48,3 @@ pub(crate) async fn cancel_requested(store: &Store, fence: Fence<'_>) -> Result<
     ];
     Ok(fetch_int(store, CANCEL_REQUESTED, &args).await? > 0)
 }
-
-/// Archives a claimed task whose cancel was asked for, fenced, at `now`; true when it did.
-pub(crate) async fn archive_canceled(
-    store: &Store,
-    fence: Fence<'_>,
-    now: i64,
-) -> Result<bool, Error> {
-    const ARCHIVE_CANCELED: &str = concat!(
-        "UPDATE retry_tasks SET state = 'archived', \
-         last_err = CASE WHEN last_err IS NULL THEN $6 ELSE last_err || ' ' || $6 END, \
-         finished_ms = $5, next_process_ms = NULL, cancel_requested = FALSE, \
-         lease_token = NULL, lease_expires_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
-         WHERE ",
-        fenced_row!(),
-        " AND cancel_requested"
-    );
-    let more = [Arg::Int(now), Arg::Text(CANCELED)];
-    super::tasks::fenced(store, ARCHIVE_CANCELED, fence, &more).await
-}

@@ -65,6 +65,7 @@ pub(crate) mod breakers;
 pub(crate) mod control;
 pub(crate) mod counts;
 mod db;
+pub(crate) mod decisions;
 pub(crate) mod file_identity;
 pub(crate) mod find;
 pub(crate) mod foreign;

@@ -114,7 +114,6 @@ impl Config {
             rules: self.rules.clone(),
             on_error: self.on_error.clone(),
             metrics: Arc::new(Metrics::new(self.served(), kinds)),
-            lease: self.lease,
         };
         Runner {
             handlers: self.handlers.clone(),

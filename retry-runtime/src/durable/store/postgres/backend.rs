@@ -10,6 +10,7 @@ use super::{CLAIM, CLAIM_MANAGED, DEFER};
 use crate::durable::error::Error;
 use crate::durable::store::backend::{Backend, Catalog, Dialect, Refusal, SchemaDialect};
 use crate::durable::store::bind::{Decoded, bound};
+use crate::durable::store::decisions::{fenced_rows, landed, set_columns};
 use crate::durable::store::rows::WorkerRow;
 use crate::durable::store::{Arg, Claimed, Done, NewTask, adopt, migrations};
 
@@ -19,6 +20,7 @@ static DIALECT: Dialect = Dialect {
     claim: CLAIM,
     defer: DEFER,
     clear_prefetched: CLEAR_PREFETCHED,
+    decide: DECIDE,
     sweep: &[
         "WITH workers AS (DELETE FROM retry_workers WHERE stale_ms <= $1) \
          DELETE FROM retry_scheduler_entries WHERE stale_ms <= $1",
@@ -43,6 +45,22 @@ static DIALECT: Dialect = Dialect {
              WHERE table_schema = current_schema() AND table_name = $1",
     },
 };
+
+/// Every decision of a batch but its completions (`decisions::write`): `$1` the batch, `$2`
+/// `control::CANCELED`, the batch read by `jsonb_array_elements`.
+const DECIDE: &str = concat!(
+    "UPDATE retry_tasks AS t SET ",
+    set_columns!(),
+    " FROM (SELECT (e ->> 0)::bigint AS seq, e ->> 1 AS id, (e ->> 2)::bigint AS token, \
+            (e ->> 3)::bigint AS expired_before, e ->> 4 AS state, (e ->> 5)::bigint AS retried, \
+            (e ->> 6)::bigint AS next_process, e ->> 7 AS last_err, \
+            (e ->> 8)::bigint AS failed_at, e ->> 9 AS errors, (e ->> 10)::bigint AS at_ms \
+         FROM jsonb_array_elements($1::jsonb) AS e) AS c \
+     WHERE t.state = 'active' AND ",
+    fenced_rows!(),
+    " RETURNING t.seq, ",
+    landed!("t.")
+);
 
 /// Clears the prefetched mark of a batch of started tasks (`prefetched::started`): the batch
 /// a JSON array of `[seq, id, token]`.

@@ -11,6 +11,7 @@ use super::{CLAIM, CLAIM_MANAGED, DEFER, faults};
 use crate::durable::error::Error;
 use crate::durable::store::backend::{Backend, Catalog, Dialect, Refusal, SchemaDialect};
 use crate::durable::store::bind::{Decoded, bound};
+use crate::durable::store::decisions::{fenced_rows, landed, set_columns};
 use crate::durable::store::rows::WorkerRow;
 use crate::durable::store::{Arg, Claimed, Done, NewTask, adopt, close_if_broken, migrations};
 
@@ -20,6 +21,7 @@ static DIALECT: Dialect = Dialect {
     claim: CLAIM,
     defer: DEFER,
     clear_prefetched: CLEAR_PREFETCHED,
+    decide: DECIDE,
     sweep: &[
         "DELETE FROM retry_workers WHERE stale_ms <= $1",
         "DELETE FROM retry_scheduler_entries WHERE stale_ms <= $1",
@@ -38,6 +40,25 @@ static DIALECT: Dialect = Dialect {
         columns: "SELECT name FROM pragma_table_info($1)",
     },
 };
+
+/// Every decision of a batch but its completions (`decisions::write`): `$1` the batch, `$2`
+/// `control::CANCELED`. The batch's JSON is read once into a materialized
+/// table and `+t.state` keeps the partial index of the active tasks out of the plan, as in
+/// `sqlite.rs`'s completions.
+const DECIDE: &str = concat!(
+    "WITH c AS MATERIALIZED ( \
+         SELECT value ->> 0 AS seq, value ->> 1 AS id, value ->> 2 AS token, \
+                value ->> 3 AS expired_before, value ->> 4 AS state, value ->> 5 AS retried, \
+                value ->> 6 AS next_process, value ->> 7 AS last_err, value ->> 8 AS failed_at, \
+                value ->> 9 AS errors, value ->> 10 AS at_ms \
+         FROM json_each($1)) \
+     UPDATE retry_tasks AS t SET ",
+    set_columns!(),
+    " FROM c WHERE +t.state = 'active' AND ",
+    fenced_rows!(),
+    " RETURNING seq, ",
+    landed!("")
+);
 
 /// Clears the prefetched mark of a batch of started tasks (`prefetched::started`). The batch
 /// as a JSON array of `[seq, id, token]`, read once into a table; each row then found by its

@@ -1,8 +1,9 @@
 //! One attempt of a claimed task: the handler runs in its own tokio task, under the task's
 //! timeout and deadline, watched by the [supervisor](crate::durable::worker::execution::supervisor),
-//! which renews its lease every third of it; a success goes to the
-//! [completer](crate::durable::worker::finishing::completer), a failure to the [outcomes](crate::durable::worker::finishing::outcome). A stop signal
-//! (shutdown) drops the handler and gives the task back.
+//! which renews its lease every third of it. Whatever becomes of the task goes to the
+//! [completer](crate::durable::worker::finishing::completer) as one value (a success, a failure
+//! decided by the [outcomes](crate::durable::worker::finishing::outcome), a deferral, a task given
+//! back by a stop signal, a cancel), written there in a batch.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -13,10 +14,13 @@ use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
 use crate::durable::worker::execution::runner::Runner;
-use crate::durable::worker::execution::supervisor::{Bound, Running, lease_end, supervise};
+use crate::durable::worker::execution::supervisor::{
+    Bound, Dropped, Running, lease_end, supervise,
+};
 use crate::durable::worker::execution::{lease, shared_breaker, span};
 use crate::durable::worker::finishing::completer::Completer;
 use crate::durable::worker::finishing::failure::{Failure, Judgement};
+use crate::durable::worker::finishing::settle::Settle;
 
 /// How long a claim holds a task unless renewed; renewed every third of it while the handler runs.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -50,21 +54,29 @@ pub(crate) async fn attempt(
         // Only a task claimed outside the worker (protocol::claim) can get here: a worker claims
         // the kinds it has handlers for.
         let failure = Failure::erased(Box::new(Error::UnknownKind(task.kind().to_owned())));
-        runner.outcomes.record_failure(&queue, &task, failure).await;
+        let outcomes = &runner.outcomes;
+        outcomes
+            .record_failure(&completer, queue, task, failure)
+            .await;
         return None;
     };
     if !renew_if_waited(&runner, &queue, &mut task).await {
         return None;
     }
     // Another worker's attempts may have opened the system's shared breaker since the claim.
-    if shared_breaker::defer_if_open(&runner, &queue, &task).await {
+    if let Some(deferral) = shared_breaker::deferral(&runner, &queue, &task) {
+        let now = queue.handle.clock.now();
+        completer.settle(queue, task, deferral, now).await;
         return None;
     }
     let now = queue.handle.clock.now();
     let bound = attempt_bound(&task, now);
     if bound == Some(Bound::Deadline(Duration::ZERO)) {
         let failure = Failure::erased(Box::new(Error::DeadlineExceeded));
-        runner.outcomes.record_failure(&queue, &task, failure).await;
+        let outcomes = &runner.outcomes;
+        outcomes
+            .record_failure(&completer, queue, task, failure)
+            .await;
         return Some(false);
     }
     let reported = shared_breaker::reports_flag();
@@ -74,7 +86,21 @@ pub(crate) async fn attempt(
     let run = Running(tokio::spawn(running));
     let _holding = runner.held.hold(queue.name(), &task, now);
     let lease_ends = lease_end(&runner, &task, now);
-    let result = supervise(&runner, &queue, &mut task, run, bound, stop, lease_ends).await?;
+    let supervised = supervise(&runner, &queue, &mut task, run, bound, stop, lease_ends).await;
+    let result = match supervised {
+        Ok(result) => result,
+        Err(dropped) => {
+            let settle = match dropped {
+                // Nothing to write: the task is another worker's now, or the recoverer's.
+                Dropped::LeaseLost => return None,
+                Dropped::Canceled => Settle::Cancel,
+                Dropped::Stopped => Settle::Requeue,
+            };
+            let now = queue.handle.clock.now();
+            completer.settle(queue, task, settle, now).await;
+            return None;
+        }
+    };
     let succeeded = result.is_ok();
     shared_breaker::feed(&runner, &queue, &task, &result, &reported).await;
     if let Err(Failure {
@@ -86,7 +112,12 @@ pub(crate) async fn attempt(
     }
     match result {
         Ok(()) => completer.complete(queue, task).await,
-        Err(failure) => runner.outcomes.record_failure(&queue, &task, failure).await,
+        Err(failure) => {
+            let outcomes = &runner.outcomes;
+            outcomes
+                .record_failure(&completer, queue, task, failure)
+                .await;
+        }
     }
     Some(succeeded)
 }

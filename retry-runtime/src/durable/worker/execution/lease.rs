@@ -9,7 +9,9 @@ use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, from_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
+use crate::durable::store::decisions::{self, Landed};
 use crate::durable::store::{Claimed, Done, Fence, prefetched, tasks};
+use crate::durable::worker::finishing::settle::Settle;
 
 /// Claims up to `max` due tasks (oldest due first) of the kinds in `kinds` (a JSON array of
 /// strings; `None`: any kind) under a lease of `lease`, each with a fresh fencing token; the
@@ -151,10 +153,13 @@ pub(crate) async fn complete_all(queue: &Handle, tasks: &[ActiveTask]) -> Result
     tasks::complete_batch(&queue.store, &done).await
 }
 
-/// Gives `task` back: pending, due now, `retried` unchanged. `Ok(false)`: fenced off.
+/// Gives `task` back: pending, due when it was (or now), `retried` unchanged; the statement of
+/// every decision ([`decisions`]), for one task. `Ok(false)`: fenced off.
 pub(crate) async fn requeue(queue: &Handle, task: &ActiveTask) -> Result<bool, Error> {
     let now = to_ms(queue.clock.now());
-    tasks::requeue(&queue.store, Fence::of(task), now).await
+    let row = Settle::Requeue.row(task, Fence::of(task), now);
+    let landed = decisions::write(&queue.store, std::slice::from_ref(&row)).await?;
+    Ok(landed[0] != Landed::NotWritten)
 }
 
 /// A fresh fencing token: random, positive, from the OS-seeded generator (never from a seeded

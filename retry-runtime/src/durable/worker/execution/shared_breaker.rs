@@ -19,12 +19,10 @@ use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::store::breakers::{self, Shared};
-use crate::durable::store::{Fence, tasks};
 use crate::durable::worker::execution::gate::{DEFER_JITTER, Gate, Plan};
 use crate::durable::worker::execution::runner::Runner;
 use crate::durable::worker::finishing::failure::{Failure, Judgement};
-use crate::durable::worker::finishing::outcome::persist;
-use crate::durable::worker::metrics::Outcome;
+use crate::durable::worker::finishing::settle::Settle;
 
 /// The claim round's plan for `queue`: the shared breakers read first (when a watched system
 /// has a breaker), then the queue's probe taken for each system past its shared open time
@@ -141,39 +139,26 @@ pub(crate) async fn feed(
     }
 }
 
-/// Defers `task` when its system's shared breaker is open by what this worker last read or
-/// wrote (no statement): to the open time plus a jitter, `scheduled`, `retried` unchanged,
-/// outcome `deferred`, the handler not called. true when deferred (or fenced off meanwhile).
-pub(crate) async fn defer_if_open(runner: &Runner, queue: &Queue, task: &ActiveTask) -> bool {
+/// The deferral of `task` when its system's shared breaker is open by what this worker last
+/// read or wrote (no statement): to the open time plus a jitter, `scheduled`, `retried`
+/// unchanged, outcome `deferred`, the handler not called. The attempt hands it to the
+/// completer.
+pub(crate) fn deferral(runner: &Runner, queue: &Queue, task: &ActiveTask) -> Option<Settle> {
     let gate = &runner.gate;
-    let Some(system) = gate.system_name(task) else {
-        return false;
-    };
+    let system = gate.system_name(task)?;
     let handle = &queue.handle;
     let now = to_ms(handle.clock.now());
-    let Some(until) = gate
+    let until = gate
         .shared_of(&handle.name)
         .get(system)
-        .and_then(|row| row.open_at(now))
-    else {
-        return false;
-    };
+        .and_then(|row| row.open_at(now))?;
     let jitter = runner
         .outcomes
         .rules
         .draw(|rng| rng.below(duration_ms(DEFER_JITTER).max(1) as u64));
     let at = until.saturating_add(i64::try_from(jitter).unwrap_or(0));
-    let write = || tasks::snooze(&handle.store, Fence::of(task), at);
-    if persist(task, write).await {
-        let metrics = &runner.outcomes.metrics;
-        metrics.count_outcome(queue.name(), task.kind(), Outcome::Deferred);
-        event!(
-            info,
-            "durable task deferred: its system's shared breaker is open",
-            kind = task.kind(),
-            id = task.id(),
-            system = system,
-        );
-    }
-    true
+    Some(Settle::Defer {
+        at,
+        system: system.to_owned(),
+    })
 }

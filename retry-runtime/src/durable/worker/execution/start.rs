@@ -18,9 +18,9 @@ use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::store::prefetched;
 use crate::durable::worker::execution::attempt::attempt;
-use crate::durable::worker::execution::lease;
 use crate::durable::worker::execution::processor::{Processor, timed};
 use crate::durable::worker::finishing::completer::Completer;
+use crate::durable::worker::finishing::settle::Settle;
 
 /// The marks of the suspects that start together, cleared once for all of them.
 struct Marks {
@@ -107,7 +107,7 @@ impl Processor {
             (self.runner.clone(), stopped.clone(), completer.clone());
         let run = async move {
             if let Some(marks) = marks {
-                if !started(&marks, &queue, &task).await {
+                if !started(&marks, &queue, &task, &completer).await {
                     return None;
                 }
                 task.clear_mark = false;
@@ -122,7 +122,7 @@ impl Processor {
 /// run. When the mark could not be cleared, the handler does not run: a lease recovered
 /// elsewhere is left alone; after a database error the task is given back, or, if that fails
 /// too, left to its lease, whose recovery gives it back without a charge (it never started).
-async fn started(marks: &Marks, queue: &Queue, task: &ActiveTask) -> bool {
+async fn started(marks: &Marks, queue: &Queue, task: &ActiveTask, completer: &Completer) -> bool {
     match marks.cleared(task).await {
         Ok(true) => true,
         Ok(false) => {
@@ -140,14 +140,12 @@ async fn started(marks: &Marks, queue: &Queue, task: &ActiveTask) -> bool {
                 task = task.id(),
                 error = e
             );
-            if let Err(e) = lease::requeue(&queue.handle, task).await {
-                event!(
-                    warn,
-                    "durable worker: giving back a prefetched task failed, it goes back when its lease expires",
-                    task = task.id(),
-                    error = e
-                );
-            }
+            // Given back through the completer, as every other end of an attempt is: when that
+            // write fails too, the lease's recovery gives it back (the completer logs it).
+            let now = queue.handle.clock.now();
+            completer
+                .settle(queue.clone(), task.clone(), Settle::Requeue, now)
+                .await;
             false
         }
     }

@@ -18,9 +18,11 @@ use tokio::time::Instant;
 
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
+use crate::durable::clock::to_ms;
 use crate::durable::error::Error;
+use crate::durable::store::{Fence, decisions};
 use crate::durable::worker::execution::gate::Gate;
-use crate::durable::worker::execution::lease;
+use crate::durable::worker::finishing::settle::Settle;
 use crate::durable::worker::joined::log_join;
 
 /// How long a graceful stop spends on its own writes after the shutdown timeout: giving tasks
@@ -106,8 +108,9 @@ pub(crate) async fn settle_claim(
     }
 }
 
-/// Gives the prefetched tasks back, each tried once, all by the writes' deadline; a task not
-/// given back stays leased until its lease runs out, and the recoverer puts it back.
+/// Gives the prefetched tasks back in one statement, tried once, by the writes' deadline (every
+/// queue a worker serves is a name on its base queue's database); a task not given back stays
+/// leased until its lease runs out, and the recoverer puts it back.
 pub(crate) async fn give_back_prefetched(
     ready: &mut VecDeque<(Queue, ActiveTask, Instant)>,
     gate: &Gate,
@@ -118,20 +121,28 @@ pub(crate) async fn give_back_prefetched(
     }
     let held = ready.len();
     let given_back = async {
-        while let Some((queue, task, _)) = ready.front() {
-            if let Err(e) = lease::requeue(&queue.handle, task).await {
-                event!(
-                    warn,
-                    "durable worker: graceful stop: giving a prefetched task back failed (its \
-                     lease runs out, then the recoverer puts it back)",
-                    task = task.id(),
-                    error = e
-                );
-            }
-            ready.pop_front();
+        let Some((queue, ..)) = ready.front() else {
+            return;
+        };
+        let handle = &queue.handle;
+        let now = to_ms(handle.clock.now());
+        let rows: Vec<_> = ready
+            .iter()
+            .map(|(_, task, _)| Settle::Requeue.row(task, Fence::of(task), now))
+            .collect();
+        if let Err(e) = decisions::write(&handle.store, &rows).await {
+            event!(
+                warn,
+                "durable worker: graceful stop: giving the prefetched tasks back failed (their \
+                 leases run out, then the recoverer puts them back)",
+                tasks = rows.len(),
+                error = e
+            );
         }
     };
-    if deadline.write(given_back).await.is_none() {
+    if deadline.write(given_back).await.is_some() {
+        ready.clear();
+    } else {
         let left = format!(
             "{} of {held} prefetched tasks, pending again once their leases run out",
             ready.len()

@@ -16,16 +16,27 @@ use crate::durable::store::{Fence, control};
 use crate::durable::worker::execution::lease;
 use crate::durable::worker::execution::runner::Runner;
 use crate::durable::worker::finishing::failure::Failure;
-use crate::durable::worker::finishing::outcome::{cancel, persist};
 
 /// How often a running attempt looks for an operator's cancel: a canceled handler is dropped
 /// within this (plus one read) of [`Inspector::cancel_task`](crate::durable::Inspector::cancel_task).
 const CANCEL_CHECK: Duration = Duration::from_millis(500);
 
+/// Why a running attempt was dropped before its handler ended by itself (the handler's future
+/// is dropped by then); what follows is the attempt's to hand to the completer.
+pub(super) enum Dropped {
+    /// The lease was lost, or ran out unrenewed: nothing to write (the task is another
+    /// worker's now, or the recoverer's).
+    LeaseLost,
+    /// An operator canceled it: archived as canceled.
+    Canceled,
+    /// The worker is shutting down: given back, pending, without counting a retry.
+    Stopped,
+}
+
 /// Watches a running handler until it ends, times out, loses its lease, is canceled by an
 /// operator or stopped by a shutdown; its lease runs out at `lease_ends` ([`lease_end`]) unless
-/// renewed. `Some(result)`: the attempt's outcome, to record; `None`: the attempt was dropped and
-/// whatever it needed written is written.
+/// renewed. `Ok(result)`: the attempt's outcome, to record; `Err`: the attempt was dropped, and
+/// why.
 pub(super) async fn supervise(
     runner: &Runner,
     queue: &Queue,
@@ -34,7 +45,7 @@ pub(super) async fn supervise(
     bound: Option<Bound>,
     mut stop: watch::Receiver<bool>,
     mut lease_ends: Instant,
-) -> Option<Result<(), Failure>> {
+) -> Result<Result<(), Failure>, Dropped> {
     let timer = async {
         match bound {
             Some(Bound::Timeout(after) | Bound::Deadline(after)) => tokio::time::sleep(after).await,
@@ -57,16 +68,19 @@ pub(super) async fn supervise(
         tokio::select! {
             // An attempt that has ended is recorded, whatever else is ready.
             biased;
-            joined = &mut run.0 => return Some(handler_result(joined)),
-            () = &mut timer => return Some(cut_short(&mut run, bound).await),
+            joined = &mut run.0 => return Ok(handler_result(joined)),
+            () = &mut timer => return Ok(cut_short(&mut run, bound).await),
             _ = renew.tick() => if !renew_running(runner, queue, task, &mut lease_ends).await {
                 run.stop().await;
-                return None;
+                return Err(Dropped::LeaseLost);
             },
+            // Had the handler ended in that very instant, its own outcome is written (a retry
+            // is then refused and the task archived as canceled, in the same statement).
             _ = cancel_check.tick() => if cancel_requested(queue, task).await {
-                return stop_canceled(runner, queue, task, &mut run).await;
+                return run.stop().await.ok_or(Dropped::Canceled);
             },
-            () = &mut stop_requested => return give_back(queue, task, &mut run).await,
+            // (Unless it ended in that very instant: then its own outcome stands.)
+            () = &mut stop_requested => return run.stop().await.ok_or(Dropped::Stopped),
         }
     }
 }
@@ -96,38 +110,6 @@ async fn cut_short(run: &mut Running, bound: Option<Bound>) -> Result<(), Failur
     run.stop()
         .await
         .unwrap_or_else(|| Err(Failure::erased(Box::new(err))))
-}
-
-/// An operator canceled the task: the handler is dropped and the task archived as canceled.
-/// Had it ended in that very instant, its own outcome is written (a retry is refused and the
-/// task archived as canceled).
-async fn stop_canceled(
-    runner: &Runner,
-    queue: &Queue,
-    task: &ActiveTask,
-    run: &mut Running,
-) -> Option<Result<(), Failure>> {
-    let ended = run.stop().await;
-    if ended.is_none() {
-        let now = queue.handle.clock.now();
-        let metrics = &runner.outcomes.metrics;
-        persist(task, || cancel(queue, task, Fence::of(task), now, metrics)).await;
-    }
-    ended
-}
-
-/// The worker is shutting down: the handler is dropped and the task given back, pending,
-/// without counting a retry (unless it ended in that very instant).
-async fn give_back(
-    queue: &Queue,
-    task: &ActiveTask,
-    run: &mut Running,
-) -> Option<Result<(), Failure>> {
-    let ended = run.stop().await;
-    if ended.is_none() {
-        persist(task, || lease::requeue(&queue.handle, task)).await;
-    }
-    ended
 }
 
 /// Renews a running attempt's lease, which runs out at `lease_ends` (moved on by a renewal).

@@ -1,10 +1,11 @@
-//! The one retry policy of the writes that record what became of a claimed task: a completion
-//! (the [completer](super::completer)), a failed attempt's decision and a task given back
-//! ([`persist`](super::outcome::persist)). A write that fails is tried again after pauses
-//! growing to 2 s, for as long as its caller's window lasts: a lease for an outcome (until
-//! then the task is still this worker's, and a write that gets through spares it a second run
-//! and a retry charged as "lease expired"), a few seconds for a task given back at a stop
-//! (whose lease expiring puts it back anyway, and a stop must not wait out a lease per task).
+//! The one retry policy of the writes that record what became of a claimed task, all made by
+//! the [completer](super::completer)'s batches: a completion, a failed attempt's decision, a
+//! task deferred, given back or canceled ([`Settle::window`](super::settle::Settle::window)). A
+//! write that fails is tried again after pauses growing to 2 s, for as long as its window
+//! lasts: a lease for an attempt's outcome (until then the task is still this worker's, and a
+//! write that gets through spares it a second run and a retry charged as "lease expired"), a
+//! few seconds for a task given back at a stop (whose lease expiring puts it back anyway, and a
+//! stop must not wait out a lease per task).
 
 use std::time::Duration;
 

@@ -27,6 +27,8 @@ mod deadline;
 mod describe;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod durable;
+mod erased;
+mod give_up;
 mod hedge;
 pub mod http;
 mod integrations;
@@ -35,7 +37,10 @@ mod observe;
 mod protect;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
+mod result;
 mod retrier;
+mod site;
+mod systems;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 mod timeout;
@@ -69,12 +74,12 @@ pub use key::IdempotencyKey;
 pub use observe::set_give_up_log_interval;
 pub use protect::{
     Breaker, BreakerState, Bulkhead, BulkheadState, Rejected, breaker_state, bulkhead_state,
-    set_breaker, set_bulkhead,
 };
 pub use retrier::hand_over::handed_over::{
     CarryHandOver, HandOverStatus, HandedOver, hand_over_news, handed_over,
 };
 pub use retrier::hand_over::{HandOver, Handed};
+pub use systems::{set_breaker, set_bulkhead};
 pub use timeout::AttemptTimedOut;
 
 /// The `metrics` facade (0.24) this crate records through, re-exported so that an exporter can

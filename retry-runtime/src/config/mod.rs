@@ -130,7 +130,7 @@ fn utf8_vars() -> impl Iterator<Item = (String, String)> {
 /// time), by a call so far (a tower layer's, a reqwest middleware's), or given a budget, a
 /// breaker or a bulkhead.
 fn known_systems() -> Vec<&'static str> {
-    let mut systems: Vec<&'static str> = protect::sites::every()
+    let mut systems: Vec<&'static str> = crate::site::listed::every()
         .map(|site| site.system)
         .chain(protect::all().into_iter().map(|p| p.system))
         .chain(crate::budget::systems())
@@ -272,7 +272,7 @@ fn apply((given, mut report): (BySystem, Report), partial: Partial) -> Report {
         let code = protect::lookup(system)
             .map(|p| p.code())
             .unwrap_or_default();
-        let sites: Vec<_> = protect::sites::of(system).collect();
+        let sites: Vec<_> = crate::site::listed::of(system).collect();
         let queue = queue::coded(system);
         let overrides = tighten::system(system, values, code, queue, &sites, &mut report);
         map.insert(system.as_str().into(), overrides);
@@ -282,12 +282,15 @@ fn apply((given, mut report): (BySystem, Report), partial: Partial) -> Report {
         report.log();
         return report;
     }
+    // The protections ask the configuration for what is in effect through this seam: they sit
+    // below it and do not name it.
+    protect::tighten_with(protections);
     state::swap(map);
     for system in given.keys() {
         protect::for_system(system);
     }
     for protection in protect::all() {
-        protection.refresh();
+        crate::systems::refresh(protection);
     }
     report.log();
     report

@@ -12,8 +12,10 @@ use super::repeats::Repeats;
 #[derive(Debug)]
 pub(crate) struct Observer {
     /// The `system` label.
+    #[cfg_attr(not(any(feature = "tracing", feature = "metrics")), allow(dead_code))]
     pub(crate) system: &'static str,
     /// The `operation` label.
+    #[cfg_attr(not(any(feature = "tracing", feature = "metrics")), allow(dead_code))]
     pub(crate) operation: &'static str,
     /// Its give-ups, for logging them once per interval (`repeats.rs`).
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]

@@ -8,15 +8,19 @@
 // its `#[cfg]` (doc_cfg shows cfgs automatically since it absorbed `doc_auto_cfg`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// The layout, one concept per module:
-// - the loop's engine: `retrier` (what `#[retry]` expansions drive), `backoff` (the schedule,
-//   `Policy`), `attempt` (the attempt wrapper and the layered-loop rule), `budget`, `deadline`,
-//   `timeout`, `hedge`, `observe` (events and counters), `describe` (an error's text);
-// - what decides a retry: `classify` (the trait, and the walk of type-erased errors with its
-//   link-time registry of derived types), `key`;
-// - integrations: a module users name in paths sits at the root, behind its feature (`http`,
-//   `tower`, `reqwest_middleware`, `durable`); what only implements our traits for another
-//   crate's types (anyhow, failsafe, reqwest, sqlx, tonic, uuid) is under `integrations/`.
+// The layout, one concept per module, in layers (docs/ARCHITECTURE.md, "Layers"; each names
+// only modules below it, checked by tests/tests/import_cycles.rs):
+// - rules and values: `backoff` (the schedule, `Policy`), `key`, `deadline`, `budget`,
+//   `attempt` (the attempt wrapper and the layered-loop rule), `classify` (the trait only),
+//   `give_up`, `result`;
+// - what implements them: `http`, `timeout`, `protect` (breakers, bulkheads), `ambient`;
+// - `erased` (the walk of type-erased errors and the link-time registry of derived types), then
+//   `describe` (an error's text) and `integrations` (what only implements our traits for another
+//   crate's types: anyhow, failsafe, reqwest, sqlx, tonic, uuid);
+// - `observe` (events and counters), then `site` (what one `#[retry]` fn knows, and the handles
+//   it calls down into), then `systems` (the code's breaker and bulkhead) and `config`;
+// - `durable`, `hedge`, then `retrier` (the engine `#[retry]` expansions drive), then the
+//   integrations users name in paths, behind their features (`tower`, `reqwest_middleware`).
 mod ambient;
 mod attempt;
 mod backoff;

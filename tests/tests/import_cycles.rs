@@ -1,4 +1,4 @@
-//! No import circle inside any crate of the workspace.
+//! No import circle and no module loop inside any crate of the workspace.
 //!
 //! The graph: one node per `.rs` file of a crate's `src/` (its module path read from the file's
 //! path: `durable/worker/attempt.rs` is `durable::worker::attempt`, a folder's `mod.rs` is the
@@ -9,6 +9,8 @@
 //!   `inspector/mod.rs`);
 //! - a name reached through another module's `use` is followed to where it is defined, so
 //!   `crate::durable::Error` (re-exported by `durable/mod.rs`) is an edge to `durable/error.rs`;
+//!   a name imported twice (`Classify`, the trait and the derive macro of another crate) is
+//!   followed to the one defined here;
 //! - a `pub use` re-export is not an edge of the file that re-exports (a facade is a door: it
 //!   names its children for the public, it does not depend on them), and `mod` lines are not
 //!   edges;
@@ -17,8 +19,19 @@
 //! - tests are not edges: an inline `#[cfg(test)] mod` and a test module's file (`tests.rs`,
 //!   `*_tests.rs`) read what they test.
 //!
-//! A strongly connected component of more than one file is a circle: the test prints each one
-//! and fails. Run it alone with `cargo test -p retry-tests --test import_cycles`.
+//! Two checks, each printing what it finds and failing:
+//!
+//! - **a file circle**: a strongly connected component of more than one file;
+//! - **a module loop**: for every module (a folder, or a file with children), the graph of its
+//!   direct children and its own file (`mod.rs`, `name.rs`: a node too, so a loop through the
+//!   parent's code counts), an edge child A → child B when any file inside A names an item
+//!   defined anywhere inside B. Each loop is printed as its shortest circle, every step with
+//!   the file and the item that make it (`retrier -> config: retrier/mod.rs names
+//!   crate::config::effective (config/effective.rs)`), then the loop's other edges.
+//!
+//! Every crate root of the workspace is read, and the fleet worker binary (the one binary with
+//! modules). Run it alone with `cargo test -p retry-tests --test import_cycles`; print one
+//! module's graph with the ignored `print_a_module_graph` (its doc says how).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;

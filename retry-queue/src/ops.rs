@@ -5,11 +5,7 @@
 
 use std::time::SystemTime;
 
-use retry_runtime::durable::{
-    Error, Inspector, Queue, QueueStats, TaskQuery, TaskState, WorkerInfo,
-};
-
-use crate::json::{self, QueueJson};
+use retry_runtime::durable::{Error, Inspector, Queue, TaskQuery, TaskState, WorkerInfo};
 
 /// The earliest due time of `queue`'s scheduled and retry tasks (`None` without any): due work
 /// waits for a worker even with nothing pending, as workers claim it straight from its state.
@@ -24,26 +20,6 @@ pub(crate) async fn next_due(queue: &Queue) -> Result<Option<SystemTime>, Error>
         }
     }
     Ok(due)
-}
-
-/// The figures of every queue in `stats`: each with its earliest due scheduled or retry task
-/// and how many of the live `workers` serve it (what the overview shows).
-pub(crate) async fn figures(
-    base: &Queue,
-    stats: &[QueueStats],
-    workers: &[WorkerInfo],
-) -> Result<Vec<QueueJson>, Error> {
-    let mut queues = Vec::with_capacity(stats.len());
-    for s in stats {
-        let queue = base.clone().try_named(s.queue.clone())?;
-        let due = next_due(&queue).await?;
-        let running = match s.active {
-            0 => 0,
-            _ => running_ids(&queue, workers).await?.len(),
-        };
-        queues.push(json::queue(s, due, workers, running));
-    }
-    Ok(queues)
 }
 
 /// The ids of `queue`'s tasks that the live `workers` run, by their last heartbeats, and that

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::retrier::GiveUp;
+use crate::give_up::GiveUp;
 
 /// Why a keyed write is handed over: built by the loop when it gives up or is refused, read by
 /// the queue's hand-over.

@@ -5,7 +5,7 @@
 use std::error::Error;
 use std::fmt;
 
-use crate::classify::erased::links;
+use crate::erased::links;
 
 /// The longest text [`ErrorText::Error`] shows, in bytes: a chain is a few links, and a log
 /// line must stay a line.

@@ -8,18 +8,22 @@
 // its `#[cfg]` (doc_cfg shows cfgs automatically since it absorbed `doc_auto_cfg`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// The layout, one concept per module:
-// - the loop's engine: `retrier` (what `#[retry]` expansions drive), `backoff` (the schedule,
-//   `Policy`), `attempt` (the attempt wrapper and the layered-loop rule), `budget`, `deadline`,
-//   `timeout`, `hedge`, `observe` (events and counters), `describe` (an error's text);
-// - what decides a retry: `classify` (the trait, and the walk of type-erased errors with its
-//   link-time registry of derived types), `key`;
-// - what a call is made to: `system` (the `System` handle over the budget and protection
-//   registries, which stay keyed by name);
-// - integrations: a module users name in paths sits at the root, behind its feature (`http`,
-//   `tower`, `reqwest_middleware`, `durable`; `request_loop` is the retry loop of an HTTP
-//   request that `tower` and `reqwest_middleware` share); what only implements our traits for
-//   another crate's types (anyhow, failsafe, reqwest, sqlx, tonic, uuid) is under `integrations/`.
+// The layout, one concept per module, in layers (docs/ARCHITECTURE.md, "Layers"; each names
+// only modules below it, checked by tests/tests/import_cycles.rs):
+// - rules and values: `backoff` (the schedule, `Policy`), `key`, `deadline`, `budget`,
+//   `attempt` (the attempt wrapper and the layered-loop rule), `classify` (the trait only),
+//   `give_up`, `result`;
+// - what implements them: `http`, `timeout`, `protect` (breakers, bulkheads), `ambient`;
+// - `erased` (the walk of type-erased errors and the link-time registry of derived types), then
+//   `describe` (an error's text) and `integrations` (what only implements our traits for another
+//   crate's types: anyhow, failsafe, reqwest, sqlx, tonic, uuid);
+// - `observe` (events and counters), then `site` (what one `#[retry]` fn knows, and the handles
+//   it calls down into), then `systems` (the code's breaker and bulkhead) and `config`;
+// - `durable`, `hedge`, then `retrier` (the engine `#[retry]` expansions drive), then the
+//   integrations users name in paths, behind their features (`tower`, `reqwest_middleware`,
+//   and `request_loop`, the retry loop of an HTTP request the two share);
+// - `system`: the `System` handle users hold, over the budget, protection and site registries
+//   (which stay keyed by name), above them all.
 mod ambient;
 mod attempt;
 mod backoff;
@@ -30,6 +34,8 @@ mod deadline;
 mod describe;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod durable;
+mod erased;
+mod give_up;
 mod hedge;
 pub mod http;
 mod integrations;
@@ -40,8 +46,11 @@ mod protect;
 mod request_loop;
 #[cfg(feature = "reqwest-middleware")]
 pub mod reqwest_middleware;
+mod result;
 mod retrier;
+mod site;
 mod system;
+mod systems;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 mod timeout;

@@ -29,25 +29,29 @@
 //! The ERRORs of give-ups are logged once per call site and interval, the others counted and
 //! summed up in one line (`repeats.rs`).
 
+mod observer;
 mod outcome;
 #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
 mod repeats;
 
 use crate::describe::ErrorText;
+use crate::give_up::GiveUp;
 use crate::key::IdempotencyKey;
 use crate::protect::Rejected;
-use crate::retrier::{GiveUp, Site};
-#[cfg(feature = "metrics")]
-pub(crate) use outcome::OUTCOMES;
+pub(crate) use observer::Observer;
 use outcome::Outcome;
-pub(crate) use repeats::Repeats;
 pub use repeats::set_give_up_log_interval;
 use std::time::Duration;
 
 /// A failed attempt, as the logs describe it.
 #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
 pub(crate) struct Failure<'a> {
-    pub site: &'static Site,
+    /// The site's labels, counters and give-ups.
+    pub observer: &'static Observer,
+    /// The attempts in effect: the compiled ones, tightened by the configuration
+    /// (`RETRY_<SYSTEM>_ATTEMPTS`, `_RETRIES=off`). Asked only when an event shows them, so
+    /// read on the failure path only, and never without `tracing`.
+    pub attempts: &'a dyn Fn() -> u32,
     pub attempt: u32,
     pub key: Option<&'a dyn IdempotencyKey>,
     pub error: ErrorText<'a>,
@@ -62,10 +66,10 @@ macro_rules! failure_event {
     ($level:ident, $failure:expr, { $($middle:tt)* }, $($rest:tt)*) => {
         tracing::event!(
             tracing::Level::$level,
-            system = $failure.site.system,
-            operation = $failure.site.operation,
+            system = $failure.observer.system,
+            operation = $failure.observer.operation,
             attempt = $failure.attempt,
-            attempts = attempts_in_effect($failure.site),
+            attempts = ($failure.attempts)(),
             $($middle)*
             error = $failure.error.shown().map(tracing::field::display),
             idempotency_key = $failure.key.map(tracing::field::display),
@@ -76,32 +80,38 @@ macro_rules! failure_event {
 
 /// A first attempt succeeded: the happy path, which only counts (with `metrics`).
 #[inline(always)]
-pub(crate) fn succeeded_first(site: &'static Site) {
-    count(site, Outcome::Success);
+pub(crate) fn succeeded_first(observer: &'static Observer) {
+    count(observer, Outcome::Success);
 }
 
-pub(crate) fn succeeded(site: &'static Site, attempt: u32, key: Option<&dyn IdempotencyKey>) {
-    count(site, Outcome::Success);
+/// An attempt succeeded after retries (`attempts`: those in effect, as in [`Failure`]).
+pub(crate) fn succeeded(
+    observer: &'static Observer,
+    attempt: u32,
+    attempts: &dyn Fn() -> u32,
+    key: Option<&dyn IdempotencyKey>,
+) {
+    count(observer, Outcome::Success);
     #[cfg(feature = "tracing")]
     if attempt > 1 {
-        summarise(site, site.give_ups.other_event());
+        summarise(observer, observer.give_ups.other_event());
         tracing::info!(
-            system = site.system,
-            operation = site.operation,
+            system = observer.system,
+            operation = observer.operation,
             attempt,
-            attempts = attempts_in_effect(site),
+            attempts = attempts(),
             idempotency_key = key.map(tracing::field::display),
             "succeeded after retries"
         );
     }
     #[cfg(not(feature = "tracing"))]
-    let _ = (attempt, key);
+    let _ = (attempt, attempts, key);
 }
 
 pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
-    count(failure.site, Outcome::Retry);
+    count(failure.observer, Outcome::Retry);
     #[cfg(feature = "tracing")]
-    summarise(failure.site, failure.site.give_ups.other_event());
+    summarise(failure.observer, failure.observer.give_ups.other_event());
     #[cfg(feature = "tracing")]
     failure_event!(
         WARN,
@@ -111,13 +121,6 @@ pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
     );
     #[cfg(not(feature = "tracing"))]
     let _ = pause;
-}
-
-/// The attempts `site` runs under now, as its events show them: the compiled ones, tightened by
-/// the configuration (`RETRY_<SYSTEM>_ATTEMPTS`, `_RETRIES=off`). Read on the failure path only.
-#[cfg(feature = "tracing")]
-fn attempts_in_effect(site: &Site) -> u32 {
-    crate::config::effective(site).attempts
 }
 
 /// The outcome of a give-up.
@@ -137,9 +140,9 @@ fn given_up(reason: GiveUp) -> Outcome {
 }
 
 pub(crate) fn gave_up(failure: &Failure<'_>, reason: GiveUp) {
-    count(failure.site, given_up(reason));
+    count(failure.observer, given_up(reason));
     #[cfg(feature = "tracing")]
-    if once_per_interval(failure.site, reason) {
+    if once_per_interval(failure.observer, reason) {
         failure_event!(
             ERROR,
             failure,
@@ -151,23 +154,23 @@ pub(crate) fn gave_up(failure: &Failure<'_>, reason: GiveUp) {
     let _ = reason;
 }
 
-/// Whether this give-up of `site` logs its own ERROR: the first of an interval does (after the
+/// Whether this give-up of a site logs its own ERROR: the first of an interval does (after the
 /// summary of the previous interval's others, if any), the rest are counted.
 #[cfg(feature = "tracing")]
-fn once_per_interval(site: &'static Site, reason: GiveUp) -> bool {
-    let decision = site.give_ups.give_up(reason);
-    summarise(site, decision.summary);
+fn once_per_interval(observer: &'static Observer, reason: GiveUp) -> bool {
+    let decision = observer.give_ups.give_up(reason);
+    summarise(observer, decision.summary);
     decision.log
 }
 
-/// The one line that stands for the give-ups of `site` not logged in an interval.
+/// The one line that stands for the give-ups of a site not logged in an interval.
 #[cfg(feature = "tracing")]
-fn summarise(site: &'static Site, summary: Option<repeats::Summary>) {
+fn summarise(observer: &'static Observer, summary: Option<repeats::Summary>) {
     if let Some(summary) = summary {
         let repeated = summary.repeated();
         tracing::error!(
-            system = site.system,
-            operation = site.operation,
+            system = observer.system,
+            operation = observer.operation,
             repeated,
             over_ms = u64::try_from(summary.over.as_millis()).unwrap_or(u64::MAX),
             reasons = %summary.reasons(),
@@ -180,7 +183,7 @@ fn summarise(site: &'static Site, summary: Option<repeats::Summary>) {
 /// A `hand_over` write gave up and its work is safe in the queue: nothing to page anyone about.
 /// `task_id`: `None` when it is the write's key.
 pub(crate) fn handed_over(failure: &Failure<'_>, reason: GiveUp, task_id: Option<&str>) {
-    count(failure.site, Outcome::HandedOver);
+    count(failure.observer, Outcome::HandedOver);
     #[cfg(feature = "tracing")]
     failure_event!(
         WARN,
@@ -196,7 +199,7 @@ pub(crate) fn handed_over(failure: &Failure<'_>, reason: GiveUp, task_id: Option
 /// A `hand_over` write gave up and a live task held its key already (an earlier hand-over, or a
 /// task enqueued under the key): the work is safe, and this is not a second `handed_over`.
 pub(crate) fn already_queued(failure: &Failure<'_>, reason: GiveUp, task_id: &str) {
-    count(failure.site, Outcome::AlreadyQueued);
+    count(failure.observer, Outcome::AlreadyQueued);
     #[cfg(feature = "tracing")]
     failure_event!(
         WARN,
@@ -211,7 +214,7 @@ pub(crate) fn already_queued(failure: &Failure<'_>, reason: GiveUp, task_id: &st
 
 /// A `hand_over` write gave up and the task under its key completed: the work is done.
 pub(crate) fn already_done(failure: &Failure<'_>, task_id: &str) {
-    count(failure.site, Outcome::AlreadyDone);
+    count(failure.observer, Outcome::AlreadyDone);
     #[cfg(feature = "tracing")]
     failure_event!(
         INFO,
@@ -227,9 +230,9 @@ pub(crate) fn already_done(failure: &Failure<'_>, task_id: &str) {
 /// A `hand_over` write gave up and the task under its key is archived: nothing will run the
 /// work. Pages, as a lost write must.
 pub(crate) fn hand_over_refused(failure: &Failure<'_>, reason: GiveUp, task_id: &str, state: &str) {
-    count(failure.site, Outcome::HandOverRefused);
+    count(failure.observer, Outcome::HandOverRefused);
     #[cfg(feature = "tracing")]
-    if once_per_interval(failure.site, reason) {
+    if once_per_interval(failure.observer, reason) {
         failure_event!(
             ERROR,
             failure,
@@ -246,7 +249,7 @@ pub(crate) fn hand_over_refused(failure: &Failure<'_>, reason: GiveUp, task_id: 
 /// A `hand_over` write gave up inside the durable task that holds its key (the task's own
 /// re-run): its queue retries it, so the attempt counts `retry`, not a second `handed_over`.
 pub(crate) fn left_to_own_task(failure: &Failure<'_>, reason: GiveUp) {
-    count(failure.site, Outcome::Retry);
+    count(failure.observer, Outcome::Retry);
     #[cfg(feature = "tracing")]
     failure_event!(
         WARN,
@@ -276,9 +279,9 @@ impl std::fmt::Display for TaskId<'_> {
 /// A `hand_over` write gave up and the hand-over failed too: the work is lost unless the
 /// caller acts, counted as the give-up it is.
 pub(crate) fn hand_over_failed(failure: &Failure<'_>, reason: GiveUp, why: &dyn std::fmt::Display) {
-    count(failure.site, given_up(reason));
+    count(failure.observer, given_up(reason));
     #[cfg(feature = "tracing")]
-    if once_per_interval(failure.site, reason) {
+    if once_per_interval(failure.observer, reason) {
         failure_event!(
         ERROR,
         failure,
@@ -293,9 +296,9 @@ pub(crate) fn hand_over_failed(failure: &Failure<'_>, reason: GiveUp, why: &dyn 
 
 /// A call the system's breaker or bulkhead refused: counted, not logged one by one (an open
 /// breaker refuses thousands a second; its opening and closing are logged once each).
-pub(crate) fn rejected(site: &'static Site, rejected: Rejected) {
+pub(crate) fn rejected(observer: &'static Observer, rejected: Rejected) {
     count(
-        site,
+        observer,
         match rejected {
             Rejected::BreakerOpen { .. } => Outcome::BreakerOpen,
             Rejected::BulkheadFull { .. } => Outcome::BulkheadFull,
@@ -304,41 +307,15 @@ pub(crate) fn rejected(site: &'static Site, rejected: Rejected) {
 }
 
 pub(crate) fn permanent(failure: &Failure<'_>) {
-    count(failure.site, Outcome::Permanent);
+    count(failure.observer, Outcome::Permanent);
 }
 
 #[cfg(feature = "metrics")]
 #[inline]
-fn count(site: &'static Site, outcome: Outcome) {
-    site.counters()[outcome as usize].increment(1);
+fn count(observer: &'static Observer, outcome: Outcome) {
+    observer.counters()[outcome as usize].increment(1);
 }
 
 #[cfg(not(feature = "metrics"))]
 #[inline(always)]
-fn count(_: &'static Site, _: Outcome) {}
-
-#[cfg(feature = "metrics")]
-impl Site {
-    /// The site's counters, one per outcome: registered on its first call ([`register`]).
-    pub(crate) fn counters(&'static self) -> &'static [metrics::Counter; OUTCOMES] {
-        self.counters
-            .get_or_init(|| register(self.system, self.operation))
-    }
-}
-
-/// The counters of one site, registered with the global recorder on the site's first call and
-/// kept: later calls count with an atomic add, no lookup, no allocation. Install the recorder
-/// before the first call (as every `metrics` exporter asks). Every label value is a
-/// `&'static str` written in the source (a `system`, a fn's name or its `name = "…"`, an
-/// outcome), so the number of series is bounded by the code, never by the traffic.
-#[cfg(feature = "metrics")]
-fn register(system: &'static str, operation: &'static str) -> [metrics::Counter; OUTCOMES] {
-    Outcome::ALL.map(|outcome| {
-        metrics::counter!(
-            "retry_attempts_total",
-            "system" => system,
-            "operation" => operation,
-            "outcome" => outcome.label()
-        )
-    })
-}
+fn count(_: &'static Observer, _: Outcome) {}

@@ -10,7 +10,8 @@ use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::http::StatusError;
 use crate::key::IdempotencyKey;
-use crate::retrier::{Retrier, Site};
+use crate::retrier::Retrier;
+use crate::site::Site;
 
 /// What sending an attempt gave.
 pub(crate) enum Sent<R, E> {
@@ -98,7 +99,7 @@ mod tests {
     use super::Sent::{Attempt, Last};
     use super::*;
     use crate::Jitter;
-    use crate::retrier::site;
+    use crate::site::site;
 
     /// Attempts that answer from a script: a status (503 is transient), or an error
     /// (transient when its text says so); records each send's `first`.

@@ -7,13 +7,13 @@ use ::reqwest_middleware::{Error, Middleware, Next};
 
 use crate::backoff::Policy;
 use crate::classify::Verdict;
-use crate::classify::erased;
 use crate::describe::ErrorText;
+use crate::erased;
 use crate::http::{StatusError, idempotency_key, is_safe, is_transient_status};
 use crate::key::IdempotencyKey;
-use crate::protect::enter_waiting;
 use crate::request_loop::{self, Attempts, Sent};
-use crate::retrier::BuiltSite;
+use crate::retrier::admission::enter_waiting;
+use crate::site::BuiltSite;
 
 /// A `reqwest_middleware::Middleware` that retries requests under the retry rules, like
 /// [`tower::RetryLayer`](crate::tower::RetryLayer) (feature `tower`) does for http services:

@@ -83,7 +83,7 @@ fn intern(name: &str) -> (System, bool) {
 /// time), by a call so far (a tower layer's, a reqwest middleware's), a durable worker, or
 /// given a budget, a breaker or a bulkhead.
 pub(crate) fn known_systems() -> Vec<&'static str> {
-    let mut systems: Vec<&'static str> = protect::sites::every()
+    let mut systems: Vec<&'static str> = crate::site::listed::every()
         .map(|site| site.system)
         .chain(protect::all().into_iter().map(|p| p.system))
         .chain(budget::systems())
@@ -132,7 +132,7 @@ impl System {
     /// assert_eq!(declare_system("no-such-system").breaker_state(), None);
     /// ```
     pub fn set_breaker(self, breaker: Breaker) {
-        protect::set_breaker(self.name, breaker);
+        crate::systems::set_breaker(self.name, breaker);
     }
 
     /// Gives the system a bulkhead, replacing any it had: at most `max_in_flight` calls at
@@ -148,7 +148,7 @@ impl System {
     /// assert_eq!(receipts.bulkhead_state(), Some(BulkheadState { in_flight: 0, limit: 20 }));
     /// ```
     pub fn set_bulkhead(self, bulkhead: Bulkhead) {
-        protect::set_bulkhead(self.name, bulkhead);
+        crate::systems::set_bulkhead(self.name, bulkhead);
     }
 
     /// Replaces the system's retry budget. Meant for start-up: calls made after it use the new

@@ -7,7 +7,8 @@ pub use crate::attempt::attempt as attempt_scope;
 pub use crate::classify::Verdict;
 pub use crate::describe::ErrorText;
 pub use crate::hedge::{HedgeSite, hedge_site};
-pub use crate::retrier::{Retrier, Site, site};
+pub use crate::retrier::Retrier;
+pub use crate::site::{Site, site};
 
 /// The budget of `system`, shared by every call site with `system = "name"`: the very handle
 /// the retry loop uses.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use std::future::Future;
 
 use crate::Classify;
-use crate::retrier::RetryResult;
+use crate::result::RetryResult;
 
 /// One attempt ran longer than the attribute's `timeout` and was dropped.
 ///

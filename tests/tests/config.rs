@@ -362,6 +362,36 @@ async fn a_file_takes_the_same_keys_and_a_broken_one_changes_nothing() {
     assert!(report.refused[1].reason.starts_with("unknown key `retrys`"));
 }
 
+/// The protections ask the configuration what is in effect through a seam
+/// (`protect::tighten_with`) rather than naming it: a bulkhead the code sets *after* the
+/// configuration applied is tightened by it at once, as one set before is.
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_set_after_the_configuration_is_tightened_by_it() {
+    let _serial = SERIAL.lock().await;
+    // A budget makes the system known to the configuration.
+    let late = retry_runtime::system("cfg-late");
+    late.set_budget(retry_runtime::Budget::adaptive());
+    let report = config::apply(Source::vars(vars(&[("RETRY_CFG_LATE_BULKHEAD", "4")])));
+    assert!(report.is_clean(), "{report}");
+    late.set_bulkhead(Bulkhead::new(20).max_wait(Duration::from_millis(30)));
+    assert_eq!(
+        late.bulkhead_state(),
+        Some(BulkheadState {
+            in_flight: 0,
+            limit: 4
+        })
+    );
+    config::apply(Source::vars(vars(&[])));
+    assert_eq!(
+        late.bulkhead_state(),
+        Some(BulkheadState {
+            in_flight: 0,
+            limit: 20
+        }),
+        "without the configuration, the code's limit is back"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_layer_s_system_is_known_once_it_served_a_call_or_has_a_budget() {
     let _serial = SERIAL.lock().await;

@@ -1,4 +1,4 @@
-//! No import circle inside any crate of the workspace.
+//! No import circle and no module loop inside any crate of the workspace.
 //!
 //! The graph: one node per `.rs` file of a crate's `src/` (its module path read from the file's
 //! path: `durable/worker/execution/attempt.rs` is `durable::worker::execution::attempt`, a folder's `mod.rs` is the
@@ -9,6 +9,8 @@
 //!   `inspector/mod.rs`);
 //! - a name reached through another module's `use` is followed to where it is defined, so
 //!   `crate::durable::Error` (re-exported by `durable/mod.rs`) is an edge to `durable/error.rs`;
+//!   a name imported twice (`Classify`, the trait and the derive macro of another crate) is
+//!   followed to the one defined here;
 //! - a `pub use` re-export is not an edge of the file that re-exports (a facade is a door: it
 //!   names its children for the public, it does not depend on them), and `mod` lines are not
 //!   edges;
@@ -17,8 +19,19 @@
 //! - tests are not edges: an inline `#[cfg(test)] mod` and a test module's file (`tests.rs`,
 //!   `*_tests.rs`) read what they test.
 //!
-//! A strongly connected component of more than one file is a circle: the test prints each one
-//! and fails. Run it alone with `cargo test -p retry-tests --test import_cycles`.
+//! Two checks, each printing what it finds and failing:
+//!
+//! - **a file circle**: a strongly connected component of more than one file;
+//! - **a module loop**: for every module (a folder, or a file with children), the graph of its
+//!   direct children and its own file (`mod.rs`, `name.rs`: a node too, so a loop through the
+//!   parent's code counts), an edge child A → child B when any file inside A names an item
+//!   defined anywhere inside B. Each loop is printed as its shortest circle, every step with
+//!   the file and the item that make it (`retrier -> config: retrier/mod.rs names
+//!   crate::config::effective (config/effective.rs)`), then the loop's other edges.
+//!
+//! Every crate root of the workspace is read, and the fleet worker binary (the one binary with
+//! modules). Run it alone with `cargo test -p retry-tests --test import_cycles`; print one
+//! module's graph with the ignored `print_a_module_graph` (its doc says how).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
@@ -30,17 +43,24 @@ type ModPath = Vec<String>;
 /// Each file's edges: the files whose items it names.
 type Edges = BTreeMap<ModPath, BTreeSet<ModPath>>;
 
+/// One item each edge stands for, `(from, to)` → the item's path (`crate::config::effective`):
+/// the first one the file names.
+type Examples = BTreeMap<(ModPath, ModPath), String>;
+
 /// One file of a crate: its module path and its code with comments and strings blanked.
 struct File {
     module: ModPath,
+    /// Its path below `src/`, for the messages.
+    path: String,
     code: String,
 }
 
 /// A crate's files and what each module imports under which name.
 struct Crate {
     files: BTreeMap<ModPath, File>,
-    /// module path (file or inline module) → name → the full path it stands for.
-    imports: HashMap<ModPath, HashMap<String, ModPath>>,
+    /// module path (file or inline module) → name → the full paths it stands for (more than
+    /// one where a name is imported in two namespaces: `Classify` the trait and the derive).
+    imports: HashMap<ModPath, HashMap<String, Vec<ModPath>>>,
 }
 
 fn workspace() -> PathBuf {
@@ -353,18 +373,28 @@ impl Crate {
     fn load(src: &Path, root: &str) -> Crate {
         let mut paths = Vec::new();
         rs_files(src, &mut paths);
+        let sources = paths.into_iter().filter_map(|path| {
+            let module = module_of(src, &path, root)?;
+            let rel = path
+                .strip_prefix(src)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            Some((module, rel, fs::read_to_string(&path).unwrap()))
+        });
+        Crate::of(sources)
+    }
+
+    /// A crate of these files: (module path, path below `src/`, source).
+    fn of(sources: impl IntoIterator<Item = (ModPath, String, String)>) -> Crate {
         let mut files = BTreeMap::new();
-        for path in paths {
-            let test_file = path
-                .file_stem()
-                .is_some_and(|s| s == "tests" || s.to_string_lossy().ends_with("_tests"));
-            if test_file {
+        for (module, path, source) in sources {
+            let stem = path.rsplit('/').next().unwrap().trim_end_matches(".rs");
+            if stem == "tests" || stem.ends_with("_tests") {
                 continue;
             }
-            if let Some(module) = module_of(src, &path, root) {
-                let code = blank(&fs::read_to_string(&path).unwrap());
-                files.insert(module.clone(), File { module, code });
-            }
+            let code = blank(&source);
+            files.insert(module.clone(), File { module, path, code });
         }
         Crate {
             files,
@@ -412,10 +442,13 @@ impl Crate {
             // The deepest module (file or inline) the path reaches, and the name after it.
             for n in (file.len()..path.len()).rev() {
                 let (module, name) = (&path[..n], &path[n]);
-                if let Some(target) = self.imports.get(module).and_then(|m| m.get(name)) {
+                let targets = self.imports.get(module).and_then(|m| m.get(name));
+                for target in targets.into_iter().flatten() {
                     let mut next = target.clone();
                     next.extend(path[n + 1..].iter().cloned());
-                    if let Some(f) = self.defining_file(&next, hops + 1) {
+                    // A name that leads back to this file (a re-exported macro of another
+                    // crate beside our trait of the same name) is the other namespace's.
+                    if let Some(f) = self.defining_file(&next, hops + 1).filter(|f| *f != file) {
                         return Some(f);
                     }
                 }
@@ -424,7 +457,7 @@ impl Crate {
         Some(file)
     }
 
-    fn edges(&mut self) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
+    fn edges(&mut self) -> (Edges, Examples) {
         let mut all = Vec::new();
         for file in self.files.values() {
             let children = self.children(&file.module);
@@ -438,10 +471,13 @@ impl Crate {
                 self.imports
                     .entry(f.at.clone())
                     .or_default()
-                    .insert(name.clone(), abs);
+                    .entry(name.clone())
+                    .or_default()
+                    .push(abs);
             }
         }
-        let mut edges: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
+        let mut edges: Edges = BTreeMap::new();
+        let mut examples = Examples::new();
         for (from, f) in &all {
             if f.reexport {
                 continue;
@@ -449,11 +485,14 @@ impl Crate {
             let abs = self.absolute(&f.at, &f.path);
             if let Some(to) = self.defining_file(&abs, 0) {
                 if &to != from {
-                    edges.entry(from.clone()).or_default().insert(to);
+                    edges.entry(from.clone()).or_default().insert(to.clone());
+                    examples
+                        .entry((from.clone(), to))
+                        .or_insert_with(|| format!("crate::{}", abs.join("::")));
                 }
             }
         }
-        edges
+        (edges, examples)
     }
 }
 
@@ -524,11 +563,37 @@ fn show(m: &ModPath) -> String {
     }
 }
 
+/// Every crate root of the workspace: its `src/` folder (below the workspace) and root file.
+const ROOTS: [(&str, &str); 9] = [
+    ("retry-rules/src", "lib"),
+    ("retry-macro/src", "lib"),
+    ("retry-runtime/src", "lib"),
+    ("retry-queue/src", "lib"),
+    ("retry-queue/src", "main"),
+    ("fixtures/src", "lib"),
+    ("examples/src", "lib"),
+    ("benches/src", "lib"),
+    ("tests/src", "lib"),
+];
+
+/// The fleet worker's binary has modules of its own (the other binaries are one file each).
+const BIN_ROOTS: [(&str, &str); 1] = [("tests/src/bin/fleet_worker", "main")];
+
+/// A crate root's graph: its files, their edges and an item each edge stands for.
+fn graph_of(src: &str, root: &str) -> (Crate, Edges, Examples) {
+    let mut krate = Crate::load(&workspace().join(src), root);
+    let (edges, examples) = krate.edges();
+    (krate, edges, examples)
+}
+
 /// The circles of one crate root, each with the edges that close it.
-fn circles_of(dir: &str, root: &str) -> (Vec<String>, Edges) {
-    let mut krate = Crate::load(&workspace().join(dir).join("src"), root);
-    let edges = krate.edges();
-    let found = circles(&edges)
+fn circles_of(src: &str, root: &str) -> (Vec<String>, Edges) {
+    let (_, edges, _) = graph_of(src, root);
+    (file_circles(src, root, &edges), edges)
+}
+
+fn file_circles(src: &str, root: &str, edges: &Edges) -> Vec<String> {
+    circles(edges)
         .into_iter()
         .map(|component| {
             let members: BTreeSet<_> = component.iter().cloned().collect();
@@ -540,36 +605,152 @@ fn circles_of(dir: &str, root: &str) -> (Vec<String>, Edges) {
                 })
                 .collect();
             format!(
-                "{dir} ({root}): a circle of {} files\n{}",
+                "{src} ({root}): a circle of {} files\n{}",
                 component.len(),
                 lines.join("\n")
             )
         })
-        .collect();
-    (found, edges)
+        .collect()
+}
+
+/// The node a file is in, seen from `module`: the direct child it lies in (`["config"]`), or
+/// `[]` for the module's own file (its `mod.rs` or `name.rs`); `None` outside the module.
+fn node_in(module: &ModPath, file: &ModPath) -> Option<ModPath> {
+    if !file.starts_with(module) {
+        return None;
+    }
+    Some(file.get(module.len()).cloned().into_iter().collect())
+}
+
+/// The module loops of a crate: for every module, the graph of its direct children (and its
+/// own file) with an edge A → B when a file inside A names an item defined inside B. Each loop
+/// is printed as one shortest circle, every step with the file and the item that make it, then
+/// the loop's other edges.
+fn module_loops(src: &str, root: &str, krate: &Crate, edges: &Edges, ex: &Examples) -> Vec<String> {
+    let mut found = Vec::new();
+    for module in krate.files.keys() {
+        let mut graph: Edges = BTreeMap::new();
+        // (node, node) → the file edge that stands for it.
+        let mut why: BTreeMap<(ModPath, ModPath), (ModPath, ModPath)> = BTreeMap::new();
+        for (from, tos) in edges {
+            let Some(a) = node_in(module, from) else {
+                continue;
+            };
+            for to in tos {
+                match node_in(module, to) {
+                    Some(b) if b != a => {
+                        graph.entry(a.clone()).or_default().insert(b.clone());
+                        why.entry((a.clone(), b))
+                            .or_insert((from.clone(), to.clone()));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for component in circles(&graph) {
+            let node = |n: &ModPath| match n.first() {
+                Some(child) => child.clone(),
+                None => format!("{}'s own file", show(module)),
+            };
+            let step = |a: &ModPath, b: &ModPath| {
+                let (from, to) = &why[&(a.clone(), b.clone())];
+                format!(
+                    "    {} -> {}: {} names {} ({})",
+                    node(a),
+                    node(b),
+                    krate.files[from].path,
+                    ex[&(from.clone(), to.clone())],
+                    krate.files[to].path
+                )
+            };
+            let members: BTreeSet<ModPath> = component.iter().cloned().collect();
+            let circle = shortest_circle(&graph, &members, &component[0]);
+            let mut lines: Vec<String> = circle
+                .iter()
+                .zip(circle.iter().skip(1).chain(circle.first()))
+                .map(|(a, b)| step(a, b))
+                .collect();
+            let on_circle: BTreeSet<(&ModPath, &ModPath)> = circle
+                .iter()
+                .zip(circle.iter().skip(1).chain(circle.first()))
+                .collect();
+            let others: Vec<String> = component
+                .iter()
+                .flat_map(|a| graph[a].intersection(&members).map(move |b| (a, b)))
+                .filter(|edge| !on_circle.contains(edge))
+                .map(|(a, b)| step(a, b))
+                .collect();
+            if !others.is_empty() {
+                lines.push("  and the loop's other edges:".into());
+                lines.extend(others);
+            }
+            let names: Vec<String> = circle.iter().chain(circle.first()).map(node).collect();
+            found.push(format!(
+                "{src} ({root}): a loop among the modules of `{}`: {}\n{}",
+                show(module),
+                names.join(" -> "),
+                lines.join("\n")
+            ));
+        }
+    }
+    found
+}
+
+/// The shortest circle through `start` inside `members` (a strongly connected component, so
+/// there is one): breadth-first from `start`'s successors back to it.
+fn shortest_circle(graph: &Edges, members: &BTreeSet<ModPath>, start: &ModPath) -> Vec<ModPath> {
+    let mut came_from: HashMap<ModPath, ModPath> = HashMap::new();
+    let mut queue = std::collections::VecDeque::from([start.clone()]);
+    while let Some(at) = queue.pop_front() {
+        for next in graph.get(&at).into_iter().flatten() {
+            if !members.contains(next) || came_from.contains_key(next) {
+                continue;
+            }
+            came_from.insert(next.clone(), at.clone());
+            if next == start {
+                let mut circle = vec![at.clone()];
+                while circle.last().unwrap() != start {
+                    let before = came_from[circle.last().unwrap()].clone();
+                    circle.push(before);
+                }
+                circle.reverse();
+                return circle;
+            }
+            queue.push_back(next.clone());
+        }
+    }
+    unreachable!("a strongly connected component has a circle through each member")
 }
 
 #[test]
 fn no_crate_of_the_workspace_has_an_import_circle() {
     let mut report = Vec::new();
-    for (dir, root) in [
-        ("retry-rules", "lib"),
-        ("retry-macro", "lib"),
-        ("retry-runtime", "lib"),
-        ("retry-queue", "lib"),
-        ("retry-queue", "main"),
-        ("tests", "lib"),
-    ] {
-        report.extend(circles_of(dir, root).0);
+    for (src, root) in ROOTS.into_iter().chain(BIN_ROOTS) {
+        report.extend(circles_of(src, root).0);
     }
     assert!(report.is_empty(), "import circles:\n{}", report.join("\n"));
+}
+
+#[test]
+fn no_module_of_the_workspace_has_a_loop_among_its_children() {
+    let mut report = Vec::new();
+    for (src, root) in ROOTS.into_iter().chain(BIN_ROOTS) {
+        let (krate, edges, examples) = graph_of(src, root);
+        report.extend(module_loops(src, root, &krate, &edges, &examples));
+    }
+    assert!(
+        report.is_empty(),
+        "{} module loops:\n{}",
+        report.len(),
+        report.join("\n")
+    );
 }
 
 /// The checker itself sees the edges it is meant to see: a re-export is followed to the file
 /// that defines the item, and a circle that exists is reported.
 #[test]
 fn the_checker_follows_reexports_and_reports_a_known_circle() {
-    let (_, edges) = circles_of("retry-runtime", "lib");
+    let (_, edges) = circles_of("retry-runtime/src", "lib");
     let from = |s: &str| edges.get(&s.split("::").map(String::from).collect::<ModPath>());
     let path = |s: &str| s.split("::").map(String::from).collect::<ModPath>();
     // `use crate::durable::error::Error` and `crate::durable::Error` both land on error.rs.
@@ -587,4 +768,105 @@ fn the_checker_follows_reexports_and_reports_a_known_circle() {
     toy.insert(path("c"), BTreeSet::from([path("a")]));
     toy.insert(path("d"), BTreeSet::from([path("a")]));
     assert_eq!(circles(&toy), vec![vec![path("a"), path("b"), path("c")]]);
+}
+
+/// A module loop that is no file circle is reported, with the file and item of each step:
+/// `a/x.rs` names `b/y.rs`'s item and `b/z.rs` names `a/w.rs`'s, so the files form no circle
+/// but the modules `a` and `b` lean on each other. A `pub use` facade and a test module are
+/// no edges; the parent's own file is a node of its own.
+#[test]
+fn the_checker_reports_a_module_loop_that_is_no_file_circle() {
+    let file = |path: &str, code: &str| {
+        let module: ModPath = path
+            .trim_end_matches(".rs")
+            .trim_end_matches("/mod")
+            .split('/')
+            .filter(|s| *s != "lib")
+            .map(String::from)
+            .collect();
+        (module, path.to_string(), code.to_string())
+    };
+    let mut krate = Crate::of([
+        file("lib.rs", "mod a; mod b; mod c; pub use c::Facade;"),
+        file("a/mod.rs", "mod x; mod w;"),
+        file("a/x.rs", "use crate::b::y::Item;"),
+        file("a/w.rs", "pub struct Thing;"),
+        file("b/mod.rs", "mod y; mod z; pub use crate::a::w::Thing;"),
+        file("b/y.rs", "pub struct Item;"),
+        file("b/z.rs", "fn f() -> crate::a::w::Thing { todo!() }"),
+        file(
+            "c/mod.rs",
+            "pub struct Facade; #[cfg(test)] mod tests { use crate::a::x; }",
+        ),
+    ]);
+    let (edges, examples) = krate.edges();
+    assert!(circles(&edges).is_empty(), "no file circle: {edges:?}");
+    let loops = module_loops("toy", "lib", &krate, &edges, &examples);
+    assert_eq!(
+        loops,
+        vec![
+            "toy (lib): a loop among the modules of `crate`: a -> b -> a\n    \
+             a -> b: a/x.rs names crate::b::y::Item (b/y.rs)\n    \
+             b -> a: b/z.rs names crate::a::w::Thing (a/w.rs)"
+                .to_string()
+        ]
+    );
+
+    // The parent's own file is a node: `p/mod.rs` calls into `q`, `q` names `r`'s item and `r`
+    // names `p`'s own type, a loop no file circle shows.
+    let mut krate = Crate::of([
+        file("lib.rs", "mod p;"),
+        file(
+            "p/mod.rs",
+            "mod q; mod r; pub struct Own; fn f() { q::go(); }",
+        ),
+        file("p/q/mod.rs", "mod inner; pub fn go() {}"),
+        file("p/q/inner.rs", "use crate::p::r::Deep;"),
+        file("p/r.rs", "pub struct Deep(super::Own);"),
+    ]);
+    let (edges, examples) = krate.edges();
+    assert!(circles(&edges).is_empty(), "no file circle: {edges:?}");
+    let loops = module_loops("toy", "lib", &krate, &edges, &examples);
+    assert_eq!(loops.len(), 1, "{loops:#?}");
+    assert!(
+        loops[0].starts_with(
+            "toy (lib): a loop among the modules of `p`: p's own file -> q -> r -> p's own file"
+        ),
+        "{}",
+        loops[0]
+    );
+}
+
+/// Prints the graph of one module's children, one edge a line with the file and item that make
+/// it, to plan a layering: `IMPORT_GRAPH="retry-runtime/src lib durable::worker" cargo test -p
+/// retry-tests --test import_cycles -- --ignored --nocapture` (`crate` for the root).
+#[test]
+#[ignore = "a tool: prints the module graph IMPORT_GRAPH names"]
+fn print_a_module_graph() {
+    let spec =
+        std::env::var("IMPORT_GRAPH").unwrap_or_else(|_| "retry-runtime/src lib crate".into());
+    let mut parts = spec.split_whitespace();
+    let (src, root) = (parts.next().unwrap(), parts.next().unwrap());
+    let module: ModPath = match parts.next().unwrap_or("crate") {
+        "crate" => Vec::new(),
+        m => m.split("::").map(String::from).collect(),
+    };
+    let (krate, edges, examples) = graph_of(src, root);
+    let mut seen = BTreeSet::new();
+    for (from, tos) in &edges {
+        for to in tos {
+            let (Some(a), Some(b)) = (node_in(&module, from), node_in(&module, to)) else {
+                continue;
+            };
+            if a != b && seen.insert((a.clone(), b.clone())) {
+                println!(
+                    "{} -> {}: {} names {}",
+                    a.first().map_or("(own file)", String::as_str),
+                    b.first().map_or("(own file)", String::as_str),
+                    krate.files[from].path,
+                    examples[&(from.clone(), to.clone())]
+                );
+            }
+        }
+    }
 }

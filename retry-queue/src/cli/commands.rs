@@ -88,7 +88,7 @@ async fn stats<W: Write>(base: &Queue, output: Output<'_, W>) -> Result<(), Fail
         .await
         .map_err(|e| failure(e, base, None))?;
     let now = base.now();
-    let figures = crate::ops::figures(base, &stats, &workers)
+    let figures = json::figures(base, &stats, &workers)
         .await
         .map_err(|e| failure(e, base, None))?;
     output.print(

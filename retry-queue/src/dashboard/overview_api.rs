@@ -22,9 +22,7 @@ pub(crate) async fn queues(State(base): State<Arc<Queue>>) -> Answer<Overview> {
     let inspector = base.inspector();
     let stats = inspector.stats().await.map_err(fail)?;
     let workers = inspector.workers().await.map_err(fail)?;
-    let queues = crate::ops::figures(&base, &stats, &workers)
-        .await
-        .map_err(fail)?;
+    let queues = json::figures(&base, &stats, &workers).await.map_err(fail)?;
     Ok(Json(json::overview(base.now(), queues)))
 }
 

@@ -16,12 +16,13 @@ use std::time::SystemTime;
 
 use retry_runtime::durable::rfc3339;
 use retry_runtime::durable::{
-    ErrorGroup, HeldTask, HistoryBucket, QueueStats, SchedulerEntry, TaskInfo, TaskState,
-    WorkerInfo,
+    Error, ErrorGroup, HeldTask, HistoryBucket, Queue, QueueStats, SchedulerEntry, TaskInfo,
+    TaskState, WorkerInfo,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::ops;
 pub(crate) use action_answers::*;
 pub(crate) use answers::*;
 pub(crate) use schema::{MigratedJson, schema, state_name};
@@ -217,6 +218,26 @@ pub(crate) fn queue(
         workers: workers as u64,
         running: running as u64,
     }
+}
+
+/// The figures of every queue in `stats`: each with its earliest due scheduled or retry task
+/// and how many of the live `workers` serve it (what the overview shows).
+pub(crate) async fn figures(
+    base: &Queue,
+    stats: &[QueueStats],
+    workers: &[WorkerInfo],
+) -> Result<Vec<QueueJson>, Error> {
+    let mut queues = Vec::with_capacity(stats.len());
+    for s in stats {
+        let named = base.clone().try_named(s.queue.clone())?;
+        let due = ops::next_due(&named).await?;
+        let running = match s.active {
+            0 => 0,
+            _ => ops::running_ids(&named, workers).await?.len(),
+        };
+        queues.push(queue(s, due, workers, running));
+    }
+    Ok(queues)
 }
 
 /// The figures of a queue without tasks and not paused (which `stats` does not list).

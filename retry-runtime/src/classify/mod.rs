@@ -2,10 +2,6 @@
 
 use std::time::Duration;
 
-pub(crate) mod erased;
-mod io_error;
-pub(crate) mod registered;
-
 /// Tells the retry loop whether a failure is transient, and how long the other side asked us
 /// to wait.
 ///

@@ -3,7 +3,7 @@
 
 use super::state::overrides;
 use crate::backoff::Policy;
-use crate::retrier::Site;
+use crate::site::Site;
 
 /// What a site's failed attempt runs under: its attempts, its schedule, whether it may hedge.
 pub(crate) struct Effective {

@@ -230,7 +230,7 @@ fn put_into_effect((given, mut report): (BySystem, Report), partial: Partial) ->
         let code = protect::lookup(system)
             .map(|p| p.code())
             .unwrap_or_default();
-        let sites: Vec<_> = protect::sites::of(system).collect();
+        let sites: Vec<_> = crate::site::listed::of(system).collect();
         let queue = queue::coded(system);
         let overrides = tighten::system(system, values, code, queue, &sites, &mut report);
         map.insert(system.as_str().into(), overrides);
@@ -240,12 +240,15 @@ fn put_into_effect((given, mut report): (BySystem, Report), partial: Partial) ->
         report.log();
         return report;
     }
+    // The protections ask the configuration for what is in effect through this seam: they sit
+    // below it and do not name it.
+    protect::tighten_with(protections);
     state::swap(map);
     for system in given.keys() {
         protect::for_system(system);
     }
     for protection in protect::all() {
-        protection.refresh();
+        crate::systems::refresh(protection);
     }
     report.log();
     report

@@ -10,8 +10,8 @@ use super::queue::{self, QueueLimits};
 use super::report::Report;
 use super::state::Overrides;
 use crate::protect::{Breaker, Settings};
-use crate::retrier::Site;
 use crate::rules::{self, Violation, duration::show};
+use crate::site::Site;
 
 /// Values given, by system.
 pub(super) type BySystem = std::collections::BTreeMap<String, Vec<Given>>;

@@ -259,10 +259,10 @@ impl StdError for Error {
     }
 }
 
+use crate::describe::chain_text;
 /// The error and its sources, the error itself first: the walk `Classify` uses, bounded (a
 /// buggy `source()` that returns its own error must not hang the worker).
-pub(crate) use crate::classify::erased::links as chain;
-use crate::describe::chain_text;
+pub(crate) use crate::erased::links as chain;
 
 /// Longest `last_err` stored, in bytes.
 const MAX_ERR_TEXT: usize = 4096;

@@ -25,7 +25,8 @@ use super::{HedgeSite, report};
 use crate::backoff::MAX_ATTEMPTS;
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
-use crate::retrier::{GiveUp, Site};
+use crate::give_up::GiveUp;
+use crate::site::Site;
 use crate::{attempt, config, deadline, observe};
 
 /// Attempts that can run beside the inline one.
@@ -235,7 +236,9 @@ where
         if *this.hedges & (1 << attempt) != 0 {
             report::hedge_won(this.site, &this.hedge.counters, attempt);
         } else {
-            observe::succeeded(this.site, attempt, None);
+            let site = *this.site;
+            let attempts = || config::effective(site).attempts;
+            observe::succeeded(&site.observer, attempt, &attempts, None);
         }
     }
 
@@ -249,8 +252,11 @@ where
         inner_gave_up: bool,
         error: ErrorText<'_>,
     ) -> bool {
+        let site = self.site;
+        let attempts = || config::effective(site).attempts;
         let failure = observe::Failure {
-            site: self.site,
+            observer: &site.observer,
+            attempts: &attempts,
             attempt,
             key: None,
             error,

@@ -10,7 +10,7 @@
 //! An attempt that lost the race is dropped uncounted, so a hedged site's attempts started are
 //! one per call, plus `retry`, plus `hedged`.
 
-use crate::retrier::Site;
+use crate::site::Site;
 
 /// The values of the `outcome` label that hedging adds.
 #[cfg(feature = "metrics")]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::Classify;
-use crate::classify::erased;
+use crate::erased;
 
 /// Walks the source chain, starting at the error `anyhow` wraps (contexts added with
 /// `.context(...)` are looked through), and the first error whose type is known decides, with its

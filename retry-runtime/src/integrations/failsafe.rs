@@ -36,21 +36,6 @@ impl<E: Classify> Classify for Error<E> {
     }
 }
 
-/// true for a `failsafe::Error::Rejected` of one of the inner types users box most often (a
-/// downcast needs the concrete type; see the source-chain walk in `erased`).
-pub(crate) fn is_erased_rejection(error: &(dyn std::error::Error + 'static)) -> bool {
-    macro_rules! rejected_of {
-        ($($inner:ty),* $(,)?) => {
-            false $(|| matches!(error.downcast_ref::<Error<$inner>>(), Some(Error::Rejected)))*
-        };
-    }
-    #[cfg(feature = "reqwest")]
-    if rejected_of!(::reqwest::Error) {
-        return true;
-    }
-    rejected_of!(std::io::Error, crate::http::StatusError)
-}
-
 #[cfg(test)]
 mod tests {
     use std::fmt;

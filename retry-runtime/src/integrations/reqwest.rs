@@ -5,7 +5,7 @@ use std::error::Error as _;
 use ::reqwest::Error;
 
 use crate::Classify;
-use crate::classify::erased;
+use crate::erased;
 use crate::http::is_transient_status;
 
 /// Deny by default: transient only when the request may well succeed if sent again.

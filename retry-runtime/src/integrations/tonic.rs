@@ -7,7 +7,7 @@ use std::time::Duration;
 use ::tonic::{Code, Status, TimeoutExpired};
 
 use crate::Classify;
-use crate::classify::erased;
+use crate::erased;
 
 /// The trailer (or trailers-only header) in which a gRPC server tells the client how long to
 /// wait before retrying, in milliseconds: gRPC's retry design A6.

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::retrier::GiveUp;
+use crate::give_up::GiveUp;
 
 /// The give-up reasons, in the order of their counts.
 const REASONS: [GiveUp; 11] = [

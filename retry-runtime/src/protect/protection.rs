@@ -1,11 +1,23 @@
 //! One system's protections: its breaker and bulkhead as they run, and what the code set for
 //! them, which the configuration tightens (`crate::config`) into what is in effect.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::breaker_cell::BreakerCell;
 use super::bulkhead::BulkheadCell;
 use super::settings::Settings;
+
+/// What the configuration makes of a system's code settings (`config::protections`: the code's,
+/// tightened), put here by the configuration before it first puts a map into force. The
+/// protections sit below the configuration and never name it; until then there is nothing to
+/// tighten.
+static TIGHTEN: OnceLock<fn(&str, Settings) -> Settings> = OnceLock::new();
+
+/// Makes `tighten` what the protections ask for the settings in effect (the configuration's
+/// `protections`). Called by the configuration; the first call wins.
+pub(crate) fn tighten_with(tighten: fn(&str, Settings) -> Settings) {
+    let _ = TIGHTEN.set(tighten);
+}
 
 /// One system's protections.
 pub(crate) struct Protection {
@@ -42,6 +54,12 @@ impl Protection {
         }
     }
 
+    /// Puts the code's settings, tightened by the configuration now in force, into effect (the
+    /// configuration changed; `crate::systems::refresh` logs what it newly enabled).
+    pub(crate) fn refresh(&self) {
+        self.set_code(|_| {});
+    }
+
     /// What the code set.
     pub(crate) fn code(&self) -> Settings {
         *self.code.lock().unwrap_or_else(PoisonError::into_inner)
@@ -49,7 +67,7 @@ impl Protection {
 
     /// Changes what the code set, and puts it into effect tightened by the configuration now in
     /// force (a no-op `change` after the configuration changed).
-    pub(super) fn set_code(&self, change: impl FnOnce(&mut Settings)) {
+    pub(crate) fn set_code(&self, change: impl FnOnce(&mut Settings)) {
         let mut code = self.code.lock().unwrap_or_else(PoisonError::into_inner);
         change(&mut code);
         self.put_into_effect(*code);
@@ -57,7 +75,9 @@ impl Protection {
 
     /// Puts `code` into effect, tightened by the configuration.
     pub(super) fn put_into_effect(&self, code: Settings) {
-        let effective = crate::config::protections(self.system, code);
+        let effective = TIGHTEN
+            .get()
+            .map_or(code, |tighten| tighten(self.system, code));
         self.breaker.configure(effective.breaker);
         self.bulkhead.configure(effective.bulkhead);
     }

@@ -10,27 +10,10 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::breaker::{Breaker, BreakerState};
-use super::bulkhead::{Bulkhead, BulkheadState};
+use super::breaker::BreakerState;
+use super::bulkhead::BulkheadState;
 use super::protection::Protection;
 use super::settings::Settings;
-use super::sites;
-
-impl Protection {
-    /// Puts the code's settings, tightened by the configuration now in force, into effect (the
-    /// configuration changed). Logs the sites without `protect` when this gives the system a
-    /// protection it did not have.
-    pub(crate) fn refresh(&self) {
-        let had = (self.breaker.is_enabled(), self.bulkhead.is_enabled());
-        self.set_code(|_| {});
-        if !had.0 && self.breaker.is_enabled() {
-            sites::warn_unprotected(self.system, "a circuit breaker");
-        }
-        if !had.1 && self.bulkhead.is_enabled() {
-            sites::warn_unprotected(self.system, "a bulkhead");
-        }
-    }
-}
 
 type Registry = BTreeMap<&'static str, &'static Protection>;
 
@@ -64,20 +47,6 @@ pub(crate) fn all() -> Vec<&'static Protection> {
 /// The protections of `system`, if registered.
 pub(crate) fn lookup(system: &str) -> Option<&'static Protection> {
     registry().get(system).copied()
-}
-
-/// [`System::set_breaker`](crate::System::set_breaker) by name.
-pub(crate) fn set_breaker(system: &str, breaker: Breaker) {
-    let protection = for_system(system);
-    protection.set_code(|code| code.breaker = Some(breaker));
-    sites::warn_unprotected(protection.system, "a circuit breaker");
-}
-
-/// [`System::set_bulkhead`](crate::System::set_bulkhead) by name.
-pub(crate) fn set_bulkhead(system: &str, bulkhead: Bulkhead) {
-    let protection = for_system(system);
-    protection.set_code(|code| code.bulkhead = Some(bulkhead));
-    sites::warn_unprotected(protection.system, "a bulkhead");
 }
 
 /// [`System::breaker_state`](crate::System::breaker_state) by name.

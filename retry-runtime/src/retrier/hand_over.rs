@@ -23,10 +23,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{GiveUp, Judged, Retrier};
+use super::engine::{Judged, Retrier};
 use crate::ambient::Cause;
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
+use crate::give_up::GiveUp;
 use crate::key::IdempotencyKey;
 use crate::protect::Rejected;
 use crate::{attempt, observe};
@@ -147,7 +148,7 @@ impl Retrier<&dyn IdempotencyKey> {
         match self.judge(verdict, inner_gave_up, &mut rand::rng()) {
             Judged::Permanent if verdict.asks_to_wait().is_some() => off(GiveUp::Throttled),
             Judged::Permanent => {
-                observe::permanent(&self.failure(error));
+                observe::permanent(&self.failure(error, &|| self.attempts_in_effect()));
                 Next::Return
             }
             Judged::Pause(pause) => {
@@ -203,7 +204,8 @@ impl Retrier<&dyn IdempotencyKey> {
         handed: &H,
         error: ErrorText<'_>,
     ) -> Option<HandedOver> {
-        let failure = self.failure(error);
+        let attempts = || self.attempts_in_effect();
+        let failure = self.failure(error, &attempts);
         attempt::gave_up();
         let reason = off.reason;
         match handed.handed_over() {

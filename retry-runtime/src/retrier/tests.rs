@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::Jitter;
+use crate::result::RetryResult;
+use crate::site::site;
 use rand::SeedableRng as _;
 
 const MS: Duration = Duration::from_millis(1);

@@ -17,7 +17,7 @@ use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::hedge::{Hedge, HedgeSite, Hedged};
 use crate::http::StatusError;
-use crate::retrier::Site;
+use crate::site::Site;
 
 /// A layer's hedge setting, and its call site once made (leaked once per layer value, like the
 /// layer's [`Site`]).

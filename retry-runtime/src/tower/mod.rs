@@ -46,7 +46,7 @@ pub use service::RetryService;
 
 use crate::backoff::Policy;
 use crate::hedge::Hedge;
-use crate::retrier::BuiltSite;
+use crate::site::BuiltSite;
 
 /// A [`tower_layer::Layer`] that retries requests under the retry rules; see the
 /// [module docs](self).

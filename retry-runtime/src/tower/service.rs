@@ -17,13 +17,14 @@ use crate::http::StatusError;
 use crate::http::{idempotency_key, is_safe};
 use crate::key::IdempotencyKey;
 use crate::request_loop::{self, Attempts, Sent};
-use crate::retrier::Site;
+use crate::site::Site;
 
 /// A protected layer's permit and admission (nothing for an unprotected one).
 mod protect {
     use crate::BoxError;
-    use crate::protect::{Permit, enter_waiting};
-    use crate::retrier::Site;
+    use crate::protect::Permit;
+    use crate::retrier::admission::enter_waiting;
+    use crate::site::Site;
 
     /// The bulkhead's permit and the breaker's admission of a call made once.
     pub(super) async fn enter(site: &'static Site) -> Result<Option<Permit>, BoxError> {

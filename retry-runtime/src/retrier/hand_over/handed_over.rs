@@ -158,7 +158,7 @@ pub fn handed_over<'e>(error: &'e (dyn Error + 'static)) -> Option<&'e str> {
 /// assert!(refused.to_string().contains("task order-7:charge under this idempotency key is archived"));
 /// ```
 pub fn hand_over_news<'e>(error: &'e (dyn Error + 'static)) -> Option<&'e HandedOver> {
-    crate::classify::erased::links(error).find_map(|link| link.downcast_ref::<HandedOver>())
+    crate::erased::links(error).find_map(|link| link.downcast_ref::<HandedOver>())
 }
 
 /// An error type that can carry a [`HandedOver`]: `#[retry(…, hand_over = …)]` calls it on the

@@ -9,8 +9,14 @@ use std::time::Duration;
 use retry_runtime::BoxError;
 use retry_runtime::durable::ActiveTask;
 
-use crate::Mode;
 use crate::effects::{Effect, Effects};
+
+/// What the handlers do: see the crate's documentation (`main.rs`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Fleet,
+    Gated,
+}
 
 /// One line per event, flushed at once: the test reads the file while the process runs (or
 /// after it was killed).

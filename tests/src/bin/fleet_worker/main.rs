@@ -49,14 +49,7 @@ use std::time::Duration;
 use retry_runtime::durable::{Queue, Scheduler, Task, Worker};
 
 use crate::effects::Effects;
-use crate::handler::{Ctx, Log, handle};
-
-/// What the handlers do: see the module's documentation.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Fleet,
-    Gated,
-}
+use crate::handler::{Ctx, Log, Mode, handle};
 
 struct Args {
     url: String,

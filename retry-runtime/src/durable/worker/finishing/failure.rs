@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use crate::Classify;
-use crate::classify::erased;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::rfc3339 as fmt_time;
 use crate::durable::clock::{DelayRng, default_retry_delay, from_ms};
@@ -20,6 +19,7 @@ use crate::durable::error::{
     BoxError, Error, SkipRetry, Snooze, chain, error_text, has_client_error,
 };
 use crate::durable::worker::finishing::throttle;
+use crate::erased;
 use crate::protect::BreakerState;
 
 /// `retry_delay(n, err, task)`: the pause before the retry that follows `n` retries.

@@ -8,13 +8,10 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::bulkhead::Permit;
-use super::protection::Protection;
-use super::registry::for_system;
-use super::rejected::Rejected;
-use crate::classify::Verdict;
 use crate::observe;
-use crate::retrier::{RetryResult, Site};
+use crate::protect::{Permit, Rejected};
+use crate::result::RetryResult;
+use crate::site::Site;
 
 /// A permit of the site's system's bulkhead, or a place in its queue when it is full.
 #[inline]
@@ -70,7 +67,7 @@ impl Queued {
             system: self.0.system,
         };
         if self.1 {
-            observe::rejected(self.0, rejected);
+            observe::rejected(&self.0.observer, rejected);
         }
         rejected
     }
@@ -96,7 +93,7 @@ impl Future for Wait {
 }
 
 /// Turns a refusal into the fn's result: `Err(E::from(rejected))`. Built once per call from
-/// [`from_rejected`](super::rejected::from_rejected), spanned at `protect`, so that an error
+/// [`from_rejected`](crate::protect::from_rejected), spanned at `protect`, so that an error
 /// type without `From<Rejected>` is reported there, once.
 pub struct Reject<R: RetryResult> {
     convert: fn(Rejected) -> R::Error,
@@ -117,54 +114,5 @@ impl<R: RetryResult> Reject<R> {
     #[inline]
     pub fn failed(&self, rejected: Rejected) -> R {
         R::failed((self.convert)(rejected))
-    }
-}
-
-/// What a protected site asks of its system's breaker and bulkhead.
-impl Site {
-    /// The breaker and bulkhead of this site's system.
-    #[inline]
-    pub(crate) fn protection(&'static self) -> &'static Protection {
-        self.protection.get_or_init(|| for_system(self.system))
-    }
-
-    /// Whether the system's breaker lets an attempt through now; a refusal is counted.
-    #[inline]
-    pub(crate) fn admit(&'static self) -> Result<(), Rejected> {
-        self.admit_uncounted().inspect_err(|rejected| {
-            observe::rejected(self, *rejected);
-        })
-    }
-
-    /// [`admit`](Site::admit), the refusal not counted (its caller counts what it does next).
-    #[inline]
-    pub(crate) fn admit_uncounted(&'static self) -> Result<(), Rejected> {
-        if self.protection().breaker.admit() {
-            return Ok(());
-        }
-        Err(Rejected::BreakerOpen {
-            system: self.system,
-        })
-    }
-
-    /// Tells a protected site's breaker what became of an attempt: `None` a success, else its
-    /// verdict. A transient failure counts against the system, a permanent error is an answer
-    /// (the system is up), a rejection is nothing (R-RES-RE-X4). An unprotected site only tests
-    /// its flag.
-    #[inline(always)]
-    pub(crate) fn feed_breaker(&'static self, verdict: Option<Verdict>) {
-        if self.protect {
-            self.feed_protected(verdict);
-        }
-    }
-
-    #[inline(never)]
-    fn feed_protected(&'static self, verdict: Option<Verdict>) {
-        let breaker = &self.protection().breaker;
-        match verdict {
-            Some(v) if v.rejection => {}
-            Some(v) if v.transient => breaker.on_failure(),
-            _ => breaker.on_answer(),
-        }
     }
 }

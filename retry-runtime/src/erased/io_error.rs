@@ -1,11 +1,11 @@
 //! `io::Error`'s verdict: by its kind, or, for a tunnel (`io::Error::other(inner)`), by what it
-//! carries ([`erased`](super::erased)).
+//! carries ([`erased`](super)).
 
 use std::io;
 use std::time::Duration;
 
-use super::Classify;
-use super::erased;
+use crate::Classify;
+use crate::erased;
 
 /// Timeouts, resets, refused or aborted connections, broken pipes, interrupted calls and
 /// unexpected ends of stream are transient; every other kind is permanent. An

@@ -2,7 +2,7 @@
 //! configuration can check a value against what each site compiled, and
 //! [`System::set_breaker`](crate::System::set_breaker) can name the sites of a system that were compiled without `protect`.
 
-use crate::retrier::Site;
+use super::Site;
 
 /// One `#[retry]` site, as its expansion registers it.
 #[doc(hidden)]

@@ -1,5 +1,5 @@
 //! The link-time registry of the types that `#[derive(Classify)]`: each non-generic one submits
-//! a downcast to itself, so that the walk of a type-erased error ([`super::erased`]) knows it
+//! a downcast to itself, so that the walk of a type-erased error ([`erased`](super)) knows it
 //! once it is a `Box<dyn Error>` or an `anyhow::Error` (what `Worker::handle` and `?` make of
 //! it). Without this, an adapter's enum with `#[error(transparent)] Http(StatusError)` loses the
 //! 4xx it holds when it is boxed: thiserror's `source()` skips the transparent field.
@@ -87,7 +87,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::classify::erased;
+    use crate::erased;
 
     /// An adapter error as `#[derive(Classify)]` would register it.
     #[derive(Debug)]

@@ -9,9 +9,13 @@ use std::error::Error;
 use std::io;
 use std::time::Duration;
 
-use super::registered;
 use crate::Classify;
 use crate::classify::Verdict;
+
+#[cfg(feature = "failsafe")]
+mod failsafe;
+mod io_error;
+pub(crate) mod registered;
 use crate::http::StatusError;
 
 /// How many errors of a source chain are looked at, at most: a chain is a few links long, and a
@@ -111,7 +115,7 @@ fn verdict(error: &(dyn Error + 'static)) -> Option<Verdict> {
         return Some(Verdict::of(rejected));
     }
     #[cfg(feature = "failsafe")]
-    if crate::integrations::failsafe::is_erased_rejection(error) {
+    if failsafe::is_rejection(error) {
         return Some(Verdict {
             transient: false,
             retry_after: None,

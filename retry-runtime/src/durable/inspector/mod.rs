@@ -4,13 +4,14 @@
 
 use std::fmt;
 
-use crate::durable::client::task::{TaskInfo, TaskState};
 use crate::durable::clock::{from_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
+use crate::durable::state::TaskState;
 use crate::durable::store::{control, counts, operator, tasks};
+use crate::durable::types::presence::{SchedulerEntry, WorkerInfo};
+use crate::durable::types::task::TaskInfo;
 use crate::durable::worker::janitor;
-use presence::{SchedulerEntry, WorkerInfo};
 pub use stats::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, QueueStats};
 
 mod find;

@@ -20,7 +20,7 @@
 //!   is refused, and whichever of A's calls meets the database first (the attempt's renewal, or
 //!   its completion) is refused by the fence and logged; or, as is usual, A drops the attempt
 //!   by itself: a renewal that gets no answer before the lease runs out gives the attempt up
-//!   (`durable/worker/supervisor.rs`), so A's handler stops about when B may start.
+//!   (`durable/worker/execution/supervisor.rs`), so A's handler stops about when B may start.
 //!
 //! Each task ends completed once, by B; nothing is lost; A's late outcomes change nothing; and
 //! the side-effect rows are exactly A's one written under its lease and B's two.
@@ -43,9 +43,9 @@ use sqlx::{Connection, PgConnection, Row};
 /// How long a claim holds a task: renewed every third of it (1 s) while the handler runs.
 const LEASE_MS: u64 = 3000;
 
-/// What A logs when the fence refuses a completion (`durable/worker/completer.rs`).
+/// What A logs when the fence refuses a completion (`durable/worker/finishing/completer.rs`).
 const FENCED_COMPLETION: &str = "outcome not recorded, the lease was taken over (fenced off)";
-/// … when the fence refuses a renewal (`durable/worker/supervisor.rs`).
+/// … when the fence refuses a renewal (`durable/worker/execution/supervisor.rs`).
 const FENCED_RENEWAL: &str = "lease lost (recovered elsewhere), attempt dropped";
 /// … when it gives an attempt up because no renewal got through in time.
 const GIVEN_UP: &str = "lease could not be renewed, attempt dropped";

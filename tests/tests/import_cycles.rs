@@ -1,7 +1,7 @@
 //! No import circle inside any crate of the workspace.
 //!
 //! The graph: one node per `.rs` file of a crate's `src/` (its module path read from the file's
-//! path: `durable/worker/attempt.rs` is `durable::worker::attempt`, a folder's `mod.rs` is the
+//! path: `durable/worker/execution/attempt.rs` is `durable::worker::execution::attempt`, a folder's `mod.rs` is the
 //! folder). An edge A → B when file A names an item *defined* in file B:
 //!
 //! - through a `use` line or a path in code that starts with `crate::`, `$crate::`, `super::`,
@@ -573,7 +573,8 @@ fn the_checker_follows_reexports_and_reports_a_known_circle() {
     let from = |s: &str| edges.get(&s.split("::").map(String::from).collect::<ModPath>());
     let path = |s: &str| s.split("::").map(String::from).collect::<ModPath>();
     // `use crate::durable::error::Error` and `crate::durable::Error` both land on error.rs.
-    let worker = from("durable::worker::attempt").expect("attempt.rs names other modules");
+    let worker =
+        from("durable::worker::execution::attempt").expect("attempt.rs names other modules");
     assert!(worker.contains(&path("durable::error")), "{worker:?}");
     assert!(
         !worker.contains(&path("durable")),

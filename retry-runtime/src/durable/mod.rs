@@ -71,4 +71,4 @@ pub use types::defaults::{
 pub use types::presence::{HeldTask, SchedulerEntry, WorkerInfo};
 pub use types::task::TaskInfo;
 pub use worker::Worker;
-pub use worker::limit::SystemLimit;
+pub use worker::execution::limit::SystemLimit;

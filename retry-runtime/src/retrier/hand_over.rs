@@ -240,7 +240,7 @@ impl Retrier<&dyn IdempotencyKey> {
 /// `postgres`; a custom worker's handler is not known).
 fn own_task(key: &dyn IdempotencyKey) -> bool {
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    return crate::durable::worker::attempt::running_task_is(&key);
+    return crate::durable::worker::execution::attempt::running_task_is(&key);
     #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
     {
         let _ = key;

@@ -18,7 +18,7 @@ use crate::durable::types::defaults::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,
 };
 use crate::durable::types::task::TaskInfo;
-use crate::durable::worker::wake::Wake;
+use crate::durable::worker::execution::wake::Wake;
 
 /// A handle on one named queue of a task database: cheap to clone, shared by the clients that
 /// enqueue, the workers that run the tasks ([`Worker::new`](crate::durable::Worker::new)) and the

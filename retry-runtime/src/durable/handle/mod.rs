@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::durable::clock::Clock;
 use crate::durable::store::Store;
 use crate::durable::store::file_identity::WatchedFile;
-use crate::durable::worker::wake::Wake;
+use crate::durable::worker::execution::wake::Wake;
 
 /// One queue of one database, as every handle on it sees it.
 #[derive(Clone)]
@@ -20,7 +20,7 @@ pub(crate) struct Handle {
     pub(crate) archive_max_tasks: u64,
     pub(crate) archive_max_age: Duration,
     pub(crate) completed_retention: Duration,
-    /// Rung when a task of the database may have become due (see [`wake`](crate::durable::worker::wake)).
+    /// Rung when a task of the database may have become due (see [`wake`](crate::durable::worker::execution::wake)).
     pub(crate) wake: Wake,
     /// The SQLite file the queue connected to, which the inspector watches (`None`: PostgreSQL,
     /// an in-memory database).

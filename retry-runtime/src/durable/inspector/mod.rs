@@ -11,7 +11,7 @@ use crate::durable::state::TaskState;
 use crate::durable::store::{control, counts, operator, tasks};
 use crate::durable::types::presence::{SchedulerEntry, WorkerInfo};
 use crate::durable::types::task::TaskInfo;
-use crate::durable::worker::janitor;
+use crate::durable::worker::maintenance::janitor;
 pub use stats::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, QueueStats};
 
 mod find;

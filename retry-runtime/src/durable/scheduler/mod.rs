@@ -26,7 +26,7 @@ use crate::durable::scheduler::recurrence::Recurrence;
 use crate::durable::store::presence::{self, EntryRow};
 use crate::durable::types::defaults::DEFAULT_HEARTBEAT_INTERVAL;
 use crate::durable::types::presence::{identity, stale_after};
-use crate::durable::worker::stopping::STOP_WRITES_GRACE;
+use crate::durable::worker::execution::stopping::STOP_WRITES_GRACE;
 
 /// Enqueues tasks periodically: every fixed period ([`every`](Scheduler::every)) or on a cron
 /// schedule ([`cron`](Scheduler::cron)), each period's task exactly once however many scheduler

@@ -283,7 +283,7 @@ pub(crate) async fn insert_many(
             match all_or_conflict!(pool, queue, tasks, sqlite_bound, SQLITE_INSERT) {
                 // A connection opened during a disk fault stays read-only: it was closed, and a
                 // fresh one takes the batch (as `db.rs` does for one statement).
-                Err(e) if super::sqlite_faults::is_read_only(&e) => {
+                Err(e) if super::sqlite::faults::is_read_only(&e) => {
                     all_or_conflict!(pool, queue, tasks, sqlite_bound, SQLITE_INSERT)
                 }
                 first => first,

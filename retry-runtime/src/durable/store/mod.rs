@@ -79,8 +79,6 @@ pub(crate) mod reports;
 mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite;
-#[cfg(feature = "sqlite")]
-mod sqlite_faults;
 pub(crate) mod systems;
 pub(crate) mod tasks;
 

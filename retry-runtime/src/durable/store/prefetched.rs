@@ -2,7 +2,7 @@
 //! `given_back` (migration 4).
 //!
 //! - A claim marks the tasks it takes beyond the worker's free slots with its lease token (the
-//!   claim statements of `sqlite.rs` and `postgres.rs`; those it starts at once stay NULL): no
+//!   claim statements of `sqlite/` and `postgres/`; those it starts at once stay NULL): no
 //!   statement of its own.
 //! - A prefetched task starts without a write: a statement per start cost more than the claim
 //!   and the completion together (no-op tasks, PostgreSQL, debug build: 1.16 statements a task

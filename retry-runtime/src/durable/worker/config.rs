@@ -15,23 +15,23 @@ use crate::durable::client::queue::Queue;
 use crate::durable::clock::DelayRng;
 use crate::durable::error::Error;
 use crate::durable::inspector::presence::DEFAULT_HEARTBEAT_INTERVAL;
-use crate::durable::worker::attempt::DEFAULT_LEASE;
-use crate::durable::worker::completer::{Completer, Writer};
-use crate::durable::worker::failure::Rules;
-use crate::durable::worker::fatal::{DEFAULT_OUTAGE_LIMIT, Fatal, Outage};
-use crate::durable::worker::gate::Gate;
-use crate::durable::worker::heartbeat::Heartbeat;
-use crate::durable::worker::janitor::Janitor;
-use crate::durable::worker::leadership::{Leadership, beat_interval};
-use crate::durable::worker::limit::Systems;
-use crate::durable::worker::metrics::Metrics;
-use crate::durable::worker::outcome::{ErrorFn, Outcomes};
-use crate::durable::worker::processor::{
+use crate::durable::worker::execution::attempt::DEFAULT_LEASE;
+use crate::durable::worker::execution::gate::Gate;
+use crate::durable::worker::execution::limit::Systems;
+use crate::durable::worker::execution::processor::{
     DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT, Processor,
 };
-use crate::durable::worker::recoverer::{DEFAULT_RECOVER_INTERVAL, Recoverer};
-use crate::durable::worker::runner::{Handler, Runner};
-use crate::durable::worker::served::Served;
+use crate::durable::worker::execution::runner::{Handler, Runner};
+use crate::durable::worker::execution::served::Served;
+use crate::durable::worker::finishing::completer::{Completer, Writer};
+use crate::durable::worker::finishing::failure::Rules;
+use crate::durable::worker::finishing::outcome::{ErrorFn, Outcomes};
+use crate::durable::worker::maintenance::fatal::{DEFAULT_OUTAGE_LIMIT, Fatal, Outage};
+use crate::durable::worker::maintenance::heartbeat::Heartbeat;
+use crate::durable::worker::maintenance::janitor::Janitor;
+use crate::durable::worker::maintenance::leadership::{Leadership, beat_interval};
+use crate::durable::worker::maintenance::recoverer::{DEFAULT_RECOVER_INTERVAL, Recoverer};
+use crate::durable::worker::metrics::Metrics;
 
 /// A worker's options and handlers, as its setters leave them.
 pub(crate) struct Config {

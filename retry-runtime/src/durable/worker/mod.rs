@@ -1,40 +1,15 @@
-//! The worker's loop, in asynq's components: [`Worker`] (options, handlers, `run_until`) wires
-//! `processor` (claims, runs attempts through `lease`, `attempt`, `supervisor`, `outcome`),
-//! `completer` (batched completions), `recoverer` (expired leases), `janitor` (limits),
-//! `heartbeat` (who runs what) and `metrics` (the task gauges).
+//! The worker's loop, in asynq's components, by role: [`Worker`] (options, handlers,
+//! `run_until`) wires [`execution`] (the `processor` claims and runs attempts through `lease`,
+//! `attempt`, `supervisor`), [`finishing`] (`outcome` of a failure, `completer`'s batched
+//! completions), [`maintenance`] (`recoverer` of expired leases, `janitor` of limits,
+//! `heartbeat` of who runs what) and `metrics` (the task gauges).
 
-pub(crate) mod attempt;
-pub(crate) mod claim;
-pub(crate) mod completer;
 pub(crate) mod config;
-pub(crate) mod due;
-pub(crate) mod failure;
-pub(crate) mod fatal;
-pub(crate) mod gate;
-mod handlers;
-pub(crate) mod heartbeat;
-pub(crate) mod janitor;
+pub(crate) mod execution;
+pub(crate) mod finishing;
 mod joined;
-pub(crate) mod leadership;
-pub(crate) mod lease;
-pub(crate) mod limit;
+pub(crate) mod maintenance;
 pub(crate) mod metrics;
-pub(crate) mod outcome;
-pub(crate) mod pace;
-pub(crate) mod periodic;
-pub(crate) mod processor;
-pub(crate) mod ramp;
-pub(crate) mod recoverer;
-pub(crate) mod runner;
-pub(crate) mod served;
-pub(crate) mod shared_breaker;
-mod span;
-mod start;
-pub(crate) mod stopping;
-mod supervisor;
-pub(crate) mod throttle;
-pub(crate) mod wake;
-pub(crate) mod write_retry;
 
 use std::fmt;
 use std::future::Future;
@@ -46,12 +21,12 @@ use crate::durable::client::task::{ActiveTask, TaskInfo};
 use crate::durable::error::{BoxError, Error};
 use crate::durable::store::Fence;
 use crate::durable::worker::config::Config;
-use crate::durable::worker::failure::Failure;
-use crate::durable::worker::fatal::Fatal;
+use crate::durable::worker::execution::limit::SystemLimit;
+use crate::durable::worker::execution::runner::Runner;
+use crate::durable::worker::execution::served::Served;
+use crate::durable::worker::finishing::failure::Failure;
 use crate::durable::worker::joined::log_join;
-use crate::durable::worker::limit::SystemLimit;
-use crate::durable::worker::runner::Runner;
-use crate::durable::worker::served::Served;
+use crate::durable::worker::maintenance::fatal::Fatal;
 
 #[doc = include_str!("../../../docs/worker.md")]
 pub struct Worker {

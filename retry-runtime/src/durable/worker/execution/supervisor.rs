@@ -13,10 +13,10 @@ use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
 use crate::durable::store::{Fence, control};
-use crate::durable::worker::failure::Failure;
-use crate::durable::worker::lease;
-use crate::durable::worker::outcome::{cancel, persist};
-use crate::durable::worker::runner::Runner;
+use crate::durable::worker::execution::lease;
+use crate::durable::worker::execution::runner::Runner;
+use crate::durable::worker::finishing::failure::Failure;
+use crate::durable::worker::finishing::outcome::{cancel, persist};
 
 /// How often a running attempt looks for an operator's cancel: a canceled handler is dropped
 /// within this (plus one read) of [`Inspector::cancel`](crate::durable::Inspector::cancel).

@@ -1,7 +1,7 @@
 //! One attempt of a claimed task: the handler runs in its own tokio task, under the task's
-//! timeout and deadline, watched by the [supervisor](crate::durable::worker::supervisor),
+//! timeout and deadline, watched by the [supervisor](crate::durable::worker::execution::supervisor),
 //! which renews its lease every third of it; a success goes to the
-//! [completer](crate::durable::worker::completer), a failure to the [outcomes](crate::durable::worker::outcome). A stop signal
+//! [completer](crate::durable::worker::finishing::completer), a failure to the [outcomes](crate::durable::worker::finishing::outcome). A stop signal
 //! (shutdown) drops the handler and gives the task back.
 
 use std::sync::Arc;
@@ -12,11 +12,11 @@ use tokio::sync::watch;
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
-use crate::durable::worker::completer::Completer;
-use crate::durable::worker::failure::{Failure, Judgement};
-use crate::durable::worker::runner::Runner;
-use crate::durable::worker::supervisor::{Bound, Running, lease_end, supervise};
-use crate::durable::worker::{lease, shared_breaker, span};
+use crate::durable::worker::execution::runner::Runner;
+use crate::durable::worker::execution::supervisor::{Bound, Running, lease_end, supervise};
+use crate::durable::worker::execution::{lease, shared_breaker, span};
+use crate::durable::worker::finishing::completer::Completer;
+use crate::durable::worker::finishing::failure::{Failure, Judgement};
 
 /// How long a claim holds a task unless renewed; renewed every third of it while the handler runs.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);

@@ -20,11 +20,11 @@ use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::store::breakers::{self, Shared};
 use crate::durable::store::{Fence, tasks};
-use crate::durable::worker::failure::{Failure, Judgement};
-use crate::durable::worker::gate::{DEFER_JITTER, Gate, Plan};
+use crate::durable::worker::execution::gate::{DEFER_JITTER, Gate, Plan};
+use crate::durable::worker::execution::runner::Runner;
+use crate::durable::worker::finishing::failure::{Failure, Judgement};
+use crate::durable::worker::finishing::outcome::persist;
 use crate::durable::worker::metrics::Outcome;
-use crate::durable::worker::outcome::persist;
-use crate::durable::worker::runner::Runner;
 
 /// The claim round's plan for `queue`: the shared breakers read first (when a watched system
 /// has a breaker), then the queue's probe taken for each system past its shared open time

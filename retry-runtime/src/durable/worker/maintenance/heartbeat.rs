@@ -26,10 +26,10 @@ use crate::durable::store::file_identity::FileIdentity;
 use crate::durable::store::leader;
 use crate::durable::store::presence::{self, WorkerRow};
 use crate::durable::store::reports::{self, Report};
-use crate::durable::worker::fatal::{Fatal, Outage};
-use crate::durable::worker::gate::Gate;
-use crate::durable::worker::leadership::Leadership;
-use crate::durable::worker::periodic;
+use crate::durable::worker::execution::gate::Gate;
+use crate::durable::worker::maintenance::fatal::{Fatal, Outage};
+use crate::durable::worker::maintenance::leadership::Leadership;
+use crate::durable::worker::maintenance::periodic;
 use crate::protect::BreakerState;
 
 /// The tasks a worker's attempts are running, keyed by task (queue and id: one claim gives

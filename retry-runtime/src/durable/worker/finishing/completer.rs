@@ -24,9 +24,9 @@ use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::to_ms;
 use crate::durable::store::{Done, Fence, tasks};
-use crate::durable::worker::lease;
+use crate::durable::worker::execution::lease;
+use crate::durable::worker::finishing::write_retry::Tries;
 use crate::durable::worker::metrics::{Metrics, Outcome};
-use crate::durable::worker::write_retry::Tries;
 
 /// The most completions one write takes (a statement's arrays, or a transaction's updates).
 pub(crate) const MAX_BATCH: usize = 256;

@@ -20,8 +20,8 @@ use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::store::{counts, tasks};
-use crate::durable::worker::leadership::Leadership;
-use crate::durable::worker::periodic;
+use crate::durable::worker::maintenance::leadership::Leadership;
+use crate::durable::worker::maintenance::periodic;
 
 /// The most completed tasks one statement of the janitor deletes.
 pub(crate) const TRIM_BATCH: i64 = 10_000;

@@ -1,6 +1,6 @@
 //! The processor (asynq's): claims due tasks from the served queues, by their priority, holds a
 //! few more than its free slots while there is a backlog (the prefetch), and starts an
-//! [attempt](crate::durable::worker::attempt) for each as slots free up, until its shutdown signal; then it gives
+//! [attempt](crate::durable::worker::execution::attempt) for each as slots free up, until its shutdown signal; then it gives
 //! the prefetched tasks back and drains the running attempts.
 //!
 //! A claim is in flight beside the running attempts, not awaited by the loop: while the
@@ -19,16 +19,16 @@ use tokio::time::Instant;
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
-use crate::durable::worker::claim;
-use crate::durable::worker::completer::Completer;
-use crate::durable::worker::due::next_due;
-use crate::durable::worker::gate::Key;
+use crate::durable::worker::execution::claim;
+use crate::durable::worker::execution::due::next_due;
+use crate::durable::worker::execution::gate::Key;
+use crate::durable::worker::execution::lease;
+use crate::durable::worker::execution::pace::{Pace, claim_backoff};
+use crate::durable::worker::execution::runner::Runner;
+use crate::durable::worker::execution::served::Served;
+use crate::durable::worker::execution::stopping::{self, StopDeadline};
+use crate::durable::worker::finishing::completer::Completer;
 use crate::durable::worker::joined::log_join;
-use crate::durable::worker::lease;
-use crate::durable::worker::pace::{Pace, claim_backoff};
-use crate::durable::worker::runner::Runner;
-use crate::durable::worker::served::Served;
-use crate::durable::worker::stopping::{self, StopDeadline};
 
 /// How often a worker looks for due tasks when the last look found fewer than it had room for.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);

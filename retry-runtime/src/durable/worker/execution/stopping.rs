@@ -19,9 +19,9 @@ use tokio::time::Instant;
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
-use crate::durable::worker::gate::Gate;
+use crate::durable::worker::execution::gate::Gate;
+use crate::durable::worker::execution::lease;
 use crate::durable::worker::joined::log_join;
-use crate::durable::worker::lease;
 
 /// How long a graceful stop spends on its own writes after the shutdown timeout: giving tasks
 /// back, deleting the heartbeat row, writing the completions queued.

@@ -3,6 +3,8 @@
 //! it reads: a claim (`UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING …`) is atomic across
 //! connections and processes.
 
+pub(crate) mod faults;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr as _;

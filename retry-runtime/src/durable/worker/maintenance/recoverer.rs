@@ -17,10 +17,10 @@ use crate::durable::client::queue::Queue;
 use crate::durable::clock::to_ms;
 use crate::durable::error::{BoxError, Error};
 use crate::durable::store::{Fence, prefetched, tasks};
-use crate::durable::worker::failure::Failure;
-use crate::durable::worker::leadership::Leadership;
-use crate::durable::worker::outcome::Outcomes;
-use crate::durable::worker::periodic;
+use crate::durable::worker::finishing::failure::Failure;
+use crate::durable::worker::finishing::outcome::Outcomes;
+use crate::durable::worker::maintenance::leadership::Leadership;
+use crate::durable::worker::maintenance::periodic;
 
 /// How often a worker recovers expired leases and trims the archive and completed tasks, on the
 /// queues it leads.

@@ -17,10 +17,10 @@ use tokio::time::Instant;
 use crate::durable::client::queue::Queue;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::store::prefetched;
-use crate::durable::worker::attempt::attempt;
-use crate::durable::worker::completer::Completer;
-use crate::durable::worker::lease;
-use crate::durable::worker::processor::{Processor, timed};
+use crate::durable::worker::execution::attempt::attempt;
+use crate::durable::worker::execution::lease;
+use crate::durable::worker::execution::processor::{Processor, timed};
+use crate::durable::worker::finishing::completer::Completer;
 
 /// The marks of the suspects that start together, cleared once for all of them.
 struct Marks {

@@ -19,7 +19,7 @@ use crate::durable::clock::{DelayRng, default_retry_delay, from_ms};
 use crate::durable::error::{
     BoxError, Error, SkipRetry, Snooze, chain, error_text, has_client_error,
 };
-use crate::durable::worker::throttle;
+use crate::durable::worker::finishing::throttle;
 use crate::protect::BreakerState;
 
 /// `retry_delay(n, err, task)`: the pause before the retry that follows `n` retries.

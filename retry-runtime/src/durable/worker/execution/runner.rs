@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::durable::client::task::ActiveTask;
-use crate::durable::worker::failure::Failure;
-use crate::durable::worker::gate::Gate;
-use crate::durable::worker::heartbeat::Held;
-use crate::durable::worker::outcome::Outcomes;
+use crate::durable::worker::execution::gate::Gate;
+use crate::durable::worker::finishing::failure::Failure;
+use crate::durable::worker::finishing::outcome::Outcomes;
+use crate::durable::worker::maintenance::heartbeat::Held;
 
 /// What a handler's future gives: `Ok`, or the failure already judged.
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send>>;

@@ -4,13 +4,13 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::Worker;
 use crate::Classify;
 use crate::durable::client::kind::TaskKind;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::error::{BoxError, SkipRetry};
-use crate::durable::worker::failure::Failure;
-use crate::durable::worker::runner::Handler;
+use crate::durable::worker::Worker;
+use crate::durable::worker::execution::runner::Handler;
+use crate::durable::worker::finishing::failure::Failure;
 
 impl Worker {
     /// Runs `handler` for tasks of kind `kind` (replacing any earlier handler of that kind). A
@@ -35,7 +35,7 @@ impl Worker {
         self.handle_classified(kind, handler)
     }
 
-    #[doc = include_str!("../../../docs/handle_classified.md")]
+    #[doc = include_str!("../../../../docs/handle_classified.md")]
     pub fn handle_classified<F, Fut, E>(mut self, kind: impl Into<String>, handler: F) -> Self
     where
         F: Fn(ActiveTask) -> Fut + Send + Sync + 'static,

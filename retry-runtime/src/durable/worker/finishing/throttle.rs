@@ -35,7 +35,7 @@ pub(crate) fn suffix(wait: Duration) -> String {
 mod tests {
     use super::*;
     use crate::durable::error::BoxError;
-    use crate::durable::worker::failure::{Failure, Judgement};
+    use crate::durable::worker::finishing::failure::{Failure, Judgement};
     use crate::http::StatusError;
 
     fn judged(error: impl Into<BoxError>) -> Judgement {

@@ -27,8 +27,8 @@ use tokio::time::Instant;
 use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::to_ms;
 use crate::durable::store::breakers::Shared;
-use crate::durable::worker::limit::{SystemLimit, Systems};
-use crate::durable::worker::ramp::Ramp;
+use crate::durable::worker::execution::limit::{SystemLimit, Systems};
+use crate::durable::worker::execution::ramp::Ramp;
 use crate::protect::BreakerState;
 
 /// The spread of deferred tasks after the breaker's next probe: they do not all come due at

@@ -1,5 +1,5 @@
 //! One claim round of the processor: the served queues asked in the round's order (by weight),
-//! each through the worker's [gate](crate::durable::worker::gate): the plain claim when it
+//! each through the worker's [gate](crate::durable::worker::execution::gate): the plain claim when it
 //! watches no system and no retry is about (the hot path, as before), else one claim per
 //! watched system within its allowance, one for every other task, each split between fresh
 //! tasks and retries while retries are about; and the due tasks of a system whose breaker is
@@ -12,12 +12,12 @@ use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::store::systems::{self, Filter, Retried};
-use crate::durable::worker::gate::{DEFER_JITTER, Gate, Plan};
-use crate::durable::worker::lease;
+use crate::durable::worker::execution::gate::{DEFER_JITTER, Gate, Plan};
+use crate::durable::worker::execution::lease;
+use crate::durable::worker::execution::runner::Runner;
+use crate::durable::worker::execution::served::Served;
+use crate::durable::worker::execution::shared_breaker;
 use crate::durable::worker::metrics::{Metrics, Outcome};
-use crate::durable::worker::runner::Runner;
-use crate::durable::worker::served::Served;
-use crate::durable::worker::shared_breaker;
 
 /// The order in which this round asks the queues: by weight, highest first, under strict
 /// priority; otherwise a weighted draw without replacement (each next queue picked with

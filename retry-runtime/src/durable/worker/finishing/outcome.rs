@@ -12,10 +12,10 @@ use crate::durable::clock::to_ms;
 use crate::durable::error::{BoxError, Error};
 use crate::durable::failures;
 use crate::durable::store::{Fence, control, tasks};
-use crate::durable::worker::failure::{Decision, Failure, Judgement, Rules};
-use crate::durable::worker::janitor;
+use crate::durable::worker::finishing::failure::{Decision, Failure, Judgement, Rules};
+use crate::durable::worker::finishing::write_retry::{GIVE_BACK_WINDOW, Tries};
+use crate::durable::worker::maintenance::janitor;
 use crate::durable::worker::metrics::{Metrics, Outcome};
-use crate::durable::worker::write_retry::{GIVE_BACK_WINDOW, Tries};
 
 /// The hook of [`Worker::on_error`](crate::durable::Worker::on_error).
 pub(crate) type ErrorFn = Arc<dyn Fn(&TaskInfo, &BoxError) + Send + Sync>;
@@ -47,7 +47,7 @@ impl Outcomes {
     /// given up after 2.6 s, a decision lost in a longer fault became a retry charged as "lease
     /// expired" once the lease ran out, a snooze's too); when it cannot be written by then, the
     /// lease expires and the recoverer counts the attempt as failed. (A succeeded attempt goes to the
-    /// [completer](crate::durable::worker::completer).)
+    /// [completer](crate::durable::worker::finishing::completer).)
     pub(crate) async fn record_failure(&self, queue: &Queue, task: &ActiveTask, failure: Failure) {
         self.report(task, &failure);
         let now = queue.handle.clock.now();

@@ -10,10 +10,9 @@ use crate::IdempotencyKey;
 use crate::durable::client::kind::TaskKind;
 #[cfg(doc)]
 use crate::durable::error::Error;
+#[cfg(doc)]
+use crate::durable::state::TaskState;
 use crate::durable::types::defaults::{DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT};
-// TEMP(D1): the old paths, until store/ and worker/ import from `types/` (after D3's moves).
-pub(crate) use crate::durable::state::TaskState;
-pub(crate) use crate::durable::types::{active::ActiveTask, task::TaskInfo};
 
 /// The largest payload [`Queue::enqueue`](crate::durable::Queue::enqueue) accepts: 1 MiB of JSON. A
 /// task carries what its handler needs to find the data (ids, amounts, keys), not the data.

@@ -10,7 +10,7 @@ use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::store::leader;
 use crate::durable::store::presence::{self, EntryRow, WorkerRow};
-pub(crate) use crate::durable::types::presence::{HeldJson, HeldTask, SchedulerEntry, WorkerInfo};
+use crate::durable::types::presence::{HeldJson, HeldTask, SchedulerEntry, WorkerInfo};
 
 /// The live workers of `handle`'s database, by id, each with the queues it leads.
 pub(crate) async fn workers(handle: &Handle) -> Result<Vec<WorkerInfo>, Error> {
@@ -67,7 +67,3 @@ fn scheduler_entry(row: EntryRow) -> SchedulerEntry {
         last_heartbeat_at: from_ms(row.heartbeat_ms),
     }
 }
-
-// TEMP(D1): the old paths, until worker/ imports from `types/` (after D3's moves).
-pub(crate) use crate::durable::types::defaults::DEFAULT_HEARTBEAT_INTERVAL;
-pub(crate) use crate::durable::types::presence::{identity, stale_after};

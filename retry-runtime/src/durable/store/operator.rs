@@ -2,8 +2,8 @@
 //! on tasks that no worker holds (each refuses an active task in its `WHERE`).
 
 use super::{Arg, Row, Store, execute, fetch_all, fetch_int};
-use crate::durable::client::task::TaskState;
 use crate::durable::error::Error;
+use crate::durable::state::TaskState;
 
 /// The condition of the due index `retry_tasks_due`, word for word (see
 /// [`page_after!`]).

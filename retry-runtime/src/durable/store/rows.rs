@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
-use crate::durable::client::task::{ActiveTask, TaskInfo, TaskState};
 use crate::durable::clock::from_ms;
+use crate::durable::state::TaskState;
+use crate::durable::types::active::ActiveTask;
+use crate::durable::types::task::TaskInfo;
 
 /// One row of `retry_tasks`, as read.
 #[derive(Debug)]
@@ -126,6 +128,7 @@ impl Row {
                 .filter(|_| self.state == TaskState::Active)
                 .map(from_ms),
             trace_parent: self.trace_parent,
+            archive_reason: None,
         }
     }
 

@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::store::systems::{self, Filter, Retried};
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::gate::{DEFER_JITTER, Gate, Plan};
 use crate::durable::worker::execution::lease;
 use crate::durable::worker::execution::runner::Runner;

@@ -24,9 +24,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::to_ms;
 use crate::durable::store::breakers::Shared;
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::limit::{SystemLimit, Systems};
 use crate::durable::worker::execution::ramp::Ramp;
 use crate::protect::BreakerState;

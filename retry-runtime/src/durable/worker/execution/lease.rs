@@ -5,11 +5,11 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, from_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::store::{Claimed, Done, Fence, prefetched, tasks};
+use crate::durable::types::active::ActiveTask;
 
 /// Claims up to `max` due tasks (oldest due first) of the kinds in `kinds` (a JSON array of
 /// strings; `None`: any kind) under a lease of `lease`, each with a fresh fencing token; the

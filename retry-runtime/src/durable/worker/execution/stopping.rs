@@ -17,8 +17,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::gate::Gate;
 use crate::durable::worker::execution::lease;
 use crate::durable::worker::joined::log_join;

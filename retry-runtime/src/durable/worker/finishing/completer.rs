@@ -21,9 +21,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::to_ms;
 use crate::durable::store::{Done, Fence, tasks};
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::lease;
 use crate::durable::worker::finishing::write_retry::Tries;
 use crate::durable::worker::metrics::{Metrics, Outcome};

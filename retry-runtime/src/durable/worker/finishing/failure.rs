@@ -13,12 +13,12 @@ use std::time::{Duration, SystemTime};
 
 use crate::Classify;
 use crate::classify::erased;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::rfc3339 as fmt_time;
 use crate::durable::clock::{DelayRng, default_retry_delay, from_ms};
 use crate::durable::error::{
     BoxError, Error, SkipRetry, Snooze, chain, error_text, has_client_error,
 };
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::finishing::throttle;
 use crate::protect::BreakerState;
 

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::{ActiveTask, TaskInfo};
 use crate::durable::clock::to_ms;
 use crate::durable::error::{BoxError, Error};
 use crate::durable::failures;
 use crate::durable::store::{Fence, control, tasks};
+use crate::durable::types::active::ActiveTask;
+use crate::durable::types::task::TaskInfo;
 use crate::durable::worker::finishing::failure::{Decision, Failure, Judgement, Rules};
 use crate::durable::worker::finishing::write_retry::{GIVE_BACK_WINDOW, Tries};
 use crate::durable::worker::maintenance::janitor;

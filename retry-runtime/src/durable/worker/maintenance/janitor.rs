@@ -15,10 +15,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use crate::durable::client::task::TaskState;
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
+use crate::durable::state::TaskState;
 use crate::durable::store::{counts, tasks};
 use crate::durable::worker::maintenance::leadership::Leadership;
 use crate::durable::worker::maintenance::periodic;

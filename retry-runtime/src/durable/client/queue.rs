@@ -10,6 +10,7 @@ use crate::durable::client::task::{MAX_NAME_BYTES, Task};
 use crate::durable::clock::SystemClock;
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
+use crate::durable::handle::wake::Wake;
 use crate::durable::inspector::Inspector;
 use crate::durable::schema::Schema;
 use crate::durable::store::file_identity::WatchedFile;
@@ -18,7 +19,6 @@ use crate::durable::types::defaults::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,
 };
 use crate::durable::types::task::TaskInfo;
-use crate::durable::worker::execution::wake::Wake;
 
 /// A handle on one named queue of a task database: cheap to clone, shared by the clients that
 /// enqueue, the workers that run the tasks ([`Worker::new`](crate::durable::Worker::new)) and the

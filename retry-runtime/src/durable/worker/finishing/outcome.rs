@@ -10,12 +10,12 @@ use crate::durable::client::queue::Queue;
 use crate::durable::clock::to_ms;
 use crate::durable::error::{BoxError, Error};
 use crate::durable::failures;
+use crate::durable::handle::trim;
 use crate::durable::store::{Fence, control, tasks};
 use crate::durable::types::active::ActiveTask;
 use crate::durable::types::task::TaskInfo;
 use crate::durable::worker::finishing::failure::{Decision, Failure, Judgement, Rules};
 use crate::durable::worker::finishing::write_retry::{GIVE_BACK_WINDOW, Tries};
-use crate::durable::worker::maintenance::janitor;
 use crate::durable::worker::metrics::{Metrics, Outcome};
 
 /// The hook of [`Worker::on_error`](crate::durable::Worker::on_error).
@@ -283,7 +283,7 @@ async fn log(queue: &Queue, task: &ActiveTask, decision: Decision) {
                 max_retry = task.max_retry(),
                 last_err = last_err,
             );
-            if let Err(e) = janitor::trim_archive(&queue.handle).await {
+            if let Err(e) = trim::trim_archive(&queue.handle).await {
                 event!(
                     warn,
                     "durable worker: trimming the archive failed",

@@ -40,7 +40,7 @@ macro_rules! columns {
     () => {
         "seq, queue, id, kind, payload, state, retried, max_retry, timeout_ms, deadline_ms, \
          key_expires_ms, next_process_ms, lease_token, lease_expires_ms, last_err, \
-         last_failed_ms, created_ms, finished_ms, errors, system, trace_parent"
+         last_failed_ms, created_ms, finished_ms, errors, system, trace_parent, archive_reason"
     };
 }
 

@@ -4,6 +4,7 @@
 use super::{Arg, Row, Store, execute, fetch_all, fetch_int};
 use crate::durable::error::Error;
 use crate::durable::state::TaskState;
+use crate::durable::types::archive::ArchiveReason;
 
 /// The condition of the due index `retry_tasks_due`, word for word (see
 /// [`page_after!`]).
@@ -26,7 +27,12 @@ pub(crate) async fn run_task(
     Ok(execute(
         store,
         RUN,
-        &[Arg::Text(queue), Arg::Text(id), Arg::Int(now)],
+        &[
+            Arg::Text(queue),
+            Arg::Text(id),
+            Arg::Int(now),
+            Arg::Text(ArchiveReason::Operator.as_str()),
+        ],
     )
     .await?
         == 1)
@@ -182,13 +188,18 @@ pub(crate) async fn archive_waiting(
     id: &str,
     now: i64,
 ) -> Result<bool, Error> {
-    const ARCHIVE_WAITING: &str = "UPDATE retry_tasks SET state = 'archived', \
+    const ARCHIVE_WAITING: &str = "UPDATE retry_tasks SET state = 'archived', archive_reason = $4, \
          finished_ms = $3, next_process_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state IN ('pending', 'scheduled', 'retry')";
     Ok(execute(
         store,
         ARCHIVE_WAITING,
-        &[Arg::Text(queue), Arg::Text(id), Arg::Int(now)],
+        &[
+            Arg::Text(queue),
+            Arg::Text(id),
+            Arg::Int(now),
+            Arg::Text(ArchiveReason::Operator.as_str()),
+        ],
     )
     .await?
         == 1)

@@ -8,6 +8,7 @@ use super::{execute, fetch_all, fetch_int, fetch_optional};
 use crate::durable::error::Error;
 use crate::durable::failures;
 use crate::durable::store::rows::COMPLETE;
+use crate::durable::types::archive::ArchiveReason;
 
 /// Inserts `task` unless its id (or its unique key) is taken; the row as inserted, or `None`.
 pub(crate) async fn insert(
@@ -267,16 +268,16 @@ pub(crate) async fn throttle(
     fenced(store, THROTTLE, fence, &args).await
 }
 
-/// Archives the task with `last_err`, and `errors` as its failure history.
+/// Archives the task for `reason` with `last_err`, and `errors` as its failure history.
 pub(crate) async fn archive(
     store: &Store,
     fence: Fence<'_>,
-    last_err: &str,
+    (reason, last_err): (ArchiveReason, &str),
     now: i64,
     errors: &str,
 ) -> Result<bool, Error> {
     const ARCHIVE: &str = concat!(
-        "UPDATE retry_tasks SET state = 'archived', last_err = $5, \
+        "UPDATE retry_tasks SET state = 'archived', last_err = $5, archive_reason = $8, \
          last_failed_ms = $6, finished_ms = $6, errors = $7, next_process_ms = NULL, \
          lease_token = NULL, lease_expires_ms = NULL, \
          unique_key = NULL, unique_until_ms = NULL \
@@ -289,7 +290,12 @@ pub(crate) async fn archive(
         store,
         ARCHIVE,
         fence,
-        &[Arg::Text(&last_err), Arg::Int(now), Arg::Text(errors)],
+        &[
+            Arg::Text(&last_err),
+            Arg::Int(now),
+            Arg::Text(errors),
+            Arg::Text(reason.as_str()),
+        ],
     )
     .await
 }

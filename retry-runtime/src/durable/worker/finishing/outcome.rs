@@ -224,9 +224,10 @@ async fn write(
         Decision::Throttle { at, last_err } => {
             tasks::throttle(&queue.handle.store, fence, to_ms(*at), last_err).await?
         }
-        Decision::Archive { last_err, .. } => {
+        Decision::Archive { reason, last_err } => {
             let errors = failures::append(&task.info().errors, task.retried(), now, last_err);
-            tasks::archive(&queue.handle.store, fence, last_err, to_ms(now), &errors).await?
+            let archive = (reason.stored(), last_err.as_str());
+            tasks::archive(&queue.handle.store, fence, archive, to_ms(now), &errors).await?
         }
     };
     Ok(written)

@@ -6,6 +6,7 @@
 use sqlx::Database;
 
 use crate::durable::error::Error;
+use crate::durable::types::kinds::Kinds;
 
 /// The database behind a queue.
 #[derive(Clone, Debug)]
@@ -23,6 +24,13 @@ pub(crate) enum Arg<'a> {
     MaybeInt(Option<i64>),
     Text(&'a str),
     MaybeText(Option<&'a str>),
+}
+
+/// `kinds` as a claim binds it: a JSON array of strings, which the claims read with `json_each`
+/// (SQLite) and `jsonb_array_elements_text` (PostgreSQL). The one place the typed list becomes
+/// text; made once per list (a worker claims with the same list every round).
+pub(crate) fn kinds_text(kinds: &Kinds) -> &str {
+    kinds.encoded(|names| serde_json::to_string(names).unwrap_or_else(|_| "[]".to_owned()))
 }
 
 /// What a statement's rows decode into, on every backend compiled in: [`Row`](super::Row) or a tuple of

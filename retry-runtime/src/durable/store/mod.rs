@@ -82,7 +82,9 @@ mod sqlite;
 pub(crate) mod systems;
 pub(crate) mod tasks;
 
-pub(crate) use db::{Arg, Store, close_if_broken, execute, fetch_all, fetch_int, fetch_optional};
+pub(crate) use db::{
+    Arg, Store, close_if_broken, execute, fetch_all, fetch_int, fetch_optional, kinds_text,
+};
 pub(crate) use rows::{Claimed, Done, Fence, NewTask, Row};
 
 impl Store {

@@ -4,11 +4,12 @@
 use std::collections::HashSet;
 
 use super::{Arg, Claimed, Done, Fence, NewTask, Row, Store};
-use super::{execute, fetch_all, fetch_int, fetch_optional};
+use super::{execute, fetch_all, fetch_int, fetch_optional, kinds_text};
 use crate::durable::error::Error;
 use crate::durable::failures;
 use crate::durable::store::rows::COMPLETE;
 use crate::durable::types::archive::ArchiveReason;
+use crate::durable::types::kinds::Kinds;
 
 /// Inserts `task` unless its id (or its unique key) is taken; the row as inserted, or `None`.
 pub(crate) async fn insert(
@@ -99,7 +100,7 @@ pub(crate) async fn get(store: &Store, queue: &str, id: &str) -> Result<Option<R
     fetch_optional(store, GET, &[Arg::Text(queue), Arg::Text(id)]).await
 }
 
-/// Claims up to `limit` due tasks of `kinds` (a JSON array; `None`: any kind), oldest due
+/// Claims up to `limit` due tasks of `kinds` (`None`: any kind), oldest due
 /// first, enqueue order within a millisecond; under `token`, marked prefetched if `prefetched`.
 pub(crate) async fn claim(
     store: &Store,
@@ -108,7 +109,7 @@ pub(crate) async fn claim(
     limit: i64,
     (token, prefetched): (i64, bool),
     lease_until: i64,
-    kinds: Option<&str>,
+    kinds: Option<&Kinds>,
 ) -> Result<Vec<Claimed>, Error> {
     let statement = match store {
         #[cfg(feature = "sqlite")]
@@ -122,7 +123,7 @@ pub(crate) async fn claim(
         Arg::Int(limit),
         Arg::Int(token),
         Arg::Int(lease_until),
-        Arg::MaybeText(kinds),
+        Arg::MaybeText(kinds.map(kinds_text)),
         Arg::MaybeInt(prefetched.then_some(token)),
     ];
     let mut rows: Vec<Claimed> = fetch_all(store, statement, &args).await?;

@@ -10,6 +10,7 @@
 //! - [`presence`]: the records of live workers and scheduler entries, which the heartbeat
 //!   writes and the inspector reads.
 //! - [`defaults`]: every `DEFAULT_*` of the tier, each with its reason.
+//! - [`kinds`]: the task kinds a claim takes, a typed list down to the store.
 //!
 //! [`TaskState`](crate::durable::TaskState) is the shared type below these (`durable/state.rs`):
 //! the queue's [`Error`](crate::durable::Error) names a task's state, and an
@@ -19,5 +20,6 @@
 pub(crate) mod active;
 pub(crate) mod archive;
 pub(crate) mod defaults;
+pub(crate) mod kinds;
 pub(crate) mod presence;
 pub(crate) mod task;

@@ -18,6 +18,7 @@ use crate::durable::types::defaults::{
     DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE, DEFAULT_OUTAGE_LIMIT, DEFAULT_POLL_INTERVAL,
     DEFAULT_PREFETCH, DEFAULT_RECOVER_INTERVAL, DEFAULT_SHUTDOWN_TIMEOUT,
 };
+use crate::durable::types::kinds::Kinds;
 use crate::durable::worker::execution::gate::Gate;
 use crate::durable::worker::execution::limit::Systems;
 use crate::durable::worker::execution::processor::Processor;
@@ -138,7 +139,7 @@ impl Config {
         Processor {
             queues: self.queues.clone(),
             strict_priority: self.strict_priority,
-            kinds: serde_json::to_string(&self.kinds()).unwrap_or_else(|_| "[]".to_owned()),
+            kinds: Kinds::new(self.kinds().into_iter().cloned()),
             runner,
             concurrency: self.concurrency,
             prefetch: self.prefetch,

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::durable::client::queue::Queue;
 use crate::durable::error::Error;
 use crate::durable::types::active::ActiveTask;
+use crate::durable::types::kinds::Kinds;
 use crate::durable::worker::execution::claim;
 use crate::durable::worker::execution::due::next_due;
 use crate::durable::worker::execution::gate::Key;
@@ -36,8 +37,8 @@ pub(crate) struct Processor {
     pub(crate) queues: Vec<Served>,
     /// Higher weights drained first instead of picked by weight.
     pub(crate) strict_priority: bool,
-    /// The kinds the runner has handlers for, as a JSON array: a claim takes only these.
-    pub(crate) kinds: String,
+    /// The kinds the runner has handlers for: a claim takes only these.
+    pub(crate) kinds: Kinds,
     pub(crate) runner: Arc<Runner>,
     pub(crate) concurrency: usize,
     pub(crate) prefetch: usize,

@@ -736,7 +736,10 @@ async fn every_archive_reason_is_stored_and_read_back(backend: Backend) {
         run_once(&env, &w, task).await;
     }
     for id in ["by-hand", "canceled"] {
-        env.q.enqueue(Task::new("job", &0).task_id(id)).await.unwrap();
+        env.q
+            .enqueue(Task::new("job", &0).task_id(id))
+            .await
+            .unwrap();
     }
     env.q.inspector().archive_task("by-hand").await.unwrap();
     env.q.inspector().cancel("canceled").await.unwrap();
@@ -762,13 +765,20 @@ async fn every_archive_reason_is_stored_and_read_back(backend: Backend) {
         );
     }
     let stored: std::collections::BTreeSet<_> = expected.iter().map(|(_, r)| *r).collect();
-    assert_eq!(stored.len(), ArchiveReason::STORED.len(), "every stored reason once");
+    assert_eq!(
+        stored.len(),
+        ArchiveReason::STORED.len(),
+        "every stored reason once"
+    );
     // Not archived: no reason. Out of the archive again: none either.
     assert_eq!(env.info("retrying").await.state, TaskState::Retry);
     assert_eq!(env.info("retrying").await.archive_reason, None);
     env.q.inspector().run_task("spent").await.unwrap();
     let spent = env.info("spent").await;
-    assert_eq!((spent.state, spent.archive_reason), (TaskState::Pending, None));
+    assert_eq!(
+        (spent.state, spent.archive_reason),
+        (TaskState::Pending, None)
+    );
     // The page of archived tasks carries the reasons too.
     let page = env
         .q

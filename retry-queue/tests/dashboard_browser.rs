@@ -1535,8 +1535,22 @@ async fn find_select_open(c: &Client, base: &str) -> Step {
     }
     no_alert(c.get_alert_text().await)?;
     save_screenshot(c, "dashboard-task.png").await?;
+    wait_texts(
+        c,
+        "#task-archive-reason",
+        "no reason outside the archive",
+        |t| t.is_empty(),
+    )
+    .await?;
     click(c, "#task-run").await?;
     wait_texts(c, "#task-state", "pay-1 pending", |t| t == ["pending"]).await?;
+    // Archived by hand: the page names the reason.
+    click(c, "#task-archive").await?;
+    wait_texts(c, "#task-state", "pay-1 archived", |t| t == ["archived"]).await?;
+    wait_texts(c, "#task-archive-reason", "the archive reason", |t| {
+        t == ["operator"]
+    })
+    .await?;
 
     // Ids travel percent-encoded in the fragment; an unknown one says so.
     c.goto(&format!("{base}/#/q/default/pending"))

@@ -457,7 +457,8 @@ errors:
     );
     // Archived: the reason is shown, in words and in the JSON (absent for other states).
     fx.q.inspector().archive_task("t1").await.unwrap();
-    let shown = fx.run(&["task", "show", "t1"]).ok();
+    let archived = fx.run(&["task", "show", "t1"]);
+    let shown = archived.ok();
     assert!(shown.contains("\narchive_reason:  operator\n"), "{shown}");
     let json = fx.run(&["task", "show", "t1", "--json"]).json();
     assert_eq!(json["archive_reason"], json!("operator"));

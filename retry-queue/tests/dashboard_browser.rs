@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
 use retry_runtime::BoxError;
-use retry_runtime::durable::{ManualClock, Queue, Task, TaskState, Worker};
+use retry_runtime::durable::{ArchiveReason, ManualClock, Queue, Task, TaskState, Worker};
 use serde_json::{Value, json};
 
 /// Debian's Chromium; `RETRY_TEST_CHROMIUM` names another binary.
@@ -1379,7 +1379,12 @@ async fn an_operator_finds_selects_and_opens_tasks_in_a_real_browser() {
     };
     assert_eq!(state("pay-3").await, Some(TaskState::Pending));
     assert_eq!(state("pay-4").await, Some(TaskState::Pending));
-    assert_eq!(state("pay-1").await, Some(TaskState::Pending));
+    // Run, then archived by hand on its page.
+    let pay_1 = q.inspector().get("pay-1").await.unwrap().unwrap();
+    assert_eq!(
+        (pay_1.state, pay_1.archive_reason),
+        (TaskState::Archived, Some(ArchiveReason::Operator))
+    );
     assert_eq!(
         state("mail-1").await,
         None,

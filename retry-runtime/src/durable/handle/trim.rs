@@ -12,7 +12,8 @@ use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::state::TaskState;
-use crate::durable::store::{counts, tasks};
+use crate::durable::store::counts;
+use crate::durable::store::trim as statements;
 
 /// The most completed tasks one statement of the janitor deletes.
 pub(crate) const TRIM_BATCH: i64 = 10_000;
@@ -38,7 +39,8 @@ pub(crate) async fn trim_completed(
     let retention = duration_ms(queue.completed_retention);
     let (mut deleted, mut statements) = (0, 0);
     loop {
-        let n = tasks::trim_completed(&queue.store, &queue.name, retention, now, batch).await?;
+        let n =
+            statements::trim_completed(&queue.store, &queue.name, retention, now, batch).await?;
         deleted += n;
         statements += 1;
         if i64::try_from(n).unwrap_or(i64::MAX) < batch {
@@ -61,7 +63,7 @@ pub(crate) async fn trim_archive(queue: &Handle) -> Result<u64, Error> {
         .into_iter()
         .find_map(|(state, n)| (state == TaskState::Archived.as_str()).then_some(n))
         .unwrap_or(0);
-    tasks::trim_archive(
+    statements::trim_archive(
         &queue.store,
         &queue.name,
         to_ms(cutoff),
@@ -136,7 +138,7 @@ mod tests {
         };
         let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "EXPLAIN QUERY PLAN {}",
-            tasks::TRIM_COMPLETED
+            trim::TRIM_COMPLETED
         )))
         .bind("default")
         .bind(1_i64)

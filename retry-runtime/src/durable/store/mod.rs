@@ -81,6 +81,7 @@ mod rows;
 mod sqlite;
 pub(crate) mod systems;
 pub(crate) mod tasks;
+pub(crate) mod trim;
 
 pub(crate) use db::{
     Arg, Store, close_if_broken, execute, fetch_all, fetch_int, fetch_optional, kinds_text,

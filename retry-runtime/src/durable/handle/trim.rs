@@ -130,7 +130,7 @@ mod tests {
     #[tokio::test]
     async fn the_trim_of_completed_tasks_searches_indexes_and_never_scans_the_table() {
         use crate::durable::Queue;
-        use crate::durable::store::{Store, tasks};
+        use crate::durable::store::{Store, trim};
 
         let q = Queue::connect("sqlite::memory:").await.unwrap();
         let Store::Sqlite(pool) = &q.handle.store else {

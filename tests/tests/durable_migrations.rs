@@ -504,6 +504,17 @@ async fn migration_5_stores_the_archive_reason_and_down_drops_it(backend: Backen
     q.inspector().run_task("by-hand").await.unwrap();
     q.inspector().archive_task("by-hand").await.unwrap();
     assert_eq!(read("by-hand").await, Some(ArchiveReason::Operator));
+    // Out of the archive, the stored reason is cleared (by one task's run and by a whole
+    // state's): a build of version 4 archiving the task again leaves NULL, read from its
+    // `last_err`, not the reason of the earlier archive.
+    let by_hand = |reason: Option<&str>| reasons(&[("by-hand", reason), ("spent", None)]);
+    assert_eq!(stored_reasons(&db.url).await, by_hand(Some("operator")));
+    q.inspector().run_task("by-hand").await.unwrap();
+    assert_eq!(stored_reasons(&db.url).await, by_hand(None));
+    q.inspector().archive_task("by-hand").await.unwrap();
+    assert_eq!(stored_reasons(&db.url).await, by_hand(Some("operator")));
+    q.inspector().run_all(TaskState::Archived).await.unwrap();
+    assert_eq!(stored_reasons(&db.url).await, by_hand(None));
     q.close().await;
     db.done().await;
 }

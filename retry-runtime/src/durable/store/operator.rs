@@ -22,7 +22,7 @@ pub(crate) async fn run_task(
     now: i64,
 ) -> Result<bool, Error> {
     const RUN: &str = "UPDATE retry_tasks SET state = 'pending', next_process_ms = $3, \
-         finished_ms = NULL, cancel_requested = FALSE \
+         finished_ms = NULL, cancel_requested = FALSE, archive_reason = NULL \
          WHERE queue = $1 AND id = $2 AND state IN ('scheduled', 'retry', 'archived', 'completed')";
     Ok(execute(
         store,
@@ -213,7 +213,7 @@ pub(crate) async fn run_all(
     now: i64,
 ) -> Result<u64, Error> {
     const RUN_ALL: &str = "UPDATE retry_tasks SET state = 'pending', next_process_ms = $3, \
-         finished_ms = NULL, cancel_requested = FALSE \
+         finished_ms = NULL, cancel_requested = FALSE, archive_reason = NULL \
          WHERE queue = $1 AND state = $2 \
          AND state IN ('scheduled', 'retry', 'archived', 'completed')";
     execute(

@@ -416,6 +416,7 @@ queue:           {name}
 kind:            charge
 system:          -
 state:           retry
+archive_reason:  -
 retried:         1/25
 enqueued_at:     2023-11-14T22:13:21Z
 next_process_at: 2023-11-14T22:13:43Z
@@ -454,6 +455,13 @@ errors:
             &json!("4bf92f3577b34da6a3ce929d0e0e4736")
         )
     );
+    // Archived: the reason is shown, in words and in the JSON (absent for other states).
+    fx.q.inspector().archive_task("t1").await.unwrap();
+    let archived = fx.run(&["task", "show", "t1"]);
+    let shown = archived.ok();
+    assert!(shown.contains("\narchive_reason:  operator\n"), "{shown}");
+    let json = fx.run(&["task", "show", "t1", "--json"]).json();
+    assert_eq!(json["archive_reason"], json!("operator"));
     assert_eq!(
         fx.run(&["task", "show", "c1", "--json"]).json(),
         json!({

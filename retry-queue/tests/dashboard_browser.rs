@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
 use retry_runtime::BoxError;
-use retry_runtime::durable::{ManualClock, Queue, Task, TaskState, Worker};
+use retry_runtime::durable::{ArchiveReason, ManualClock, Queue, Task, TaskState, Worker};
 use serde_json::{Value, json};
 
 /// Debian's Chromium; `RETRY_TEST_CHROMIUM` names another binary.
@@ -1379,7 +1379,12 @@ async fn an_operator_finds_selects_and_opens_tasks_in_a_real_browser() {
     };
     assert_eq!(state("pay-3").await, Some(TaskState::Pending));
     assert_eq!(state("pay-4").await, Some(TaskState::Pending));
-    assert_eq!(state("pay-1").await, Some(TaskState::Pending));
+    // Run, then archived by hand on its page.
+    let pay_1 = q.inspector().get("pay-1").await.unwrap().unwrap();
+    assert_eq!(
+        (pay_1.state, pay_1.archive_reason),
+        (TaskState::Archived, Some(ArchiveReason::Operator))
+    );
     assert_eq!(
         state("mail-1").await,
         None,
@@ -1535,8 +1540,22 @@ async fn find_select_open(c: &Client, base: &str) -> Step {
     }
     no_alert(c.get_alert_text().await)?;
     save_screenshot(c, "dashboard-task.png").await?;
+    wait_texts(
+        c,
+        "#task-archive-reason",
+        "no reason outside the archive",
+        |t| t.is_empty(),
+    )
+    .await?;
     click(c, "#task-run").await?;
     wait_texts(c, "#task-state", "pay-1 pending", |t| t == ["pending"]).await?;
+    // Archived by hand: the page names the reason.
+    click(c, "#task-archive").await?;
+    wait_texts(c, "#task-state", "pay-1 archived", |t| t == ["archived"]).await?;
+    wait_texts(c, "#task-archive-reason", "the archive reason", |t| {
+        t == ["operator"]
+    })
+    .await?;
 
     // Ids travel percent-encoded in the fragment; an unknown one says so.
     c.goto(&format!("{base}/#/q/default/pending"))

@@ -243,6 +243,11 @@ fn show(t: &TaskInfo, out: &mut impl Write) -> std::io::Result<()> {
             t.system.as_deref().map_or_else(|| "-".to_owned(), clean),
         ),
         ("state", t.state.to_string()),
+        (
+            "archive_reason",
+            t.archive_reason
+                .map_or_else(|| "-".to_owned(), |reason| reason.to_string()),
+        ),
         ("retried", format!("{}/{}", t.retried, t.max_retry)),
         ("enqueued_at", rfc3339(t.enqueued_at)),
         ("next_process_at", time(t.next_process_at)),

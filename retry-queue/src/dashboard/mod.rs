@@ -57,7 +57,9 @@
 //!
 //! - A task: `TaskInfo`'s field names, `{"id", "queue", "kind", "state", "retried",
 //!   "max_retry", "payload", "enqueued_at", "next_process_at", "last_err", "last_failed_at",
-//!   "completed_at", "lease_expires_at", "errors"}`; `state` lower case (`"retry"`), `payload`
+//!   "completed_at", "lease_expires_at", "errors"}`, and `"archive_reason"` on an archived task
+//!   (`"exhausted"`, `"operator"`, … as `ArchiveReason::as_str` names them); `state` lower
+//!   case (`"retry"`), `payload`
 //!   the stored JSON text as a string, times RFC 3339 in UTC or `null` when absent;
 //!   `lease_expires_at` is set on an active task only (past it, the worker is presumed dead and
 //!   the recoverer retries the task: the page flags it); `errors` the failure history, oldest

@@ -16,8 +16,8 @@ use std::time::SystemTime;
 
 use retry_runtime::durable::rfc3339;
 use retry_runtime::durable::{
-    Error, ErrorGroup, HeldTask, HistoryBucket, Queue, QueueStats, SchedulerEntry, TaskInfo,
-    TaskState, WorkerInfo,
+    ArchiveReason, Error, ErrorGroup, HeldTask, HistoryBucket, Queue, QueueStats, SchedulerEntry,
+    TaskInfo, TaskState, WorkerInfo,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -104,6 +104,11 @@ pub(crate) struct TaskJson {
     #[schema(format = DateTime)]
     next_process_at: Option<String>,
     last_err: Option<String>,
+    /// Why an archived task was archived: `skip_retry`, `bad_task`, `client_error`,
+    /// `permanent`, `exhausted`, `key_expired`, `deadline`, `canceled`, `operator` or `unknown`
+    /// (absent unless the task is archived).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    archive_reason: Option<&'static str>,
     #[schema(format = DateTime)]
     last_failed_at: Option<String>,
     #[schema(format = DateTime)]
@@ -141,6 +146,7 @@ pub(crate) fn task(task: &TaskInfo) -> TaskJson {
         enqueued_at: rfc3339(task.enqueued_at),
         next_process_at: opt_time(task.next_process_at),
         last_err: task.last_err.clone(),
+        archive_reason: task.archive_reason.map(ArchiveReason::as_str),
         last_failed_at: opt_time(task.last_failed_at),
         completed_at: opt_time(task.completed_at),
         lease_expires_at: opt_time(task.lease_expires_at),

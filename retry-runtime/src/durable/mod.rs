@@ -28,6 +28,7 @@ mod schema;
 mod state;
 mod store;
 mod traceparent;
+mod types;
 pub(crate) mod worker;
 
 // A chapter of the manual, not code: its text is `docs/many_workers.md` (as the crate's
@@ -37,13 +38,8 @@ pub mod many_workers {}
 
 pub use client::connect::Connect;
 pub use client::kind::TaskKind;
-pub use client::queue::{
-    DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,
-    Queue,
-};
-pub use client::task::{
-    ActiveTask, DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT, MAX_PAYLOAD_BYTES, Task, TaskInfo, TaskState,
-};
+pub use client::queue::Queue;
+pub use client::task::{MAX_PAYLOAD_BYTES, Task};
 pub use clock::{Clock, default_retry_delay, rfc3339};
 /// Knobs for tests and benches (feature `test-util`): the delay generator, its bound, the
 /// system clock, and the store's fixed limits.
@@ -51,7 +47,6 @@ pub use clock::{Clock, default_retry_delay, rfc3339};
 pub use clock::{DELAY_RAND_BOUND, DelayRng, SystemClock};
 pub use error::{Error, SkipRetry, Snooze};
 pub use failures::{FailedAttempt, MAX_FAILURE_ERROR, MAX_FAILURES};
-pub use inspector::presence::{DEFAULT_HEARTBEAT_INTERVAL, HeldTask, SchedulerEntry, WorkerInfo};
 pub use inspector::{
     Canceled, Cursor, ErrorGroup, HistoryBucket, HistorySpan, Inspector, QueueStats, SEARCH_WINDOW,
     SystemInfo, TaskPage, TaskQuery,
@@ -62,14 +57,18 @@ pub use inspector::{MAX_KINDS, MAX_SEARCH_BYTES};
 pub use manual_clock::ManualClock;
 pub use scheduler::{MAX_CATCH_UP_PERIODS, Scheduler};
 pub use schema::{MigrationState, MigrationStatus, Schema, SchemaStatus, latest_version};
-pub use state::UnknownState;
+pub use state::{TaskState, UnknownState};
 #[cfg(any(test, feature = "test-util"))]
 pub use store::counts::HISTORY_DAYS;
-pub use worker::Worker;
-pub use worker::execution::attempt::DEFAULT_LEASE;
-pub use worker::execution::limit::{DEFAULT_RETRY_SHARE, SystemLimit};
-pub use worker::execution::processor::{
-    DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT,
+pub use types::active::ActiveTask;
+pub use types::archive::ArchiveReason;
+pub use types::defaults::{
+    DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION,
+    DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE, DEFAULT_MAX_RETRY, DEFAULT_OUTAGE_LIMIT,
+    DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_QUEUE, DEFAULT_RECOVER_INTERVAL,
+    DEFAULT_RETRY_SHARE, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_TIMEOUT,
 };
-pub use worker::maintenance::fatal::DEFAULT_OUTAGE_LIMIT;
-pub use worker::maintenance::recoverer::DEFAULT_RECOVER_INTERVAL;
+pub use types::presence::{HeldTask, SchedulerEntry, WorkerInfo};
+pub use types::task::TaskInfo;
+pub use worker::Worker;
+pub use worker::execution::limit::SystemLimit;

@@ -33,8 +33,8 @@
 use std::time::Duration;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::lease;
 
 /// Claims up to `max` due tasks of `queue` (oldest due first) under a lease of `lease`: each

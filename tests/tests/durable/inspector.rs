@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    DelayRng, Error, ErrorGroup, Queue, QueueStats, Task, TaskInfo, TaskQuery, TaskState, Worker,
-    protocol,
+    ArchiveReason, DelayRng, Error, ErrorGroup, Queue, QueueStats, SkipRetry, Task, TaskInfo,
+    TaskQuery, TaskState, Worker, protocol,
 };
+use retry_runtime::http::StatusError;
 use retry_tests::durable_env::{Backend, Env, secs, t0};
 
 retry_tests::both_backends!(
@@ -22,6 +23,7 @@ retry_tests::both_backends!(
     error_groups_put_the_most_frequent_error_first,
     stats_cover_every_queue_of_the_database_and_the_utc_day,
     try_named_refuses_what_named_would_panic_on,
+    every_archive_reason_is_stored_and_read_back,
 );
 
 /// A worker of `q`: kind `ok` completes, kind `fail` fails with its payload (a string) as the
@@ -694,4 +696,96 @@ fn task_states_parse_from_their_names_only() {
             other => panic!("{bad:?}: {other:?}"),
         }
     }
+}
+
+/// Each way into the archive stores its reason (schema version 5), and the task shows it while
+/// archived: the failure path's seven, the operator's archive and cancel. A task out of the
+/// archive again shows none.
+async fn every_archive_reason_is_stored_and_read_back(backend: Backend) {
+    let Some(env) = Env::new(backend, "inspector-reasons").await else {
+        return;
+    };
+    let w = worker_for(&env.q)
+        .handle("skip", |_task| async {
+            Err::<(), BoxError>(SkipRetry::new("card blocked").into())
+        })
+        .handle("gone", |_task| async {
+            Err::<(), BoxError>(StatusError::new(404, None).into())
+        })
+        .handle("denied", |_task| async {
+            let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+            Err::<(), BoxError>(denied.into())
+        })
+        .handle("count", |task| async move {
+            let _: u64 = task.payload()?;
+            Ok::<(), BoxError>(())
+        });
+    // The first retry would come 22 s after the failure (`worker_for`'s delay).
+    let late = Task::new("fail", &"down").task_id("late");
+    let keyed = Task::new("fail", &"down").task_id("keyed");
+    for task in [
+        Task::new("skip", &0).task_id("skipped"),
+        Task::new("count", &"seven").task_id("undecodable"),
+        Task::new("gone", &0).task_id("not-found"),
+        Task::new("denied", &0).task_id("denied"),
+        doomed("spent", "down"),
+        keyed.key_ttl(secs(10)),
+        late.deadline(env.at(secs(10))),
+        Task::new("fail", &"down").task_id("retrying"),
+    ] {
+        run_once(&env, &w, task).await;
+    }
+    for id in ["by-hand", "canceled"] {
+        env.q
+            .enqueue(Task::new("job", &0).task_id(id))
+            .await
+            .unwrap();
+    }
+    env.q.inspector().archive_task("by-hand").await.unwrap();
+    env.q.inspector().cancel_task("canceled").await.unwrap();
+
+    let expected = [
+        ("skipped", ArchiveReason::SkipRetry),
+        ("undecodable", ArchiveReason::BadTask),
+        ("not-found", ArchiveReason::ClientError),
+        ("denied", ArchiveReason::Permanent),
+        ("spent", ArchiveReason::Exhausted),
+        ("keyed", ArchiveReason::KeyExpired),
+        ("late", ArchiveReason::Deadline),
+        ("by-hand", ArchiveReason::Operator),
+        ("canceled", ArchiveReason::Canceled),
+    ];
+    for (id, reason) in expected {
+        let info = env.info(id).await;
+        assert_eq!(
+            (info.state, info.archive_reason),
+            (TaskState::Archived, Some(reason)),
+            "{id}: {:?}",
+            info.last_err
+        );
+    }
+    let stored: std::collections::BTreeSet<_> = expected.iter().map(|(_, r)| *r).collect();
+    assert_eq!(
+        stored.len(),
+        ArchiveReason::STORED.len(),
+        "every stored reason once"
+    );
+    // Not archived: no reason. Out of the archive again: none either.
+    assert_eq!(env.info("retrying").await.state, TaskState::Retry);
+    assert_eq!(env.info("retrying").await.archive_reason, None);
+    env.q.inspector().run_task("spent").await.unwrap();
+    let spent = env.info("spent").await;
+    assert_eq!(
+        (spent.state, spent.archive_reason),
+        (TaskState::Pending, None)
+    );
+    // The page of archived tasks carries the reasons too.
+    let page = env
+        .q
+        .inspector()
+        .tasks(TaskQuery::new(TaskState::Archived).size(20))
+        .await
+        .unwrap();
+    assert_eq!(page.tasks.len(), expected.len() - 1);
+    assert!(page.tasks.iter().all(|t| t.archive_reason.is_some()));
 }

@@ -4,8 +4,10 @@
 //! that start together, and every earlier layout of this project upgraded in place
 //! (`tests/fixtures/schemas/`, dumps made by each layout's own code).
 
+use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    Error, MigrationState, Queue, Schema, Task, TaskState, latest_version, protocol,
+    ArchiveReason, Error, MigrationState, Queue, Schema, Task, TaskState, Worker, latest_version,
+    protocol,
 };
 use retry_tests::both_backends;
 use retry_tests::durable_env::{Backend, PgDatabase};
@@ -388,6 +390,18 @@ async fn every_earlier_layout_upgrades_in_place(backend: Backend) {
                 );
             }
         }
+        // The fixtures' archived task, "card declined by the fixture", ends with its reason in
+        // words from the second layout on.
+        let archived = q.inspector().get("fx-2-charge-archived").await.unwrap();
+        let expected = match name.starts_with("01_") {
+            true => ArchiveReason::Unknown,
+            false => ArchiveReason::Exhausted,
+        };
+        assert_eq!(
+            archived.map(|t| t.archive_reason),
+            Some(Some(expected)),
+            "{name}"
+        );
         let q = q.named("after-upgrade");
         q.enqueue(Task::new("email", &1).task_id("new"))
             .await
@@ -413,4 +427,94 @@ both_backends!(
     a_schema_newer_than_this_build_is_refused_unless_it_only_adds,
     a_migration_applied_from_another_text_is_refused,
     processes_starting_together_migrate_once,
+    migration_5_stores_the_archive_reason_and_down_drops_it,
 );
+
+/// Every task's stored `archive_reason` as `(id, reason)`, in id order.
+async fn stored_reasons(url: &str) -> Vec<(String, Option<String>)> {
+    const REASONS: &str = "SELECT id, archive_reason FROM retry_tasks ORDER BY id";
+    if url.starts_with("sqlite") {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        let rows = sqlx::query_as(REASONS).fetch_all(&pool).await.unwrap();
+        pool.close().await;
+        rows
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        let rows = sqlx::query_as(REASONS).fetch_all(&pool).await.unwrap();
+        pool.close().await;
+        rows
+    }
+}
+
+fn reasons(rows: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+    rows.iter()
+        .map(|(id, reason)| ((*id).to_owned(), reason.map(str::to_owned)))
+        .collect()
+}
+
+/// Migration 5 adds `archive_reason`, which every archive writes; down to 4 drops it and keeps
+/// the tasks (their `last_err` still ends with the reason in words); up again leaves the old
+/// rows NULL, read from their `last_err` (`Unknown` when it names none), and the next archive
+/// stores its reason.
+async fn migration_5_stores_the_archive_reason_and_down_drops_it(backend: Backend) {
+    let Some(db) = Fresh::new(backend, "reasons").await else {
+        return;
+    };
+    let q = Queue::connect(&db.url).await.unwrap();
+    q.enqueue(Task::new("charge", &1).task_id("spent").max_retry(0))
+        .await
+        .unwrap();
+    q.enqueue(Task::new("email", &2).task_id("by-hand"))
+        .await
+        .unwrap();
+    let w = Worker::new(q.clone()).handle("charge", |_task| async {
+        Err::<(), BoxError>("card declined".into())
+    });
+    assert_eq!(w.run_due().await.unwrap(), 1);
+    q.inspector().archive_task("by-hand").await.unwrap();
+    assert_eq!(
+        stored_reasons(&db.url).await,
+        reasons(&[("by-hand", Some("operator")), ("spent", Some("exhausted"))])
+    );
+    q.close().await;
+
+    let schema = Schema::connect(&db.url).await.unwrap();
+    assert_eq!(schema.down(4).await.unwrap(), [5]);
+    let layout = catalog(&db.url).await;
+    assert!(
+        !layout.iter().any(|line| line.contains("archive_reason")),
+        "{layout:#?}"
+    );
+    assert_eq!(tasks(&db.url).await.len(), 2, "down 4 keeps the tasks");
+    assert_eq!(schema.up().await.unwrap(), [5]);
+    schema.close().await;
+    assert_eq!(
+        stored_reasons(&db.url).await,
+        reasons(&[("by-hand", None), ("spent", None)])
+    );
+    let q = Queue::connect(&db.url).await.unwrap();
+    let read = |id: &'static str| {
+        let q = q.clone();
+        async move { q.inspector().get(id).await.unwrap().unwrap().archive_reason }
+    };
+    // Read as the builds before the column wrote them: "card declined (retries exhausted: 0 of
+    // 0)"; an operator's archive left no words.
+    assert_eq!(read("spent").await, Some(ArchiveReason::Exhausted));
+    assert_eq!(read("by-hand").await, Some(ArchiveReason::Unknown));
+    q.inspector().run_task("by-hand").await.unwrap();
+    q.inspector().archive_task("by-hand").await.unwrap();
+    assert_eq!(read("by-hand").await, Some(ArchiveReason::Operator));
+    // Out of the archive, the stored reason is cleared (by one task's run and by a whole
+    // state's): a build of version 4 archiving the task again leaves NULL, read from its
+    // `last_err`, not the reason of the earlier archive.
+    let by_hand = |reason: Option<&str>| reasons(&[("by-hand", reason), ("spent", None)]);
+    assert_eq!(stored_reasons(&db.url).await, by_hand(Some("operator")));
+    q.inspector().run_task("by-hand").await.unwrap();
+    assert_eq!(stored_reasons(&db.url).await, by_hand(None));
+    q.inspector().archive_task("by-hand").await.unwrap();
+    assert_eq!(stored_reasons(&db.url).await, by_hand(Some("operator")));
+    q.inspector().run_all(TaskState::Archived).await.unwrap();
+    assert_eq!(stored_reasons(&db.url).await, by_hand(None));
+    q.close().await;
+    db.done().await;
+}

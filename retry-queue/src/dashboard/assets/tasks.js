@@ -314,6 +314,7 @@ async function taskPage(r) {
     : overdueMs(t) ? el("span", { class: "flag overdue" }, "overdue by " + span(overdueMs(t))) : null;
   const fields = el("table", { id: "task-fields", class: "fields" }, el("tbody", {},
     field("State", el("span", { id: "task-state", class: "badge state-" + t.state }, t.state), " ", flag),
+    t.archive_reason ? field("Archive reason", el("code", { id: "task-archive-reason" }, t.archive_reason)) : null,
     field("Kind", t.kind),
     field("System", t.system || "-"),
     field("Retried", t.retried + "/" + t.max_retry),

@@ -10,11 +10,12 @@ use crate::IdempotencyKey;
 use crate::ambient::{self, Cause};
 use crate::durable::client::kind::TaskKind;
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::{Task, TaskInfo};
+use crate::durable::client::task::Task;
 use crate::durable::clock::to_ms;
 use crate::durable::error::Error;
 use crate::durable::state::TaskState;
 use crate::durable::store::tasks;
+use crate::durable::types::task::TaskInfo;
 
 impl Queue {
     /// The hand-over from `#[retry]` to the queue: enqueues `kind` with `payload` under the task

@@ -2,7 +2,6 @@
 //! over, the [`Task`](crate::durable::Task) it writes (typed by [`kind`]) and the checks every
 //! enqueue passes ([`prepare`]). Nothing here runs tasks; the worker's loop is in `durable/worker/`.
 
-pub(crate) mod active;
 pub(crate) mod connect;
 pub(crate) mod hand_over;
 pub(crate) mod kind;

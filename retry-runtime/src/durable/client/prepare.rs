@@ -4,9 +4,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::durable::client::task::{MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, TaskState, When};
+use crate::durable::client::task::{MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Task, When};
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
+use crate::durable::state::TaskState;
 use crate::durable::store::NewTask;
 use crate::durable::traceparent;
 

@@ -6,27 +6,19 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::durable::client::prepare::Prepared;
-use crate::durable::client::task::{MAX_NAME_BYTES, Task, TaskInfo};
+use crate::durable::client::task::{MAX_NAME_BYTES, Task};
 use crate::durable::clock::SystemClock;
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
+use crate::durable::handle::wake::Wake;
 use crate::durable::inspector::Inspector;
 use crate::durable::schema::Schema;
 use crate::durable::store::file_identity::WatchedFile;
 use crate::durable::store::{NewTask, Store, batch, migrator, tasks};
-use crate::durable::worker::execution::wake::Wake;
-
-/// The name of the queue [`Queue::connect`] opens.
-pub const DEFAULT_QUEUE: &str = "default";
-
-/// Archived tasks kept per queue by default: the newest 10 000 ...
-pub const DEFAULT_ARCHIVE_MAX_TASKS: u64 = 10_000;
-
-/// ... archived within the last 90 days.
-pub const DEFAULT_ARCHIVE_MAX_AGE: Duration = Duration::from_secs(90 * 24 * 3600);
-
-/// Completed tasks are kept 7 days by default, so that their ids keep conflicting.
-pub const DEFAULT_COMPLETED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+use crate::durable::types::defaults::{
+    DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,
+};
+use crate::durable::types::task::TaskInfo;
 
 /// A handle on one named queue of a task database: cheap to clone, shared by the clients that
 /// enqueue, the workers that run the tasks ([`Worker::new`](crate::durable::Worker::new)) and the

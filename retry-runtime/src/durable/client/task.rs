@@ -1,83 +1,25 @@
-//! Tasks: what is enqueued ([`Task`]), what is stored ([`TaskInfo`], in a
-//! [`TaskState`](crate::durable::TaskState)) and what a handler gets ([`ActiveTask`]).
+//! What is enqueued: a [`Task`], its options and their defaults. What is stored
+//! ([`TaskInfo`](crate::durable::TaskInfo)) and what a handler gets
+//! ([`ActiveTask`](crate::durable::ActiveTask)) are the shared types of `durable/types/`.
 
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
 use crate::IdempotencyKey;
-pub use crate::durable::client::active::ActiveTask;
 use crate::durable::client::kind::TaskKind;
 #[cfg(doc)]
 use crate::durable::error::Error;
-pub use crate::durable::state::TaskState;
+#[cfg(doc)]
+use crate::durable::state::TaskState;
+use crate::durable::types::defaults::{DEFAULT_MAX_RETRY, DEFAULT_TIMEOUT};
 
 /// The largest payload [`Queue::enqueue`](crate::durable::Queue::enqueue) accepts: 1 MiB of JSON. A
 /// task carries what its handler needs to find the data (ids, amounts, keys), not the data.
 pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
 
-/// Retries allowed by default after the first attempt fails (asynq's `MaxRetry`): up to 26 runs.
-pub const DEFAULT_MAX_RETRY: u32 = 25;
-
-/// The bound on one attempt of a task that has neither a [`timeout`](Task::timeout) nor a
-/// [`deadline`](Task::deadline): 30 minutes.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
-
 /// Longest task id or kind, in bytes.
 pub(crate) const MAX_NAME_BYTES: usize = 1024;
-
-/// A task as stored: what the inspector ([`Inspector::get`](crate::durable::Inspector::get),
-/// [`Inspector::tasks`](crate::durable::Inspector::tasks)) and [`Queue::enqueue`](crate::durable::Queue::enqueue) return.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TaskInfo {
-    /// Unique within the queue: the [`task_id`](Task::task_id) given, or a random one.
-    pub id: String,
-    /// The name of the queue the task is in ([`Queue::named`](crate::durable::Queue::named)).
-    pub queue: String,
-    /// Selects the handler ([`Worker::handle`](crate::durable::Worker::handle)).
-    pub kind: String,
-    /// The external system the task calls ([`Task::system`]), if it names one: the key of the
-    /// worker's per-system limits and breaker-aware deferral.
-    pub system: Option<String>,
-    /// Where the task is.
-    pub state: TaskState,
-    /// Failed attempts counted so far (see [`Worker::is_failure`](crate::durable::Worker::is_failure)).
-    pub retried: u32,
-    /// Retries allowed after the first attempt: the task runs at most `max_retry + 1` times.
-    pub max_retry: u32,
-    /// When the task is due: set while it is `Pending`, `Scheduled` or `Retry`, `None` otherwise.
-    pub next_process_at: Option<SystemTime>,
-    /// The error of the last failed attempt.
-    pub last_err: Option<String>,
-    /// When the last attempt failed.
-    pub last_failed_at: Option<SystemTime>,
-    /// The payload as stored: JSON text. Empty in [`ActiveTask::info`], whose payload is
-    /// [`ActiveTask::payload_json`].
-    pub payload: String,
-    /// When the task was enqueued, by the queue's clock.
-    pub enqueued_at: SystemTime,
-    /// When the task completed: set while it is [`TaskState::Completed`], `None` otherwise.
-    pub completed_at: Option<SystemTime>,
-    /// The task's last [`MAX_FAILURES`](crate::durable::MAX_FAILURES) failed attempts, oldest first
-    /// (a [`Snooze`](crate::durable::Snooze) or a cancel is no failure and is not listed).
-    pub errors: Vec<crate::durable::FailedAttempt>,
-    /// When the lease of an [`Active`](TaskState::Active) task runs out unless its worker renews
-    /// it (`None` in other states). Past it, the worker is presumed dead and the recoverer
-    /// makes the task due again ([`Worker::lease`](crate::durable::Worker::lease)).
-    pub lease_expires_at: Option<SystemTime>,
-    /// The trace context of the span that enqueued the task, as W3C `traceparent` text
-    /// (`00-<trace id>-<span id>-<flags>`): recorded with the `opentelemetry` feature, or
-    /// given with [`Task::trace_parent`]; `None` when there was none.
-    pub trace_parent: Option<String>,
-}
-
-impl TaskInfo {
-    /// The trace id (32 hex digits) of [`trace_parent`](TaskInfo::trace_parent), if the task
-    /// carries one: what a tracing backend finds the enqueuer's trace by.
-    pub fn trace_id(&self) -> Option<&str> {
-        crate::durable::traceparent::trace_id(self.trace_parent.as_deref()?)
-    }
-}
 
 /// A task to enqueue: a kind, a JSON payload and options.
 ///

@@ -4,10 +4,11 @@
 //! selector.
 
 use super::Inspector;
-use crate::durable::client::task::{TaskInfo, TaskState};
 use crate::durable::error::Error;
 use crate::durable::inspector::page::{Cursor, TaskPage, page_of};
+use crate::durable::state::TaskState;
 use crate::durable::store::find;
+use crate::durable::types::task::TaskInfo;
 
 /// How many tasks one search reads at most: the first this many of the state after the
 /// cursor, in the state's order ([`TaskQuery::search`](crate::durable::TaskQuery::search)). A

@@ -4,13 +4,14 @@
 
 use std::fmt;
 
-use crate::durable::client::task::{TaskInfo, TaskState};
 use crate::durable::clock::{from_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
+use crate::durable::handle::trim;
+use crate::durable::state::TaskState;
 use crate::durable::store::{control, counts, operator, tasks};
-use crate::durable::worker::maintenance::janitor;
-use presence::{SchedulerEntry, WorkerInfo};
+use crate::durable::types::presence::{SchedulerEntry, WorkerInfo};
+use crate::durable::types::task::TaskInfo;
 pub use stats::{Canceled, ErrorGroup, HistoryBucket, HistorySpan, QueueStats};
 
 mod find;
@@ -66,7 +67,7 @@ impl Inspector {
     /// Workers do it on every maintenance tick.
     pub async fn trim(&self) -> Result<u64, Error> {
         self.file_check()?;
-        janitor::trim(&self.handle).await
+        trim::trim(&self.handle).await
     }
 
     /// The task with this id, in whatever state, or `None` (never enqueued, deleted, or trimmed).
@@ -170,7 +171,7 @@ impl Inspector {
         self.file_check()?;
         let now = to_ms(self.handle.clock.now());
         if operator::archive_waiting(&self.handle.store, &self.handle.name, id, now).await? {
-            janitor::trim_archive(&self.handle).await?;
+            trim::trim_archive(&self.handle).await?;
             return Ok(());
         }
         match tasks::get(&self.handle.store, &self.handle.name, id).await? {

@@ -5,9 +5,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::durable::client::task::{TaskInfo, TaskState};
 use crate::durable::error::Error;
+use crate::durable::state::TaskState;
 use crate::durable::store::Row;
+use crate::durable::types::task::TaskInfo;
 
 /// One page of [`Inspector::tasks`](crate::durable::Inspector::tasks): the tasks, in the
 /// order of their state, where the next page starts, and how much a search read.

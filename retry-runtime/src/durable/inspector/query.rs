@@ -5,8 +5,8 @@
 use super::Inspector;
 use super::find::MAX_SEARCH_BYTES;
 use super::page::{Cursor, TaskPage, page_of};
-use crate::durable::client::task::TaskState;
 use crate::durable::error::Error;
+use crate::durable::state::TaskState;
 use crate::durable::store::operator;
 
 /// What [`Inspector::tasks`] lists: the tasks of one state, optionally of one kind or matching

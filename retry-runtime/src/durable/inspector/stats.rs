@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use crate::durable::client::task::TaskState;
 use crate::durable::clock::{from_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
+use crate::durable::state::TaskState;
 use crate::durable::store::{counts, operator};
 
 /// Milliseconds in a UTC day (the Unix epoch ignores leap seconds).

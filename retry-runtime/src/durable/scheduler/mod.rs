@@ -21,10 +21,11 @@ use crate::durable::client::queue::Queue;
 use crate::durable::client::task::Task;
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
-use crate::durable::inspector::presence::{DEFAULT_HEARTBEAT_INTERVAL, identity, stale_after};
 use crate::durable::scheduler::entries::{Entries, MakeFn};
 use crate::durable::scheduler::recurrence::Recurrence;
 use crate::durable::store::presence::{self, EntryRow};
+use crate::durable::types::defaults::DEFAULT_HEARTBEAT_INTERVAL;
+use crate::durable::types::presence::{identity, stale_after};
 use crate::durable::worker::execution::stopping::STOP_WRITES_GRACE;
 
 /// Enqueues tasks periodically: every fixed period ([`every`](Scheduler::every)) or on a cron

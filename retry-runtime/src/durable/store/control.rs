@@ -4,6 +4,7 @@
 
 use super::{Arg, Fence, Store, execute, fetch_int};
 use crate::durable::error::Error;
+use crate::durable::types::archive::ArchiveReason;
 
 /// What a canceled task's `last_err` ends with.
 pub(crate) const CANCELED: &str = "(canceled by operator)";
@@ -15,7 +16,7 @@ pub(crate) async fn cancel_waiting(
     id: &str,
     now: i64,
 ) -> Result<bool, Error> {
-    const CANCEL_WAITING: &str = "UPDATE retry_tasks SET state = 'archived', \
+    const CANCEL_WAITING: &str = "UPDATE retry_tasks SET state = 'archived', archive_reason = $5, \
          last_err = CASE WHEN last_err IS NULL THEN $4 ELSE last_err || ' ' || $4 END, \
          finished_ms = $3, next_process_ms = NULL, cancel_requested = FALSE, \
          unique_key = NULL, unique_until_ms = NULL \
@@ -25,6 +26,7 @@ pub(crate) async fn cancel_waiting(
         Arg::Text(id),
         Arg::Int(now),
         Arg::Text(CANCELED),
+        Arg::Text(ArchiveReason::Canceled.as_str()),
     ];
     Ok(execute(store, CANCEL_WAITING, &args).await? == 1)
 }

@@ -7,6 +7,7 @@
 use super::backend::{Backend as _, Dialect};
 use super::bind::{Arg, Decoded};
 use crate::durable::error::Error;
+use crate::durable::types::kinds::Kinds;
 
 /// The database behind a queue: one variant per backend compiled in. A new backend adds its
 /// variant here, its arm in [`on_backend!`] and its scheme in [`Store::open`].
@@ -16,6 +17,13 @@ pub(crate) enum Store {
     Sqlite(sqlx::SqlitePool),
     #[cfg(feature = "postgres")]
     Postgres(sqlx::PgPool),
+}
+
+/// `kinds` as a claim binds it: a JSON array of strings, which the claims read with `json_each`
+/// (SQLite) and `jsonb_array_elements_text` (PostgreSQL). The one place the typed list becomes
+/// text; made once per list (a worker claims with the same list every round).
+pub(crate) fn kinds_text(kinds: &Kinds) -> &str {
+    kinds.encoded(|names| serde_json::to_string(names).unwrap_or_else(|_| "[]".to_owned()))
 }
 
 /// `$body` with `$pool` the pool of `$store`, whatever its backend: the one `match` of

@@ -68,6 +68,10 @@ pub(crate) struct Decided<'a> {
     pub(crate) failed_at: Option<i64>,
     pub(crate) errors: Option<String>,
     pub(crate) at: i64,
+    /// An archive's reason, as stored in `archive_reason`
+    /// ([`ArchiveReason::as_str`](crate::durable::ArchiveReason::as_str)); an operator's cancel
+    /// stores `canceled` whatever the row says.
+    pub(crate) reason: Option<&'static str>,
 }
 
 /// What became of one row of a batch.
@@ -110,6 +114,9 @@ macro_rules! set_columns {
              OR c.state = 'archived' THEN NULL ELSE t.unique_key END, \
          unique_until_ms = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
              OR c.state = 'archived' THEN NULL ELSE t.unique_until_ms END, \
+         archive_reason = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
+             THEN 'canceled' WHEN c.state = 'archived' THEN c.reason \
+             ELSE t.archive_reason END, \
          lease_token = NULL, lease_expires_ms = NULL"
     };
 }
@@ -124,7 +131,7 @@ macro_rules! fenced_rows {
 }
 
 /// What each row ended in, read from the row as written (SQLite's `RETURNING` cannot see the
-/// batch's table): an archive whose `last_err` ends in [`CANCELED`] is the operator's.
+/// batch's table): an archive whose stored reason is `canceled` is the operator's.
 macro_rules! landed {
     ($t:literal) => {
         concat!(
@@ -132,7 +139,7 @@ macro_rules! landed {
             $t,
             "state = 'archived' AND ",
             $t,
-            "last_err LIKE '%(canceled by operator)' THEN 'canceled' ELSE ",
+            "archive_reason = 'canceled' THEN 'canceled' ELSE ",
             $t,
             "state END"
         )
@@ -192,6 +199,7 @@ async fn write_once<'a>(
                 row.failed_at,
                 row.errors.as_deref(),
                 row.at,
+                row.reason,
             )
         })
         .collect();
@@ -205,7 +213,7 @@ async fn write_once<'a>(
 
 /// One row of the batch's JSON array, in the order the statements read it: the fence (row, id,
 /// token, lease bound), the state, `retried`, the due time, `last_err`, `last_failed_ms`, the
-/// failure history, and when it was decided.
+/// failure history, when it was decided, and an archive's reason.
 type JsonRow<'a> = (
     i64,
     &'a str,
@@ -218,6 +226,7 @@ type JsonRow<'a> = (
     Option<i64>,
     Option<&'a str>,
     i64,
+    Option<&'static str>,
 );
 
 #[cfg(all(test, feature = "sqlite"))]
@@ -225,8 +234,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::durable::client::task::ActiveTask;
     use crate::durable::store::{control, tasks};
+    use crate::durable::types::active::ActiveTask;
     use crate::durable::worker::execution::lease;
     use crate::durable::{Queue, Task, TaskState};
 
@@ -252,6 +261,7 @@ mod tests {
             failed_at: None,
             errors: None,
             at: 1_000,
+            reason: None,
         }
     }
 
@@ -291,10 +301,13 @@ mod tests {
                 next_process: Some(7_000),
                 ..row("snooze", To::Scheduled)
             },
-            failed(
-                row("archive", To::Archived),
-                "bad (permanent: not transient)",
-            ),
+            Decided {
+                reason: Some("permanent"),
+                ..failed(
+                    row("archive", To::Archived),
+                    "bad (permanent: not transient)",
+                )
+            },
             row("requeue", To::Pending),
             failed(row("cancel-asked", To::Retry), "boom"),
             row("cancel-not-asked", To::Canceled),
@@ -326,12 +339,14 @@ mod tests {
             (archived.finished_ms, archived.next_process_ms),
             (Some(1_000), None)
         );
+        assert_eq!(archived.archive_reason.as_deref(), Some("permanent"));
         let requeued = get("requeue").await.unwrap().unwrap();
         assert_eq!(requeued.state, TaskState::Pending);
         assert_eq!((requeued.retried, requeued.lease_token), (0, None));
         assert!(requeued.next_process_ms.is_some());
         let canceled = get("cancel-asked").await.unwrap().unwrap();
         assert_eq!(canceled.state, TaskState::Archived);
+        assert_eq!(canceled.archive_reason.as_deref(), Some("canceled"));
         assert_eq!(canceled.retried, 0);
         assert_eq!(canceled.last_err.as_deref(), Some(CANCELED));
         for id in ["cancel-not-asked", "stale"] {

@@ -8,8 +8,8 @@
 //! index's condition term for term (`state = 'retry'` alone does not prove `state IN (…)` to it).
 
 use super::{Arg, Row, Store, fetch_all};
-use crate::durable::client::task::TaskState;
 use crate::durable::error::Error;
+use crate::durable::state::TaskState;
 
 /// A case-insensitive substring match of `$6` (a `LIKE` pattern) in the id, payload or last
 /// error; both sides folded by the database's own `lower`.

@@ -66,6 +66,7 @@ pub(crate) const POSTGRES: &[Migration] = &[
     migration!("postgres", 2, "0002_leaders", "leaders", 1),
     migration!("postgres", 3, "0003_breakers", "breakers", 2),
     migration!("postgres", 4, "0004_prefetch", "prefetch", 3),
+    migration!("postgres", 5, "0005_reasons", "reasons", 4),
 ];
 
 /// SQLite's migrations, in order.
@@ -75,6 +76,7 @@ pub(crate) const SQLITE: &[Migration] = &[
     migration!("sqlite", 2, "0002_leaders", "leaders", 1),
     migration!("sqlite", 3, "0003_breakers", "breakers", 2),
     migration!("sqlite", 4, "0004_prefetch", "prefetch", 3),
+    migration!("sqlite", 5, "0005_reasons", "reasons", 4),
 ];
 
 #[cfg(all(test, feature = "sqlite", feature = "postgres"))]

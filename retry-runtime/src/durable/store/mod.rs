@@ -39,7 +39,7 @@ macro_rules! columns {
     () => {
         "seq, queue, id, kind, payload, state, retried, max_retry, timeout_ms, deadline_ms, \
          key_expires_ms, next_process_ms, lease_token, lease_expires_ms, last_err, \
-         last_failed_ms, created_ms, finished_ms, errors, system, trace_parent"
+         last_failed_ms, created_ms, finished_ms, errors, system, trace_parent, archive_reason"
     };
 }
 
@@ -83,7 +83,8 @@ mod rows;
 mod sqlite;
 pub(crate) mod systems;
 pub(crate) mod tasks;
+pub(crate) mod trim;
 
 pub(crate) use bind::{Arg, close_if_broken};
-pub(crate) use db::{Store, execute, fetch_all, fetch_int, fetch_optional, on_backend};
+pub(crate) use db::{Store, execute, fetch_all, fetch_int, fetch_optional, kinds_text, on_backend};
 pub(crate) use rows::{Claimed, Done, Fence, NewTask, Row};

@@ -2,8 +2,9 @@
 //! on tasks that no worker holds (each refuses an active task in its `WHERE`).
 
 use super::{Arg, Row, Store, execute, fetch_all, fetch_int};
-use crate::durable::client::task::TaskState;
 use crate::durable::error::Error;
+use crate::durable::state::TaskState;
+use crate::durable::types::archive::ArchiveReason;
 
 /// The condition of the due index `retry_tasks_due`, word for word (see
 /// [`page_after!`]).
@@ -21,12 +22,17 @@ pub(crate) async fn run_task(
     now: i64,
 ) -> Result<bool, Error> {
     const RUN: &str = "UPDATE retry_tasks SET state = 'pending', next_process_ms = $3, \
-         finished_ms = NULL, cancel_requested = FALSE \
+         finished_ms = NULL, cancel_requested = FALSE, archive_reason = NULL \
          WHERE queue = $1 AND id = $2 AND state IN ('scheduled', 'retry', 'archived', 'completed')";
     Ok(execute(
         store,
         RUN,
-        &[Arg::Text(queue), Arg::Text(id), Arg::Int(now)],
+        &[
+            Arg::Text(queue),
+            Arg::Text(id),
+            Arg::Int(now),
+            Arg::Text(ArchiveReason::Operator.as_str()),
+        ],
     )
     .await?
         == 1)
@@ -182,13 +188,18 @@ pub(crate) async fn archive_waiting(
     id: &str,
     now: i64,
 ) -> Result<bool, Error> {
-    const ARCHIVE_WAITING: &str = "UPDATE retry_tasks SET state = 'archived', \
+    const ARCHIVE_WAITING: &str = "UPDATE retry_tasks SET state = 'archived', archive_reason = $4, \
          finished_ms = $3, next_process_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
          WHERE queue = $1 AND id = $2 AND state IN ('pending', 'scheduled', 'retry')";
     Ok(execute(
         store,
         ARCHIVE_WAITING,
-        &[Arg::Text(queue), Arg::Text(id), Arg::Int(now)],
+        &[
+            Arg::Text(queue),
+            Arg::Text(id),
+            Arg::Int(now),
+            Arg::Text(ArchiveReason::Operator.as_str()),
+        ],
     )
     .await?
         == 1)
@@ -202,7 +213,7 @@ pub(crate) async fn run_all(
     now: i64,
 ) -> Result<u64, Error> {
     const RUN_ALL: &str = "UPDATE retry_tasks SET state = 'pending', next_process_ms = $3, \
-         finished_ms = NULL, cancel_requested = FALSE \
+         finished_ms = NULL, cancel_requested = FALSE, archive_reason = NULL \
          WHERE queue = $1 AND state = $2 \
          AND state IN ('scheduled', 'retry', 'archived', 'completed')";
     execute(

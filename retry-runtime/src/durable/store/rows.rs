@@ -2,8 +2,11 @@
 
 use std::time::Duration;
 
-use crate::durable::client::task::{ActiveTask, TaskInfo, TaskState};
 use crate::durable::clock::from_ms;
+use crate::durable::state::TaskState;
+use crate::durable::types::active::ActiveTask;
+use crate::durable::types::archive::ArchiveReason;
+use crate::durable::types::task::TaskInfo;
 
 /// One row of `retry_tasks`, as read.
 #[derive(Debug)]
@@ -32,6 +35,9 @@ pub(crate) struct Row {
     pub(crate) errors: Option<String>,
     /// The enqueuer's trace context, W3C `traceparent` text.
     pub(crate) trace_parent: Option<String>,
+    /// Why the task was archived, as [`ArchiveReason::as_str`] names it (`NULL` before schema
+    /// version 5).
+    pub(crate) archive_reason: Option<String>,
 }
 
 impl<R> sqlx::FromRow<'_, R> for Row
@@ -72,6 +78,7 @@ where
             finished_ms: row.try_get("finished_ms")?,
             errors: row.try_get("errors")?,
             trace_parent: row.try_get("trace_parent")?,
+            archive_reason: row.try_get("archive_reason")?,
         })
     }
 }
@@ -106,6 +113,9 @@ impl Row {
             TaskState::Pending | TaskState::Scheduled | TaskState::Retry
         );
         let completed = self.state == TaskState::Completed;
+        let archive_reason = (self.state == TaskState::Archived).then(|| {
+            ArchiveReason::of_row(self.archive_reason.as_deref(), self.last_err.as_deref())
+        });
         TaskInfo {
             id: self.id,
             queue: self.queue,
@@ -126,6 +136,7 @@ impl Row {
                 .filter(|_| self.state == TaskState::Active)
                 .map(from_ms),
             trace_parent: self.trace_parent,
+            archive_reason,
         }
     }
 

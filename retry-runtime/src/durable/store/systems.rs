@@ -6,8 +6,9 @@
 //! retries only), the deferral, and the operator's per-system figures.
 
 use super::backend::Backend as _;
-use super::{Arg, Claimed, Store, fetch_all, on_backend};
+use super::{Arg, Claimed, Store, fetch_all, kinds_text, on_backend};
 use crate::durable::error::Error;
+use crate::durable::types::kinds::Kinds;
 
 /// Which tasks a claim takes by their `retried`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,12 +24,12 @@ pub(crate) enum Retried {
 /// What a managed claim takes besides the due tasks of the worker's kinds.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Filter<'a> {
-    /// Only the tasks of this system: those naming it, and those naming none whose kind is in
-    /// the JSON array (the worker's [`system_of`](crate::durable::Worker::system_of)).
-    pub(crate) only: Option<(&'a str, &'a str)>,
-    /// None of these systems (a JSON array), nor the tasks naming none whose kind is in the
-    /// second JSON array.
-    pub(crate) except: Option<(&'a str, &'a str)>,
+    /// Only the tasks of this system: those naming it, and those naming none whose kind is one
+    /// of these (the worker's [`system_of`](crate::durable::Worker::system_of)).
+    pub(crate) only: Option<(&'a str, &'a Kinds)>,
+    /// None of these systems (a JSON array), nor the tasks naming none whose kind is one of
+    /// these.
+    pub(crate) except: Option<(&'a str, &'a Kinds)>,
     pub(crate) retried: Retried,
     /// A global concurrency limit of the `only` system across every worker of the queue.
     pub(crate) global: Option<i64>,
@@ -44,7 +45,7 @@ pub(crate) async fn claim(
     limit: i64,
     (token, prefetched): (i64, bool),
     lease_until: i64,
-    kinds: Option<&str>,
+    kinds: Option<&Kinds>,
     filter: Filter<'_>,
 ) -> Result<Vec<Claimed>, Error> {
     let args = [
@@ -53,11 +54,11 @@ pub(crate) async fn claim(
         Arg::Int(limit),
         Arg::Int(token),
         Arg::Int(lease_until),
-        Arg::MaybeText(kinds),
+        Arg::MaybeText(kinds.map(kinds_text)),
         Arg::MaybeText(filter.only.map(|(system, _)| system)),
-        Arg::Text(filter.only.map_or("[]", |(_, kinds)| kinds)),
+        Arg::Text(filter.only.map_or("[]", |(_, kinds)| kinds_text(kinds))),
         Arg::MaybeText(filter.except.map(|(systems, _)| systems)),
-        Arg::Text(filter.except.map_or("[]", |(_, kinds)| kinds)),
+        Arg::Text(filter.except.map_or("[]", |(_, kinds)| kinds_text(kinds))),
         Arg::Int(filter.retried as i64),
         Arg::MaybeInt(filter.global),
         Arg::MaybeInt(prefetched.then_some(token)),
@@ -72,14 +73,14 @@ pub(crate) async fn claim(
     Ok(rows)
 }
 
-/// Defers every task of `system` (or naming none, of a kind in `kinds`, a JSON array) due by
+/// Defers every task of `system` (or naming none, of a kind in `kinds`) due by
 /// `now` to `until` plus a jitter below `jitter_ms` spread by the task's `seq`: `scheduled`,
 /// `retried` and `last_err` unchanged. Returns the kind of each task it deferred.
 pub(crate) async fn defer(
     store: &Store,
     queue: &str,
     now: i64,
-    (system, kinds): (&str, &str),
+    (system, kinds): (&str, &Kinds),
     until: i64,
     jitter_ms: i64,
 ) -> Result<Vec<String>, Error> {
@@ -88,7 +89,7 @@ pub(crate) async fn defer(
         Arg::Text(queue),
         Arg::Int(now),
         Arg::Text(system),
-        Arg::Text(kinds),
+        Arg::Text(kinds_text(kinds)),
         Arg::Int(until),
         Arg::Int(jitter_ms.max(1)),
     ];

@@ -14,23 +14,24 @@ use tokio::task::JoinHandle;
 use crate::durable::client::queue::Queue;
 use crate::durable::clock::DelayRng;
 use crate::durable::error::Error;
-use crate::durable::inspector::presence::DEFAULT_HEARTBEAT_INTERVAL;
-use crate::durable::worker::execution::attempt::DEFAULT_LEASE;
+use crate::durable::types::defaults::{
+    DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE, DEFAULT_OUTAGE_LIMIT, DEFAULT_POLL_INTERVAL,
+    DEFAULT_PREFETCH, DEFAULT_RECOVER_INTERVAL, DEFAULT_SHUTDOWN_TIMEOUT,
+};
+use crate::durable::types::kinds::Kinds;
 use crate::durable::worker::execution::gate::Gate;
 use crate::durable::worker::execution::limit::Systems;
-use crate::durable::worker::execution::processor::{
-    DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_TIMEOUT, Processor,
-};
+use crate::durable::worker::execution::processor::Processor;
 use crate::durable::worker::execution::runner::{Handler, Runner};
 use crate::durable::worker::execution::served::Served;
 use crate::durable::worker::finishing::completer::{Completer, Writer};
 use crate::durable::worker::finishing::failure::Rules;
 use crate::durable::worker::finishing::outcome::{ErrorFn, Outcomes};
-use crate::durable::worker::maintenance::fatal::{DEFAULT_OUTAGE_LIMIT, Fatal, Outage};
+use crate::durable::worker::maintenance::fatal::{Fatal, Outage};
 use crate::durable::worker::maintenance::heartbeat::Heartbeat;
 use crate::durable::worker::maintenance::janitor::Janitor;
 use crate::durable::worker::maintenance::leadership::{Leadership, beat_interval};
-use crate::durable::worker::maintenance::recoverer::{DEFAULT_RECOVER_INTERVAL, Recoverer};
+use crate::durable::worker::maintenance::recoverer::Recoverer;
 use crate::durable::worker::metrics::Metrics;
 
 /// A worker's options and handlers, as its setters leave them.
@@ -137,7 +138,7 @@ impl Config {
         Processor {
             queues: self.queues.clone(),
             strict_priority: self.strict_priority,
-            kinds: serde_json::to_string(&self.kinds()).unwrap_or_else(|_| "[]".to_owned()),
+            kinds: Kinds::new(self.kinds().into_iter().cloned()),
             runner,
             concurrency: self.concurrency,
             prefetch: self.prefetch,

@@ -17,9 +17,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::{ActiveTask, TaskInfo};
 use crate::durable::error::{BoxError, Error};
 use crate::durable::store::Fence;
+use crate::durable::types::active::ActiveTask;
+use crate::durable::types::task::TaskInfo;
 use crate::durable::worker::config::Config;
 use crate::durable::worker::execution::limit::SystemLimit;
 use crate::durable::worker::execution::runner::Runner;

@@ -54,7 +54,8 @@ const DECIDE: &str = concat!(
     " FROM (SELECT (e ->> 0)::bigint AS seq, e ->> 1 AS id, (e ->> 2)::bigint AS token, \
             (e ->> 3)::bigint AS expired_before, e ->> 4 AS state, (e ->> 5)::bigint AS retried, \
             (e ->> 6)::bigint AS next_process, e ->> 7 AS last_err, \
-            (e ->> 8)::bigint AS failed_at, e ->> 9 AS errors, (e ->> 10)::bigint AS at_ms \
+            (e ->> 8)::bigint AS failed_at, e ->> 9 AS errors, (e ->> 10)::bigint AS at_ms, \
+            e ->> 11 AS reason \
          FROM jsonb_array_elements($1::jsonb) AS e) AS c \
      WHERE t.state = 'active' AND ",
     fenced_rows!(),

@@ -50,7 +50,8 @@ const DECIDE: &str = concat!(
          SELECT value ->> 0 AS seq, value ->> 1 AS id, value ->> 2 AS token, \
                 value ->> 3 AS expired_before, value ->> 4 AS state, value ->> 5 AS retried, \
                 value ->> 6 AS next_process, value ->> 7 AS last_err, value ->> 8 AS failed_at, \
-                value ->> 9 AS errors, value ->> 10 AS at_ms \
+                value ->> 9 AS errors, value ->> 10 AS at_ms, \
+                value ->> 11 AS reason \
          FROM json_each($1)) \
      UPDATE retry_tasks AS t SET ",
     set_columns!(),

@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::runner::Runner;
 use crate::durable::worker::execution::supervisor::{
     Bound, Dropped, Running, lease_end, supervise,
@@ -21,9 +21,6 @@ use crate::durable::worker::execution::{lease, shared_breaker, span};
 use crate::durable::worker::finishing::completer::Completer;
 use crate::durable::worker::finishing::failure::{Failure, Judgement};
 use crate::durable::worker::finishing::settle::Settle;
-
-/// How long a claim holds a task unless renewed; renewed every third of it while the handler runs.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 tokio::task_local! {
     /// The id of the task whose handler runs in this tokio task.

@@ -8,10 +8,11 @@
 use std::time::Duration;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::store::systems::{self, Filter, Retried};
+use crate::durable::types::active::ActiveTask;
+use crate::durable::types::kinds::Kinds;
 use crate::durable::worker::execution::gate::{DEFER_JITTER, Gate, Plan};
 use crate::durable::worker::execution::lease;
 use crate::durable::worker::execution::runner::Runner;
@@ -61,7 +62,7 @@ pub(crate) fn order(queues: &[Served], strict_priority: bool, runner: &Runner) -
 pub(crate) async fn claim(
     (queues, order): (&[Served], Vec<usize>),
     runner: &Runner,
-    kinds: &str,
+    kinds: &Kinds,
     (mut free, mut slots): (usize, usize),
 ) -> Result<Vec<(Queue, ActiveTask)>, Error> {
     let mut claimed = Vec::new();
@@ -138,7 +139,7 @@ async fn gated(
     metrics: &Metrics,
     queue: &Queue,
     (mut free, slots): (usize, &mut usize),
-    (lease, kinds): (Duration, Option<&str>),
+    (lease, kinds): (Duration, Option<&Kinds>),
 ) -> Result<Vec<ActiveTask>, Error> {
     let plan = shared_breaker::plan(gate, queue, lease).await?;
     defer(gate, metrics, queue, &plan).await?;
@@ -184,7 +185,7 @@ async fn split(
     filter: Filter<'_>,
     (asked, slots): (usize, &mut usize),
     retries: &mut Option<usize>,
-    lease: (Duration, Option<&str>),
+    lease: (Duration, Option<&Kinds>),
 ) -> Result<Vec<ActiveTask>, Error> {
     let Some(left) = *retries else {
         return managed(queue, filter, (asked, slots), lease).await;
@@ -215,7 +216,7 @@ async fn managed(
     queue: &Queue,
     filter: Filter<'_>,
     (max, slots): (usize, &mut usize),
-    (lease, kinds): (Duration, Option<&str>),
+    (lease, kinds): (Duration, Option<&Kinds>),
 ) -> Result<Vec<ActiveTask>, Error> {
     let handle = &queue.handle;
     let now = to_ms(handle.clock.now());
@@ -237,7 +238,7 @@ async fn defer(gate: &Gate, metrics: &Metrics, queue: &Queue, plan: &Plan) -> Re
         let w = &gate.watched[*i];
         let now = to_ms(handle.clock.now());
         let jitter = duration_ms(DEFER_JITTER);
-        let system = (w.name.as_str(), w.kinds.as_str());
+        let system = (w.name.as_str(), &w.kinds);
         let kinds = systems::defer(
             &handle.store,
             &handle.name,

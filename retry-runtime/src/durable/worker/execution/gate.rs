@@ -24,9 +24,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::to_ms;
 use crate::durable::store::breakers::Shared;
+use crate::durable::types::active::ActiveTask;
+use crate::durable::types::kinds::Kinds;
 use crate::durable::worker::execution::limit::{SystemLimit, Systems};
 use crate::durable::worker::execution::ramp::Ramp;
 use crate::protect::BreakerState;
@@ -39,8 +40,8 @@ pub(crate) const DEFER_JITTER: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub(crate) struct Watched {
     pub(crate) name: String,
-    /// The kinds mapped to it, a JSON array (for the claim's condition).
-    pub(crate) kinds: String,
+    /// The kinds mapped to it (for the claim's condition).
+    pub(crate) kinds: Kinds,
     pub(crate) limit: SystemLimit,
     #[cfg(feature = "metrics")]
     rate_gauge: metrics::Gauge,
@@ -94,9 +95,9 @@ pub(crate) struct Gate {
     pub(crate) watched: Vec<Watched>,
     by_name: HashMap<String, usize>,
     by_kind: HashMap<String, usize>,
-    /// The watched systems and the kinds mapped to them, as JSON arrays: the condition of the
+    /// The watched systems (a JSON array) and the kinds mapped to them: the condition of the
     /// claim of every other task.
-    pub(crate) except: (String, String),
+    pub(crate) except: (String, Kinds),
     /// Retries held at most while fresh tasks are due; `usize::MAX`: no share.
     retry_cap: usize,
     state: Mutex<State>,
@@ -117,15 +118,14 @@ impl Gate {
             .iter()
             .map(|name| {
                 let code = systems.limits.get(*name).copied().unwrap_or_default();
-                let kinds: Vec<&str> = systems
+                let kinds = systems
                     .kinds
                     .iter()
                     .filter(|(_, system)| system.as_str() == *name)
-                    .map(|(kind, _)| kind.as_str())
-                    .collect();
+                    .map(|(kind, _)| kind.as_str());
                 Watched {
                     name: (*name).to_owned(),
-                    kinds: json(&kinds),
+                    kinds: Kinds::new(kinds),
                     limit: code.configured(name),
                     #[cfg(feature = "metrics")]
                     rate_gauge: metrics::gauge!("retry_queue_system_rate", "system" => (*name).to_owned()),
@@ -135,7 +135,6 @@ impl Gate {
         let by_name = names.iter().enumerate().map(|(i, n)| ((*n).to_owned(), i));
         let by_name: HashMap<String, usize> = by_name.collect();
         let by_kind = systems.kinds.iter().map(|(k, s)| (k.clone(), by_name[s]));
-        let kinds: Vec<&str> = systems.kinds.keys().map(String::as_str).collect();
         let share = systems.retry_share;
         let retry_cap = if share >= 1.0 {
             usize::MAX
@@ -153,7 +152,10 @@ impl Gate {
             })
             .collect();
         Gate {
-            except: (json(&names), json(&kinds)),
+            except: (
+                json(&names),
+                Kinds::new(systems.kinds.keys().map(String::as_str)),
+            ),
             by_kind: by_kind.collect(),
             by_name,
             watched,

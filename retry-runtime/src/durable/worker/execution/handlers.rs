@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::Classify;
 use crate::durable::client::kind::TaskKind;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::error::{BoxError, SkipRetry};
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::Worker;
 use crate::durable::worker::execution::runner::Handler;
 use crate::durable::worker::finishing::failure::Failure;

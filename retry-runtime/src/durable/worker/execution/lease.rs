@@ -5,22 +5,22 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, from_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
 use crate::durable::store::decisions::{self, Landed};
 use crate::durable::store::{Claimed, Done, Fence, prefetched, tasks};
+use crate::durable::types::active::ActiveTask;
+use crate::durable::types::kinds::Kinds;
 use crate::durable::worker::finishing::settle::Settle;
 
-/// Claims up to `max` due tasks (oldest due first) of the kinds in `kinds` (a JSON array of
-/// strings; `None`: any kind) under a lease of `lease`, each with a fresh fencing token; the
+/// Claims up to `max` due tasks (oldest due first) of the kinds in `kinds` (`None`: any kind) under a lease of `lease`, each with a fresh fencing token; the
 /// first `slots` go into free slots at once, the rest are prefetched ([`claim_split`]).
 pub(crate) async fn claim(
     queue: &Handle,
     (max, slots): (usize, usize),
     lease: Duration,
-    kinds: Option<&str>,
+    kinds: Option<&Kinds>,
 ) -> Result<Vec<ActiveTask>, Error> {
     let now = to_ms(queue.clock.now());
     let lease_until = now.saturating_add(duration_ms(lease));

@@ -4,9 +4,7 @@
 
 use std::collections::BTreeMap;
 
-/// The share of a worker's slots that retries may take while fresh tasks are due, unless
-/// [`Worker::retry_share`](crate::durable::Worker::retry_share) says otherwise: half.
-pub const DEFAULT_RETRY_SHARE: f64 = 0.5;
+use crate::durable::types::defaults::DEFAULT_RETRY_SHARE;
 
 /// A worker's limits for the tasks of one external system
 /// ([`Worker::limit`](crate::durable::Worker::limit)): how many may run at once, and how many

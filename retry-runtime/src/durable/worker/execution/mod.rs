@@ -1,6 +1,6 @@
 //! Running tasks: the processor claims due tasks (`claim`, through the per-system `gate` and
 //! its `limit`s and `ramp`s, on the `lease`), starts them in free slots (`start`, paced by
-//! `pace`, woken by `wake` and the `due` timer), and runs each attempt (`attempt`, watched by
+//! `pace`, woken by the handle's `wake` and the `due` timer), and runs each attempt (`attempt`, watched by
 //! its `supervisor`, with the `runner`'s `handlers`, inside its `span`), until its graceful
 //! `stopping`.
 
@@ -21,4 +21,3 @@ pub(crate) mod span;
 pub(crate) mod start;
 pub(crate) mod stopping;
 pub(crate) mod supervisor;
-pub(crate) mod wake;

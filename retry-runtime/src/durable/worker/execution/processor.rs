@@ -17,8 +17,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
+use crate::durable::types::active::ActiveTask;
+use crate::durable::types::kinds::Kinds;
 use crate::durable::worker::execution::claim;
 use crate::durable::worker::execution::due::next_due;
 use crate::durable::worker::execution::gate::Key;
@@ -30,29 +31,14 @@ use crate::durable::worker::execution::stopping::{self, StopDeadline};
 use crate::durable::worker::finishing::completer::Completer;
 use crate::durable::worker::joined::log_join;
 
-/// How often a worker looks for due tasks when the last look found fewer than it had room for.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
-
-/// How many claimed tasks a worker keeps ready beyond its free slots while there is a backlog
-/// (see [`Worker::prefetch`](crate::durable::Worker::prefetch)).
-// 64, not 16: one claim then takes 32 tasks or more, and its round trip and commit are paid
-// for by twice as many tasks (no-op tasks, concurrency 1–16: 9–12 k/s on PostgreSQL and
-// 8–12 k/s on SQLite with 16; 14–15 k/s and 15–17 k/s with 64). Slow tasks are bounded by
-// the pace (what the slots start within a third of the lease), not by this.
-pub const DEFAULT_PREFETCH: usize = 64;
-
-/// How long [`Worker::run_until`](crate::durable::Worker::run_until) lets running attempts finish after its shutdown signal
-/// (asynq's default); attempts still running then go back to pending.
-pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
-
 /// The processor of one worker: what it claims, how many it runs and holds, and how it stops.
 pub(crate) struct Processor {
     /// The queues served, each with its weight.
     pub(crate) queues: Vec<Served>,
     /// Higher weights drained first instead of picked by weight.
     pub(crate) strict_priority: bool,
-    /// The kinds the runner has handlers for, as a JSON array: a claim takes only these.
-    pub(crate) kinds: String,
+    /// The kinds the runner has handlers for: a claim takes only these.
+    pub(crate) kinds: Kinds,
     pub(crate) runner: Arc<Runner>,
     pub(crate) concurrency: usize,
     pub(crate) prefetch: usize,

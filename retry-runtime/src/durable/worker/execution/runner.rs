@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::durable::client::task::ActiveTask;
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::gate::Gate;
 use crate::durable::worker::finishing::failure::Failure;
 use crate::durable::worker::finishing::outcome::Outcomes;

@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{duration_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::store::breakers::{self, Shared};
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::gate::{DEFER_JITTER, Gate, Plan};
 use crate::durable::worker::execution::runner::Runner;
 use crate::durable::worker::finishing::failure::{Failure, Judgement};

@@ -11,7 +11,7 @@
 
 use std::future::Future;
 
-use crate::durable::client::task::ActiveTask;
+use crate::durable::types::active::ActiveTask;
 
 /// `future` (an attempt's handler) inside the attempt's span.
 #[cfg(feature = "tracing")]

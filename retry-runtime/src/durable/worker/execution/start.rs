@@ -15,8 +15,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::store::prefetched;
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::attempt::attempt;
 use crate::durable::worker::execution::processor::{Processor, timed};
 use crate::durable::worker::finishing::completer::Completer;

@@ -17,10 +17,10 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::to_ms;
 use crate::durable::error::Error;
 use crate::durable::store::{Fence, decisions};
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::gate::Gate;
 use crate::durable::worker::finishing::settle::Settle;
 use crate::durable::worker::joined::log_join;

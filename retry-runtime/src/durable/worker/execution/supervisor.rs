@@ -10,9 +10,9 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::error::Error;
 use crate::durable::store::{Fence, control};
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::lease;
 use crate::durable::worker::execution::runner::Runner;
 use crate::durable::worker::finishing::failure::Failure;

@@ -28,11 +28,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::to_ms;
 use crate::durable::error::Error;
 use crate::durable::store::decisions::{self, Landed};
 use crate::durable::store::{Done, Fence, tasks};
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::lease;
 use crate::durable::worker::finishing::settle::{self, Settle};
 use crate::durable::worker::finishing::write_retry::Tries;

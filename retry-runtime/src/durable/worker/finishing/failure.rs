@@ -12,12 +12,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use crate::Classify;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::rfc3339 as fmt_time;
 use crate::durable::clock::{DelayRng, default_retry_delay, from_ms};
 use crate::durable::error::{
     BoxError, Error, SkipRetry, Snooze, chain, error_text, has_client_error,
 };
+use crate::durable::types::active::ActiveTask;
+use crate::durable::types::archive::ArchiveReason as Stored;
 use crate::durable::worker::finishing::throttle;
 use crate::erased;
 use crate::protect::BreakerState;
@@ -161,6 +162,22 @@ pub(crate) enum ArchiveReason {
 }
 
 impl ArchiveReason {
+    /// The reason as stored in the task's `archive_reason` and shown on its
+    /// [`TaskInfo`](crate::durable::TaskInfo) (without the times, which `last_err` keeps).
+    pub(crate) fn stored(&self) -> Stored {
+        match self {
+            ArchiveReason::SkipRetry => Stored::SkipRetry,
+            ArchiveReason::BadTask => Stored::BadTask,
+            ArchiveReason::Permanent { client_error: true } => Stored::ClientError,
+            ArchiveReason::Permanent {
+                client_error: false,
+            } => Stored::Permanent,
+            ArchiveReason::Exhausted { .. } => Stored::Exhausted,
+            ArchiveReason::KeyExpires { .. } => Stored::KeyExpired,
+            ArchiveReason::Deadline { .. } => Stored::Deadline,
+        }
+    }
+
     /// The text appended to the error's text in `last_err`.
     pub(crate) fn suffix(&self) -> String {
         match self {

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::{ActiveTask, TaskInfo};
 use crate::durable::error::{BoxError, Error};
 use crate::durable::store::Fence;
 use crate::durable::store::decisions::Landed;
+use crate::durable::types::active::ActiveTask;
+use crate::durable::types::task::TaskInfo;
 use crate::durable::worker::finishing::completer::Completer;
 use crate::durable::worker::finishing::failure::{Failure, Judgement, Rules};
 use crate::durable::worker::finishing::settle::{self, Settle};

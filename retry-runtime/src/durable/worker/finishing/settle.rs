@@ -9,11 +9,11 @@
 use std::time::{Duration, SystemTime};
 
 use crate::durable::client::queue::Queue;
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::{from_ms, rfc3339, to_ms};
 use crate::durable::failures;
 use crate::durable::store::Fence;
 use crate::durable::store::decisions::{self, Decided, Landed, To};
+use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::finishing::failure::Decision;
 use crate::durable::worker::finishing::write_retry::GIVE_BACK_WINDOW;
 use crate::durable::worker::metrics::{Metrics, Outcome};
@@ -56,6 +56,7 @@ impl Settle {
             failed_at: None,
             errors: None,
             at,
+            reason: None,
         };
         let history = |last_err: &str| {
             let errors =
@@ -86,10 +87,8 @@ impl Settle {
                     (row.to, row.next_process) = (To::Scheduled, Some(to_ms(*due)));
                     row.last_err = Some(failures::bounded(last_err));
                 }
-                // Issue 42: the archive's reason (`ArchiveReason`) gets a column of its own;
-                // it is written here, beside `last_err`, once the column exists.
-                Decision::Archive { last_err, .. } => {
-                    row.to = To::Archived;
+                Decision::Archive { reason, last_err } => {
+                    (row.to, row.reason) = (To::Archived, Some(reason.stored().as_str()));
                     (row.last_err, row.failed_at, row.errors) = history(last_err);
                 }
             },
@@ -187,8 +186,7 @@ pub(crate) fn report(
 /// Trims the archive of `queue` to its limits after archiving (a failure is logged: the
 /// janitor trims it again later).
 pub(crate) async fn trim_archive(queue: &Queue) {
-    if let Err(e) = crate::durable::worker::maintenance::janitor::trim_archive(&queue.handle).await
-    {
+    if let Err(e) = crate::durable::handle::trim::trim_archive(&queue.handle).await {
         event!(
             warn,
             "durable worker: trimming the archive failed",

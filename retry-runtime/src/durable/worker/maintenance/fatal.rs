@@ -14,14 +14,6 @@ use tokio::time::Instant;
 
 use crate::durable::error::Error;
 
-/// How long a worker's database may fail every heartbeat before
-/// [`run_until`](crate::durable::Worker::run_until) gives up and returns the error
-/// ([`Worker::outage_limit`](crate::durable::Worker::outage_limit)).
-// Five minutes: far longer than a PostgreSQL restart or fail-over (seconds to a minute), which
-// a worker waits out; short enough that a process supervisor learns of a dead disk the same
-// hour, instead of a worker alive and idle for good.
-pub const DEFAULT_OUTAGE_LIMIT: Duration = Duration::from_secs(300);
-
 /// The fault that ends the run, once found: the first one wins.
 pub(crate) struct Fatal {
     error: Mutex<Option<Error>>,

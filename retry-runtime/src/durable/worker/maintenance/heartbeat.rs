@@ -17,15 +17,15 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use crate::durable::client::task::ActiveTask;
 use crate::durable::clock::to_ms;
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
-use crate::durable::inspector::presence::{HeldJson, HeldTask, stale_after};
 use crate::durable::store::file_identity::FileIdentity;
 use crate::durable::store::leader;
 use crate::durable::store::presence::{self, WorkerRow};
 use crate::durable::store::reports::{self, Report};
+use crate::durable::types::active::ActiveTask;
+use crate::durable::types::presence::{HeldJson, HeldTask, identity, stale_after};
 use crate::durable::worker::execution::gate::Gate;
 use crate::durable::worker::maintenance::fatal::{Fatal, Outage};
 use crate::durable::worker::maintenance::leadership::Leadership;
@@ -108,7 +108,7 @@ impl Heartbeat {
     /// Beats at once and every `interval` until `stop` turns true, then deletes the row; a
     /// dropped `stop` (the worker's future dropped) leaves the row to go stale.
     pub(crate) async fn run(self, stop: watch::Receiver<bool>) {
-        let (id, host, pid) = crate::durable::inspector::presence::identity();
+        let (id, host, pid) = identity();
         let started_ms = to_ms(self.handle.clock.now());
         let graceful = stop.clone();
         periodic::every(self.interval, stop, || async {

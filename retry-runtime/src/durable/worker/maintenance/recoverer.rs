@@ -22,10 +22,6 @@ use crate::durable::worker::finishing::outcome::Outcomes;
 use crate::durable::worker::maintenance::leadership::Leadership;
 use crate::durable::worker::maintenance::periodic;
 
-/// How often a worker recovers expired leases and trims the archive and completed tasks, on the
-/// queues it leads.
-pub const DEFAULT_RECOVER_INTERVAL: Duration = Duration::from_secs(5);
-
 /// Expired tasks read per statement.
 const BATCH: usize = 100;
 

@@ -102,10 +102,10 @@ fn a_typed_error_is_judged_by_its_own_classify() {
     assert_eq!(Failure::from_handler(boxed).judgement, Judgement::Unknown);
 }
 
-#[test]
-fn archive_suffixes_are_distinct() {
+/// Every reason the failure path archives for, with its times.
+fn every_reason() -> [ArchiveReason; 7] {
     let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-    let suffixes = [
+    [
         ArchiveReason::SkipRetry,
         ArchiveReason::BadTask,
         ArchiveReason::Permanent { client_error: true },
@@ -122,12 +122,34 @@ fn archive_suffixes_are_distinct() {
             deadline: t,
         },
     ]
-    .map(|reason| reason.suffix());
+}
+
+#[test]
+fn archive_suffixes_are_distinct() {
+    let suffixes = every_reason().map(|reason| reason.suffix());
     let mut unique = suffixes.to_vec();
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), suffixes.len(), "{suffixes:?}");
     assert_eq!(suffixes[4], "(retries exhausted: 3 of 3)");
+}
+
+/// A row archived before the `archive_reason` column reads its reason from its `last_err`: each
+/// suffix this path writes reads back as the reason it stores now, and the stored ones differ.
+#[test]
+fn each_suffix_reads_back_as_the_reason_it_stores() {
+    let mut stored = Vec::new();
+    for reason in every_reason() {
+        let last_err = format!("card declined {}", reason.suffix());
+        assert_eq!(
+            Stored::of_row(None, Some(&last_err)),
+            reason.stored(),
+            "{last_err}"
+        );
+        stored.push(reason.stored());
+    }
+    stored.dedup();
+    assert_eq!(stored.len(), 7, "{stored:?}");
 }
 
 #[test]

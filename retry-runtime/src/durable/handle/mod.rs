@@ -1,6 +1,11 @@
 //! What every handle on one queue shares — the [`Queue`](super::Queue) a client enqueues with,
 //! the [`Inspector`](super::Inspector) an operator acts with, the workers' components: the
-//! database, the queue's name, its clock and its limits.
+//! database, the queue's name, its clock and its limits, the process's bell that wakes the
+//! workers ([`wake`]), and the trims the limits call for ([`trim`]).
+//!
+//! The layer just above the store (it holds a [`Store`] and names nothing else of `durable/`
+//! but the bottom files and `types/`): the client, the worker, the scheduler and the inspector
+//! all build on it, none on another for what it holds.
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,7 +14,10 @@ use std::time::Duration;
 use crate::durable::clock::Clock;
 use crate::durable::store::Store;
 use crate::durable::store::file_identity::WatchedFile;
-use crate::durable::worker::execution::wake::Wake;
+use wake::Wake;
+
+pub(crate) mod trim;
+pub(crate) mod wake;
 
 /// One queue of one database, as every handle on it sees it.
 #[derive(Clone)]
@@ -20,7 +28,7 @@ pub(crate) struct Handle {
     pub(crate) archive_max_tasks: u64,
     pub(crate) archive_max_age: Duration,
     pub(crate) completed_retention: Duration,
-    /// Rung when a task of the database may have become due (see [`wake`](crate::durable::worker::execution::wake)).
+    /// Rung when a task of the database may have become due (see [`wake`]).
     pub(crate) wake: Wake,
     /// The SQLite file the queue connected to, which the inspector watches (`None`: PostgreSQL,
     /// an in-memory database).

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::de::DeserializeOwned;
 
-use crate::durable::client::task::TaskInfo;
 use crate::durable::error::Error;
+use crate::durable::types::task::TaskInfo;
 
 /// A claimed task, as its handler gets it: its stored info, its payload, and the lease (fencing
 /// token) under which this attempt runs.

@@ -12,7 +12,7 @@
 //!   clones) share one listening connection ([`Wake::hold_listener`]), open while any of them
 //!   runs, reconnecting with a growing pause; it rings the bell on each notification (and
 //!   after each reconnect: notifications sent while it was away are lost).
-//! - **Timer** ([`next_due`]): after a claim round that left slots free, the processor asks for
+//! - **Timer** (`next_due`, `worker/execution/due.rs`): after a claim round that left slots free, the processor asks for
 //!   the earliest due time still in the future among the waiting tasks of its queues and sleeps
 //!   no longer than that: a scheduled task or a retry starts at its due time, not up to a poll
 //!   late.

@@ -1,0 +1,15 @@
+-- Why an archived task was archived (issue 42, item 3), as a word the code names
+-- (`ArchiveReason::as_str`: skip_retry, bad_task, client_error, permanent, exhausted,
+-- key_expired, deadline, canceled, operator), written by every statement that archives a task.
+-- Before it, the reason was only the end of `last_err`, in words; rows archived before it keep
+-- NULL, and the code reads their reason from that end (or `unknown`). No CHECK on the values:
+-- a newer build may store a reason this one does not know, which it reads as `unknown`. Only
+-- adds a nullable column: a build of version 4 keeps working beside it. Its archives leave the
+-- column as it was: NULL for a task never archived by a later build, whose reason is then read
+-- from `last_err`. A later build clears the column when it runs a task out of the archive;
+-- during a rolling upgrade, a task archived by a later build, then run and archived again by
+-- builds of version 4, keeps the first reason. Readers take the column only while the task is
+-- archived.
+-- Named `reasons`, not `archive_reason`: no wider than the other names, so that retry-queue's
+-- `migrate status` table keeps its columns.
+ALTER TABLE retry_tasks ADD COLUMN archive_reason TEXT;

@@ -16,7 +16,7 @@
 //!   edges;
 //! - comments, doc comments and string literals are skipped; inline modules belong to their
 //!   file, their `super::` read from where they sit;
-//! - tests are not edges: an inline `#[cfg(test)] mod` and a test module's file (`tests.rs`,
+//! - tests are not edges: an inline `#[cfg(test)] mod` (or `#[cfg(all(test, …))]`) and a test module's file (`tests.rs`,
 //!   `*_tests.rs`) read what they test.
 //!
 //! Two checks, each printing what it finds and failing:
@@ -298,11 +298,7 @@ fn paths_in(file: &File, children: &BTreeSet<String>) -> Vec<Found> {
                     inline.pop();
                 }
             }
-            "mod"
-                if t.get(i + 2).is_some_and(|s| s == "{")
-                    && i >= 7
-                    && t[i - 7..i].concat() == "#[cfg(test)]" =>
-            {
+            "mod" if t.get(i + 2).is_some_and(|s| s == "{") && under_cfg_test(&t[..i]) => {
                 // A test module reads what it tests: skipped to its closing brace.
                 let mut open = 0usize;
                 i += 2;
@@ -869,4 +865,29 @@ fn print_a_module_graph() {
             }
         }
     }
+}
+
+/// Whether the tokens before a `mod` end with a `#[cfg(…)]` whose predicate names `test`
+/// (`#[cfg(test)]`, `#[cfg(all(test, feature = "sqlite"))]`): a test module.
+fn under_cfg_test(before: &[String]) -> bool {
+    if before.last().is_none_or(|t| t != "]") {
+        return false;
+    }
+    let mut depth = 0usize;
+    for (at, token) in before.iter().enumerate().rev() {
+        match token.as_str() {
+            "]" => depth += 1,
+            "[" => {
+                depth -= 1;
+                if depth == 0 {
+                    let attribute = &before[at.saturating_sub(1)..];
+                    return attribute.first().is_some_and(|t| t == "#")
+                        && attribute.get(2).is_some_and(|t| t == "cfg")
+                        && attribute.iter().any(|t| t == "test");
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }

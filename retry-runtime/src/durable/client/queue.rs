@@ -14,7 +14,7 @@ use crate::durable::handle::wake::Wake;
 use crate::durable::inspector::Inspector;
 use crate::durable::schema::Schema;
 use crate::durable::store::file_identity::WatchedFile;
-use crate::durable::store::{NewTask, Store, batch, migrator, tasks};
+use crate::durable::store::{NewTask, Store, enqueue, migrator, tasks};
 use crate::durable::types::defaults::{
     DEFAULT_ARCHIVE_MAX_AGE, DEFAULT_ARCHIVE_MAX_TASKS, DEFAULT_COMPLETED_RETENTION, DEFAULT_QUEUE,
 };
@@ -279,7 +279,7 @@ impl Queue {
         }
         let rows: Vec<NewTask<'_>> = prepared.iter().map(Prepared::row).collect();
         let now_ms = crate::durable::clock::to_ms(now);
-        match batch::insert_many(&self.handle.store, &self.handle.name, &rows, now_ms).await? {
+        match enqueue::insert_many(&self.handle.store, &self.handle.name, &rows, now_ms).await? {
             Ok(n) => {
                 // PostgreSQL's statement trigger notifies other processes; this wakes ours.
                 self.handle.wake.ring();

@@ -117,7 +117,7 @@ pub(crate) trait Backend {
     ) -> impl Future<Output = Result<Vec<Claimed>, Error>> + Send;
 
     /// The first try of a batch insert: every task of `tasks` in one transaction, `false`
-    /// (rolled back) when one conflicts (see `batch::insert_many`).
+    /// (rolled back) when one conflicts (see `enqueue::insert_many`).
     fn insert_all(
         &self,
         queue: &str,
@@ -125,7 +125,7 @@ pub(crate) trait Backend {
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
 
     /// The second try of a batch insert, once a task conflicted: the tasks that do not, and
-    /// each one that does looked at (see `batch::insert_many`).
+    /// each one that does looked at (see `enqueue::insert_many`).
     fn insert_or_skip(
         &self,
         queue: &str,

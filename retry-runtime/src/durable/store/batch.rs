@@ -1,4 +1,4 @@
-//! [`insert_many`]: a batch of tasks in one transaction, all or nothing, one statement per
+//! The pieces of [`insert_many`](super::enqueue::insert_many): a batch of tasks in one transaction, all or nothing, one statement per
 //! [`ROWS_PER_STATEMENT`] rows whatever their number of columns: PostgreSQL binds one array per
 //! column (`INSERT … SELECT … FROM unnest($2, $3, …)`), SQLite one JSON array of rows
 //! (`INSERT … SELECT … FROM json_each($2)`): each backend's half, its statements and their
@@ -13,10 +13,8 @@
 //! batch, a unique key whose holder's ttl ran out is released and the row inserted, a unique
 //! key still held refuses it.
 
-use super::backend::Backend as _;
 pub(crate) use super::backend::Refusal;
-use super::{Arg, NewTask, Store, on_backend};
-use crate::durable::error::Error;
+use super::{Arg, NewTask};
 
 /// Rows per statement: a batch of 10 000 is one statement, and a larger one is written in
 /// statements of this size so that no statement's values grow without bound.
@@ -47,37 +45,6 @@ pub(crate) fn is_conflict(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .is_some_and(|e| e.is_unique_violation())
 }
-
-/// The first try of [`insert_many`] for one backend's pool: every row, one statement per chunk,
-/// one commit; `false` (the transaction rolled back) when a row conflicts. The connection is
-/// taken first, so that a storage error closes it ([`close_if_broken`](super::close_if_broken)).
-macro_rules! all_or_conflict {
-    ($pool:expr, $queue:expr, $tasks:expr, $bound:ident, $sql:expr) => {{
-        async {
-            let mut conn = $pool.acquire().await?;
-            let result = async {
-                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-                for chunk in $tasks.chunks($crate::durable::store::batch::ROWS_PER_STATEMENT) {
-                    match $bound($sql, $queue, chunk)?.execute(&mut *tx).await {
-                        Ok(_) => {}
-                        // Dropping the transaction rolls it back.
-                        Err(e) if $crate::durable::store::batch::is_conflict(&e) => {
-                            return Ok(false);
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                tx.commit().await?;
-                Ok(true)
-            }
-            .await;
-            $crate::durable::store::close_if_broken(&mut conn, &result);
-            result
-        }
-        .await
-    }};
-}
-pub(crate) use all_or_conflict;
 
 /// One task of [`in_transaction`]'s chunk that the insert skipped, looked at in the
 /// transaction `$tx`: `Ok(None)` once it is inserted after all (its unique key had run out and
@@ -187,23 +154,6 @@ macro_rules! in_transaction {
     }};
 }
 pub(crate) use in_transaction;
-
-/// Inserts every task of `tasks` in one transaction, or none: `Ok(Err(refusal))` names the
-/// first task that conflicts with a task already in the queue (the transaction is rolled back).
-/// `now` frees unique keys whose ttl ran out by then.
-pub(crate) async fn insert_many(
-    store: &Store,
-    queue: &str,
-    tasks: &[NewTask<'_>],
-    now: i64,
-) -> Result<Result<u64, Refusal>, Error> {
-    let first = on_backend!(store, pool => pool.insert_all(queue, tasks).await);
-    if first.map_err(Error::from_sqlx)? {
-        return Ok(Ok(tasks.len() as u64));
-    }
-    let second = on_backend!(store, pool => pool.insert_or_skip(queue, tasks, now).await);
-    second.map_err(Error::from_sqlx)
-}
 
 pub(crate) const EXISTS: &str = "SELECT seq FROM retry_tasks WHERE queue = $1 AND id = $2";
 pub(crate) const RELEASE_UNIQUE: &str = "UPDATE retry_tasks SET unique_key = NULL, unique_until_ms = NULL \

@@ -60,7 +60,7 @@ where
 }
 
 /// After a statement (or a transaction) on `conn`: a SQLite storage error
-/// ([`is_storage_fault`](super::sqlite::faults::is_storage_fault)) closes the connection when it
+/// ([`is_storage_fault`](super::sqlite_faults::is_storage_fault)) closes the connection when it
 /// goes back to the pool (SQLite rolls back what it held and releases its locks) instead of
 /// keeping it, and the pool's next caller opens a fresh one. PostgreSQL: nothing (sqlx closes a
 /// connection that broke). On success, nothing but the check of the result.
@@ -70,7 +70,7 @@ pub(crate) fn close_if_broken<DB: Database, T>(
 ) {
     #[cfg(feature = "sqlite")]
     if let Err(e) = result
-        && super::sqlite::faults::is_storage_fault(e)
+        && super::sqlite_faults::is_storage_fault(e)
     {
         event!(
             warn,

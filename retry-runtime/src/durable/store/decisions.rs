@@ -85,69 +85,6 @@ pub(crate) enum Landed {
     NotWritten,
 }
 
-/// The columns a decision sets, one text for both backends: `c` is the batch's table, `t` the
-/// task's row as it was. `(c.state <> 'pending' AND t.cancel_requested)`, in every column, is
-/// an operator's cancel winning over the decision.
-macro_rules! set_columns {
-    () => {
-        "state = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) THEN 'archived' \
-             ELSE c.state END, \
-         retried = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
-             OR c.retried IS NULL THEN t.retried ELSE c.retried END, \
-         next_process_ms = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
-             OR c.state = 'archived' THEN NULL \
-             WHEN c.state = 'pending' THEN COALESCE(t.next_process_ms, c.at_ms) \
-             ELSE c.next_process END, \
-         last_err = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
-             THEN (CASE WHEN t.last_err IS NULL THEN CAST($2 AS TEXT) \
-                 ELSE t.last_err || ' ' || CAST($2 AS TEXT) END) \
-             ELSE COALESCE(c.last_err, t.last_err) END, \
-         last_failed_ms = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
-             THEN t.last_failed_ms ELSE COALESCE(c.failed_at, t.last_failed_ms) END, \
-         finished_ms = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
-             OR c.state = 'archived' THEN c.at_ms ELSE t.finished_ms END, \
-         errors = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) THEN t.errors \
-             ELSE COALESCE(c.errors, t.errors) END, \
-         cancel_requested = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
-             THEN FALSE ELSE t.cancel_requested END, \
-         unique_key = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
-             OR c.state = 'archived' THEN NULL ELSE t.unique_key END, \
-         unique_until_ms = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
-             OR c.state = 'archived' THEN NULL ELSE t.unique_until_ms END, \
-         archive_reason = CASE WHEN (c.state <> 'pending' AND t.cancel_requested) \
-             THEN 'canceled' WHEN c.state = 'archived' THEN c.reason \
-             ELSE t.archive_reason END, \
-         lease_token = NULL, lease_expires_ms = NULL"
-    };
-}
-
-/// The fence of each row, and a cancel row only where a cancel was asked for.
-macro_rules! fenced_rows {
-    () => {
-        "t.seq = c.seq AND t.id = c.id AND t.lease_token = c.token \
-         AND t.lease_expires_ms <= c.expired_before \
-         AND (c.state <> 'canceled' OR t.cancel_requested)"
-    };
-}
-
-/// What each row ended in, read from the row as written (SQLite's `RETURNING` cannot see the
-/// batch's table): an archive whose stored reason is `canceled` is the operator's.
-macro_rules! landed {
-    ($t:literal) => {
-        concat!(
-            "CASE WHEN ",
-            $t,
-            "state = 'archived' AND ",
-            $t,
-            "archive_reason = 'canceled' THEN 'canceled' ELSE ",
-            $t,
-            "state END"
-        )
-    };
-}
-
-pub(crate) use {fenced_rows, landed, set_columns};
-
 /// Writes every decision of `batch`, each fenced by its own token, in one statement (one more
 /// per repeated task: a batch may hold a stale decision and the fresh one of the same row, and
 /// a statement writes a row once). Returns, per row of `batch`, what became of it.

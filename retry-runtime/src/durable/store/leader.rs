@@ -21,35 +21,6 @@ use super::presence::WorkerRow;
 use super::{Arg, Store, execute, fetch_all, on_backend};
 use crate::durable::error::Error;
 
-/// The heartbeat's upsert of the worker's row (`$1`–`$9`), as a CTE on PostgreSQL.
-macro_rules! upsert_worker {
-    () => {
-        "INSERT INTO retry_workers \
-         (id, host, pid, queues, concurrency, started_ms, heartbeat_ms, stale_ms, active) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-         ON CONFLICT (id) DO UPDATE SET queues = excluded.queues, \
-         concurrency = excluded.concurrency, heartbeat_ms = excluded.heartbeat_ms, \
-         stale_ms = excluded.stale_ms, active = excluded.active"
-    };
-}
-pub(crate) use upsert_worker;
-
-/// The election's tail: takes or renews the row of each served queue whose row is absent, is
-/// the worker's own, or has lapsed by the beat's time (the parameter `$now`); returns the
-/// queues now led.
-macro_rules! elect_tail {
-    ($now:literal) => {
-        concat!(
-            " ON CONFLICT (queue) DO UPDATE SET worker = excluded.worker, \
-             expires_ms = excluded.expires_ms \
-             WHERE retry_leaders.worker = excluded.worker OR retry_leaders.expires_ms <= ",
-            $now,
-            " RETURNING queue"
-        )
-    };
-}
-pub(crate) use elect_tail;
-
 /// Writes the worker's heartbeat `row` and, in the same round trip, takes or renews the
 /// leadership of each queue it serves that has no live leader; returns the queues it leads
 /// until `row.stale_ms`.

@@ -66,6 +66,7 @@ pub(crate) mod control;
 pub(crate) mod counts;
 mod db;
 pub(crate) mod decisions;
+pub(crate) mod enqueue;
 pub(crate) mod file_identity;
 pub(crate) mod find;
 pub(crate) mod foreign;
@@ -79,8 +80,11 @@ pub(crate) mod prefetched;
 pub(crate) mod presence;
 pub(crate) mod reports;
 mod rows;
+pub(crate) mod shared_sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(feature = "sqlite")]
+pub(crate) mod sqlite_faults;
 pub(crate) mod systems;
 pub(crate) mod tasks;
 pub(crate) mod trim;

@@ -7,8 +7,8 @@ use sqlx::Row as _;
 use crate::durable::error::Error;
 use crate::durable::store::Arg;
 use crate::durable::store::bind::bound;
-use crate::durable::store::leader::{elect_tail, upsert_worker};
 use crate::durable::store::rows::WorkerRow;
+use crate::durable::store::shared_sql::{elect_tail, upsert_worker};
 
 /// PostgreSQL: the heartbeat and the election, one statement. The served queues are the row's
 /// JSON array `$4`; the lease runs to the row's `stale_ms` (`$8`).

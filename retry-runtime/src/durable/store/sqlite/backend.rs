@@ -7,12 +7,13 @@ use std::path::PathBuf;
 use sqlx::SqlitePool;
 use tokio::sync::watch;
 
-use super::{CLAIM, CLAIM_MANAGED, DEFER, faults};
+use super::{CLAIM, CLAIM_MANAGED, DEFER};
 use crate::durable::error::Error;
 use crate::durable::store::backend::{Backend, Catalog, Dialect, Refusal, SchemaDialect};
 use crate::durable::store::bind::{Decoded, bound};
-use crate::durable::store::decisions::{fenced_rows, landed, set_columns};
 use crate::durable::store::rows::WorkerRow;
+use crate::durable::store::shared_sql::{fenced_rows, landed, set_columns};
+use crate::durable::store::sqlite_faults as faults;
 use crate::durable::store::{Arg, Claimed, Done, NewTask, adopt, close_if_broken, migrations};
 
 /// SQLite's statements and schema facts.

@@ -4,7 +4,8 @@
 use sqlx::SqlitePool;
 
 use crate::durable::store::NewTask;
-use crate::durable::store::batch::{Refusal, all_or_conflict, in_transaction, insert_into};
+use crate::durable::store::batch::{Refusal, in_transaction, insert_into};
+use crate::durable::store::shared_sql::all_or_conflict;
 
 /// The `SELECT` of a batch on SQLite: `$1` the queue, `$2` a JSON array of rows, each an array
 /// of the columns in the order of [`row_args`](crate::durable::store::batch::row_args) after the queue (`WHERE true` keeps a following

@@ -6,8 +6,8 @@ use sqlx::SqlitePool;
 
 use crate::durable::error::Error;
 use crate::durable::store::bind::bound;
-use crate::durable::store::leader::{elect_tail, upsert_worker};
 use crate::durable::store::rows::WorkerRow;
+use crate::durable::store::shared_sql::{elect_tail, upsert_worker};
 use crate::durable::store::{Arg, close_if_broken};
 
 /// SQLite: the election, run after the upsert in the same transaction: worker `$1`, expiry

@@ -5,7 +5,6 @@
 
 mod backend;
 mod batch;
-pub(crate) mod faults;
 mod leader;
 
 use std::future::Future;

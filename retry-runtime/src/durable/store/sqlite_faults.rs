@@ -1,5 +1,5 @@
 //! What a SQLite error says about the storage under it: read by the statement runners of
-//! [`db`](crate::durable::store::db) and [`batch`](crate::durable::store::batch), which close a connection a storage fault may
+//! `db` and `batch`, which close a connection a storage fault may
 //! have left unusable.
 
 /// Whether `e` is SQLite refusing a write because the connection is read-only (8 and its

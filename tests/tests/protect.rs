@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use retry_runtime::{
-    Breaker, BreakerState, Bulkhead, BulkheadState, Classify, Rejected, breaker_state,
-    bulkhead_state, retry, set_breaker, set_bulkhead,
+    Breaker, BreakerState, Bulkhead, Classify, Rejected, breaker_state, bulkhead_state, retry,
+    set_breaker, set_bulkhead,
 };
 use retry_tests::capture::events;
 use tokio::time::{Instant, sleep};
@@ -311,11 +311,8 @@ async fn a_permit_is_held_through_backoff_pauses() {
     sleep(Duration::from_millis(500)).await;
     assert_eq!(d.in_flight.load(SeqCst), 0);
     assert_eq!(
-        bulkhead_state("held"),
-        Some(BulkheadState {
-            in_flight: 2,
-            limit: 2
-        })
+        bulkhead_state("held").map(|s| (s.in_flight, s.limit)),
+        Some((2, 2)) // (in_flight, limit)
     );
     assert_eq!(
         held(&d).await,
@@ -327,11 +324,8 @@ async fn a_permit_is_held_through_backoff_pauses() {
         assert_eq!(call.await.unwrap(), Err(CallError::Status(503)));
     }
     assert_eq!(
-        bulkhead_state("held"),
-        Some(BulkheadState {
-            in_flight: 0,
-            limit: 2
-        })
+        bulkhead_state("held").map(|s| (s.in_flight, s.limit)),
+        Some((0, 2)) // (in_flight, limit)
     );
     assert_eq!(d.calls(), 6);
 }
@@ -378,11 +372,8 @@ async fn max_wait_lets_a_call_wait_for_a_permit_and_a_cancelled_one_gives_it_bac
     slow.abort();
     let _ = slow.await;
     assert_eq!(
-        bulkhead_state("queued"),
-        Some(BulkheadState {
-            in_flight: 0,
-            limit: 1
-        })
+        bulkhead_state("queued").map(|s| (s.in_flight, s.limit)),
+        Some((0, 1)) // (in_flight, limit)
     );
 }
 

@@ -160,6 +160,7 @@ impl Default for Breaker {
 
 /// What a system's breaker does now: see [`breaker_state`](crate::breaker_state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BreakerState {
     /// Calls go through.
     Closed,

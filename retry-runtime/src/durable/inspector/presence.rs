@@ -62,6 +62,7 @@ pub(crate) const MISSED_BEATS: u32 = 3;
 /// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WorkerInfo {
     /// Unique per running [`Worker::run_until`](crate::durable::Worker::run_until):
     /// `{host}-{pid}-{8 random hex digits}`.
@@ -88,6 +89,7 @@ pub struct WorkerInfo {
 
 /// A task a worker is running, as of its last heartbeat.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HeldTask {
     /// The task's queue.
     pub queue: String,
@@ -157,6 +159,7 @@ impl From<HeldJson> for HeldTask {
 /// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SchedulerEntry {
     /// Unique per scheduler instance: `{host}-{pid}-{8 random hex digits}`. Several instances
     /// registering the same entries each have their own rows.

@@ -39,23 +39,32 @@ breaking_lines() {
     unreleased && section == "### Breaking" && NF > 0 { print }
   '
 }
-now=$(breaking_lines <CHANGELOG.md)
-before=$(git show "$base:CHANGELOG.md" 2>/dev/null | breaking_lines || true)
-added=$(comm -13 <(sort -u <<<"$before") <(sort -u <<<"$now") | sed '/^$/d')
+# The lines of BASE's section, one pattern each (none when BASE has no CHANGELOG.md).
+before=$(mktemp)
+{ git show "$base:CHANGELOG.md" 2>/dev/null || true; } | breaking_lines >"$before"
+# The section's lines now that BASE did not have, in their order.
+added=$(breaking_lines <CHANGELOG.md | grep -vxF -f "$before" || true)
 
-runtime_features=$(cargo metadata --no-deps --format-version 1 |
-  python3 -c 'import json, sys
-m = json.load(sys.stdin)
-p = next(p for p in m["packages"] if p["name"] == "retry-runtime")
-print(",".join(sorted(f for f in p["features"] if f != "test-util" and not f.startswith("_"))))')
-echo "semver: retry-runtime's features checked: $runtime_features"
+# retry-runtime's features, less `test-util` and the internal `_…` ones: those of both commits
+# for both, a feature new since BASE for the current one only.
+mapfile -t feature_args < <(git show "$base:retry-runtime/Cargo.toml" | python3 -c '
+import sys, tomllib
+old = set(tomllib.loads(sys.stdin.read()).get("features", {}))
+new = set(tomllib.load(open("retry-runtime/Cargo.toml", "rb"))["features"])
+for f in sorted(new):
+    if f == "test-util" or f.startswith("_"):
+        continue
+    print("--features" if f in old else "--current-features")
+    print(f)
+')
+echo "semver: retry-runtime checked with: ${feature_args[*]}"
 
 log=$(mktemp)
 status=0
 cargo semver-checks --baseline-rev "$base" -p retry-rules -p retry-queue 2>&1 | tee "$log" ||
   status=$?
-cargo semver-checks --baseline-rev "$base" -p retry-runtime \
-  --only-explicit-features --features "$runtime_features" 2>&1 | tee -a "$log" || status=$?
+cargo semver-checks --baseline-rev "$base" -p retry-runtime --only-explicit-features \
+  "${feature_args[@]}" 2>&1 | tee -a "$log" || status=$?
 
 if [[ $status == 0 ]]; then
   echo "semver: no breaking change in the public surface since $base"

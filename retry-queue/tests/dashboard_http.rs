@@ -1691,19 +1691,15 @@ async fn a_guessing_address_is_locked_out_even_with_the_right_token(backend: Bac
     assert_error(answer(wrong).await, StatusCode::UNAUTHORIZED);
 }
 
+/// Reading the token from `--token-file` / `RETRY_QUEUE_TOKEN` (trimmed) is the command line's:
+/// tests/cli.rs `dash_reads_its_token_from_a_file_or_the_environment_trimmed` and the unit tests
+/// of `dashboard/token.rs`. Here: the served router takes a token, and refuses a short one.
 #[tokio::test]
-async fn a_token_from_a_file_or_the_environment_is_trimmed_and_a_short_one_refused_at_start() {
+async fn a_token_is_served_and_a_short_one_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
     let q = Queue::connect(&url).await.unwrap();
-    let file = dir.path().join("token");
-    std::fs::write(&file, "\tfrom-a-file-0123456789\n").unwrap();
-    let from_file = dashboard::token_from(None, Some(&file), None).unwrap();
-    assert_eq!(from_file.as_deref(), Some("from-a-file-0123456789"));
-    let from_env =
-        dashboard::token_from(None, None, Some(" from-the-env-0123456789 ".into())).unwrap();
-    assert_eq!(from_env.as_deref(), Some("from-the-env-0123456789"));
-    for token in ["from-a-file-0123456789", "from-the-env-0123456789"] {
+    for token in ["served-token-0123456789", "another-token-0123456789"] {
         let options = DashOptions {
             token: Some(token.to_owned()),
             ..DashOptions::default()
@@ -1718,9 +1714,8 @@ async fn a_token_from_a_file_or_the_environment_is_trimmed_and_a_short_one_refus
             .unwrap();
         assert_eq!(answer(ok).await.0, StatusCode::OK);
     }
-    // Shorter than 16 characters once trimmed: refused before binding, with the minimum named.
-    std::fs::write(&file, "  fifteen-chars-x  \n").unwrap();
-    let short = dashboard::token_from(None, Some(&file), None).unwrap();
+    // Shorter than 16 characters: refused before binding, with the minimum named.
+    let short = Some("fifteen-chars-x".to_owned());
     let options = DashOptions {
         token: short,
         ..DashOptions::default()

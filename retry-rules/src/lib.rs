@@ -1,7 +1,7 @@
 //! The retry rules of `retry-runtime` as plain arithmetic, defined once for the runtime and its
 //! `#[retry]` macro.
 //!
-//! `retry-runtime` builds `Policy` on these functions; `retry-macro` checks the attribute's
+//! `retry-runtime` builds `Policy` on these functions; `retry-runtime-macros` checks the attribute's
 //! settings with them at compile time. So an attribute is refused exactly when `Policy::new`
 //! would refuse the same settings at run time, and a change here reaches both. Hence std only,
 //! `const fn`s, no dependency: a proc-macro crate and the runtime can both depend on it

@@ -66,6 +66,7 @@ impl Jitter {
 
 /// Why a [`Policy`] was refused. Each variant names the rule it enforces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PolicyError {
     /// `attempts` is 0 or above [`MAX_ATTEMPTS`] (R-RES-RE-3).
     Attempts(u32),

@@ -107,13 +107,13 @@ pub use metrics;
 #[doc = ""]
 #[doc = include_str!("../docs/hedging.md")]
 #[doc = ""]
-pub use retry_macro::retry;
+pub use retry_runtime_macros::retry;
 
 // The trait and its derive share the name, like serde's `Serialize`.
 #[cfg(feature = "macros")]
 #[doc = include_str!("../docs/classify_derive.md")]
 #[doc = ""]
-pub use retry_macro::Classify;
+pub use retry_runtime_macros::Classify;
 
 /// A complete adapter, end to end: reqwest, `#[derive(Classify)]`, a hand-over to the SQLite
 /// queue, tracing and a Prometheus exporter.

@@ -16,6 +16,25 @@ pub mod durable_env;
 pub mod faults;
 pub use retry_fixtures::{capture, gateway};
 
+/// `$base` with the fields given set: the expected value of a `#[non_exhaustive]` struct, which
+/// another crate cannot write as a literal, built from a value of the same type (one read), so
+/// that an assertion still names every field it checks. A field added later keeps the value
+/// read until a test names it.
+#[macro_export]
+macro_rules! with_fields {
+    (@value $field:ident: $value:expr) => {
+        $value
+    };
+    (@value $field:ident) => {
+        $field
+    };
+    ($base:expr, { $($field:ident $(: $value:expr)?),* $(,)? }) => {{
+        let mut value = $base;
+        $(value.$field = $crate::with_fields!(@value $field $(: $value)?);)*
+        value
+    }};
+}
+
 /// How one call to the fake system fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Failure {

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
-use retry_runtime::{Breaker, BreakerState, Bulkhead, BulkheadState, Classify, Rejected, retry};
+use retry_runtime::{Breaker, BreakerState, Bulkhead, Classify, Rejected, retry};
 use retry_tests::capture::events;
 use tokio::time::{Instant, sleep};
 
@@ -321,11 +321,10 @@ async fn a_permit_is_held_through_backoff_pauses() {
     sleep(Duration::from_millis(500)).await;
     assert_eq!(d.in_flight.load(SeqCst), 0);
     assert_eq!(
-        retry_runtime::system("held").bulkhead_state(),
-        Some(BulkheadState {
-            in_flight: 2,
-            limit: 2
-        })
+        retry_runtime::system("held")
+            .bulkhead_state()
+            .map(|s| (s.in_flight, s.limit)),
+        Some((2, 2)) // (in_flight, limit)
     );
     assert_eq!(
         held(&d).await,
@@ -337,11 +336,10 @@ async fn a_permit_is_held_through_backoff_pauses() {
         assert_eq!(call.await.unwrap(), Err(CallError::Status(503)));
     }
     assert_eq!(
-        retry_runtime::system("held").bulkhead_state(),
-        Some(BulkheadState {
-            in_flight: 0,
-            limit: 2
-        })
+        retry_runtime::system("held")
+            .bulkhead_state()
+            .map(|s| (s.in_flight, s.limit)),
+        Some((0, 2)) // (in_flight, limit)
     );
     assert_eq!(d.calls(), 6);
 }
@@ -386,11 +384,10 @@ async fn max_wait_lets_a_call_wait_for_a_permit_and_a_cancelled_one_gives_it_bac
     slow.abort();
     let _ = slow.await;
     assert_eq!(
-        retry_runtime::system("queued").bulkhead_state(),
-        Some(BulkheadState {
-            in_flight: 0,
-            limit: 1
-        })
+        retry_runtime::system("queued")
+            .bulkhead_state()
+            .map(|s| (s.in_flight, s.limit)),
+        Some((0, 1)) // (in_flight, limit)
     );
 }
 
@@ -616,11 +613,8 @@ async fn a_system_handle_sets_and_reads_its_budget_breaker_and_bulkhead() {
     gateway.set_budget(Budget::adaptive());
     assert_eq!(gateway.breaker_state(), Some(BreakerState::Closed));
     assert_eq!(
-        gateway.bulkhead_state(),
-        Some(BulkheadState {
-            in_flight: 0,
-            limit: 7
-        })
+        gateway.bulkhead_state().map(|s| (s.in_flight, s.limit)),
+        Some((0, 7)) // (in_flight, limit)
     );
     assert_eq!(
         gateway.budget_state().map(|s| s.mode),

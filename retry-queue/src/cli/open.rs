@@ -18,14 +18,14 @@ pub(super) async fn connect(url: &str) -> Result<Queue, Failure> {
 
 /// Refuses a `sqlite:` URL whose file does not exist.
 pub(super) fn existing(url: &str) -> Result<(), Failure> {
-    if let Some(path) = sqlite_path(url) {
-        if !std::path::Path::new(path).exists() {
-            return Err(Failure::Message(format!(
-                "no SQLite database at \"{}\" (retry-queue opens an existing file, it does not \
-                 create one)",
-                clean(path)
-            )));
-        }
+    if let Some(path) = sqlite_path(url)
+        && !std::path::Path::new(path).exists()
+    {
+        return Err(Failure::Message(format!(
+            "no SQLite database at \"{}\" (retry-queue opens an existing file, it does not \
+             create one)",
+            clean(path)
+        )));
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use super::token_rules::{MAX_TOKEN_FILE_BYTES, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN
 
 /// Why [`serve`](super::serve) did not start or stopped.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum DashError {
     /// `listen` is not a loopback address and no token was given.
     TokenRequired {

@@ -99,8 +99,8 @@
 //!   empty variable is a blank token (refused), a token file is read up to
 //!   [`MAX_TOKEN_FILE_BYTES`]. `retry-queue dash` reads it from `--token-file PATH`, else
 //!   `--token T`, else [`TOKEN_ENV`] (`RETRY_QUEUE_TOKEN`); both flags at once are refused
-//!   ([`token_from`]). Prefer the file or the variable: every user of the machine can read a
-//!   process's arguments (`ps`). Compared as SHA-256 digests in constant time (`subtle`).
+//!   ([`DashError::TokenSources`]). Prefer the file or the variable: every user of the machine
+//!   can read a process's arguments (`ps`). Compared as SHA-256 digests in constant time (`subtle`).
 //! - **A guessing address locked out.** After 10 wrong bearer tokens from one client address
 //!   (an IPv6 /64 counts as one), each further one locks that address out for 5 s, then 10 s,
 //!   20 s, … up to 5 min: every API request from it answers 429 with `Retry-After`, the right
@@ -172,9 +172,10 @@ pub use server::{
     DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
     DEFAULT_WRITE_TIMEOUT,
 };
-pub use token::{
-    MAX_TOKEN_FILE_BYTES, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, TOKEN_ENV, token_env, token_from,
-};
+pub use token::{MAX_TOKEN_FILE_BYTES, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, TOKEN_ENV};
+// The command line's reading of the token (`retry-queue dash`); an application passes its token
+// in `DashOptions`.
+pub(crate) use token::{token_env, token_from};
 
 use guard::Guard;
 

@@ -23,7 +23,7 @@ pub struct DashOptions {
     pub read_only: bool,
     /// `Some(T)`: every API request needs `Authorization: Bearer T`. Required to listen on a
     /// non-loopback address. Trimmed of surrounding whitespace; at least [`MIN_TOKEN_LEN`](crate::dashboard::MIN_TOKEN_LEN)
-    /// characters ([`check`](DashOptions::check)). [`token_from`](super::token_from) reads it from its sources.
+    /// characters ([`check`](DashOptions::check)). `retry-queue dash` reads it from its flags or [`TOKEN_ENV`](super::TOKEN_ENV).
     pub token: Option<String>,
     /// How long a request's headers may take to arrive before [`serve`](super::serve) cuts the connection
     /// off (an idle keep-alive connection too): [`DEFAULT_HEADER_TIMEOUT`] by default.

@@ -24,7 +24,7 @@ pub use super::token_rules::{MAX_TOKEN_FILE_BYTES, MIN_TOKEN_DISTINCT, MIN_TOKEN
 ///
 /// Fails with [`DashError::TokenFile`] when the file cannot be read as UTF-8 text, and with
 /// [`DashError::TokenFileTooLarge`] when it holds more than [`MAX_TOKEN_FILE_BYTES`].
-pub fn token_from(
+pub(crate) fn token_from(
     flag: Option<String>,
     file: Option<&Path>,
     env: Option<String>,
@@ -91,7 +91,7 @@ fn kind_of(file_type: std::fs::FileType) -> &'static str {
 }
 
 /// The value of [`TOKEN_ENV`], `None` when unset; an error when it is not UTF-8.
-pub fn token_env() -> Result<Option<String>, DashError> {
+pub(crate) fn token_env() -> Result<Option<String>, DashError> {
     match std::env::var(TOKEN_ENV) {
         Ok(value) => Ok(Some(value)),
         Err(std::env::VarError::NotPresent) => Ok(None),

@@ -5,6 +5,7 @@ use std::fmt;
 /// What [`apply`](super::apply) or [`reload`](super::reload) did: every
 /// value applied, every value refused (with the rule it would break and the value that stays).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Report {
     /// The values in effect now.
     pub applied: Vec<Applied>,
@@ -14,6 +15,7 @@ pub struct Report {
 
 /// A value applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Applied {
     /// The system it applies to.
     pub system: String,
@@ -25,6 +27,7 @@ pub struct Applied {
 
 /// A value refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Refusal {
     /// Where it came from, as in [`Applied::source`].
     pub source: String,

@@ -17,6 +17,7 @@ pub const MAX_FAILURE_ERROR: usize = 1024;
 
 /// One failed attempt of a task, as [`TaskInfo::errors`](crate::durable::TaskInfo::errors) lists them.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FailedAttempt {
     /// The task's `retried` when the attempt ran: 0 for the first attempt.
     pub retried: u32,

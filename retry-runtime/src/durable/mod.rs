@@ -40,11 +40,12 @@ pub use client::connect::Connect;
 pub use client::kind::TaskKind;
 pub use client::queue::Queue;
 pub use client::task::{MAX_PAYLOAD_BYTES, Task};
-pub use clock::{Clock, default_retry_delay, rfc3339};
-/// Knobs for tests and benches (feature `test-util`): the delay generator, its bound, the
-/// system clock, and the store's fixed limits.
+/// Knobs for tests and benches (feature `test-util`): the clock's trait (what
+/// [`Queue::with_clock`] takes), the delay generator, its bound, the system clock, and the
+/// store's fixed limits.
 #[cfg(any(test, feature = "test-util"))]
-pub use clock::{DELAY_RAND_BOUND, DelayRng, SystemClock};
+pub use clock::{Clock, DELAY_RAND_BOUND, DelayRng, SystemClock};
+pub use clock::{default_retry_delay, rfc3339};
 pub use error::{Error, SkipRetry, Snooze};
 pub use failures::{FailedAttempt, MAX_FAILURE_ERROR, MAX_FAILURES};
 pub use inspector::{

@@ -43,6 +43,7 @@ pub struct Hedge {
 
 /// A [`Hedge`] setting the rules refuse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HedgeError {
     /// A delay under 1 ms.
     TooShort,

@@ -158,6 +158,7 @@ impl Default for Breaker {
 
 /// What a system's breaker does now: see [`System::breaker_state`](crate::System::breaker_state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BreakerState {
     /// Calls go through.
     Closed,

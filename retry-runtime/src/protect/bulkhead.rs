@@ -60,6 +60,7 @@ impl Bulkhead {
 
 /// A system's bulkhead as it stands: see [`System::bulkhead_state`](crate::System::bulkhead_state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BulkheadState {
     /// Calls holding a permit now.
     pub in_flight: u32,

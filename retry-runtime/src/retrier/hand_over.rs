@@ -35,6 +35,7 @@ use handed_over::HandedOver;
 
 /// What a `hand_over = …` expression says became of the work ([`HandOver::handed_over`]).
 #[derive(Clone, Copy)]
+#[non_exhaustive]
 pub enum Handed<'a> {
     /// This hand-over enqueued the task that holds the work now; `None`: its id is the key.
     Enqueued(Option<&'a str>),
@@ -69,9 +70,18 @@ pub enum Handed<'a> {
     label = "not a hand-over's result",
     note = "hand the write to the queue under its key: `hand_over = queue.hand_over(\"charge\", &order, &order.key)` (a `Result<TaskInfo, durable::Error>`), or any expression giving a `Result<(), E>` with `E: Display`"
 )]
-pub trait HandOver {
+pub trait HandOver: sealed::Sealed {
     /// What became of the work.
     fn handed_over(&self) -> Handed<'_>;
+}
+
+/// Only this crate implements [`HandOver`] (for the two results above), so that [`Handed`] and
+/// the trait can grow with the queue: another queue's hand-over gives a `Result<(), E>`.
+mod sealed {
+    pub trait Sealed {}
+    impl<E: core::fmt::Display> Sealed for Result<(), E> {}
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    impl Sealed for Result<crate::durable::TaskInfo, crate::durable::Error> {}
 }
 
 impl<E: fmt::Display> HandOver for Result<(), E> {

@@ -204,11 +204,11 @@ async fn the_failure_history_keeps_the_last_ten_oldest_first(backend: Backend) {
                 12 => "failure 12 (retries exhausted: 11 of 11)".to_owned(),
                 n => format!("failure {n}"),
             };
-            FailedAttempt {
+            retry_tests::with_fields!(info.errors[0].clone(), {
                 retried,
                 at: failed_at[run as usize].unwrap(),
                 error,
-            }
+            })
         })
         .collect();
     assert_eq!(info.errors, expected);

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use retry_runtime::BoxError;
 use retry_runtime::durable::{
-    HeldTask, Queue, Scheduler, SchedulerEntry, Task, TaskState, Worker, WorkerInfo,
+    Queue, Scheduler, SchedulerEntry, Task, TaskState, Worker, WorkerInfo,
 };
 use retry_tests::durable_env::{Backend, Env, T0_SECS, secs, start, t0};
 use tokio::sync::{Notify, oneshot};
@@ -112,12 +112,14 @@ async fn a_running_worker_beats_with_the_tasks_it_holds(backend: Backend) {
     assert_eq!(w.last_heartbeat_at, t0());
     assert_eq!(
         w.active,
-        vec![HeldTask {
-            queue: env.name.clone(),
-            id: "t1".into(),
-            kind: "slow".into(),
-            started_at: t0(),
-        }]
+        vec![
+            retry_tests::with_fields!(w.active.first().cloned().expect("a held task"), {
+                queue: env.name.clone(),
+                id: "t1".into(),
+                kind: "slow".into(),
+                started_at: t0(),
+            })
+        ]
     );
     // Later beats follow the clock; the task is held until its attempt ends.
     env.clock.advance(secs(2));
@@ -222,7 +224,7 @@ async fn scheduler_entries_show_next_run_and_last_enqueue(backend: Backend) {
     assert_eq!(
         entries,
         vec![
-            SchedulerEntry {
+            retry_tests::with_fields!(entries[0].clone(), {
                 scheduler: scheduler_a.clone(),
                 queue: env.name.clone(),
                 kind: Some("sync".into()),
@@ -232,8 +234,8 @@ async fn scheduler_entries_show_next_run_and_last_enqueue(backend: Backend) {
                 last_enqueued_at: Some(t0()),
                 last_task_id: Some(sync.into()),
                 last_heartbeat_at: t0(),
-            },
-            SchedulerEntry {
+            }),
+            retry_tests::with_fields!(entries[0].clone(), {
                 scheduler: scheduler_a.clone(),
                 queue: env.name.clone(),
                 kind: Some("report".into()),
@@ -243,7 +245,7 @@ async fn scheduler_entries_show_next_run_and_last_enqueue(backend: Backend) {
                 last_enqueued_at: Some(t0()),
                 last_task_id: Some(report.clone()),
                 last_heartbeat_at: t0(),
-            },
+            }),
         ]
     );
     // A second instance finds this period's tasks enqueued: its rows say it enqueued nothing.

@@ -18,6 +18,7 @@ const DAY_MS: i64 = 24 * 3600 * 1000;
 
 /// What [`Inspector::cancel_task`](crate::durable::Inspector::cancel_task) did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Canceled {
     /// The task was waiting (pending, scheduled or retry): it is archived.
     Archived,
@@ -32,6 +33,7 @@ pub enum Canceled {
 /// [history](crate::durable::Inspector::history): deleting or re-running a task later does not change
 /// them.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueueStats {
     /// The queue's name.
     pub queue: String,
@@ -110,6 +112,7 @@ impl QueueStats {
 /// returns. A dozen retrying tasks with one `last_err` point at an external system that is
 /// down, not at the code.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ErrorGroup {
     /// The error text, exactly as stored in the tasks' `last_err`.
     pub last_err: String,
@@ -155,6 +158,7 @@ impl HistorySpan {
 /// One hour or day of a queue's attempts: what [`Inspector::history`](crate::durable::Inspector::history)
 /// returns, oldest first, one bucket for every hour or day of the span (empty ones included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HistoryBucket {
     /// When the bucket starts (a whole UTC hour or day).
     pub start: SystemTime,

@@ -11,6 +11,7 @@ use crate::durable::store::{reports, systems};
 /// One external system as the operator sees it in one queue
 /// ([`Inspector::systems`](crate::durable::Inspector::systems)).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct SystemInfo {
     /// The system's name (a task's [`system`](crate::durable::Task::system)).
     pub system: String,

@@ -52,6 +52,7 @@ pub(crate) const MISSED_BEATS: u32 = 3;
 /// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WorkerInfo {
     /// Unique per running [`Worker::run_until`](crate::durable::Worker::run_until):
     /// `{host}-{pid}-{8 random hex digits}`.
@@ -90,6 +91,7 @@ impl WorkerInfo {
 
 /// A task a worker is running, as of its last heartbeat.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HeldTask {
     /// The task's queue.
     pub queue: String,
@@ -159,6 +161,7 @@ impl From<HeldJson> for HeldTask {
 /// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SchedulerEntry {
     /// Unique per scheduler instance: `{host}-{pid}-{8 random hex digits}`. Several instances
     /// registering the same entries each have their own rows.

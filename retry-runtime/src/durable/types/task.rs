@@ -11,6 +11,7 @@ use crate::durable::types::archive::ArchiveReason;
 /// A task as stored: what the inspector ([`Inspector::get`](crate::durable::Inspector::get),
 /// [`Inspector::tasks`](crate::durable::Inspector::tasks)) and [`Queue::enqueue`](crate::durable::Queue::enqueue) return.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TaskInfo {
     /// Unique within the queue: the [`task_id`](crate::durable::Task::task_id) given, or a random one.
     pub id: String,

@@ -20,13 +20,15 @@ const HOT_PATH: &[&str] = &[
     "retry-runtime/src/durable/worker/execution/claim.rs",
     "retry-runtime/src/durable/worker/finishing/completer.rs",
     "retry-runtime/src/durable/worker/finishing/outcome.rs",
+    "retry-runtime/src/durable/worker/finishing/settle.rs",
     "retry-runtime/src/durable/worker/execution/attempt.rs",
     "retry-runtime/src/durable/worker/execution/supervisor.rs",
     "retry-runtime/src/durable/worker/execution/runner.rs",
-    "retry-runtime/src/durable/worker/execution/lease.rs",
+    "retry-runtime/src/durable/worker/lease.rs",
     "retry-runtime/src/durable/worker/maintenance/heartbeat.rs",
+    "retry-runtime/src/durable/worker/execution/held.rs",
     "retry-runtime/src/durable/worker/execution/pace.rs",
-    "retry-runtime/src/durable/worker/mod.rs",
+    "retry-runtime/src/durable/worker/api/mod.rs",
     "retry-runtime/src/durable/protocol.rs",
 ];
 

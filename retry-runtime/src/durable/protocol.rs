@@ -35,7 +35,7 @@ use std::time::Duration;
 use crate::durable::client::queue::Queue;
 use crate::durable::error::Error;
 use crate::durable::types::active::ActiveTask;
-use crate::durable::worker::execution::lease;
+use crate::durable::worker::lease;
 
 /// Claims up to `max` due tasks of `queue` (oldest due first) under a lease of `lease`: each
 /// comes back [`TaskState::Active`](super::TaskState::Active) with a fresh fencing token. A

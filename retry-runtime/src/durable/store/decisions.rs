@@ -74,6 +74,24 @@ pub(crate) struct Decided<'a> {
     pub(crate) reason: Option<&'static str>,
 }
 
+impl<'a> Decided<'a> {
+    /// A row that moves the task fenced by `fence` to `to`, decided at `at`, setting nothing
+    /// else (what a give-back writes; a decision fills in the rest).
+    pub(crate) fn new(fence: Fence<'a>, to: To, at: i64) -> Self {
+        Decided {
+            fence,
+            to,
+            retried: None,
+            next_process: None,
+            last_err: None,
+            failed_at: None,
+            errors: None,
+            at,
+            reason: None,
+        }
+    }
+}
+
 /// What became of one row of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Landed {
@@ -173,7 +191,7 @@ mod tests {
     use super::*;
     use crate::durable::store::{control, tasks};
     use crate::durable::types::active::ActiveTask;
-    use crate::durable::worker::execution::lease;
+    use crate::durable::worker::lease;
     use crate::durable::{Queue, Task, TaskState};
 
     const IDS: [&str; 7] = [

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::durable::client::queue::Queue;
-use crate::durable::worker::maintenance::periodic;
+use crate::durable::worker::periodic;
 
 /// What became of an attempt, as the `outcome` label says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,10 +17,11 @@ use crate::durable::worker::execution::runner::Runner;
 use crate::durable::worker::execution::supervisor::{
     Bound, Dropped, Running, lease_end, supervise,
 };
-use crate::durable::worker::execution::{lease, shared_breaker, span};
+use crate::durable::worker::execution::{shared_breaker, span};
 use crate::durable::worker::finishing::completer::Completer;
 use crate::durable::worker::finishing::failure::{Failure, Judgement};
 use crate::durable::worker::finishing::settle::Settle;
+use crate::durable::worker::lease;
 
 tokio::task_local! {
     /// The id of the task whose handler runs in this tokio task.

@@ -14,10 +14,10 @@ use crate::durable::store::systems::{self, Filter, Retried};
 use crate::durable::types::active::ActiveTask;
 use crate::durable::types::kinds::Kinds;
 use crate::durable::worker::execution::gate::{DEFER_JITTER, Gate, Plan};
-use crate::durable::worker::execution::lease;
 use crate::durable::worker::execution::runner::Runner;
 use crate::durable::worker::execution::served::Served;
 use crate::durable::worker::execution::shared_breaker;
+use crate::durable::worker::lease;
 use crate::durable::worker::metrics::{Metrics, Outcome};
 
 /// The order in which this round asks the queues: by weight, highest first, under strict

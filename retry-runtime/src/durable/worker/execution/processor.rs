@@ -23,13 +23,13 @@ use crate::durable::types::kinds::Kinds;
 use crate::durable::worker::execution::claim;
 use crate::durable::worker::execution::due::next_due;
 use crate::durable::worker::execution::gate::Key;
-use crate::durable::worker::execution::lease;
 use crate::durable::worker::execution::pace::{Pace, claim_backoff};
 use crate::durable::worker::execution::runner::Runner;
 use crate::durable::worker::execution::served::Served;
 use crate::durable::worker::execution::stopping::{self, StopDeadline};
 use crate::durable::worker::finishing::completer::Completer;
 use crate::durable::worker::joined::log_join;
+use crate::durable::worker::lease;
 
 /// The processor of one worker: what it claims, how many it runs and holds, and how it stops.
 pub(crate) struct Processor {

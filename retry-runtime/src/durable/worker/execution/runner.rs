@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use crate::durable::types::active::ActiveTask;
 use crate::durable::worker::execution::gate::Gate;
+use crate::durable::worker::execution::held::Held;
 use crate::durable::worker::finishing::failure::Failure;
 use crate::durable::worker::finishing::outcome::Outcomes;
-use crate::durable::worker::maintenance::heartbeat::Held;
 
 /// What a handler's future gives: `Ok`, or the failure already judged.
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send>>;

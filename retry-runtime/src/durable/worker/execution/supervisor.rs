@@ -13,9 +13,9 @@ use crate::durable::client::queue::Queue;
 use crate::durable::error::Error;
 use crate::durable::store::{Fence, control};
 use crate::durable::types::active::ActiveTask;
-use crate::durable::worker::execution::lease;
 use crate::durable::worker::execution::runner::Runner;
 use crate::durable::worker::finishing::failure::Failure;
+use crate::durable::worker::lease;
 
 /// How often a running attempt looks for an operator's cancel: a canceled handler is dropped
 /// within this (plus one read) of [`Inspector::cancel_task`](crate::durable::Inspector::cancel_task).

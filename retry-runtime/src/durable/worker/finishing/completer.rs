@@ -33,9 +33,9 @@ use crate::durable::error::Error;
 use crate::durable::store::decisions::{self, Landed};
 use crate::durable::store::{Done, Fence, tasks};
 use crate::durable::types::active::ActiveTask;
-use crate::durable::worker::execution::lease;
 use crate::durable::worker::finishing::settle::{self, Settle};
 use crate::durable::worker::finishing::write_retry::Tries;
+use crate::durable::worker::lease;
 use crate::durable::worker::metrics::Metrics;
 
 /// The most values one write takes (a statement's arrays).

@@ -47,17 +47,7 @@ impl Settle {
     /// The row that writes this value for `task` (fenced by `fence`), decided at `at` (ms).
     /// Not for [`Settle::Complete`], which the completions' own statement writes.
     pub(crate) fn row<'a>(&self, task: &'a ActiveTask, fence: Fence<'a>, at: i64) -> Decided<'a> {
-        let mut row = Decided {
-            fence,
-            to: To::Pending,
-            retried: None,
-            next_process: None,
-            last_err: None,
-            failed_at: None,
-            errors: None,
-            at,
-            reason: None,
-        };
+        let mut row = Decided::new(fence, To::Pending, at);
         let history = |last_err: &str| {
             let errors =
                 failures::append(&task.info().errors, task.retried(), from_ms(at), last_err);

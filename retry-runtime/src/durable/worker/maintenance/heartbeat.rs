@@ -11,9 +11,8 @@
 //! also watches the storage ([`fatal`](super::fatal)): beats failing for longer than the
 //! outage limit, or the SQLite file deleted or replaced, end the worker's run.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -24,66 +23,13 @@ use crate::durable::store::file_identity::FileIdentity;
 use crate::durable::store::leader;
 use crate::durable::store::presence::{self, WorkerRow};
 use crate::durable::store::reports::{self, Report};
-use crate::durable::types::active::ActiveTask;
-use crate::durable::types::presence::{HeldJson, HeldTask, identity, stale_after};
+use crate::durable::types::presence::{HeldJson, identity, stale_after};
 use crate::durable::worker::execution::gate::Gate;
+use crate::durable::worker::execution::held::Held;
 use crate::durable::worker::maintenance::fatal::{Fatal, Outage};
 use crate::durable::worker::maintenance::leadership::Leadership;
-use crate::durable::worker::maintenance::periodic;
+use crate::durable::worker::periodic;
 use crate::protect::BreakerState;
-
-/// The tasks a worker's attempts are running, keyed by task (queue and id: one claim gives
-/// one lease token to all the tasks it takes, so the token is no key): written at each beat.
-#[derive(Debug, Default)]
-pub(crate) struct Held {
-    tasks: Mutex<HashMap<(String, String), HeldTask>>,
-}
-
-/// Holds a task in [`Held`] while it lives (the attempt's handler runs).
-pub(crate) struct Holding {
-    held: Arc<Held>,
-    key: (String, String),
-}
-
-impl Held {
-    /// Records that `task` of `queue` started at `now`, until the guard is dropped.
-    pub(crate) fn hold(
-        self: &Arc<Self>,
-        queue: &str,
-        task: &ActiveTask,
-        now: SystemTime,
-    ) -> Holding {
-        let entry = HeldTask {
-            queue: queue.to_owned(),
-            id: task.id().to_owned(),
-            kind: task.kind().to_owned(),
-            started_at: now,
-        };
-        let key = (entry.queue.clone(), entry.id.clone());
-        self.lock().insert(key.clone(), entry);
-        Holding {
-            held: self.clone(),
-            key,
-        }
-    }
-
-    /// The held tasks, oldest first.
-    fn snapshot(&self) -> Vec<HeldTask> {
-        let mut tasks: Vec<HeldTask> = self.lock().values().cloned().collect();
-        tasks.sort_by(|a, b| (a.started_at, &a.queue, &a.id).cmp(&(b.started_at, &b.queue, &b.id)));
-        tasks
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), HeldTask>> {
-        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Drop for Holding {
-    fn drop(&mut self) {
-        self.held.lock().remove(&self.key);
-    }
-}
 
 /// A worker's heartbeat: its identity, what it serves, and the tasks it holds.
 pub(crate) struct Heartbeat {

@@ -20,7 +20,7 @@ use crate::durable::clock::to_ms;
 use crate::durable::handle::Handle;
 use crate::durable::handle::trim::trim;
 use crate::durable::worker::maintenance::leadership::Leadership;
-use crate::durable::worker::maintenance::periodic;
+use crate::durable::worker::periodic;
 
 /// A worker's janitor: trims the queues it serves and leads every `interval`.
 pub(crate) struct Janitor {

@@ -6,5 +6,4 @@ pub(crate) mod fatal;
 pub(crate) mod heartbeat;
 pub(crate) mod janitor;
 pub(crate) mod leadership;
-pub(crate) mod periodic;
 pub(crate) mod recoverer;

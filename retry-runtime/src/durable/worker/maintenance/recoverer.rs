@@ -20,7 +20,7 @@ use crate::durable::store::{Fence, prefetched, tasks};
 use crate::durable::worker::finishing::failure::Failure;
 use crate::durable::worker::finishing::outcome::Outcomes;
 use crate::durable::worker::maintenance::leadership::Leadership;
-use crate::durable::worker::maintenance::periodic;
+use crate::durable::worker::periodic;
 
 /// Expired tasks read per statement.
 const BATCH: usize = 100;

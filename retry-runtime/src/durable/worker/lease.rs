@@ -8,11 +8,10 @@ use std::time::{Duration, SystemTime};
 use crate::durable::clock::{duration_ms, from_ms, to_ms};
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
-use crate::durable::store::decisions::{self, Landed};
+use crate::durable::store::decisions::{self, Decided, Landed, To};
 use crate::durable::store::{Claimed, Done, Fence, prefetched, tasks};
 use crate::durable::types::active::ActiveTask;
 use crate::durable::types::kinds::Kinds;
-use crate::durable::worker::finishing::settle::Settle;
 
 /// Claims up to `max` due tasks (oldest due first) of the kinds in `kinds` (`None`: any kind) under a lease of `lease`, each with a fresh fencing token; the
 /// first `slots` go into free slots at once, the rest are prefetched ([`claim_split`]).
@@ -157,7 +156,7 @@ pub(crate) async fn complete_all(queue: &Handle, tasks: &[ActiveTask]) -> Result
 /// every decision ([`decisions`]), for one task. `Ok(false)`: fenced off.
 pub(crate) async fn requeue(queue: &Handle, task: &ActiveTask) -> Result<bool, Error> {
     let now = to_ms(queue.clock.now());
-    let row = Settle::Requeue.row(task, Fence::of(task), now);
+    let row = Decided::new(Fence::of(task), To::Pending, now);
     let landed = decisions::write(&queue.store, std::slice::from_ref(&row)).await?;
     Ok(landed[0] != Landed::NotWritten)
 }

@@ -390,7 +390,11 @@ macro_rules! apalis_suite {
                 $storage::new(pool).with_config(config)
             }
 
-            pub async fn throughput(backend: Backend, concurrency: usize, n: usize) -> Rates {
+            pub(crate) async fn throughput(
+                backend: Backend,
+                concurrency: usize,
+                n: usize,
+            ) -> Rates {
                 let db = fresh_db(backend).await;
                 let pool = pool(&db).await;
                 let mut sink = storage::<u64>(&pool, None);
@@ -418,7 +422,7 @@ macro_rules! apalis_suite {
                 }
             }
 
-            pub async fn latency(backend: Backend, tasks: usize) -> Vec<u64> {
+            pub(crate) async fn latency(backend: Backend, tasks: usize) -> Vec<u64> {
                 let db = fresh_db(backend).await;
                 let pool = pool(&db).await;
                 LATENCIES
@@ -459,7 +463,7 @@ macro_rules! apalis_suite {
                 v
             }
 
-            pub async fn crash_recovery(backend: Backend) -> f64 {
+            pub(crate) async fn crash_recovery(backend: Backend) -> f64 {
                 let db = fresh_db(backend).await;
                 let pool = pool(&db).await;
                 *RESTARTED_AT.lock().unwrap_or_else(PoisonError::into_inner) = None;

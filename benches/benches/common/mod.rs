@@ -10,7 +10,7 @@ use sqlx::Connection as _;
 static DB_SEQ: AtomicUsize = AtomicUsize::new(0);
 
 /// A fresh database for one measurement; dropped (PostgreSQL) or deleted (SQLite) at the end.
-pub struct Db {
+pub(crate) struct Db {
     /// For our queue: `sqlite://…/tasks.db` or `postgres://…/db`.
     pub url: String,
     _dir: Option<tempfile::TempDir>,
@@ -21,7 +21,7 @@ pub struct Db {
 impl Db {
     /// A fresh database on PostgreSQL (`postgres`: the server of `RETRY_TEST_POSTGRES_URL`,
     /// which the caller checked is set) or SQLite; `prefix` names it (ASCII letters, `_`).
-    pub async fn new(postgres: bool, prefix: &str) -> Db {
+    pub(crate) async fn new(postgres: bool, prefix: &str) -> Db {
         if !postgres {
             let dir = tempfile::Builder::new()
                 .prefix(&format!("retry-{prefix}-bench-"))
@@ -59,12 +59,12 @@ impl Db {
 
     /// Whether it is a PostgreSQL database.
     #[allow(dead_code)]
-    pub fn is_postgres(&self) -> bool {
+    pub(crate) fn is_postgres(&self) -> bool {
         self.postgres.is_some()
     }
 
     /// Drops the PostgreSQL database (the SQLite file goes with the temp dir).
-    pub async fn drop_db(self) {
+    pub(crate) async fn drop_db(self) {
         if let Some((server, name)) = &self.postgres
             && let Ok(mut admin) = sqlx::PgConnection::connect(server).await
         {

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 /// `target/<profile>/examples/payments`, next to this test's own `deps/` directory.
-pub fn demo_binary() -> PathBuf {
+pub(crate) fn demo_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's path");
     let profile_dir = exe
         .parent()

@@ -13,7 +13,7 @@ use crate::common::args::Arg;
 use crate::common::errors::Errors;
 
 /// The `#[classify]` arguments of the whole type.
-pub struct Parsed {
+pub(crate) struct Parsed {
     /// On the type itself.
     pub container: Vec<Arg>,
     /// On each variant of an enum, in order (empty for a struct or a union).
@@ -23,7 +23,7 @@ pub struct Parsed {
 }
 
 /// Parses every `#[classify]` attribute of the type; all syntax errors at once.
-pub fn parse(input: &DeriveInput) -> syn::Result<Parsed> {
+pub(crate) fn parse(input: &DeriveInput) -> syn::Result<Parsed> {
     let mut errors = Errors::default();
     let container = args(&mut errors, &input.attrs);
     let (variants, fields): (Vec<Vec<Arg>>, Vec<&Field>) = match &input.data {
@@ -49,7 +49,7 @@ pub fn parse(input: &DeriveInput) -> syn::Result<Parsed> {
     })
 }
 
-pub fn is_classify(attr: &Attribute) -> bool {
+pub(crate) fn is_classify(attr: &Attribute) -> bool {
     attr.path().is_ident("classify")
 }
 
@@ -67,7 +67,7 @@ fn args(errors: &mut Errors, attrs: &[Attribute]) -> Vec<Arg> {
 }
 
 /// The arguments of one `#[classify(...)]`.
-pub fn args_of(attr: &Attribute) -> syn::Result<Vec<Arg>> {
+pub(crate) fn args_of(attr: &Attribute) -> syn::Result<Vec<Arg>> {
     let list = attr.meta.require_list().map_err(|_| {
         syn::Error::new_spanned(
             attr,

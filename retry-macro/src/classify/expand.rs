@@ -22,7 +22,7 @@ use super::valid::{self, Derive, Shape, Target, Verdict};
 /// The errors, and an impl that calls every value permanent, so that the type's users (a
 /// `#[retry]` fn returning it) compile and only the derive's own errors are shown. No such impl
 /// when `crate = "..."` is unusable: it would only add an error.
-pub fn with_errors(input: &DeriveInput, error: &syn::Error) -> TokenStream {
+pub(crate) fn with_errors(input: &DeriveInput, error: &syn::Error) -> TokenStream {
     let error = error.to_compile_error();
     let Some(krate) = valid::fallback_crate(input) else {
         return error;
@@ -41,7 +41,7 @@ pub fn with_errors(input: &DeriveInput, error: &syn::Error) -> TokenStream {
 }
 
 /// The impl.
-pub fn expand(derive: &Derive) -> TokenStream {
+pub(crate) fn expand(derive: &Derive) -> TokenStream {
     let krate = &derive.krate;
     let ident = &derive.input.ident;
     let mut generics = derive.input.generics.clone();

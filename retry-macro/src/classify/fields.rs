@@ -9,7 +9,7 @@ use crate::common::args::prose;
 use crate::common::errors::Errors;
 
 /// A field the generated code reads.
-pub struct Target<'a> {
+pub(crate) struct Target<'a> {
     /// Its name, or its index in a tuple variant.
     pub member: Member,
     /// Its type.
@@ -17,7 +17,7 @@ pub struct Target<'a> {
 }
 
 /// The field named by `retry_after = value`.
-pub fn field<'a>(
+pub(super) fn field<'a>(
     errors: &mut Errors,
     subject: &str,
     fields: &'a Fields,
@@ -73,7 +73,7 @@ pub fn field<'a>(
 }
 
 /// The one field `delegate` forwards to.
-pub fn only_field<'a>(
+pub(super) fn only_field<'a>(
     errors: &mut Errors,
     subject: &str,
     fields: &'a Fields,
@@ -113,7 +113,7 @@ pub fn only_field<'a>(
 }
 
 /// "`a`, `b` and `c`", or "`0` and `1`".
-pub fn names(fields: &Fields) -> String {
+pub(super) fn names(fields: &Fields) -> String {
     prose(fields.iter().enumerate().map(|(i, f)| {
         f.ident
             .as_ref()

@@ -3,11 +3,11 @@
 //! they name looked up by [`fields`]), the `Classify` impl ([`expand`], its optional methods in
 //! [`methods`], the field bindings both write in [`bindings`]) and the type's entry in the runtime's link-time registry ([`register`]).
 
-pub mod args;
+pub(crate) mod args;
 mod bindings;
-pub mod expand;
+pub(crate) mod expand;
 mod fields;
 mod methods;
 mod options;
 mod register;
-pub mod valid;
+pub(crate) mod valid;

@@ -11,7 +11,7 @@ use crate::common::krate;
 
 /// Read from `#[classify(...)]` on one item, before looking at its fields.
 #[derive(Default)]
-pub struct Options {
+pub(super) struct Options {
     /// `transient`, `permanent`, `client_error` or `delegate`, with the word to blame.
     pub kind: Option<(Kind, Ident)>,
     /// `retry_after = field`, with the name to blame.
@@ -22,7 +22,7 @@ pub struct Options {
 
 /// How an item is classified.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     Transient,
     Permanent,
     /// Permanent, and a client error (a 4xx, R-RES-RE-X2): `Classify::is_client_error`.
@@ -32,7 +32,7 @@ pub enum Kind {
 
 /// Where an attribute is.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Place {
+pub(super) enum Place {
     /// On an enum: only `crate` goes there.
     Enum,
     /// On a struct: everything goes there.
@@ -44,7 +44,7 @@ pub enum Place {
 const OPTIONS: &str = "the options are `transient`, `permanent` (the default), `client_error` (a 4xx: permanent, R-RES-RE-X2), `delegate`, `retry_after = field` and, on the type, `crate = \"path\"`";
 
 /// The meaning of each argument on one item, ignoring its fields.
-pub fn read(errors: &mut Errors, args: Vec<Arg>, place: Place) -> Options {
+pub(super) fn read(errors: &mut Errors, args: Vec<Arg>, place: Place) -> Options {
     let mut options = Options::default();
     let mut seen: Vec<Ident> = Vec::new();
     for arg in args {

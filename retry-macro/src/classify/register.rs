@@ -13,7 +13,7 @@ use quote::quote;
 use super::valid::Derive;
 
 /// The registration, in an anonymous `const` so that nothing it names reaches the user's scope.
-pub fn register(derive: &Derive) -> Option<TokenStream> {
+pub(super) fn register(derive: &Derive) -> Option<TokenStream> {
     if !derive.input.generics.params.is_empty() {
         return None;
     }

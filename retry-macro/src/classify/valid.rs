@@ -8,7 +8,7 @@ use quote::ToTokens;
 use syn::{Attribute, Data, DeriveInput, Fields, Ident, Path};
 
 use super::args::{self, Parsed};
-pub use super::fields::Target;
+pub(crate) use super::fields::Target;
 use super::fields::{field, only_field};
 use super::options::{self, Kind, Options, Place};
 use crate::common::args::Arg;
@@ -16,7 +16,7 @@ use crate::common::errors::Errors;
 use crate::common::krate;
 
 /// What the derive will write.
-pub struct Derive<'a> {
+pub(crate) struct Derive<'a> {
     /// The type, with its generics.
     pub input: &'a DeriveInput,
     /// Path of the runtime crate.
@@ -26,7 +26,7 @@ pub struct Derive<'a> {
 }
 
 /// The verdicts of the type.
-pub enum Shape<'a> {
+pub(crate) enum Shape<'a> {
     /// One per variant, in order.
     Enum(Vec<(&'a Ident, Verdict<'a>)>),
     /// The whole struct.
@@ -34,7 +34,7 @@ pub enum Shape<'a> {
 }
 
 /// How one variant, or the struct, is classified.
-pub enum Verdict<'a> {
+pub(crate) enum Verdict<'a> {
     /// Never retried (the default).
     Permanent,
     /// Never retried, and a client error (a 4xx, R-RES-RE-X2): `#[classify(client_error)]`.
@@ -46,7 +46,7 @@ pub enum Verdict<'a> {
 }
 
 /// Applies the rules to the parsed attributes and the type's fields; every error at once.
-pub fn check(input: &DeriveInput, parsed: Parsed) -> syn::Result<Derive<'_>> {
+pub(crate) fn check(input: &DeriveInput, parsed: Parsed) -> syn::Result<Derive<'_>> {
     let mut errors = Errors::default();
     let subject = |ident: &Ident| format!("`{ident}`");
     let (krate, shape) = match &input.data {
@@ -108,7 +108,7 @@ pub fn check(input: &DeriveInput, parsed: Parsed) -> syn::Result<Derive<'_>> {
 
 /// The runtime crate's path for the impl written next to the errors, so that the type's users
 /// do not fail too: `None` when `crate = "..."` is there but unusable.
-pub fn fallback_crate(input: &DeriveInput) -> Option<Path> {
+pub(crate) fn fallback_crate(input: &DeriveInput) -> Option<Path> {
     let mut path = None;
     for attr in input.attrs.iter().filter(|a| args::is_classify(a)) {
         for arg in args::args_of(attr).ok()? {

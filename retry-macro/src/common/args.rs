@@ -13,7 +13,7 @@ use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Token};
 
 /// One argument, of `#[retry(...)]` or `#[classify(...)]`.
-pub enum Arg {
+pub(crate) enum Arg {
     /// A bare word: `read`, `write`, `transient`, ...
     Word(Ident),
     /// `name = value`.
@@ -41,13 +41,13 @@ impl Parse for Arg {
 }
 
 /// Parses the arguments in order.
-pub fn parse(args: TokenStream) -> syn::Result<Vec<Arg>> {
+pub(crate) fn parse(args: TokenStream) -> syn::Result<Vec<Arg>> {
     let args = Punctuated::<Arg, Token![,]>::parse_terminated.parse2(args)?;
     Ok(args.into_iter().collect())
 }
 
 /// `value` without the invisible groups `macro_rules!` wraps around `$x:expr` fragments.
-pub fn ungroup(mut value: &Expr) -> &Expr {
+pub(crate) fn ungroup(mut value: &Expr) -> &Expr {
     while let Expr::Group(group) = value {
         value = &group.expr;
     }
@@ -55,7 +55,7 @@ pub fn ungroup(mut value: &Expr) -> &Expr {
 }
 
 /// The string literal `value` is, if it is one (read through groups).
-pub fn lit_str(value: &Expr) -> Option<&LitStr> {
+pub(crate) fn lit_str(value: &Expr) -> Option<&LitStr> {
     match ungroup(value) {
         Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
@@ -65,7 +65,7 @@ pub fn lit_str(value: &Expr) -> Option<&LitStr> {
 }
 
 /// The items as prose: "`a`, `b` and `c`", "`a`", or "none".
-pub fn prose<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
+pub(crate) fn prose<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
     let items: Vec<String> = items.into_iter().map(|i| format!("`{i}`")).collect();
     match items.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
@@ -75,7 +75,7 @@ pub fn prose<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String
 }
 
 /// The option closest to `name`, if a typo away (two edits at most).
-pub fn closest<'a>(name: &str, options: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn closest<'a>(name: &str, options: &[&'a str]) -> Option<&'a str> {
     options
         .iter()
         .map(|o| (strsim::levenshtein(name, o), *o))

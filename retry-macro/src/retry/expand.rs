@@ -22,7 +22,7 @@ use super::verdict::verdict;
 use crate::common::spans::located_at;
 
 /// The fn this attribute is on, or the error to report instead (with the input re-emitted).
-pub fn parse_fn(item: TokenStream) -> Result<ItemFn, TokenStream> {
+pub(crate) fn parse_fn(item: TokenStream) -> Result<ItemFn, TokenStream> {
     syn::parse2::<ItemFn>(item.clone()).map_err(|error| {
         let error = match syn::parse2::<TraitItemFn>(item.clone()) {
             Ok(decl) if decl.default.is_none() => syn::Error::new_spanned(
@@ -41,7 +41,7 @@ pub fn parse_fn(item: TokenStream) -> Result<ItemFn, TokenStream> {
 /// `Uuid::new_v4()`), imported as `_` in the body so that the imports they resolve to stay
 /// used and draw no second warning. Only the names, not the expression: a rejected key is not
 /// type-checked again.
-pub fn with_errors(func: &ItemFn, error: &syn::Error, key_roots: &[Ident]) -> TokenStream {
+pub(crate) fn with_errors(func: &ItemFn, error: &syn::Error, key_roots: &[Ident]) -> TokenStream {
     let error = error.to_compile_error();
     if key_roots.is_empty() {
         return quote!(#error #func);
@@ -65,7 +65,7 @@ pub fn with_errors(func: &ItemFn, error: &syn::Error, key_roots: &[Ident]) -> To
 }
 
 /// The fn with its body turned into the retry loop.
-pub fn expand(config: &Config, func: ItemFn) -> TokenStream {
+pub(crate) fn expand(config: &Config, func: ItemFn) -> TokenStream {
     let ItemFn {
         attrs,
         vis,

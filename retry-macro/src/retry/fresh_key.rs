@@ -35,7 +35,7 @@ const MINTERS: &[&str] = &[
 const MINTING_TYPES: &[&str] = &["Ulid", "Ksuid", "Xid"];
 
 /// The first call in `expr` that mints a fresh value, if any.
-pub fn find(expr: &Expr) -> Option<TokenStream> {
+pub(crate) fn find(expr: &Expr) -> Option<TokenStream> {
     let mut finder = Finder { found: None };
     finder.visit_expr(expr);
     finder.found
@@ -178,7 +178,7 @@ mod tests {
 /// The names the paths in `expr` start with, once each (`Uuid` of `Uuid::new_v4()`, `rand` of
 /// `rand::random()`, also inside macro arguments), for the fn re-emitted with an error. Paths
 /// from `self`, `Self`, `super` or `crate`, and a method's turbofish, are left out.
-pub fn path_roots(expr: &Expr) -> Vec<Ident> {
+pub(crate) fn path_roots(expr: &Expr) -> Vec<Ident> {
     fn walk(tokens: TokenStream, roots: &mut Vec<Ident>) {
         let tokens: Vec<TokenTree> = tokens.into_iter().collect();
         for (i, token) in tokens.iter().enumerate() {

@@ -13,7 +13,7 @@ use crate::common::rules::hedge as rules;
 
 /// A hedge delay: fixed, or a percentile of the call site's latency with a fixed fallback.
 #[derive(Clone, Copy)]
-pub struct Spec {
+pub(crate) struct Spec {
     /// The fixed delay, or the percentile's fallback, in ms.
     pub fixed_ms: u64,
     /// The percentile in thousandths (950 for p95), 0 for a fixed delay.
@@ -21,7 +21,7 @@ pub struct Spec {
 }
 
 /// What the expansion needs of a valid `hedge`.
-pub struct Hedge {
+pub(crate) struct Hedge {
     pub spec: Spec,
     /// `hedge_load`, in thousandths.
     pub load_permille: u32,
@@ -30,7 +30,12 @@ pub struct Hedge {
 const USAGE: &str = "`hedge` takes a delay like \"20ms\", or a percentile of this call's recent latency from \"p50\" to \"p99.9\" (optionally with the delay to use until enough calls were seen: \"p95 or 30ms\")";
 
 /// The setter of `hedge`.
-pub fn set_hedge(errors: &mut Errors, slot: &mut Setting<Given<Spec>>, name: &Ident, value: &Expr) {
+pub(crate) fn set_hedge(
+    errors: &mut Errors,
+    slot: &mut Setting<Given<Spec>>,
+    name: &Ident,
+    value: &Expr,
+) {
     if !slot.claim(errors, name) {
         return;
     }
@@ -94,7 +99,12 @@ fn permille(text: &str) -> Option<u32> {
 }
 
 /// The setter of `hedge_load`: a float literal above 0, at most 0.5.
-pub fn set_load(errors: &mut Errors, slot: &mut Setting<Given<u32>>, name: &Ident, value: &Expr) {
+pub(crate) fn set_load(
+    errors: &mut Errors,
+    slot: &mut Setting<Given<u32>>,
+    name: &Ident,
+    value: &Expr,
+) {
     if !slot.claim(errors, name) {
         return;
     }

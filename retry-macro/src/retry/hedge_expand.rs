@@ -16,7 +16,7 @@ use super::verdict::verdict;
 use crate::common::spans::located_at;
 
 /// The hedged fn's body: the sites, the attempt closure and the loop over answers.
-pub fn body(
+pub(super) fn body(
     config: &Config,
     hedge: &Hedge,
     locals: &Locals,

@@ -11,7 +11,7 @@ use crate::common::errors::Errors;
 use crate::common::rules::hedge::{self as rules, HedgeViolation};
 
 /// The rules of `hedge` with the rest of the attribute and the fn; `None` without `hedge`.
-pub fn check(
+pub(super) fn check(
     errors: &mut Errors,
     options: &Options,
     func: &ItemFn,

@@ -3,16 +3,16 @@
 //! expansion into a loop ([`expand`], with `protect`'s permit and admissions in [`protect`]). The grammar of its arguments is shared with
 //! `#[classify]` (`common::args`).
 
-pub mod expand;
-pub mod fresh_key;
+pub(crate) mod expand;
+pub(crate) mod fresh_key;
 mod hand_over;
-pub mod hedge;
+pub(crate) mod hedge;
 mod hedge_expand;
 mod hedge_valid;
 mod locals;
-pub mod options;
+pub(crate) mod options;
 mod protect;
 mod setting;
 mod signature;
-pub mod valid;
+pub(crate) mod valid;
 mod verdict;

@@ -8,7 +8,7 @@ use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path};
 
 use super::hedge;
 use super::setting::twice;
-pub use super::setting::{Given, Setting};
+pub(crate) use super::setting::{Given, Setting};
 use crate::common::args::{Arg, closest, lit_str, prose, ungroup};
 use crate::common::duration::parse_ms;
 use crate::common::errors::Errors;
@@ -16,7 +16,7 @@ use crate::common::krate::{self, Refused};
 use crate::common::rules;
 
 /// Every option that takes a value, in the order the messages list them.
-pub const OPTIONS: &[&str] = &[
+pub(crate) const OPTIONS: &[&str] = &[
     "idempotency_key",
     "attempts",
     "delay",
@@ -35,7 +35,7 @@ pub const OPTIONS: &[&str] = &[
 
 /// Read or write.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A call that changes nothing.
     Read,
     /// A call that changes state, retried only with an idempotency key.
@@ -44,7 +44,7 @@ pub enum Kind {
 
 /// How pauses are randomised; mirrors `retry_runtime::Jitter`.
 #[derive(Clone, Copy)]
-pub enum Jitter {
+pub(crate) enum Jitter {
     Equal,
     Full,
     None,
@@ -52,7 +52,7 @@ pub enum Jitter {
 
 /// The arguments of one `#[retry(...)]`.
 #[derive(Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// `read` or `write`, with the word to blame.
     pub kind: Option<(Kind, Ident)>,
     /// A word that is no kind was given, and refused: no need to ask for the kind as well.
@@ -85,7 +85,7 @@ pub struct Options {
 
 impl Options {
     /// Reads the arguments in order, each error into `errors`.
-    pub fn read(errors: &mut Errors, args: Vec<Arg>) -> Options {
+    pub(crate) fn read(errors: &mut Errors, args: Vec<Arg>) -> Options {
         let mut options = Options::default();
         for (index, arg) in args.into_iter().enumerate() {
             match arg {

@@ -7,13 +7,13 @@ use syn::Ident;
 use crate::common::errors::Errors;
 
 /// A value, with the span of the tokens to blame for it.
-pub struct Given<T> {
+pub(crate) struct Given<T> {
     pub value: T,
     pub span: Span,
 }
 
 /// One option: not given, or given under `name`, with `value` when it passed its own checks.
-pub struct Setting<T> {
+pub(crate) struct Setting<T> {
     pub name: Option<Ident>,
     pub value: Option<T>,
 }
@@ -41,12 +41,12 @@ impl<T> Setting<T> {
 
 impl<T: Copy> Setting<Given<T>> {
     /// The value, if given and valid.
-    pub fn given(&self) -> Option<T> {
+    pub(crate) fn given(&self) -> Option<T> {
         self.value.as_ref().map(|g| g.value)
     }
 
     /// Where the value is, if given and valid.
-    pub fn span(&self) -> Option<Span> {
+    pub(crate) fn span(&self) -> Option<Span> {
         self.value.as_ref().map(|g| g.span)
     }
 }

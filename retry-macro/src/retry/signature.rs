@@ -7,7 +7,7 @@ use syn::{FnArg, ItemFn, ReturnType, Type};
 use crate::common::errors::Errors;
 
 /// Checks the fn's signature.
-pub fn check(errors: &mut Errors, func: &ItemFn) {
+pub(super) fn check(errors: &mut Errors, func: &ItemFn) {
     let sig = &func.sig;
     if let Some(constness) = &sig.constness {
         errors.at(

@@ -22,7 +22,7 @@ use crate::common::krate;
 use crate::common::rules::{self, Violation};
 
 /// How errors are classified.
-pub enum Classifier {
+pub(crate) enum Classifier {
     /// `retry_runtime::Classify` on the error type.
     Classify,
     /// `retry_if = path`.
@@ -30,7 +30,7 @@ pub enum Classifier {
 }
 
 /// A valid configuration, ready for expansion.
-pub struct Config {
+pub(crate) struct Config {
     /// The idempotency key expression: `Some` on writes, `None` on reads.
     pub key: Option<Expr>,
     /// Total attempts.
@@ -68,7 +68,7 @@ struct Schedule {
 }
 
 /// Applies the rules to the arguments and the fn; every error at once.
-pub fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
+pub(crate) fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
     let mut errors = Errors::default();
     let options = Options::read(&mut errors, args);
     check_kind(&mut errors, &options);

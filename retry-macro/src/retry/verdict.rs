@@ -11,7 +11,7 @@ use super::valid::{Classifier, Config};
 use crate::common::spans::located_at;
 
 /// The verdict on the error `err` (`Classify`, or `retry_if`), and its text for the logs.
-pub fn verdict(config: &Config, locals: &Locals, ret: &Ret) -> (TokenStream, TokenStream) {
+pub(super) fn verdict(config: &Config, locals: &Locals, ret: &Ret) -> (TokenStream, TokenStream) {
     let err = &locals.err;
     let krate = &config.krate;
     let ret_span = ret.span;

@@ -15,7 +15,7 @@ use retry_runtime::durable::{DEFAULT_QUEUE, TaskState};
     about = "See and steer a durable task queue of retry-runtime",
     propagate_version = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The task database: sqlite://PATH (an existing file) or postgres://user:password@host:port/db
     #[arg(long, env = "RETRY_QUEUE_DB", value_name = "URL")]
     pub db: String,
@@ -29,7 +29,7 @@ pub struct Cli {
 
 /// The commands of `retry-queue`.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Every queue of the database: tasks per state, paused or not, finished and failed today
     /// (UTC), the age of the oldest pending task
     Stats,
@@ -96,7 +96,7 @@ pub enum Command {
 
 /// `retry-queue task …`.
 #[derive(Debug, Subcommand)]
-pub enum TaskCommand {
+pub(crate) enum TaskCommand {
     /// One page of the tasks in a state
     Ls {
         /// The state to list (like `errors`, the retry tasks by default)
@@ -156,7 +156,7 @@ pub enum TaskCommand {
 
 /// A task of a queue.
 #[derive(Debug, Args)]
-pub struct TaskId {
+pub(crate) struct TaskId {
     /// The task's id
     pub id: String,
     /// The queue
@@ -166,7 +166,7 @@ pub struct TaskId {
 
 /// The tasks of a queue in one state.
 #[derive(Debug, Args)]
-pub struct StateArgs {
+pub(crate) struct StateArgs {
     /// The state
     #[arg(long, value_parser = state_parser())]
     pub state: TaskState,
@@ -177,7 +177,7 @@ pub struct StateArgs {
 
 /// `retry-queue queue …`.
 #[derive(Debug, Subcommand)]
-pub enum QueueCommand {
+pub(crate) enum QueueCommand {
     /// Stop workers from claiming the queue's tasks (enqueueing still works)
     Pause {
         /// The queue
@@ -211,7 +211,7 @@ fn state_parser() -> impl TypedValueParser<Value = TaskState> {
 /// database without the queue's schema (or behind this build's) with a message naming
 /// `retry-queue migrate up`.
 #[derive(Debug, Subcommand)]
-pub enum MigrateCommand {
+pub(crate) enum MigrateCommand {
     /// Every version this build knows and the database has: applied, pending, or newer; and
     /// whether this build runs on the database as it is
     Status,

@@ -49,7 +49,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 
-pub use args::{Cli, Command, MigrateCommand, QueueCommand, StateArgs, TaskCommand, TaskId};
+pub(crate) use args::{Cli, Command, MigrateCommand, QueueCommand, StateArgs, TaskCommand, TaskId};
 
 /// Parses the command line, runs the command, prints its output on stdout and a failure as
 /// one `error: …` line on stderr; returns the exit status (0, 1, or clap's 2).

@@ -97,7 +97,7 @@ pub(crate) async fn style() -> Response {
 }
 
 /// Escapes text for HTML content and quoted attribute values.
-pub fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -13,6 +13,10 @@ use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng as _};
 
 /// The exclusive upper bound of the random term of [`default_retry_delay`]: `rand(0..30)`.
+#[cfg_attr(
+    not(any(test, feature = "test-util")),
+    allow(unreachable_pub, reason = "exported with the feature test-util only")
+)]
 pub const DELAY_RAND_BOUND: u32 = 30;
 
 /// The default delay before the retry that follows `n` retries (n = 0 before the first retry):
@@ -46,6 +50,10 @@ pub fn default_retry_delay(n: u32, rand: u32) -> Duration {
 /// [`SystemClock`] in production; `ManualClock` (feature `test-util`) in tests. All workers of one queue should
 /// agree on the time within a fraction of the lease (NTP does that for processes on several
 /// machines).
+#[cfg_attr(
+    not(any(test, feature = "test-util")),
+    allow(unreachable_pub, reason = "exported with the feature test-util only")
+)]
 pub trait Clock: Send + Sync + 'static {
     /// The current time.
     fn now(&self) -> SystemTime;
@@ -53,6 +61,10 @@ pub trait Clock: Send + Sync + 'static {
 
 /// The operating system's clock ([`SystemTime::now`]).
 #[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(
+    not(any(test, feature = "test-util")),
+    allow(unreachable_pub, reason = "exported with the feature test-util only")
+)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {
@@ -76,6 +88,10 @@ impl Clock for SystemClock {
 /// # #[cfg(feature = "test-util")]
 /// assert_eq!(DelayRng::fixed(12).next_rand(), 12);
 /// ```
+#[cfg_attr(
+    not(any(test, feature = "test-util")),
+    allow(unreachable_pub, reason = "exported with the feature test-util only")
+)]
 pub struct DelayRng {
     inner: RngInner,
 }
@@ -89,6 +105,10 @@ enum RngInner {
 
 impl DelayRng {
     /// Seeded from the operating system (the default).
+    #[cfg_attr(
+        not(any(test, feature = "test-util")),
+        allow(unreachable_pub, reason = "exported with the feature test-util only")
+    )]
     pub fn from_entropy() -> Self {
         DelayRng {
             inner: RngInner::Seeded(Box::new(rand::make_rng())),
@@ -97,6 +117,10 @@ impl DelayRng {
 
     /// Seeded with `seed`: the same sequence every run.
     #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
+    #[cfg_attr(
+        not(any(test, feature = "test-util")),
+        allow(unreachable_pub, reason = "exported with the feature test-util only")
+    )]
     pub fn from_seed(seed: u64) -> Self {
         DelayRng {
             inner: RngInner::Seeded(Box::new(StdRng::seed_from_u64(seed))),
@@ -113,6 +137,10 @@ impl DelayRng {
     }
 
     /// The next value, in `0..30`.
+    #[cfg_attr(
+        not(any(test, feature = "test-util")),
+        allow(unreachable_pub, reason = "exported with the feature test-util only")
+    )]
     pub fn next_rand(&mut self) -> u32 {
         match &mut self.inner {
             RngInner::Seeded(rng) => rng.random_range(0..DELAY_RAND_BOUND),

@@ -14,11 +14,11 @@ use std::sync::atomic::Ordering::Relaxed;
 /// What one hedge costs, in the units calls deposit.
 const UNIT: u32 = 1_000;
 /// The most hedges a call site may bank.
-pub const BURST: u32 = 10;
+pub(crate) const BURST: u32 = 10;
 
 /// One call site's share of hedges.
 #[derive(Debug)]
-pub struct LoadCap {
+pub(crate) struct LoadCap {
     /// Thousandths of a hedge per call: `hedge_load × 1 000`.
     per_call: u32,
     units: AtomicU32,
@@ -26,7 +26,7 @@ pub struct LoadCap {
 
 impl LoadCap {
     /// A cap of `per_call` thousandths of a hedge per call (50 for `hedge_load = 0.05`).
-    pub const fn new(per_call: u32) -> Self {
+    pub(crate) const fn new(per_call: u32) -> Self {
         LoadCap {
             per_call,
             units: AtomicU32::new(0),
@@ -36,21 +36,21 @@ impl LoadCap {
     /// A call was made. A relaxed load, and an add while the bucket is not full: racing
     /// threads may overfill it by one deposit each, never by more.
     #[inline]
-    pub fn deposit(&self) {
+    pub(crate) fn deposit(&self) {
         if self.units.load(Relaxed) < BURST * UNIT {
             self.units.fetch_add(self.per_call, Relaxed);
         }
     }
 
     /// Takes one hedge's worth, if there is one.
-    pub fn try_take(&self) -> bool {
+    pub(crate) fn try_take(&self) -> bool {
         self.units
             .fetch_update(Relaxed, Relaxed, |units| units.checked_sub(UNIT))
             .is_ok()
     }
 
     /// Gives back a hedge taken but not made (the retry budget refused it).
-    pub fn give_back(&self) {
+    pub(crate) fn give_back(&self) {
         self.units.fetch_add(UNIT, Relaxed);
     }
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::rules::hedge as rules;
 
 pub use engine::Hedged;
-pub use tracker::Tracker;
+pub(crate) use tracker::Tracker;
 
 /// A hedge setting, built at run time for [`RetryLayer::hedge`](crate::tower::RetryLayer::hedge):
 /// the same rules as `#[retry(read, hedge = "...", hedge_load = ...)]`.

@@ -35,12 +35,12 @@ pub(crate) const REFRESH_EVERY: u32 = 32;
 /// commonest latency holds no more than 80 % of them.
 pub(crate) const DECAY_AT: u32 = 8_192;
 /// The fewest samples a percentile rests on, whatever the percentile.
-pub const MIN_SAMPLES: u64 = 100;
+pub(crate) const MIN_SAMPLES: u64 = 100;
 
 /// How many samples `p` (in per-mille, 500 to 999) needs before it replaces the fixed delay:
 /// 100, or enough for 5 samples above the percentile, whichever is more (p95: 100, p99: 500,
 /// p99.9: 5 000).
-pub const fn min_samples(permille: u32) -> u64 {
+pub(crate) const fn min_samples(permille: u32) -> u64 {
     let above = 5_000u64.div_ceil(1_000 - permille as u64);
     if above > MIN_SAMPLES {
         above

@@ -24,7 +24,7 @@ pub(crate) enum Outcome {
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 impl Outcome {
-    pub const ALL: [Outcome; OUTCOMES] = [
+    pub(super) const ALL: [Outcome; OUTCOMES] = [
         Outcome::Success,
         Outcome::Retry,
         Outcome::Exhausted,
@@ -40,7 +40,7 @@ impl Outcome {
         Outcome::HandOverRefused,
     ];
 
-    pub const fn label(self) -> &'static str {
+    pub(super) const fn label(self) -> &'static str {
         match self {
             Outcome::Success => "success",
             Outcome::Retry => "retry",

@@ -84,7 +84,7 @@ const NEVER: u64 = u64::MAX;
 /// One call site's give-ups, per reason: when the reason's current interval started, how many
 /// were not logged since.
 #[derive(Debug)]
-pub struct Repeats {
+pub(super) struct Repeats {
     /// The tokio clock at the site's first give-up: the site's own, since a paused clock (a
     /// test's) is its runtime's, and one process-wide anchor set on another runtime's clock
     /// can lie ahead of this one's, freezing every interval at 0.
@@ -106,12 +106,12 @@ pub(crate) struct Summary {
 
 impl Summary {
     /// How many in all.
-    pub fn repeated(&self) -> u64 {
+    pub(super) fn repeated(&self) -> u64 {
         self.counts.iter().sum()
     }
 
     /// `attempts exhausted: 19, retry budget exhausted: 250`, the reasons that occurred.
-    pub fn reasons(&self) -> impl fmt::Display + '_ {
+    pub(super) fn reasons(&self) -> impl fmt::Display + '_ {
         struct Reasons<'a>(&'a [u64; REASONS.len()]);
         impl fmt::Display for Reasons<'_> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -141,7 +141,7 @@ pub(crate) struct Decision {
 
 impl Repeats {
     /// No give-up yet.
-    pub const fn new() -> Repeats {
+    pub(super) const fn new() -> Repeats {
         Repeats {
             anchor: OnceLock::new(),
             start: [const { AtomicU64::new(NEVER) }; REASONS.len()],

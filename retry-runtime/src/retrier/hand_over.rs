@@ -17,7 +17,7 @@
 //! type can (`handed_over.rs`). A durable task's own re-run that gives up again finds its own
 //! task: counted `retry` (its queue retries it), not `already_queued`.
 
-pub mod handed_over;
+pub(crate) mod handed_over;
 
 use std::fmt;
 use std::sync::Arc;

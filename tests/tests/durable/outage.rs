@@ -517,10 +517,10 @@ mod proxied {
     use sqlx::Row as _;
 
     /// How many tasks each test runs.
-    pub const TASKS: u64 = 2_000;
+    pub(super) const TASKS: u64 = 2_000;
 
     /// A worker's run through a proxy, on a database of the test's own.
-    pub struct Run {
+    pub(super) struct Run {
         pub proxy: Proxy,
         /// The database, straight (not through the proxy): what the test reads.
         pub direct: sqlx::PgPool,
@@ -536,7 +536,7 @@ mod proxied {
     impl Run {
         /// Enqueues [`TASKS`] tasks of kind `job` (payload: their number) and starts the worker
         /// `configure` makes, through a proxy; `None` (said loudly) without PostgreSQL.
-        pub async fn start(
+        pub(super) async fn start(
             test: &str,
             configure: impl FnOnce(Worker, Arc<Mutex<HashMap<u64, u32>>>) -> Worker,
         ) -> Option<Run> {
@@ -570,7 +570,7 @@ mod proxied {
         }
 
         /// How many tasks are completed, read directly.
-        pub async fn completed(&self) -> u64 {
+        pub(super) async fn completed(&self) -> u64 {
             let row =
                 sqlx::query("SELECT count(*) AS n FROM retry_tasks WHERE state = 'completed'")
                     .fetch_one(&self.direct)
@@ -580,7 +580,7 @@ mod proxied {
         }
 
         /// Waits (bounded) until at least `n` tasks are completed.
-        pub async fn until_completed(&self, n: u64, within: Duration) {
+        pub(super) async fn until_completed(&self, n: u64, within: Duration) {
             poll_until(
                 &format!("{n} of {TASKS} tasks completed"),
                 within,
@@ -592,7 +592,7 @@ mod proxied {
 
         /// Waits for every task, stops the worker (which must return `Ok`), checks
         /// at-least-once exactly and returns how many tasks ran more than once.
-        pub async fn finish(self, within: Duration) -> usize {
+        pub(super) async fn finish(self, within: Duration) -> usize {
             self.until_completed(TASKS, within).await;
             let took = self.started.elapsed();
             self.stop.send(()).unwrap();
@@ -637,14 +637,17 @@ mod proxied {
     }
 
     /// Counts the run of task `task` (its payload is its number).
-    pub fn count(runs: &Mutex<HashMap<u64, u32>>, task: &ActiveTask) -> Result<u64, BoxError> {
+    pub(super) fn count(
+        runs: &Mutex<HashMap<u64, u32>>,
+        task: &ActiveTask,
+    ) -> Result<u64, BoxError> {
         let n: u64 = task.payload()?;
         *runs.lock().unwrap().entry(n).or_default() += 1;
         Ok(n)
     }
 
     /// Set when a handler's future is dropped before it returned.
-    pub struct DroppedUnfinished(pub Arc<AtomicU32>);
+    pub(super) struct DroppedUnfinished(pub Arc<AtomicU32>);
 
     impl Drop for DroppedUnfinished {
         fn drop(&mut self) {

@@ -17,9 +17,17 @@ use crate::durable::types::task::TaskInfo;
 pub const SEARCH_WINDOW: u32 = 10_000;
 
 /// The longest search text, in bytes.
+#[cfg_attr(
+    not(any(test, feature = "test-util")),
+    allow(unreachable_pub, reason = "exported with the feature test-util only")
+)]
 pub const MAX_SEARCH_BYTES: usize = 256;
 
 /// How many kinds [`Inspector::kinds`] lists at most.
+#[cfg_attr(
+    not(any(test, feature = "test-util")),
+    allow(unreachable_pub, reason = "exported with the feature test-util only")
+)]
 pub const MAX_KINDS: u32 = 200;
 
 impl Inspector {

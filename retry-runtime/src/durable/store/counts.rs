@@ -26,6 +26,10 @@ use super::{Arg, Store, execute, fetch_all};
 use crate::durable::error::Error;
 
 /// How many days of hourly history are kept (the dashboard's longest range).
+#[cfg_attr(
+    not(any(test, feature = "test-util")),
+    allow(unreachable_pub, reason = "exported with the feature test-util only")
+)]
 pub const HISTORY_DAYS: u64 = 90;
 
 /// An hour, in milliseconds.

@@ -141,11 +141,12 @@ impl System {
     /// limit.
     ///
     /// ```
-    /// use retry_runtime::{declare_system, Bulkhead, BulkheadState};
+    /// use retry_runtime::{declare_system, Bulkhead};
     ///
     /// let receipts = declare_system("receipts");
     /// receipts.set_bulkhead(Bulkhead::new(20));
-    /// assert_eq!(receipts.bulkhead_state(), Some(BulkheadState { in_flight: 0, limit: 20 }));
+    /// let state = receipts.bulkhead_state().unwrap();
+    /// assert_eq!((state.in_flight, state.limit), (0, 20));
     /// ```
     pub fn set_bulkhead(self, bulkhead: Bulkhead) {
         crate::systems::set_bulkhead(self.name, bulkhead);

@@ -417,6 +417,8 @@ async fn a_table_without_the_control_columns_gains_them_on_connect() {
         // Nor the columns of later versions (migration 4, issue 41).
         "ALTER TABLE retry_tasks DROP COLUMN prefetched_token",
         "ALTER TABLE retry_tasks DROP COLUMN given_back",
+        // And migration 5's (issue 42).
+        "ALTER TABLE retry_tasks DROP COLUMN archive_reason",
         "DROP TABLE retry_migrations",
     ] {
         sqlx::query(drop).execute(&pool).await.unwrap();

@@ -324,6 +324,8 @@ async fn an_earlier_table_gains_the_trace_column_in_place() {
         // Nor the columns of later versions (migration 4, issue 41).
         "ALTER TABLE retry_tasks DROP COLUMN prefetched_token",
         "ALTER TABLE retry_tasks DROP COLUMN given_back",
+        // And migration 5's (issue 42).
+        "ALTER TABLE retry_tasks DROP COLUMN archive_reason",
         "DROP TABLE retry_migrations",
     ] {
         sqlx::query(sql).execute(&mut db).await.unwrap();

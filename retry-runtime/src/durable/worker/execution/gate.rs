@@ -8,9 +8,8 @@
 //! - **Breakers**: the system's in-process one (`protect/registry.rs`, fed by the
 //!   `#[retry(…, protect)]` calls the handlers make and by the worker's attempts) merged with
 //!   the queue's shared one (`shared_breaker.rs`), the more cautious winning, read once per
-//!   round: open,
-//!   its due tasks are deferred to when it half-opens (`claim.rs`); half-open, one task at a time
-//!   is claimed (the probe); closed again, the system ramps up from its floor (`ramp.rs`).
+//!   round: open, its due tasks are deferred to when it half-opens (`claim.rs`); half-open,
+//!   one task at a time is claimed (the probe); closed again, it ramps up from its floor.
 //! - **Throttles**: a system that throttled a task (`throttle.rs`) is not claimed until the
 //!   hint has passed.
 //! - **Retry share**: while retries are about, at most `share × concurrency` of them are held;

@@ -47,6 +47,25 @@ pub struct Site {
 }
 
 impl Site {
+    /// The site of `operation` on `system` with `policy`, its lookups not made yet: what both
+    /// a `static` ([`site`]) and a leaked site ([`BuiltSite`]) hold.
+    const fn new(
+        system: &'static str,
+        operation: &'static str,
+        policy: Policy,
+        protect: bool,
+    ) -> Site {
+        Site {
+            system,
+            operation,
+            policy,
+            protect,
+            budget: OnceLock::new(),
+            protection: OnceLock::new(),
+            observer: Observer::new(system, operation),
+        }
+    }
+
     /// A site for `policy` at run time: leaked, once per layer or middleware ([`BuiltSite`]).
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     fn leaked(
@@ -55,15 +74,7 @@ impl Site {
         policy: Policy,
         protect: bool,
     ) -> &'static Site {
-        Box::leak(Box::new(Site {
-            system,
-            operation,
-            policy,
-            protect,
-            budget: OnceLock::new(),
-            protection: OnceLock::new(),
-            observer: Observer::new(system, operation),
-        }))
+        Box::leak(Box::new(Site::new(system, operation, policy, protect)))
     }
 
     /// The retry budget of this site's system.
@@ -138,15 +149,7 @@ pub const fn site(
         Duration::from_millis(max_delay_ms),
         jitter,
     ) {
-        Ok(policy) => Site {
-            system,
-            operation,
-            policy,
-            protect,
-            budget: OnceLock::new(),
-            protection: OnceLock::new(),
-            observer: Observer::new(system, operation),
-        },
+        Ok(policy) => Site::new(system, operation, policy, protect),
         Err(_) => panic!("#[retry]: the macro and the runtime disagree on this policy"),
     }
 }

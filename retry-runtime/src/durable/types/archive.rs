@@ -39,7 +39,7 @@ pub enum ArchiveReason {
     /// The next attempt would have started after the task's
     /// [`deadline`](crate::durable::Task::deadline).
     Deadline,
-    /// The operator canceled it ([`Inspector::cancel`](crate::durable::Inspector::cancel)).
+    /// The operator canceled it ([`Inspector::cancel_task`](crate::durable::Inspector::cancel_task)).
     Canceled,
     /// The operator archived it ([`Inspector::archive_task`](crate::durable::Inspector::archive_task)).
     Operator,

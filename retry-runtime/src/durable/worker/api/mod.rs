@@ -31,7 +31,7 @@ pub struct Worker {
 
 impl Worker {
     /// A worker of `queue` with the defaults: as many concurrent attempts as the machine has
-    /// CPUs, the `DEFAULT_*` constants of [this module](super), asynq's retry delay with OS
+    /// CPUs, the `DEFAULT_*` constants of [this module](crate::durable), asynq's retry delay with OS
     /// randomness, every error a failure, and no handlers.
     pub fn new(queue: Queue) -> Self {
         Worker {
@@ -101,7 +101,7 @@ impl Worker {
     }
 
     /// The fallback poll while the queue is quiet, [`DEFAULT_POLL_INTERVAL`](crate::durable::DEFAULT_POLL_INTERVAL)
-    /// by default: [wake-ups](super#semantics) and a timer to the next due time start tasks
+    /// by default: [wake-ups](crate::durable#semantics) and a timer to the next due time start tasks
     /// sooner. While claims come back full, it claims again once half its room (slots plus
     /// [`prefetch`](Worker::prefetch)) is free.
     pub fn poll_interval(mut self, every: Duration) -> Self {
@@ -217,7 +217,7 @@ impl Worker {
 
     /// Tasks of `kind` that name no [`system`](crate::durable::Task::system) call `system`:
     /// its [`limit`](Worker::limit) and breaker apply to them (see
-    /// [the per-system chapter](super#per-system-limits-and-breakers)).
+    /// [the per-system chapter](crate::durable#per-system-limits-and-breakers)).
     pub fn system_of(mut self, kind: impl Into<String>, system: crate::System) -> Self {
         crate::protect::for_system(system.name());
         let system = system.name().to_owned();
@@ -228,7 +228,7 @@ impl Worker {
     /// Limits the tasks of `system` in this worker (replacing any earlier limit of it), tightened
     /// by `RETRY_<SYSTEM>_QUEUE_CONCURRENCY` / `_QUEUE_RATE`; a claim never takes a task of a
     /// system at its limit. Also defers them while the system's breaker is open, and ramps them
-    /// up slowly after it recovers ([the chapter](super#per-system-limits-and-breakers)).
+    /// up slowly after it recovers ([the chapter](crate::durable#per-system-limits-and-breakers)).
     pub fn limit(mut self, system: crate::System, limit: SystemLimit) -> Self {
         let system = system.name();
         crate::protect::for_system(system);

@@ -31,6 +31,9 @@ pub enum Backend {
     Sqlite,
     /// The server of `RETRY_TEST_POSTGRES_URL`, a queue name per test.
     Postgres,
+    /// The same server through PgBouncer in transaction pooling mode ([`pgbouncer_url`]), a
+    /// queue name per test.
+    PgBouncer,
 }
 
 /// A queue of its own for one test, and the clock it reads.
@@ -56,8 +59,11 @@ impl Env {
                 let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
                 (url, test.to_owned(), Some(dir))
             }
-            Backend::Postgres => {
-                let url = postgres_url_or_skip(test)?;
+            Backend::Postgres | Backend::PgBouncer => {
+                let url = match backend {
+                    Backend::PgBouncer => pgbouncer_url_or_skip(test)?,
+                    _ => postgres_url_or_skip(test)?,
+                };
                 let unique = format!(
                     "{test}-{}-{:016x}",
                     std::process::id(),
@@ -147,8 +153,9 @@ pub fn worker(env: &Env) -> Worker {
         .rng(DelayRng::fixed(7))
 }
 
-/// `both_backends!(test_a, test_b)`: a `sqlite` and a `postgres` module with one
-/// `#[tokio::test]` per name, calling `name(Backend)` of the enclosing module.
+/// `both_backends!(test_a, test_b)`: a `sqlite`, a `postgres` and a `pgbouncer` module (the
+/// same server through PgBouncer in transaction pooling mode) with one `#[tokio::test]` per
+/// name, calling `name(Backend)` of the enclosing module.
 #[macro_export]
 macro_rules! both_backends {
     ($($name:ident),* $(,)?) => {
@@ -165,6 +172,14 @@ macro_rules! both_backends {
                 #[tokio::test]
                 async fn $name() {
                     super::$name($crate::durable_env::Backend::Postgres).await;
+                }
+            )*
+        }
+        mod pgbouncer {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name($crate::durable_env::Backend::PgBouncer).await;
                 }
             )*
         }
@@ -224,6 +239,66 @@ pub fn postgres_url_or_skip(test: &str) -> Option<String> {
                 "*** SKIPPED: PostgreSQL test `{test}` did NOT run: RETRY_TEST_POSTGRES_URL is \
                  not set and this machine has no PostgreSQL server binaries \
                  (apt-get install postgresql)\n"
+            )
+            .as_bytes(),
+        );
+    }
+    url
+}
+
+/// The PgBouncer of the durable tests, in transaction pooling mode in front of the server of
+/// [`postgres_url`]: `RETRY_TEST_PGBOUNCER_URL` when set; otherwise, when the machine has
+/// `pgbouncer`, one started once per test process by `scripts/pgbouncer.sh serve-while`
+/// (stopped when the process ends); `None` without PostgreSQL or without `pgbouncer`.
+///
+/// # Panics
+///
+/// When `pgbouncer` is there but does not start.
+pub fn pgbouncer_url() -> Option<String> {
+    static URL: OnceLock<Option<String>> = OnceLock::new();
+    URL.get_or_init(|| {
+        if let Ok(url) = std::env::var("RETRY_TEST_PGBOUNCER_URL") {
+            return Some(url);
+        }
+        let server = postgres_url()?;
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pgbouncer.sh");
+        let output = Command::new("bash")
+            .arg(script)
+            .arg("serve-while")
+            .arg(std::process::id().to_string())
+            .arg(&server)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("bash runs scripts/pgbouncer.sh");
+        if output.status.code() == Some(3) {
+            return None;
+        }
+        assert!(
+            output.status.success(),
+            "scripts/pgbouncer.sh serve-while failed ({}): pgbouncer is installed but did not start",
+            output.status
+        );
+        let exports = String::from_utf8_lossy(&output.stdout);
+        let url = exports
+            .lines()
+            .find_map(|line| line.strip_prefix("export RETRY_TEST_PGBOUNCER_URL="))
+            .expect("scripts/pgbouncer.sh prints the URL");
+        Some(url.to_owned())
+    })
+    .clone()
+}
+
+/// [`pgbouncer_url`], or `None` after saying on stderr, loudly, that the PgBouncer test `test`
+/// did not run.
+pub fn pgbouncer_url_or_skip(test: &str) -> Option<String> {
+    postgres_url_or_skip(test)?;
+    let url = pgbouncer_url();
+    if url.is_none() {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!(
+                "*** SKIPPED: PgBouncer test `{test}` did NOT run: RETRY_TEST_PGBOUNCER_URL is \
+                 not set and this machine has no pgbouncer (apt-get install pgbouncer)\n"
             )
             .as_bytes(),
         );

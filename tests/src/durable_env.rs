@@ -44,6 +44,9 @@ pub struct Env {
     pub clock: ManualClock,
     /// The database's URL.
     pub url: String,
+    /// Through PgBouncer: the server's own URL, the queue's `listen_url` (wake-ups bypass
+    /// the pooler, as a deployment should run).
+    pub listen_url: Option<String>,
     /// The queue's name (unique per test on PostgreSQL).
     pub name: String,
     _dir: Option<tempfile::TempDir>,
@@ -53,6 +56,10 @@ impl Env {
     /// A fresh queue on `backend`; `None` (said on stderr) when PostgreSQL is not configured.
     pub async fn new(backend: Backend, test: &str) -> Option<Env> {
         let clock = ManualClock::new(t0());
+        let listen_url = match backend {
+            Backend::PgBouncer => Some(postgres_url_or_skip(test)?),
+            _ => None,
+        };
         let (url, name, dir) = match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("a temporary directory");
@@ -72,14 +79,14 @@ impl Env {
                 (url, unique, None)
             }
         };
-        let q = Queue::connect(&url)
+        let q = connect(&url, listen_url.as_deref())
             .await
-            .expect("the test database answers")
             .named(name.clone());
         Some(Env {
             q: q.with_clock(clock.clone()),
             clock,
             url,
+            listen_url,
             name,
             _dir: dir,
         })
@@ -93,9 +100,8 @@ impl Env {
 
     /// The same queue through connections of its own, on the system clock.
     pub async fn on_system_clock(&self) -> Queue {
-        Queue::connect(&self.url)
+        connect(&self.url, self.listen_url.as_deref())
             .await
-            .expect("the test database answers")
             .named(self.name.clone())
     }
 
@@ -144,6 +150,19 @@ impl Env {
             self.info(id).await
         );
     }
+}
+
+/// The queue at `url`, its workers listening through `listen_url` when given.
+///
+/// # Panics
+/// When the database does not answer.
+pub async fn connect(url: &str, listen_url: Option<&str>) -> Queue {
+    let builder = Queue::builder(url);
+    let builder = match listen_url {
+        Some(listen_url) => builder.listen_url(listen_url),
+        None => builder,
+    };
+    builder.connect().await.expect("the test database answers")
 }
 
 /// A worker of `env`'s queue with a fixed random term of 7 in the default delay.
@@ -349,6 +368,12 @@ impl PgDatabase {
             server,
             name,
         })
+    }
+
+    /// The database's URL through [`pgbouncer_url`], or `None` after a loud skip line without
+    /// `pgbouncer` (the database is left for [`PgDatabase::drop_database`]).
+    pub fn through_pgbouncer(&self, test: &str) -> Option<String> {
+        Some(with_database(&pgbouncer_url_or_skip(test)?, &self.name))
     }
 
     /// Drops the database (`WITH (FORCE)`: connections left behind by killed processes too).

@@ -15,6 +15,8 @@ use retry_tests::durable_env::{Backend, PgDatabase};
 /// A database of the test's own; dropped (PostgreSQL) or deleted (SQLite) by [`Fresh::done`].
 struct Fresh {
     url: String,
+    /// The same database without PgBouncer, for the statements outside the queue.
+    direct: String,
     pg: Option<PgDatabase>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -26,15 +28,24 @@ impl Fresh {
                 let dir = tempfile::tempdir().expect("a temporary directory");
                 let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
                 Some(Fresh {
+                    direct: url.clone(),
                     url,
                     pg: None,
                     _dir: Some(dir),
                 })
             }
-            Backend::Postgres => {
+            Backend::Postgres | Backend::PgBouncer => {
+                if matches!(backend, Backend::PgBouncer) {
+                    retry_tests::durable_env::pgbouncer_url_or_skip(test)?;
+                }
                 let pg = PgDatabase::create(&format!("migrations_{test}")).await?;
+                let url = match backend {
+                    Backend::PgBouncer => pg.through_pgbouncer(test)?,
+                    _ => pg.url.clone(),
+                };
                 Some(Fresh {
-                    url: pg.url.clone(),
+                    url,
+                    direct: pg.url.clone(),
                     pg: Some(pg),
                     _dir: None,
                 })
@@ -52,7 +63,7 @@ impl Fresh {
                 .unwrap();
             pool.close().await;
         } else {
-            let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+            let pool = sqlx::PgPool::connect(&self.direct).await.unwrap();
             sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
                 .execute(&pool)
                 .await
@@ -253,7 +264,7 @@ async fn processes_starting_together_migrate_once(backend: Backend) {
 fn fixtures(backend: Backend) -> Vec<(String, String)> {
     let dir = match backend {
         Backend::Sqlite => "sqlite",
-        Backend::Postgres => "postgres",
+        Backend::Postgres | Backend::PgBouncer => "postgres",
     };
     let dir = format!("{}/fixtures/schemas/{dir}", env!("CARGO_MANIFEST_DIR"));
     let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)

@@ -1547,7 +1547,7 @@ async fn unreachable_database_is_a_clear_error(backend: Backend) {
     };
     let url = match backend {
         Backend::Sqlite => "sqlite:///nonexistent-dir-of-retry-tests/tasks.db".to_owned(),
-        Backend::Postgres => {
+        Backend::Postgres | Backend::PgBouncer => {
             // A port nobody listens on: bind one, then free it.
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let port = listener.local_addr().unwrap().port();

@@ -153,7 +153,7 @@ impl Backend for PgPool {
         stopped: watch::Receiver<bool>,
     ) {
         let wake = super::listen::Listen {
-            listener: self,
+            listener: Some(self),
             notify: self,
             through_pooler: false,
             poll,

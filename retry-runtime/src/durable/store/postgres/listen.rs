@@ -6,6 +6,9 @@
 //! transaction`) it does not (the `LISTEN` ran on whichever server connection the pooler lent,
 //! and went back to the pool with it): the wake-ups are then off, said once at WARN with the
 //! fix (`Connect::listen_url`, a connection that bypasses the pooler), and the workers poll.
+//! A queue that knows it is behind such a pooler and has no `listen_url` does not even try:
+//! a `LISTEN` through the pooler would leave a server connection listening, whose
+//! notifications then reach whichever client the pooler lends it to.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,8 +32,9 @@ const SELF_TEST_WAIT: Duration = Duration::from_secs(2);
 
 /// Where a listener listens and what it says when it cannot.
 pub(super) struct Listen<'a> {
-    /// The pool the listening connection is opened from.
-    pub(super) listener: &'a PgPool,
+    /// The pool the listening connection is opened from; `None`: none that can listen (a
+    /// transaction pooler and no `listen_url`).
+    pub(super) listener: Option<&'a PgPool>,
     /// The queue's pool, which sends the self-test's notification.
     pub(super) notify: &'a PgPool,
     /// Whether `listener` is the queue's pool behind a transaction pooler (for the WARN).
@@ -53,13 +57,17 @@ enum Ended {
 /// connection listens; `ring` is called after every (re)connect, for what was missed. Returns
 /// at once, after one WARN, when the self-test fails: the processors' polls remain.
 pub(super) async fn run(wake: &Listen<'_>, ring: impl Fn(), mut stopped: watch::Receiver<bool>) {
+    let Some(listener) = wake.listener else {
+        deaf(wake);
+        return;
+    };
     let mut pause = FIRST_PAUSE;
     let mut tested = false;
     while !*stopped.borrow() {
         let ended = tokio::select! {
             biased;
             _ = stopped.changed() => return,
-            ended = session(wake, &ring, &mut pause, &mut tested) => ended,
+            ended = session(listener, wake.notify, &ring, &mut pause, &mut tested) => ended,
         };
         let failed = match ended {
             Ended::Failed(failed) => failed,
@@ -83,20 +91,23 @@ pub(super) async fn run(wake: &Listen<'_>, ring: impl Fn(), mut stopped: watch::
     }
 }
 
-/// The one WARN of a failed self-test: what is off, why, the fix, and the poll that remains.
+/// The one WARN of a listener that cannot listen: what is off, why, the fix, and the poll
+/// that remains.
 fn deaf(wake: &Listen<'_>) {
     let why = if wake.through_pooler {
         "the queue's connections go through a pooler in transaction mode (PgBouncer \
-         pool_mode = transaction), which keeps no LISTEN"
+         pool_mode = transaction), which keeps no LISTEN, and it has no listen_url"
     } else {
-        "the listening connection does not get the notifications its own server sends (a \
-         pooler in transaction mode in front of the server?)"
+        "the listening connection does not get the notifications its own server sends: a \
+         pooler in transaction mode that ignores the options parameter (then connect with \
+         .transaction_pooler(true).listen_url(direct_url))"
     };
     event!(
         warn,
-        "durable worker: wake-ups are OFF: the LISTEN self-test's notification did not come back \
-         within 2 s; workers find new tasks by polling only. Fix: give the queue a connection \
-         that bypasses the pooler, Queue::builder(url).listen_url(direct_url)",
+        "durable worker: wake-ups are OFF: no connection of the queue can LISTEN (or the \
+         LISTEN self-test's notification did not come back within 2 s); workers find new tasks \
+         by polling only. Fix: give the queue a connection that bypasses the pooler, \
+         Queue::builder(url).listen_url(direct_url)",
         why = why,
         poll_interval_ms = wake.poll.as_millis(),
     );
@@ -105,12 +116,13 @@ fn deaf(wake: &Listen<'_>) {
 /// One listening connection, from its opening to its failure: calls `ring` once listening
 /// (and resets `pause`), then on every notification and every reconnect by the listener.
 async fn session(
-    wake: &Listen<'_>,
+    pool: &PgPool,
+    notify: &PgPool,
     ring: &impl Fn(),
     pause: &mut Duration,
     tested: &mut bool,
 ) -> Ended {
-    let mut listener = match PgListener::connect_with(wake.listener).await {
+    let mut listener = match PgListener::connect_with(pool).await {
         Ok(listener) => listener,
         Err(e) => return Ended::Failed(e),
     };
@@ -118,7 +130,7 @@ async fn session(
         return Ended::Failed(e);
     }
     if !*tested {
-        match self_test(&mut listener, wake.notify, ring).await {
+        match self_test(&mut listener, notify, ring).await {
             Ok(true) => *tested = true,
             Ok(false) => {
                 // Through a pooler, this lands on whichever server connection it lends.

@@ -1,0 +1,182 @@
+//! Through PgBouncer in transaction pooling mode (issue 43, part 1), configured as deployments
+//! run it (`scripts/pgbouncer.sh`: `pool_mode = transaction`, `ignore_startup_parameters =
+//! extra_float_digits`). Every suite of `both_backends!` also runs through it (its `pgbouncer`
+//! modules, with `listen_url` set as a deployment should); here: the connect itself (refused
+//! before: "unsupported startup parameter: options"), the explicit option, and the wake-ups
+//! with and without a listening connection that bypasses the pooler.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use retry_runtime::BoxError;
+use retry_runtime::durable::{Queue, Task, TaskState, Worker};
+use retry_tests::durable_env::{pgbouncer_url_or_skip, poll_until, postgres_url, start};
+
+/// A queue name of this test's own.
+fn unique(test: &str) -> String {
+    format!("{test}-{}-{:016x}", std::process::id(), rand::random::<u64>())
+}
+
+/// A worker of `q` that counts its runs of `job`.
+fn counting_worker(q: &Queue, runs: &Arc<AtomicU32>, poll: Duration) -> Worker {
+    let runs = runs.clone();
+    Worker::new(q.clone())
+        .concurrency(4)
+        .poll_interval(poll)
+        .handle("job", move |_task| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<(), BoxError>(()) }
+        })
+}
+
+/// Waits (20 s at most) until `q` holds `n` completed tasks.
+async fn completed(q: &Queue, n: u64) {
+    poll_until(
+        &format!("{n} tasks completed"),
+        Duration::from_secs(20),
+        Duration::from_millis(20),
+        || async {
+            let done = q.inspector().count(TaskState::Completed).await;
+            (done.expect("count") == n).then_some(())
+        },
+    )
+    .await;
+}
+
+/// `Queue::connect` through the pooler: refused before (PgBouncer refuses the `options`
+/// startup parameter the queue sent), now detected; enqueue, `enqueue_many`, a worker, the
+/// inspector and the schema all run through it.
+#[tokio::test]
+async fn connect_through_a_transaction_pooler_detects_it_and_runs_tasks() {
+    let Some(url) = pgbouncer_url_or_skip("pgbouncer-connect") else {
+        return;
+    };
+    let q = Queue::connect(&url)
+        .await
+        .expect("Queue::connect through PgBouncer in transaction mode")
+        .named(unique("pgbouncer-connect"));
+    q.enqueue(Task::new("job", &0).task_id("first"))
+        .await
+        .expect("enqueue");
+    let batch = (1..=20).map(|n| Task::new("job", &n).task_id(format!("batch-{n}")));
+    assert_eq!(q.enqueue_many(batch).await.expect("enqueue_many"), 20);
+    // A second batch with one task already there: the conflict path (its own transaction).
+    let again = (20..=25).map(|n| Task::new("job", &n).task_id(format!("batch-{n}")));
+    assert_eq!(q.enqueue_many(again).await.expect("enqueue_many"), 5);
+    let runs = Arc::new(AtomicU32::new(0));
+    let (stop, run) = start(counting_worker(&q, &runs, Duration::from_millis(100)));
+    completed(&q, 26).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 26);
+    let first = q.inspector().get("first").await.unwrap().expect("the task");
+    assert_eq!(first.state, TaskState::Completed);
+    let status = q.schema().status().await.expect("the schema's status");
+    assert_eq!(status.version, status.latest, "{status:?}");
+    // The heartbeat (its election, one statement) went through too.
+    let workers = q.inspector().workers().await.expect("the workers");
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    stop.send(()).unwrap();
+    run.await.unwrap();
+}
+
+/// The explicit option: `transaction_pooler(true)` connects without detection;
+/// `transaction_pooler(false)` never runs pooled, so PgBouncer's refusal is the error.
+#[tokio::test]
+async fn the_transaction_pooler_option_sets_the_mode() {
+    let Some(url) = pgbouncer_url_or_skip("pgbouncer-option") else {
+        return;
+    };
+    let q = Queue::builder(&url)
+        .transaction_pooler(true)
+        .connect()
+        .await
+        .expect("connect in pooled mode")
+        .named(unique("pgbouncer-option"));
+    let id = q.enqueue(Task::new("job", &1)).await.unwrap().id;
+    assert_eq!(
+        q.inspector().get(&id).await.unwrap().unwrap().state,
+        TaskState::Pending
+    );
+    let refused = Queue::builder(&url)
+        .transaction_pooler(false)
+        .connect()
+        .await
+        .err()
+        .expect("a direct session through PgBouncer is refused");
+    assert!(
+        refused.to_string().contains("unsupported startup parameter"),
+        "{refused}"
+    );
+}
+
+/// Without `listen_url`, through the pooler: the worker's NOTIFY self-test fails, ONE WARN says
+/// that wake-ups are off, why, the fix and the poll interval, and the tasks still run (by
+/// polling).
+#[tokio::test]
+async fn without_listen_url_one_warn_says_wake_ups_are_off_and_tasks_run_by_polling() {
+    let Some(url) = pgbouncer_url_or_skip("pgbouncer-deaf") else {
+        return;
+    };
+    let name = unique("pgbouncer-deaf");
+    let q = Queue::connect(&url).await.unwrap().named(name.clone());
+    let other = Queue::connect(&url).await.unwrap().named(name);
+    let runs = Arc::new(AtomicU32::new(0));
+    let logged = retry_tests::capture::events(async {
+        let (stop, run) = start(counting_worker(&q, &runs, Duration::from_millis(300)));
+        // Through other connections: no bell of this process rings.
+        let batch = (0..5).map(|n| Task::new("job", &n));
+        other.enqueue_many(batch).await.unwrap();
+        completed(&q, 5).await;
+        // Past the self-test's 2 s wait, whatever the order.
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        stop.send(()).unwrap();
+        run.await.unwrap();
+    })
+    .await;
+    let warns: Vec<_> = logged
+        .iter()
+        .filter(|e| e.level <= tracing::Level::WARN)
+        .collect();
+    assert_eq!(warns.len(), 1, "exactly one WARN: {warns:#?}");
+    let message = &warns[0].fields["message"];
+    assert!(message.contains("wake-ups are OFF"), "{message}");
+    assert!(message.contains("listen_url"), "{message}");
+    assert!(warns[0].fields["why"].contains("pool_mode = transaction"));
+    assert_eq!(warns[0].fields["poll_interval_ms"], "300");
+    assert_eq!(runs.load(Ordering::SeqCst), 5);
+}
+
+/// With `listen_url` (a direct connection for `LISTEN`): the self-test passes (no WARN), and a
+/// task enqueued by another process wakes a worker that polls once an hour.
+#[tokio::test]
+async fn with_listen_url_the_self_test_passes_and_a_notify_wakes_the_worker() {
+    let Some(url) = pgbouncer_url_or_skip("pgbouncer-listen") else {
+        return;
+    };
+    let direct = postgres_url().expect("the server behind PgBouncer");
+    let name = unique("pgbouncer-listen");
+    let q = Queue::builder(&url)
+        .listen_url(&direct)
+        .connect()
+        .await
+        .unwrap()
+        .named(name.clone());
+    let other = Queue::connect(&url).await.unwrap().named(name);
+    let runs = Arc::new(AtomicU32::new(0));
+    let logged = retry_tests::capture::events(async {
+        let (stop, run) = start(counting_worker(&q, &runs, Duration::from_secs(3600)));
+        // The first claim round, and the listener's self-test (a millisecond when it works).
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        other.enqueue(Task::new("job", &1)).await.unwrap();
+        completed(&q, 1).await;
+        stop.send(()).unwrap();
+        run.await.unwrap();
+    })
+    .await;
+    let warns: Vec<_> = logged
+        .iter()
+        .filter(|e| e.level <= tracing::Level::WARN)
+        .collect();
+    assert!(warns.is_empty(), "no WARN: {warns:#?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}

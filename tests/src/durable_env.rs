@@ -105,6 +105,13 @@ impl Env {
             .named(self.name.clone())
     }
 
+    /// The database's URL without PgBouncer, for statements outside the queue (a test's own
+    /// sqlx statements are named prepared statements, which a transaction pooler does not
+    /// keep).
+    pub fn direct_url(&self) -> &str {
+        self.listen_url.as_deref().unwrap_or(&self.url)
+    }
+
     /// The ids of the queue's tasks in `state`, sorted.
     pub async fn ids(&self, state: TaskState) -> Vec<String> {
         let mut ids: Vec<String> = self

@@ -359,7 +359,7 @@ async fn every_earlier_layout_upgrades_in_place(backend: Backend) {
         return;
     };
     Queue::connect(&new.url).await.unwrap().close().await;
-    let expected = catalog(&new.url).await;
+    let expected = catalog(&new.direct).await;
     new.done().await;
     let fixtures = fixtures(backend);
     assert!(fixtures.len() >= 14, "{} fixtures", fixtures.len());
@@ -367,13 +367,13 @@ async fn every_earlier_layout_upgrades_in_place(backend: Backend) {
         let Some(db) = Fresh::new(backend, "layout").await else {
             return;
         };
-        load(&db.url, &sql).await;
-        let before = tasks(&db.url).await;
+        load(&db.direct, &sql).await;
+        let before = tasks(&db.direct).await;
         assert!(!before.is_empty(), "{name}: the fixture has tasks");
         let q = Queue::connect(&db.url)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let layout = catalog(&db.url).await;
+        let layout = catalog(&db.direct).await;
         let missing: Vec<&String> = expected.iter().filter(|l| !layout.contains(l)).collect();
         let extra: Vec<&String> = layout.iter().filter(|l| !expected.contains(l)).collect();
         assert!(
@@ -381,7 +381,7 @@ async fn every_earlier_layout_upgrades_in_place(backend: Backend) {
             "{name}: the layout after the upgrade lacks {missing:#?} and has besides {extra:#?}"
         );
         assert_eq!(
-            tasks(&db.url).await,
+            tasks(&db.direct).await,
             before,
             "{name}: the tasks after the upgrade"
         );
@@ -484,23 +484,23 @@ async fn migration_5_stores_the_archive_reason_and_down_drops_it(backend: Backen
     assert_eq!(w.run_due().await.unwrap(), 1);
     q.inspector().archive_task("by-hand").await.unwrap();
     assert_eq!(
-        stored_reasons(&db.url).await,
+        stored_reasons(&db.direct).await,
         reasons(&[("by-hand", Some("operator")), ("spent", Some("exhausted"))])
     );
     q.close().await;
 
     let schema = Schema::connect(&db.url).await.unwrap();
     assert_eq!(schema.down(4).await.unwrap(), [5]);
-    let layout = catalog(&db.url).await;
+    let layout = catalog(&db.direct).await;
     assert!(
         !layout.iter().any(|line| line.contains("archive_reason")),
         "{layout:#?}"
     );
-    assert_eq!(tasks(&db.url).await.len(), 2, "down 4 keeps the tasks");
+    assert_eq!(tasks(&db.direct).await.len(), 2, "down 4 keeps the tasks");
     assert_eq!(schema.up().await.unwrap(), [5]);
     schema.close().await;
     assert_eq!(
-        stored_reasons(&db.url).await,
+        stored_reasons(&db.direct).await,
         reasons(&[("by-hand", None), ("spent", None)])
     );
     let q = Queue::connect(&db.url).await.unwrap();
@@ -519,13 +519,13 @@ async fn migration_5_stores_the_archive_reason_and_down_drops_it(backend: Backen
     // state's): a build of version 4 archiving the task again leaves NULL, read from its
     // `last_err`, not the reason of the earlier archive.
     let by_hand = |reason: Option<&str>| reasons(&[("by-hand", reason), ("spent", None)]);
-    assert_eq!(stored_reasons(&db.url).await, by_hand(Some("operator")));
+    assert_eq!(stored_reasons(&db.direct).await, by_hand(Some("operator")));
     q.inspector().run_task("by-hand").await.unwrap();
-    assert_eq!(stored_reasons(&db.url).await, by_hand(None));
+    assert_eq!(stored_reasons(&db.direct).await, by_hand(None));
     q.inspector().archive_task("by-hand").await.unwrap();
-    assert_eq!(stored_reasons(&db.url).await, by_hand(Some("operator")));
+    assert_eq!(stored_reasons(&db.direct).await, by_hand(Some("operator")));
     q.inspector().run_all(TaskState::Archived).await.unwrap();
-    assert_eq!(stored_reasons(&db.url).await, by_hand(None));
+    assert_eq!(stored_reasons(&db.direct).await, by_hand(None));
     q.close().await;
     db.done().await;
 }

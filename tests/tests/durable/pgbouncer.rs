@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use retry_runtime::BoxError;
-use retry_runtime::durable::{Queue, Task, TaskState, Worker};
+use retry_runtime::durable::{Error, Queue, Task, TaskState, Worker};
 use retry_tests::durable_env::{pgbouncer_url_or_skip, poll_until, postgres_url, start};
 
 /// A queue name of this test's own.
@@ -61,13 +61,19 @@ async fn connect_through_a_transaction_pooler_detects_it_and_runs_tasks() {
         .expect("enqueue");
     let batch = (1..=20).map(|n| Task::new("job", &n).task_id(format!("batch-{n}")));
     assert_eq!(q.enqueue_many(batch).await.expect("enqueue_many"), 20);
-    // A second batch with one task already there: the conflict path (its own transaction).
+    // A second batch with one task already there: the conflict path (a second transaction
+    // that looks at each conflict), refused naming it.
     let again = (20..=25).map(|n| Task::new("job", &n).task_id(format!("batch-{n}")));
-    assert_eq!(q.enqueue_many(again).await.expect("enqueue_many"), 5);
+    match q.enqueue_many(again).await {
+        Err(Error::BatchRefused { id, .. }) => assert_eq!(id, "batch-20"),
+        other => panic!("expected BatchRefused for batch-20, got {other:?}"),
+    }
+    let pending = q.inspector().count(TaskState::Pending).await.unwrap();
+    assert_eq!(pending, 21);
     let runs = Arc::new(AtomicU32::new(0));
     let (stop, run) = start(counting_worker(&q, &runs, Duration::from_millis(100)));
-    completed(&q, 26).await;
-    assert_eq!(runs.load(Ordering::SeqCst), 26);
+    completed(&q, 21).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 21);
     let first = q.inspector().get("first").await.unwrap().expect("the task");
     assert_eq!(first.state, TaskState::Completed);
     let status = q.schema().status().await.expect("the schema's status");

@@ -1329,7 +1329,7 @@ async fn lease_expires_ms(env: &Env, id: &str) -> Option<i64> {
             .await;
         row.expect("the task's row").get(0)
     } else {
-        let mut conn = sqlx::PgConnection::connect(&env.url)
+        let mut conn = sqlx::PgConnection::connect(env.direct_url())
             .await
             .expect("connect");
         let row = sqlx::query(LEASE)

@@ -80,6 +80,13 @@ impl Queue {
 
     /// Opens the queue on a pool the application already has; applies the schema's pending
     /// migrations, as [`Queue::connect`] does.
+    ///
+    /// The pool is used as a direct session: its statements are prepared once per connection
+    /// (sqlx's statement cache) and the workers `LISTEN` on one of its connections. Behind a
+    /// pooler in transaction mode (PgBouncer's `pool_mode = transaction`) that breaks: connect
+    /// with [`Queue::builder`] instead, `.transaction_pooler(true)` (or let it detect the
+    /// pooler) and `.listen_url(direct_url)`, which run each statement in a transaction of
+    /// its own without named prepared statements.
     #[cfg(feature = "postgres")]
     pub async fn from_pg_pool(pool: sqlx::PgPool) -> Result<Queue, Error> {
         let store = Store::Postgres(pool);

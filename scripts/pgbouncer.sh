@@ -17,6 +17,10 @@
 # (`auth_type = trust`: only this machine reaches it); the printed URL is URL with its host and
 # port replaced. It prints two `export` lines for the shell (everything else goes to stderr).
 #
+# PGBOUNCER_IGNORE_STARTUP_PARAMETERS replaces `extra_float_digits` (e.g.
+# `extra_float_digits,options`: a pooler that ignores the `options` parameter, which the queue
+# then cannot detect; tests/tests/durable/pgbouncer.rs).
+#
 # The binary is looked up on PATH, then /usr/sbin (set PGBOUNCER to choose). When there is none
 # and this runs as root with apt-get (CI, a fresh Debian machine), `start` runs
 # `apt-get install -y pgbouncer` first. `serve-while PID URL` (what the test suites use when
@@ -123,7 +127,7 @@ unix_socket_dir =
 auth_type = trust
 auth_file = $dir/users.txt
 pool_mode = transaction
-ignore_startup_parameters = extra_float_digits
+ignore_startup_parameters = ${PGBOUNCER_IGNORE_STARTUP_PARAMETERS:-extra_float_digits}
 max_client_conn = 2000
 default_pool_size = 20
 max_user_connections = 150

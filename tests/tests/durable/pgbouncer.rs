@@ -115,6 +115,74 @@ async fn the_transaction_pooler_option_sets_the_mode() {
     );
 }
 
+/// A PgBouncer that ignores the `options` startup parameter (`ignore_startup_parameters =
+/// extra_float_digits,options`), in front of the server of [`postgres_url`], stopped when this
+/// process ends; `None` (said loudly) without `pgbouncer`.
+fn pgbouncer_ignoring_options(test: &str) -> Option<String> {
+    pgbouncer_url_or_skip(test)?;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pgbouncer.sh");
+    let output = std::process::Command::new("bash")
+        .args([script, "serve-while", &std::process::id().to_string()])
+        .arg(postgres_url()?)
+        .env(
+            "PGBOUNCER_IGNORE_STARTUP_PARAMETERS",
+            "extra_float_digits,options",
+        )
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("bash runs scripts/pgbouncer.sh");
+    assert!(output.status.success(), "{}", output.status);
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("export RETRY_TEST_PGBOUNCER_URL="))
+        .map(str::to_owned)
+}
+
+/// A pooler that ignores `options` is not detected: `transaction_pooler(true)` says it, and
+/// enqueue, `enqueue_many` and a worker (its wake-ups through `listen_url`) run through it.
+/// (Connected without the option, the queue runs named prepared statements through the pooler
+/// and fails loudly, e.g. "prepared statement \"sqlx_s_1\" already exists" at connect.)
+#[tokio::test]
+async fn a_pooler_that_ignores_options_needs_the_option_and_works_with_it() {
+    let Some(url) = pgbouncer_ignoring_options("pgbouncer-ignoring") else {
+        return;
+    };
+    let direct = postgres_url().expect("the server behind PgBouncer");
+    let name = unique("pgbouncer-ignoring");
+    let q = Queue::builder(&url)
+        .transaction_pooler(true)
+        .listen_url(&direct)
+        .connect()
+        .await
+        .expect("connect in pooled mode")
+        .named(name.clone());
+    q.enqueue_many((0..10).map(|n| Task::new("job", &n)))
+        .await
+        .unwrap();
+    let runs = Arc::new(AtomicU32::new(0));
+    let logged = retry_tests::capture::events(async {
+        let (stop, run) = start(counting_worker(&q, &runs, Duration::from_secs(3600)));
+        completed(&q, 10).await;
+        // A wake-up (no poll for an hour): an enqueue through another queue handle.
+        let other = Queue::builder(&url)
+            .transaction_pooler(true)
+            .connect()
+            .await
+            .unwrap()
+            .named(name.clone());
+        other.enqueue(Task::new("job", &10)).await.unwrap();
+        completed(&q, 11).await;
+        stop.send(()).unwrap();
+        run.await.unwrap();
+    })
+    .await;
+    let warns: Vec<_> = logged
+        .iter()
+        .filter(|e| e.level <= tracing::Level::WARN)
+        .collect();
+    assert!(warns.is_empty(), "no WARN: {warns:#?}");
+}
+
 /// Without `listen_url`, through the pooler: the worker's NOTIFY self-test fails, ONE WARN says
 /// that wake-ups are off, why, the fix and the poll interval, and the tasks still run (by
 /// polling).

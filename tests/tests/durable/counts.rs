@@ -339,8 +339,8 @@ async fn a_table_made_before_the_counters_is_counted_on_connect(backend: Backend
             // queue statement), reached through `env.url`'s pooler or server.
             let server = retry_tests::durable_env::postgres_url().unwrap();
             let admin = sqlx::PgPool::connect(&server).await.unwrap();
-            let db = format!("retry_counts_migrate_{backend:?}_{}", std::process::id())
-                .to_lowercase();
+            let db =
+                format!("retry_counts_migrate_{backend:?}_{}", std::process::id()).to_lowercase();
             for statement in [
                 format!("DROP DATABASE IF EXISTS {db}"),
                 format!("CREATE DATABASE {db}"),

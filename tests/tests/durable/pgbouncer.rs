@@ -15,7 +15,11 @@ use retry_tests::durable_env::{pgbouncer_url_or_skip, poll_until, postgres_url, 
 
 /// A queue name of this test's own.
 fn unique(test: &str) -> String {
-    format!("{test}-{}-{:016x}", std::process::id(), rand::random::<u64>())
+    format!(
+        "{test}-{}-{:016x}",
+        std::process::id(),
+        rand::random::<u64>()
+    )
 }
 
 /// A worker of `q` that counts its runs of `job`.
@@ -110,7 +114,9 @@ async fn the_transaction_pooler_option_sets_the_mode() {
         .err()
         .expect("a direct session through PgBouncer is refused");
     assert!(
-        refused.to_string().contains("unsupported startup parameter"),
+        refused
+            .to_string()
+            .contains("unsupported startup parameter"),
         "{refused}"
     );
 }

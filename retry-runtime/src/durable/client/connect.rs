@@ -73,9 +73,12 @@ impl Connect {
     /// Opens the queue [`"default"`](crate::durable::DEFAULT_QUEUE) of the database. A schema
     /// newer than this build can use is refused either way, with an error naming its version.
     pub async fn connect(self) -> Result<Queue, Error> {
-        let store =
-            Store::open_with(&self.url, self.transaction_pooler, self.listen_url.as_deref())
-                .await?;
+        let store = Store::open_with(
+            &self.url,
+            self.transaction_pooler,
+            self.listen_url.as_deref(),
+        )
+        .await?;
         migrator::prepare(&store, self.migrate).await?;
         Ok(Queue::from_store(store))
     }

@@ -12,6 +12,9 @@
 //!   clones) share one listening connection ([`Wake::hold_listener`]), open while any of them
 //!   runs, reconnecting with a growing pause; it rings the bell on each notification (and
 //!   after each reconnect: notifications sent while it was away are lost).
+//!   Its first connection is tested (a `NOTIFY` of its own must come back within 2 s); behind
+//!   a pooler in transaction mode without a `listen_url` (`Connect::listen_url`), or when the
+//!   test fails, one WARN says the wake-ups are off and the processors poll.
 //! - **Timer** (`next_due`, `worker/execution/due.rs`): after a claim round that left slots free, the processor asks for
 //!   the earliest due time still in the future among the waiting tasks of its queues and sleeps
 //!   no longer than that: a scheduled task or a retry starts at its due time, not up to a poll

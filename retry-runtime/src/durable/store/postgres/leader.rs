@@ -21,7 +21,10 @@ const POSTGRES_BEAT: &str = concat!(
 
 /// Writes the worker's heartbeat `row` and elects, in one statement; returns the queues it
 /// leads. On the pool, or in a transaction (behind a transaction pooler).
-pub(super) async fn beat<'c>(pool: impl sqlx::PgExecutor<'c>, row: &WorkerRow) -> Result<Vec<String>, Error> {
+pub(super) async fn beat<'c>(
+    pool: impl sqlx::PgExecutor<'c>,
+    row: &WorkerRow,
+) -> Result<Vec<String>, Error> {
     let args = [
         Arg::Text(&row.id),
         Arg::Text(&row.host),

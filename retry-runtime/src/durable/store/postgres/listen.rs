@@ -170,9 +170,11 @@ async fn self_test(
     );
     // One simple-protocol statement (no prepared statement, safe behind a pooler); the payload
     // is ours, digits and dashes only.
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("NOTIFY {CHANNEL}, '{payload}'")))
-        .execute(notify)
-        .await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "NOTIFY {CHANNEL}, '{payload}'"
+    )))
+    .execute(notify)
+    .await?;
     let deadline = tokio::time::Instant::now() + SELF_TEST_WAIT;
     loop {
         match tokio::time::timeout_at(deadline, listener.recv()).await {

@@ -214,8 +214,10 @@ fn pool(options: PgConnectOptions, max: u32) -> PgPool {
 /// Whether `e` is a pooler's refusal of the `options` startup parameter (PgBouncer:
 /// "unsupported startup parameter: options").
 fn refuses_options(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .is_some_and(|db| db.message().contains("unsupported startup parameter: options"))
+    e.as_database_error().is_some_and(|db| {
+        db.message()
+            .contains("unsupported startup parameter: options")
+    })
 }
 
 /// Completes every task of `done` (one per row), each fenced by its own token, in one statement

@@ -171,7 +171,9 @@ pub(super) async fn connect(
             Err(e) if refuses_options(&e) => {
                 event!(
                     info,
-                    "durable queue: the server refused the `options` startup parameter, as a                      pooler in transaction mode (PgBouncer) does: the queue runs in pooled mode                      (each statement in a transaction of its own, no named prepared statements)",
+                    "durable queue: the server refused the `options` startup parameter, as a \
+                     pooler in transaction mode (PgBouncer) does: the queue runs in pooled mode \
+                     (each statement in a transaction of its own, no named prepared statements)",
                     error = e,
                 );
                 true
@@ -186,7 +188,8 @@ pub(super) async fn connect(
         if listen_url.is_some() {
             event!(
                 info,
-                "durable queue: listen_url is not used: the queue's own connections reach the                  server directly and listen there (no transaction pooler detected or set)"
+                "durable queue: listen_url is not used: the queue's own connections reach the \
+                 server directly and listen there (no transaction pooler detected or set)"
             );
         }
         return Ok(Store::Postgres(pool(direct, MAX_CONNECTIONS)));
@@ -211,12 +214,13 @@ fn pool(options: PgConnectOptions, max: u32) -> PgPool {
         .connect_lazy_with(options)
 }
 
-/// Whether `e` is a pooler's refusal of the `options` startup parameter (PgBouncer:
-/// "unsupported startup parameter: options").
+/// Whether `e` is a pooler's refusal of the `options` startup parameter (PgBouncer 1.18:
+/// "unsupported startup parameter: options"; later versions name the setting they refuse in
+/// `options`).
 fn refuses_options(e: &sqlx::Error) -> bool {
     e.as_database_error().is_some_and(|db| {
-        db.message()
-            .contains("unsupported startup parameter: options")
+        let message = db.message();
+        message.contains("unsupported") && message.contains("options")
     })
 }
 

@@ -3,7 +3,29 @@
 //! extra_float_digits`). Every suite of `both_backends!` also runs through it (its `pgbouncer`
 //! modules, with `listen_url` set as a deployment should); here: the connect itself (refused
 //! before: "unsupported startup parameter: options"), the explicit option, and the wake-ups
-//! with and without a listening connection that bypasses the pooler.
+//! with and without a listening connection that bypasses the pooler. The multi-process tests
+//! have twins of their own (`global::pgbouncer_…`, `shared_breaker::pgbouncer_…`,
+//! `crash::pgbouncer_…`), and `retry-queue`'s CLI and dashboard suites run through it too.
+//!
+//! The PostgreSQL tests that do NOT run through PgBouncer, and why:
+//! - `backlog::*` (2): they read the server's statistics once every connection to the database
+//!   has ended, and are about the generic plans of the direct mode; PgBouncer keeps its server
+//!   connections open, and the pooled mode plans each statement where it runs (no generic plan).
+//! - `outage::postgres_*` (6): faults injected by a TCP proxy between the queue and the server
+//!   (resets, silent cuts, a delayed link, renewals without an answer). With PgBouncer in
+//!   between, a cut on the client side leaves the pooler's server connections alive: another
+//!   fault, which the failover part of issue 43 (a proxy that moves) covers.
+//! - `fleet::postgres_*` (3 processes, 20 000 tasks, SIGKILL and rolling restarts): the
+//!   longest PostgreSQL test, not doubled for time; `crash::pgbouncer_*` kill worker processes
+//!   behind the pooler.
+//! - The other `crash::postgres_*` tests: their helpers hold row locks and read
+//!   `pg_stat_activity` on the server with the test's own (named) statements; the two twins
+//!   cover a killed worker and many processes through the pooler.
+//! - `wake::postgres_only::*` (3): about the direct listening connection itself (killed
+//!   listening backends, one connection shared); through PgBouncer the listener is that same
+//!   direct connection (`listen_url`), tested here.
+//! - `partition::*`: starts a cluster of its own inside a network namespace.
+//! - `sqlx_transactions` (not a durable suite): the application's own sqlx transactions.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

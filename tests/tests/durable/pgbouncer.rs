@@ -129,12 +129,13 @@ async fn the_transaction_pooler_option_sets_the_mode() {
         q.inspector().get(&id).await.unwrap().unwrap().state,
         TaskState::Pending
     );
-    let refused = Queue::builder(&url)
+    let Err(refused) = Queue::builder(&url)
         .transaction_pooler(false)
         .connect()
         .await
-        .err()
-        .expect("a direct session through PgBouncer is refused");
+    else {
+        panic!("a direct session through PgBouncer is refused");
+    };
     assert!(
         refused
             .to_string()

@@ -1,16 +1,16 @@
 //! PostgreSQL behind a pooler in transaction mode (PgBouncer's `pool_mode = transaction`):
 //! the pooler hands the client's connection to a server connection for one transaction at a
 //! time, so nothing may outlive a transaction. Named prepared statements are off (PgBouncer
-//! 1.18 keeps none across server connections: the connections are opened with
-//! `statement_cache_capacity(0)`, and sqlx, from 0.9.1, then prepares each statement unnamed;
-//! 0.9.0 still named them, one new name per statement), and every
-//! statement runs inside `BEGIN … COMMIT`: sqlx sends an unnamed statement as Parse + Describe
-//! + Sync, then Bind + Execute + Sync, and between the two the server connection is idle, so a
-//! pooler may hand it to another client (the Bind then fails, or runs that client's unnamed
-//! statement); inside a transaction it stays ours. Settings are per transaction already
-//! (`set_config(…, true)` in the claim) and the advisory locks are `_xact_` ones (the
-//! migrator's, the global limit's); LISTEN needs a session: [`listen`](super::listen) runs it
-//! on `listen_url`'s direct connection, or warns once and leaves the workers to poll.
+//! 1.18 keeps none across server connections): the connections are opened with
+//! `statement_cache_capacity(0)`, and sqlx, from 0.9.1, then prepares each statement unnamed
+//! (0.9.0 still named them, one new name per statement). Every statement runs inside
+//! `BEGIN … COMMIT`: sqlx sends an unnamed statement as Parse, Describe and Sync, then Bind,
+//! Execute and Sync, and between the two the server connection is idle, so a pooler may hand
+//! it to another client (the Bind then fails, or runs that client's unnamed statement); inside
+//! a transaction it stays ours. Settings are per transaction already (`set_config(…, true)` in
+//! the claim) and the advisory locks are `_xact_` ones (the migrator's, the global limit's);
+//! LISTEN needs a session: [`listen`](super::listen) runs it on `listen_url`'s direct
+//! connection, or warns once and leaves the workers to poll.
 //!
 //! The price, per statement: four round trips (BEGIN, Parse, Bind, COMMIT) where a direct
 //! connection runs a cached statement in one. The direct mode (`Store::Postgres`) is untouched.

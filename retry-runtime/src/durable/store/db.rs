@@ -73,9 +73,13 @@ impl Store {
                 .map(Store::Sqlite)
                 .map_err(Error::from_sqlx),
             #[cfg(feature = "postgres")]
-            "postgres" | "postgresql" => super::postgres::connect(url, pooler, listen_url)
+            "postgres" | "postgresql" => match super::postgres::connect(url, pooler, listen_url)
                 .await
-                .map_err(Error::from_sqlx),
+                .map_err(Error::from_sqlx)?
+            {
+                super::postgres::Connected::Direct(pool) => Ok(Store::Postgres(pool)),
+                super::postgres::Connected::Pooled(pooled) => Ok(Store::PgPooled(pooled)),
+            },
             #[cfg(not(feature = "sqlite"))]
             "sqlite" => Err(Error::Invalid(
                 "a sqlite:// task queue needs the `sqlite` feature of retry-runtime".into(),

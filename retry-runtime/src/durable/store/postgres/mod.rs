@@ -19,7 +19,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection as _, PgConnection, PgPool};
 
-use super::{Done, Store};
+use super::Done;
 
 /// Connections per queue handle.
 const MAX_CONNECTIONS: u32 = 10;
@@ -156,7 +156,7 @@ pub(super) async fn connect(
     url: &str,
     pooler: Option<bool>,
     listen_url: Option<&str>,
-) -> Result<Store, sqlx::Error> {
+) -> Result<Connected, sqlx::Error> {
     let plain = PgConnectOptions::from_str(url)?;
     let direct = plain
         .clone()
@@ -192,7 +192,7 @@ pub(super) async fn connect(
                  server directly and listen there (no transaction pooler detected or set)"
             );
         }
-        return Ok(Store::Postgres(pool(direct, MAX_CONNECTIONS)));
+        return Ok(Connected::Direct(pool(direct, MAX_CONNECTIONS)));
     }
     let options = plain.statement_cache_capacity(0);
     PgConnection::connect_with(&options).await?.close().await?;
@@ -200,10 +200,18 @@ pub(super) async fn connect(
         Some(listen_url) => Some(pool(PgConnectOptions::from_str(listen_url)?, 1)),
         None => None,
     };
-    Ok(Store::PgPooled(Pooled {
+    Ok(Connected::Pooled(Pooled {
         pool: pool(options, MAX_CONNECTIONS),
         listen,
     }))
+}
+
+/// What [`connect`] opened: the store's `Postgres` or `PgPooled`.
+pub(crate) enum Connected {
+    /// A direct session.
+    Direct(PgPool),
+    /// Through a pooler in transaction mode.
+    Pooled(Pooled),
 }
 
 /// A pool that connects when first used.

@@ -1,0 +1,431 @@
+//! A PostgreSQL failover under load (issue 43, item 2): two servers on 127.0.0.1 with streaming
+//! replication (`scripts/postgres.sh standby`: `pg_basebackup -R`, synchronous as managed
+//! failover is), and clients that reach the primary through an address that moves (the in-test
+//! proxy, retargeted as a cloud endpoint's DNS name is).
+//!
+//! - `postgres_a_failover_under_load_loses_no_task`: 5 000 tasks, two worker processes
+//!   (`durable_worker`) and the dashboard (served in this process) connected through the proxy.
+//!   Mid-run the primary is stopped (`pg_ctl stop -m immediate`), the standby promoted, the
+//!   address moved. Every task completes on the new primary, each ran at least once (the
+//!   handlers log each run), the runs beyond one are at most what the workers held at the
+//!   failover (concurrency + prefetch each), no attempt was charged and none archived; work
+//!   and the dashboard are back within 10 s of the promotion (bounded waits; the figures are
+//!   printed).
+//! - `postgres_a_read_only_server_is_unreachable_and_the_pool_follows_the_address`: a queue
+//!   whose address points at a standby (a read-only server: SQLSTATE 25006) reports it
+//!   unreachable, and once the address moves to the primary, with the old connections left
+//!   open on the read-only server (a demoted primary that still answers), its next write goes
+//!   to the primary.
+//!
+//! Needs PostgreSQL's server binaries (`pg_basebackup` among them); skipped loudly without.
+//! Both servers and their files are removed when a test ends, failed or not (a guard), and by
+//! watcher processes should the test process itself be killed.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use retry_runtime::durable::{Queue, Task};
+use retry_tests::durable_env::poll_until;
+use retry_tests::faults::kill::{Process, count, test_binary};
+use retry_tests::faults::proxy::Proxy;
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/postgres.sh");
+
+/// How many tasks the failover test runs.
+const TASKS: usize = 5000;
+/// Each worker process's concurrency and prefetch: what it holds at most.
+const CONCURRENCY: usize = 10;
+const PREFETCH: usize = 10;
+/// How long a first attempt takes (`--mode sleep-ok`): the run lasts seconds, not one.
+const ATTEMPT_MS: u64 = 20;
+/// The bound on work and the dashboard coming back after the promotion.
+const BACK_WITHIN: Duration = Duration::from_secs(10);
+
+/// A primary and its standby, stopped and deleted on drop.
+struct Pair {
+    primary_url: String,
+    primary_dir: String,
+    standby_url: String,
+    standby_dir: String,
+}
+
+impl Pair {
+    /// `None` (said loudly on stderr) when the machine has no PostgreSQL server binaries.
+    fn start(test: &str) -> Option<Pair> {
+        let pid = std::process::id().to_string();
+        let primary = Command::new("bash")
+            .args([SCRIPT, "serve-while", &pid])
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("bash runs scripts/postgres.sh");
+        if primary.status.code() == Some(3) {
+            eprintln!(
+                "*** SKIPPED: PostgreSQL test `{test}` did NOT run: no PostgreSQL server binaries \
+                 (apt-get install postgresql)"
+            );
+            return None;
+        }
+        assert!(primary.status.success(), "scripts/postgres.sh serve-while failed");
+        let exports = String::from_utf8_lossy(&primary.stdout).into_owned();
+        let primary_dir = export(&exports, "RETRY_TEST_POSTGRES_DIR");
+        let mut pair = Pair {
+            primary_url: export(&exports, "RETRY_TEST_POSTGRES_URL"),
+            primary_dir,
+            standby_url: String::new(),
+            standby_dir: String::new(),
+        };
+        let standby = Command::new("bash")
+            .args([SCRIPT, "standby", &pair.primary_dir, "sync", &pid])
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("bash runs scripts/postgres.sh");
+        if standby.status.code() == Some(3) {
+            eprintln!("*** SKIPPED: PostgreSQL test `{test}` did NOT run: no pg_basebackup");
+            return None;
+        }
+        assert!(standby.status.success(), "scripts/postgres.sh standby failed");
+        let exports = String::from_utf8_lossy(&standby.stdout).into_owned();
+        pair.standby_url = export(&exports, "RETRY_TEST_STANDBY_URL");
+        pair.standby_dir = export(&exports, "RETRY_TEST_STANDBY_DIR");
+        Some(pair)
+    }
+
+    /// The primary stopped as a crash does: no checkpoint, connections dropped.
+    fn stop_primary(&self) {
+        let script = format!(
+            "cd '{dir}' && bin=$(cat bindir) && \
+             if [ \"$(id -u)\" = 0 ]; then run='runuser -u postgres --'; else run=''; fi && \
+             $run \"$bin/pg_ctl\" -D data -m immediate -w -t 60 stop",
+            dir = self.primary_dir
+        );
+        let status = Command::new("bash")
+            .args(["-c", &script])
+            .stdout(Stdio::null())
+            .status()
+            .expect("bash runs pg_ctl");
+        assert!(status.success(), "pg_ctl stop -m immediate failed");
+    }
+
+    fn promote_standby(&self) {
+        let status = Command::new("bash")
+            .args([SCRIPT, "promote", &self.standby_dir])
+            .status()
+            .expect("bash runs scripts/postgres.sh");
+        assert!(status.success(), "scripts/postgres.sh promote failed");
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for dir in [&self.standby_dir, &self.primary_dir] {
+            if !dir.is_empty() {
+                let _ = Command::new("bash")
+                    .args([SCRIPT, "stop", dir])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+    }
+}
+
+fn export(exports: &str, name: &str) -> String {
+    exports
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("export {name}=")))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("scripts/postgres.sh prints {name}"))
+}
+
+/// The server address of a `postgres://user@host:port/db` URL.
+fn addr_of(url: &str) -> SocketAddr {
+    let after_at = url.rsplit_once('@').map_or(url, |(_, rest)| rest);
+    let host_port = after_at.split('/').next().expect("host:port");
+    host_port.parse().expect("an IP address and a port")
+}
+
+/// `GET path` on the dashboard at `addr`, its status code; `None` when no answer came within
+/// `within`.
+async fn get_status(addr: SocketAddr, path: &str, within: Duration) -> Option<u16> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let request = async {
+        let mut socket = tokio::net::TcpStream::connect(addr).await.ok()?;
+        let head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        socket.write_all(head.as_bytes()).await.ok()?;
+        let mut response = Vec::new();
+        socket.read_to_end(&mut response).await.ok()?;
+        let text = String::from_utf8_lossy(&response);
+        text.split(' ').nth(1)?.parse().ok()
+    };
+    tokio::time::timeout(within, request).await.ok().flatten()
+}
+
+/// The tasks of the failover test, in batches (one statement each).
+async fn enqueue_tasks(q: &Queue) {
+    for batch in 0..TASKS / 1000 {
+        let tasks = (batch * 1000..(batch + 1) * 1000)
+            .map(|i| Task::new("job", &i).task_id(format!("t-{i}")));
+        let n = q.enqueue_many(tasks).await.expect("enqueue_many");
+        assert_eq!(n, 1000);
+    }
+}
+
+fn worker(name: &str, url: &str, dir: &Path) -> Process {
+    let mut command = Command::new(test_binary(env!("CARGO_BIN_EXE_durable_worker")));
+    command
+        .args(["--url", url, "--name", name, "--mode", "sleep-ok"])
+        .args(["--log", &dir.join(format!("{name}.log")).display().to_string()])
+        .args(["--stall-ms", &ATTEMPT_MS.to_string()])
+        .args(["--concurrency", &CONCURRENCY.to_string()])
+        .args(["--prefetch", &PREFETCH.to_string()])
+        .args(["--lease-ms", "10000", "--poll-ms", "50", "--recover-ms", "500"])
+        .env("RUST_LOG", "warn");
+    Process::spawn(name, command, dir)
+}
+
+/// Runs per task id, read from the workers' logs (`start <id> <retried> <name> <micros>`), and
+/// the time of the first start after `after_micros`.
+fn runs(dir: &Path, names: &[&str], after_micros: u128) -> (HashMap<String, usize>, Option<u128>) {
+    let mut runs = HashMap::new();
+    let mut first_after = None::<u128>;
+    for name in names {
+        let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
+        for line in log.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            if fields.first() != Some(&"start") || fields.len() < 5 {
+                continue;
+            }
+            *runs.entry(fields[1].to_owned()).or_insert(0) += 1;
+            let at: u128 = fields[4].parse().unwrap_or(0);
+            if at > after_micros {
+                first_after = Some(first_after.map_or(at, |f| f.min(at)));
+            }
+        }
+    }
+    (runs, first_after)
+}
+
+fn now_micros() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_micros()
+}
+
+async fn completed(url: &str) -> i64 {
+    count(url, "SELECT COUNT(*) FROM retry_tasks WHERE state = 'completed'").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_failover_under_load_loses_no_task() {
+    let test = "postgres_a_failover_under_load_loses_no_task";
+    let Some(pair) = Pair::start(test) else {
+        return;
+    };
+    let dir = TempDir::new(test);
+    let dir = dir.0.as_path();
+    let (proxy, proxied) = Proxy::in_front_of(&pair.primary_url).await.expect("proxy");
+    let direct = Queue::connect(&pair.primary_url).await.expect("connect");
+    enqueue_tasks(&direct).await;
+
+    // The dashboard, in this process, through the moving address.
+    let dash_queue = Queue::connect(&proxied).await.expect("connect the dashboard");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dash = listener.local_addr().unwrap();
+    let options = retry_queue::dashboard::DashOptions {
+        listen: dash,
+        ..Default::default()
+    };
+    let served = tokio::spawn(retry_queue::dashboard::serve_on(listener, dash_queue, options));
+    let route = "/api/queues";
+    assert_eq!(get_status(dash, route, Duration::from_secs(10)).await, Some(200));
+
+    let names = ["w1", "w2"];
+    let mut workers: Vec<Process> = names.iter().map(|n| worker(n, &proxied, dir)).collect();
+    let done_before = poll_until(
+        "a fifth of the tasks completed before the failover",
+        Duration::from_secs(60),
+        Duration::from_millis(20),
+        || async {
+            let n = completed(&pair.primary_url).await;
+            (n >= (TASKS / 5) as i64).then_some(n)
+        },
+    )
+    .await;
+    let active = count(
+        &pair.primary_url,
+        "SELECT COUNT(*) FROM retry_tasks WHERE state = 'active'",
+    )
+    .await;
+
+    pair.stop_primary();
+    let stopped = Instant::now();
+    pair.promote_standby();
+    let promoted = Instant::now();
+    let promoted_micros = now_micros();
+    proxy.retarget(addr_of(&pair.standby_url));
+    let new_primary = pair.standby_url.clone();
+    let at_promotion = completed(&new_primary).await;
+    eprintln!(
+        "failover: {done_before} completed and {active} active before the stop; promoted \
+         {:?} after it; {at_promotion} completed on the new primary",
+        promoted - stopped
+    );
+
+    let work_back = async {
+        poll_until(
+            "a task completed on the new primary",
+            BACK_WITHIN,
+            Duration::from_millis(20),
+            || async { (completed(&new_primary).await > at_promotion).then(|| promoted.elapsed()) },
+        )
+        .await
+    };
+    let dashboard_back = async {
+        poll_until(
+            "the dashboard answering again",
+            BACK_WITHIN,
+            Duration::from_millis(50),
+            || async {
+                let left = BACK_WITHIN.saturating_sub(promoted.elapsed());
+                let status = get_status(dash, route, left.min(Duration::from_secs(2))).await;
+                (status == Some(200)).then(|| promoted.elapsed())
+            },
+        )
+        .await
+    };
+    let (work_back, dashboard_back) = tokio::join!(work_back, dashboard_back);
+    eprintln!(
+        "failover: a task completed on the new primary {work_back:?} after the promotion; the \
+         dashboard answered {route} again {dashboard_back:?} after it"
+    );
+
+    poll_until(
+        "every task completed on the new primary",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || async { (completed(&new_primary).await == TASKS as i64).then_some(()) },
+    )
+    .await;
+    for worker in &mut workers {
+        worker.close_stdin();
+    }
+    for worker in &mut workers {
+        assert!(worker.wait_exit(Duration::from_secs(20)).success());
+    }
+    served.abort();
+
+    let (runs, first_start_after) = runs(dir, &names, promoted_micros);
+    let missing: Vec<usize> = (0..TASKS)
+        .filter(|i| !runs.contains_key(&format!("t-{i}")))
+        .collect();
+    assert!(missing.is_empty(), "tasks that never ran: {missing:?}");
+    let duplicates: usize = runs.values().map(|n| n - 1).sum();
+    let twice = runs.values().filter(|n| **n > 1).count();
+    let bound = names.len() * (CONCURRENCY + PREFETCH);
+    eprintln!(
+        "failover: {duplicates} runs beyond the first ({twice} tasks ran more than once); the \
+         workers held at most {bound} tasks ({active} active when the primary stopped); the \
+         first handler started {:?} after the promotion",
+        first_start_after.map(|at| Duration::from_micros((at - promoted_micros) as u64))
+    );
+    assert!(
+        duplicates <= bound,
+        "{duplicates} runs beyond the first, above the {bound} tasks the workers could hold"
+    );
+    let charged = count(
+        &new_primary,
+        "SELECT COUNT(*) FROM retry_tasks WHERE retried > 0 OR last_err IS NOT NULL",
+    )
+    .await;
+    let archived = count(
+        &new_primary,
+        "SELECT COUNT(*) FROM retry_tasks WHERE state = 'archived'",
+    )
+    .await;
+    assert_eq!((charged, archived), (0, 0), "attempts charged, tasks archived");
+}
+
+/// A fresh directory for the workers' logs and stderr, deleted on drop (a failing test's
+/// workers print their output as they are dropped, before it).
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let name = format!("{test}-{}-{}", std::process::id(), now_micros());
+        let dir = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&dir).expect("the test's directory");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A read-only server behind the queue's address: a standby, whose writes fail with SQLSTATE
+/// 25006, as a demoted former primary's do. The queue reports it unreachable (not a database
+/// error of the task or the statement); once the address moves to the primary, with every
+/// connection the pool opened left open on the read-only server, the next write goes to the
+/// primary: the pool does not hand out connections opened before the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_read_only_server_is_unreachable_and_the_pool_follows_the_address() {
+    let test = "postgres_a_read_only_server_is_unreachable_and_the_pool_follows_the_address";
+    let Some(pair) = Pair::start(test) else {
+        return;
+    };
+    // The schema, made on the primary, reaches the standby.
+    let direct = Queue::connect(&pair.primary_url).await.expect("connect");
+    direct
+        .enqueue(Task::new("job", &0).task_id("on-primary"))
+        .await
+        .expect("enqueue on the primary");
+    poll_until(
+        "the standby replays the first task",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            let sql = "SELECT COUNT(*) FROM pg_class WHERE relname = 'retry_tasks'";
+            if count(&pair.standby_url, sql).await == 0 {
+                return None;
+            }
+            let n = count(&pair.standby_url, "SELECT COUNT(*) FROM retry_tasks").await;
+            (n == 1).then_some(())
+        },
+    )
+    .await;
+
+    let (proxy, proxied) = Proxy::in_front_of(&pair.standby_url).await.expect("proxy");
+    let q = Queue::connect(&proxied).await.expect("connect to the standby");
+    // Several statements at once: the pool opens several connections to the standby.
+    let write = |i: usize| q.enqueue(Task::new("job", &i).task_id(format!("ro-{i}")));
+    let (a, b, c, d) = tokio::join!(write(0), write(1), write(2), write(3));
+    for refused in [a, b, c, d] {
+        let e = refused.expect_err("a write on a read-only server fails");
+        assert!(
+            e.is_unreachable(),
+            "a read-only server is the database unreachable, not a failed statement: {e}"
+        );
+        assert!(e.to_string().contains("read-only"), "{e}");
+    }
+    let opened = proxy.stats().accepted;
+    assert!(opened >= 2, "the pool opened {opened} connections");
+
+    proxy.retarget_keeping(addr_of(&pair.primary_url));
+    let info = q
+        .enqueue(Task::new("job", &9).task_id("after-move"))
+        .await
+        .expect("the next write goes to the primary");
+    assert_eq!(info.id, "after-move");
+    let on_primary = count(
+        &pair.primary_url,
+        "SELECT COUNT(*) FROM retry_tasks WHERE id = 'after-move'",
+    )
+    .await;
+    assert_eq!(on_primary, 1);
+}

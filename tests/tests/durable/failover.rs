@@ -68,7 +68,10 @@ impl Pair {
             );
             return None;
         }
-        assert!(primary.status.success(), "scripts/postgres.sh serve-while failed");
+        assert!(
+            primary.status.success(),
+            "scripts/postgres.sh serve-while failed"
+        );
         let exports = String::from_utf8_lossy(&primary.stdout).into_owned();
         let primary_dir = export(&exports, "RETRY_TEST_POSTGRES_DIR");
         let mut pair = Pair {
@@ -86,7 +89,10 @@ impl Pair {
             eprintln!("*** SKIPPED: PostgreSQL test `{test}` did NOT run: no pg_basebackup");
             return None;
         }
-        assert!(standby.status.success(), "scripts/postgres.sh standby failed");
+        assert!(
+            standby.status.success(),
+            "scripts/postgres.sh standby failed"
+        );
         let exports = String::from_utf8_lossy(&standby.stdout).into_owned();
         pair.standby_url = export(&exports, "RETRY_TEST_STANDBY_URL");
         pair.standby_dir = export(&exports, "RETRY_TEST_STANDBY_DIR");
@@ -177,11 +183,21 @@ fn worker(name: &str, url: &str, dir: &Path) -> Process {
     let mut command = Command::new(test_binary(env!("CARGO_BIN_EXE_durable_worker")));
     command
         .args(["--url", url, "--name", name, "--mode", "sleep-ok"])
-        .args(["--log", &dir.join(format!("{name}.log")).display().to_string()])
+        .args([
+            "--log",
+            &dir.join(format!("{name}.log")).display().to_string(),
+        ])
         .args(["--stall-ms", &ATTEMPT_MS.to_string()])
         .args(["--concurrency", &CONCURRENCY.to_string()])
         .args(["--prefetch", &PREFETCH.to_string()])
-        .args(["--lease-ms", "10000", "--poll-ms", "50", "--recover-ms", "500"])
+        .args([
+            "--lease-ms",
+            "10000",
+            "--poll-ms",
+            "50",
+            "--recover-ms",
+            "500",
+        ])
         .env("RUST_LOG", "warn");
     Process::spawn(name, command, dir)
 }
@@ -216,7 +232,11 @@ fn now_micros() -> u128 {
 }
 
 async fn completed(url: &str) -> i64 {
-    count(url, "SELECT COUNT(*) FROM retry_tasks WHERE state = 'completed'").await
+    count(
+        url,
+        "SELECT COUNT(*) FROM retry_tasks WHERE state = 'completed'",
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,16 +252,23 @@ async fn postgres_a_failover_under_load_loses_no_task() {
     enqueue_tasks(&direct).await;
 
     // The dashboard, in this process, through the moving address.
-    let dash_queue = Queue::connect(&proxied).await.expect("connect the dashboard");
+    let dash_queue = Queue::connect(&proxied)
+        .await
+        .expect("connect the dashboard");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let dash = listener.local_addr().unwrap();
     let options = retry_queue::dashboard::DashOptions {
         listen: dash,
         ..Default::default()
     };
-    let served = tokio::spawn(retry_queue::dashboard::serve_on(listener, dash_queue, options));
+    let served = tokio::spawn(retry_queue::dashboard::serve_on(
+        listener, dash_queue, options,
+    ));
     let route = "/api/queues";
-    assert_eq!(get_status(dash, route, Duration::from_secs(10)).await, Some(200));
+    assert_eq!(
+        get_status(dash, route, Duration::from_secs(10)).await,
+        Some(200)
+    );
 
     let names = ["w1", "w2"];
     let mut workers: Vec<Process> = names.iter().map(|n| worker(n, &proxied, dir)).collect();
@@ -346,7 +373,11 @@ async fn postgres_a_failover_under_load_loses_no_task() {
         "SELECT COUNT(*) FROM retry_tasks WHERE state = 'archived'",
     )
     .await;
-    assert_eq!((charged, archived), (0, 0), "attempts charged, tasks archived");
+    assert_eq!(
+        (charged, archived),
+        (0, 0),
+        "attempts charged, tasks archived"
+    );
 }
 
 /// A fresh directory for the workers' logs and stderr, deleted on drop (a failing test's
@@ -401,7 +432,9 @@ async fn postgres_a_read_only_server_is_unreachable_and_the_pool_follows_the_add
     .await;
 
     let (proxy, proxied) = Proxy::in_front_of(&pair.standby_url).await.expect("proxy");
-    let q = Queue::connect(&proxied).await.expect("connect to the standby");
+    let q = Queue::connect(&proxied)
+        .await
+        .expect("connect to the standby");
     // Several statements at once: the pool opens several connections to the standby.
     let write = |i: usize| q.enqueue(Task::new("job", &i).task_id(format!("ro-{i}")));
     let (a, b, c, d) = tokio::join!(write(0), write(1), write(2), write(3));

@@ -290,10 +290,33 @@ fn lost_epoch() -> Instant {
     *EPOCH.get_or_init(Instant::now)
 }
 
+/// Woken at each stamp of [`SERVER_LOST`]: a listening connection then opens again.
+static SERVER_LOST_SIGNAL: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
 fn note_server_lost() {
     let since = lost_epoch().elapsed().as_nanos();
     let stamp = u64::try_from(since).unwrap_or(u64::MAX - 1) + 1;
     SERVER_LOST.fetch_max(stamp, Ordering::Relaxed);
+    SERVER_LOST_SIGNAL.notify_waiters();
+}
+
+/// The stamp of the last error of [`is_server_lost`] (0: none yet), to compare with later.
+pub(crate) fn server_lost_stamp() -> u64 {
+    SERVER_LOST.load(Ordering::Relaxed)
+}
+
+/// Returns once an error of [`is_server_lost`] is seen after the stamp `seen`.
+pub(crate) async fn server_lost_after(seen: u64) {
+    loop {
+        let signal = std::pin::pin!(SERVER_LOST_SIGNAL.notified());
+        // Registered before the stamp is read: a stamp in between wakes it.
+        let mut signal = signal;
+        signal.as_mut().enable();
+        if server_lost_stamp() != seen {
+            return;
+        }
+        signal.await;
+    }
 }
 
 /// How long ago an error of [`is_server_lost`] was last seen; `None`: never (one atomic load).

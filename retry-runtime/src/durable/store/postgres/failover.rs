@@ -7,6 +7,10 @@
 //! primary, read-only, behind an address (a DNS name, a proxy) that moved to the new primary
 //! while the pool's connections stayed.
 //!
+//! The listening connection (`listen.rs`) is opened again after such an error, for the same
+//! reason: nothing it does would fail on a read-only server, and it would wait there for
+//! notifications that never come.
+//!
 //! The cost on the happy path: one atomic load per acquire of an idle connection, no
 //! allocation (the hook's futures are zero-sized, so their boxes allocate nothing).
 
@@ -16,10 +20,11 @@ use std::task::{Context, Poll};
 
 use sqlx::PgConnection;
 use sqlx::pool::PoolConnectionMetadata;
+use sqlx::postgres::{PgListener, PgNotification};
 
 #[cfg(doc)]
 use crate::durable::error::Error;
-use crate::durable::error::server_lost_ago;
+use crate::durable::error::{server_lost_after, server_lost_ago, server_lost_stamp};
 
 /// What the pool's `before_acquire` hook returns.
 type Verdict<'c> = Pin<Box<dyn Future<Output = Result<bool, sqlx::Error>> + Send + 'c>>;
@@ -37,6 +42,50 @@ pub(super) fn before_acquire(_: &mut PgConnection, meta: PoolConnectionMetadata)
 /// Whether a connection opened `age` ago predates the last failover error, seen `lost_ago`.
 fn opened_before_loss(age: std::time::Duration, lost_ago: Option<std::time::Duration>) -> bool {
     lost_ago.is_some_and(|lost_ago| age >= lost_ago)
+}
+
+/// What a listening connection opened now compares with: see [`recv`].
+pub(super) fn stamp() -> u64 {
+    server_lost_stamp()
+}
+
+/// The listener's next notification (`PgListener::try_recv`), or an error once a failover's
+/// error is seen after `seen` (taken before the listener connected): the listening connection
+/// may be on the server that was lost, and is opened again.
+pub(super) async fn recv(
+    listener: &mut PgListener,
+    seen: u64,
+) -> Result<Option<PgNotification>, sqlx::Error> {
+    tokio::select! {
+        received = listener.try_recv() => received,
+        () = server_lost_after(seen) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "a failover's error was seen since this connection opened (it may still be on the \
+             server that was lost): listening again",
+        ))),
+    }
+}
+
+/// After a failover's error was seen in this process (never before: no statement on the happy
+/// path), whether the listening connection's server takes writes; an error when it is a
+/// standby or read-only (a demoted primary, its address not moved yet): listening there would
+/// hear nothing, so the listener connects again later.
+pub(super) async fn writable(listener: &mut PgListener) -> Result<(), sqlx::Error> {
+    if server_lost_stamp() == 0 {
+        return Ok(());
+    }
+    let read_only: bool = sqlx::query_scalar(
+        "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool",
+    )
+    .fetch_one(&mut *listener)
+    .await?;
+    match read_only {
+        false => Ok(()),
+        true => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "the listening connection's server is read-only (a standby, or a former primary)",
+        ))),
+    }
 }
 
 /// A future ready at once with `Ok(KEEP)`; zero-sized.

@@ -301,16 +301,17 @@ fn note_server_lost() {
 }
 
 /// The stamp of the last error of [`is_server_lost`] (0: none yet), to compare with later.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))] // read by store/postgres only
 pub(crate) fn server_lost_stamp() -> u64 {
     SERVER_LOST.load(Ordering::Relaxed)
 }
 
 /// Returns once an error of [`is_server_lost`] is seen after the stamp `seen`.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))] // read by store/postgres only
 pub(crate) async fn server_lost_after(seen: u64) {
     loop {
-        let signal = std::pin::pin!(SERVER_LOST_SIGNAL.notified());
+        let mut signal = std::pin::pin!(SERVER_LOST_SIGNAL.notified());
         // Registered before the stamp is read: a stamp in between wakes it.
-        let mut signal = signal;
         signal.as_mut().enable();
         if server_lost_stamp() != seen {
             return;
@@ -320,6 +321,7 @@ pub(crate) async fn server_lost_after(seen: u64) {
 }
 
 /// How long ago an error of [`is_server_lost`] was last seen; `None`: never (one atomic load).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))] // read by store/postgres only
 pub(crate) fn server_lost_ago() -> Option<Duration> {
     match SERVER_LOST.load(Ordering::Relaxed) {
         0 => None,

@@ -11,11 +11,23 @@
 //!   failover (concurrency + prefetch each), no attempt was charged and none archived; work
 //!   and the dashboard are back within 10 s of the promotion (bounded waits; the figures are
 //!   printed).
+//! - `postgres_a_switchover_to_a_read_only_former_primary_loses_no_task`: the same, but the
+//!   primary is demoted (read-only for every session, `default_transaction_read_only`) and
+//!   stays up, and the address moves with the open connections left on it: the workers must
+//!   see its `25006` errors, drop those connections (their pool's `before_acquire`) and listen
+//!   again on the new primary. Before that, they failed every write for as long as the old
+//!   primary stayed up.
 //! - `postgres_a_read_only_server_is_unreachable_and_the_pool_follows_the_address`: a queue
 //!   whose address points at a standby (a read-only server: SQLSTATE 25006) reports it
 //!   unreachable, and once the address moves to the primary, with the old connections left
 //!   open on the read-only server (a demoted primary that still answers), its next write goes
 //!   to the primary.
+//!
+//! - `the_proxy_moves_its_address`: `Proxy::retarget` and `retarget_keeping` themselves.
+//!
+//! `RETRY_TEST_FAILOVER_ASYNC=1` runs the failovers on asynchronous replication: the runs beyond
+//! one are then printed, not bounded (commits the old primary acknowledged may be missing on the
+//! new one, and their tasks run again).
 //!
 //! Needs PostgreSQL's server binaries (`pg_basebackup` among them); skipped loudly without.
 //! Both servers and their files are removed when a test ends, failed or not (a guard), and by
@@ -566,4 +578,69 @@ async fn postgres_a_read_only_server_is_unreachable_and_the_pool_follows_the_add
     )
     .await;
     assert_eq!(on_primary, 1);
+}
+
+/// A server on 127.0.0.1 that answers every read with its `name`.
+async fn naming_server(name: &'static [u8]) -> SocketAddr {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 64];
+                while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {
+                    if socket.write_all(name).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// The proxy's moving address, against two servers that say their names: `retarget` sends new
+/// connections to the new server and ends the open ones with a RST; `retarget_keeping` leaves
+/// the open ones on the old server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_moves_its_address() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    async fn ask(socket: &mut tokio::net::TcpStream) -> std::io::Result<[u8; 1]> {
+        let mut name = [0u8; 1];
+        socket.write_all(b"?").await?;
+        socket.read_exact(&mut name).await?;
+        Ok(name)
+    }
+    let (a, b) = (naming_server(b"a").await, naming_server(b"b").await);
+    let proxy = Proxy::start(a).await.unwrap();
+    let mut first = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    assert_eq!(&ask(&mut first).await.unwrap(), b"a");
+
+    proxy.retarget_keeping(b);
+    assert_eq!(proxy.upstream(), b);
+    assert_eq!(
+        &ask(&mut first).await.unwrap(),
+        b"a",
+        "an open connection stays"
+    );
+    let mut second = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    assert_eq!(
+        &ask(&mut second).await.unwrap(),
+        b"b",
+        "a new one goes to b"
+    );
+
+    proxy.retarget(a);
+    let cut = tokio::time::timeout(Duration::from_secs(10), ask(&mut second))
+        .await
+        .expect("the reset arrives");
+    assert_eq!(
+        cut.map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::ConnectionReset),
+        "retarget ends the open connections with a RST"
+    );
+    let mut third = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    assert_eq!(&ask(&mut third).await.unwrap(), b"a");
+    assert_eq!(proxy.stats().resets, 2, "{:?}", proxy.stats());
 }

@@ -183,6 +183,7 @@ standby() {
   find_bindir >/dev/null || { log "no PostgreSQL server binaries on this machine"; exit 3; }
   local bindir primary_port dir
   bindir=$(cat "$primary/bindir")
+  [[ -x "$bindir/pg_basebackup" ]] || { log "no pg_basebackup in $bindir"; exit 3; }
   primary_port=$(sed -n 4p "$primary/data/postmaster.pid")
   dir=$(mktemp -d "${TMPDIR:-/tmp}/retry-postgres.XXXXXX")
   chmod 755 "$dir"

@@ -22,7 +22,6 @@
 //!   unreachable, and once the address moves to the primary, with the old connections left
 //!   open on the read-only server (a demoted primary that still answers), its next write goes
 //!   to the primary.
-//!
 //! - `the_proxy_moves_its_address`: `Proxy::retarget` and `retarget_keeping` themselves.
 //!
 //! `RETRY_TEST_FAILOVER_ASYNC=1` runs the failovers on asynchronous replication: the runs beyond
@@ -43,6 +42,15 @@ use retry_runtime::durable::{Queue, Task};
 use retry_tests::durable_env::poll_until;
 use retry_tests::faults::kill::{Process, count, test_binary};
 use retry_tests::faults::proxy::Proxy;
+
+/// A measured figure, straight to stderr: shown also when the test passes (the harness hides
+/// what a passing test prints with `eprintln!`).
+macro_rules! figure {
+    ($($arg:tt)*) => {{
+        let line = format!("{}\n", format_args!($($arg)*));
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }};
+}
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/postgres.sh");
 
@@ -75,9 +83,9 @@ impl Pair {
             .output()
             .expect("bash runs scripts/postgres.sh");
         if primary.status.code() == Some(3) {
-            eprintln!(
-                "*** SKIPPED: PostgreSQL test `{test}` did NOT run: no PostgreSQL server binaries \
-                 (apt-get install postgresql)"
+            skipped(
+                test,
+                "no PostgreSQL server binaries (apt-get install postgresql)",
             );
             return None;
         }
@@ -99,7 +107,7 @@ impl Pair {
             .output()
             .expect("bash runs scripts/postgres.sh");
         if standby.status.code() == Some(3) {
-            eprintln!("*** SKIPPED: PostgreSQL test `{test}` did NOT run: no pg_basebackup");
+            skipped(test, "no pg_basebackup beside the server binaries");
             return None;
         }
         assert!(
@@ -149,6 +157,13 @@ impl Drop for Pair {
             }
         }
     }
+}
+
+/// Says loudly that `test` did not run, straight to stderr (the test harness hides what a
+/// passing test prints with `eprintln!`).
+fn skipped(test: &str, why: &str) {
+    let line = format!("*** SKIPPED: PostgreSQL test `{test}` did NOT run: {why}\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
 }
 
 fn export(exports: &str, name: &str) -> String {
@@ -363,7 +378,7 @@ async fn fail_over(pair: &Pair, proxy: &Proxy, how: Failover) -> (Instant, u128)
         Failover::Crash => proxy.retarget(addr_of(&pair.standby_url)),
         Failover::Demote => proxy.retarget_keeping(addr_of(&pair.standby_url)),
     }
-    eprintln!(
+    figure!(
         "failover ({how:?}): the primary gone in {gone:?}, the standby promoted {:?} after",
         promoted.0 - started - gone
     );
@@ -400,7 +415,7 @@ async fn wait_back(new_primary: &str, dash: SocketAddr, promoted: Instant, worke
         || async { (count(new_primary, sql).await >= workers).then(|| promoted.elapsed()) },
     );
     let (work, dashboard, listening) = tokio::join!(work, dashboard, listening);
-    eprintln!(
+    figure!(
         "failover: after the promotion, a task completed on the new primary in {work:?}, the \
          dashboard answered {ROUTE} in {dashboard:?}, every worker listened there in \
          {listening:?} ({at_promotion} tasks completed there at the promotion)"
@@ -435,7 +450,7 @@ async fn failover_under_load(test: &str, how: Failover) {
         "SELECT COUNT(*) FROM retry_tasks WHERE state = 'active'",
     )
     .await;
-    eprintln!("failover: {done_before} tasks completed, {active} active, just before");
+    figure!("failover: {done_before} tasks completed, {active} active, just before");
     let (promoted, promoted_micros) = fail_over(&pair, &proxy, how).await;
     let new_primary = pair.standby_url.clone();
     wait_back(&new_primary, dash, promoted, names.len() as i64).await;
@@ -468,7 +483,7 @@ async fn check_runs(dir: &Path, names: &[&str], promoted_micros: u128, active: i
     let duplicates: usize = runs.values().map(|n| n - 1).sum();
     let twice = runs.values().filter(|n| **n > 1).count();
     let bound = names.len() * (CONCURRENCY + PREFETCH);
-    eprintln!(
+    figure!(
         "failover: {duplicates} runs beyond the first ({twice} tasks ran more than once); the \
          workers hold at most {bound} tasks (concurrency + prefetch; {active} were active just \
          before the failover); the first handler started {:?} after the promotion",

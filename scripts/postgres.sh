@@ -37,7 +37,8 @@
 # `export RETRY_TEST_STANDBY_URL=…` and `export RETRY_TEST_STANDBY_DIR=…`. `sync` (the
 # default) then makes the primary wait for it at each commit (`synchronous_standby_names = '*'`,
 # as managed failover does: a commit the client saw is on the standby); `async` leaves it
-# asynchronous. Given PID, a watcher stops and deletes the standby once process PID ends, as
+# asynchronous. PG_STANDBY_SOURCE=HOST:PORT makes it replicate through that address (a test's
+# proxy in front of the primary). Given PID, a watcher stops and deletes the standby once process PID ends, as
 # `serve-while` does. It never installs anything: exit status 3 without server binaries.
 # `promote DIR` promotes a standby (`pg_ctl promote -w`): it stops replaying and accepts writes.
 # `stop DIR` stops either.
@@ -190,7 +191,14 @@ standby() {
   [[ $(id -u) -ne 0 ]] || chown postgres: "$dir"
   echo "$bindir" >"$dir/bindir"
   # -R writes primary_conninfo and standby.signal: the copy starts as a standby of the primary.
-  (cd "$dir" && as_owner "$bindir/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres \
+  # PG_STANDBY_SOURCE=HOST:PORT: replicate through that address (a test's proxy in front of the
+  # primary, to delay the stream) instead of the primary's own port.
+  local source_host=127.0.0.1 source_port=$primary_port
+  if [[ -n "${PG_STANDBY_SOURCE:-}" ]]; then
+    source_host=${PG_STANDBY_SOURCE%:*}
+    source_port=${PG_STANDBY_SOURCE##*:}
+  fi
+  (cd "$dir" && as_owner "$bindir/pg_basebackup" -h "$source_host" -p "$source_port" -U postgres \
     -D "$dir/data" -R -X stream -c fast -d "application_name=standby" >"$dir/basebackup.log" 2>&1) ||
     { cat "$dir/basebackup.log" >&2; rm -rf "$dir"; die "pg_basebackup failed (log above)"; }
   local port="" candidate

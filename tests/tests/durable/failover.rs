@@ -25,8 +25,12 @@
 //! - `the_proxy_moves_its_address`: `Proxy::retarget` and `retarget_keeping` themselves.
 //!
 //! `RETRY_TEST_FAILOVER_ASYNC=1` runs the failovers on asynchronous replication: the runs beyond
-//! one are then printed, not bounded (commits the old primary acknowledged may be missing on the
-//! new one, and their tasks run again).
+//! one and the charged attempts are then printed, not bounded (commits the old primary
+//! acknowledged may be missing on the new one, and their tasks run again).
+//! `RETRY_TEST_FAILOVER_LAG_MS=N` delays the replication stream by N ms per chunk (a proxy
+//! between the servers), so that the standby is behind as over a real network; the runs beyond
+//! one are then printed, not bounded by concurrency + prefetch either: completions that wait
+//! for the standby are tasks in flight too, and the workers claim more meanwhile.
 //!
 //! Needs PostgreSQL's server binaries (`pg_basebackup` among them); skipped loudly without.
 //! Both servers and their files are removed when a test ends, failed or not (a guard), and by
@@ -66,6 +70,8 @@ const BACK_WITHIN: Duration = Duration::from_secs(10);
 
 /// A primary and its standby, stopped and deleted on drop.
 struct Pair {
+    /// The proxy the standby replicates through, delayed by `RETRY_TEST_FAILOVER_LAG_MS`.
+    replication: Option<Proxy>,
     primary_url: String,
     primary_dir: String,
     standby_url: String,
@@ -74,8 +80,9 @@ struct Pair {
 
 impl Pair {
     /// `None` (said loudly on stderr) when the machine has no PostgreSQL server binaries.
-    /// `mode`: the standby's replication, `sync` or `async`.
-    fn start(test: &str, mode: &str) -> Option<Pair> {
+    /// `mode`: the standby's replication, `sync` or `async`; `lag`: a delay of each chunk of
+    /// its stream (through a proxy).
+    async fn start(test: &str, mode: &str, lag: Option<Duration>) -> Option<Pair> {
         let pid = std::process::id().to_string();
         let primary = Command::new("bash")
             .args([SCRIPT, "serve-while", &pid])
@@ -96,15 +103,24 @@ impl Pair {
         let exports = String::from_utf8_lossy(&primary.stdout).into_owned();
         let primary_dir = export(&exports, "RETRY_TEST_POSTGRES_DIR");
         let mut pair = Pair {
+            replication: None,
             primary_url: export(&exports, "RETRY_TEST_POSTGRES_URL"),
             primary_dir,
             standby_url: String::new(),
             standby_dir: String::new(),
         };
-        let standby = Command::new("bash")
-            .args([SCRIPT, "standby", &pair.primary_dir, mode, &pid])
-            .stderr(Stdio::inherit())
-            .output()
+        let mut standby = Command::new("bash");
+        standby.args([SCRIPT, "standby", &pair.primary_dir, mode, &pid]);
+        if lag.is_some() {
+            let (proxy, _) = Proxy::in_front_of(&pair.primary_url).await.expect("proxy");
+            standby.env("PG_STANDBY_SOURCE", proxy.addr().to_string());
+            pair.replication = Some(proxy);
+        }
+        standby.stderr(Stdio::inherit());
+        // Off the runtime's threads: the replication proxy forwards the base backup meanwhile.
+        let standby = tokio::task::spawn_blocking(move || standby.output())
+            .await
+            .expect("the standby's start")
             .expect("bash runs scripts/postgres.sh");
         if standby.status.code() == Some(3) {
             skipped(test, "no pg_basebackup beside the server binaries");
@@ -114,6 +130,11 @@ impl Pair {
             standby.status.success(),
             "scripts/postgres.sh standby failed"
         );
+        // Delayed once the base backup is made: the stream from now on (each chunk of a base
+        // backup delayed would take minutes).
+        if let (Some(proxy), Some(lag)) = (&pair.replication, lag) {
+            proxy.delay(lag);
+        }
         let exports = String::from_utf8_lossy(&standby.stdout).into_owned();
         pair.standby_url = export(&exports, "RETRY_TEST_STANDBY_URL");
         pair.standby_dir = export(&exports, "RETRY_TEST_STANDBY_DIR");
@@ -337,6 +358,11 @@ async fn demote(pair: &Pair) {
     execute(&pair.primary_url, "SELECT pg_reload_conf()").await;
     // Transactions begun before the reload may still commit: give them a moment.
     tokio::time::sleep(Duration::from_millis(300)).await;
+    caught_up(pair).await;
+}
+
+/// Waits until the standby has replayed all the primary wrote so far.
+async fn caught_up(pair: &Pair) {
     use sqlx::Connection as _;
     let mut conn = sqlx::PgConnection::connect(&pair.primary_url)
         .await
@@ -349,7 +375,7 @@ async fn demote(pair: &Pair) {
     let sql = format!("SELECT (pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn)::int::bigint");
     poll_until(
         "the standby replaying all the primary wrote",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         Duration::from_millis(10),
         || async { (count(&pair.standby_url, &sql).await == 1).then_some(()) },
     )
@@ -361,6 +387,16 @@ async fn demote(pair: &Pair) {
 /// and the duplicates are printed, not bounded.
 fn asynchronous() -> bool {
     std::env::var("RETRY_TEST_FAILOVER_ASYNC").is_ok_and(|v| v == "1")
+}
+
+/// A delay of the replication stream, per chunk (`RETRY_TEST_FAILOVER_LAG_MS`): on 127.0.0.1
+/// the standby is otherwise never behind, and asynchronous replication loses nothing.
+fn replication_lag() -> Option<Duration> {
+    let ms = std::env::var("RETRY_TEST_FAILOVER_LAG_MS").ok()?;
+    Some(Duration::from_millis(
+        ms.parse()
+            .expect("RETRY_TEST_FAILOVER_LAG_MS: milliseconds"),
+    ))
 }
 
 /// The primary goes away as `how` says, the standby is promoted, the address moves; returns
@@ -423,7 +459,8 @@ async fn wait_back(new_primary: &str, dash: SocketAddr, promoted: Instant, worke
 }
 
 async fn failover_under_load(test: &str, how: Failover) {
-    let Some(pair) = Pair::start(test, if asynchronous() { "async" } else { "sync" }) else {
+    let mode = if asynchronous() { "async" } else { "sync" };
+    let Some(pair) = Pair::start(test, mode, replication_lag()).await else {
         return;
     };
     let dir = TempDir::new(test);
@@ -431,6 +468,9 @@ async fn failover_under_load(test: &str, how: Failover) {
     let (proxy, proxied) = Proxy::in_front_of(&pair.primary_url).await.expect("proxy");
     let direct = Queue::connect(&pair.primary_url).await.expect("connect");
     enqueue_tasks(&direct).await;
+    // Every task on the standby before the run: what a failover may lose of acknowledged
+    // enqueues (with asynchronous replication) is not what this test is about.
+    caught_up(&pair).await;
     let (dash, served) = dashboard(&proxied).await;
 
     let names = ["w1", "w2"];
@@ -473,7 +513,9 @@ async fn failover_under_load(test: &str, how: Failover) {
 }
 
 /// Every task ran at least once, the runs beyond one are within what the workers could hold,
-/// no attempt was charged, none archived.
+/// no attempt was charged, none archived. On asynchronous replication only the first and the
+/// last: a completion the new primary never got leaves its task active under its lease, then
+/// recovered, charged and run again.
 async fn check_runs(dir: &Path, names: &[&str], promoted_micros: u128, active: i64, url: &str) {
     let (runs, first_start_after) = runs(dir, names, promoted_micros);
     let missing: Vec<usize> = (0..TASKS)
@@ -489,7 +531,10 @@ async fn check_runs(dir: &Path, names: &[&str], promoted_micros: u128, active: i
          before the failover); the first handler started {:?} after the promotion",
         first_start_after.map(|at| Duration::from_micros((at - promoted_micros) as u64))
     );
-    if !asynchronous() {
+    // A lagging stream makes each completion wait for the standby: meanwhile the workers' freed
+    // slots claim more, and the tasks claimed but not yet durably completed (what a failover
+    // may run again) grow past concurrency + prefetch by the completions waiting to commit.
+    if !asynchronous() && replication_lag().is_none() {
         assert!(
             duplicates <= bound,
             "{duplicates} runs beyond the first, above the {bound} tasks the workers could hold"
@@ -505,11 +550,11 @@ async fn check_runs(dir: &Path, names: &[&str], promoted_micros: u128, active: i
         "SELECT COUNT(*) FROM retry_tasks WHERE state = 'archived'",
     )
     .await;
-    assert_eq!(
-        (charged, archived),
-        (0, 0),
-        "attempts charged, tasks archived"
-    );
+    figure!("failover: {charged} tasks charged an attempt, {archived} archived");
+    assert_eq!(archived, 0, "tasks archived");
+    if !asynchronous() {
+        assert_eq!(charged, 0, "tasks charged an attempt");
+    }
 }
 
 /// A fresh directory for the workers' logs and stderr, deleted on drop (a failing test's
@@ -539,7 +584,7 @@ impl Drop for TempDir {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_read_only_server_is_unreachable_and_the_pool_follows_the_address() {
     let test = "postgres_a_read_only_server_is_unreachable_and_the_pool_follows_the_address";
-    let Some(pair) = Pair::start(test, "sync") else {
+    let Some(pair) = Pair::start(test, "sync", None).await else {
         return;
     };
     // The schema, made on the primary, reaches the standby.

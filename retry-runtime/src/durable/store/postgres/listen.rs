@@ -47,10 +47,14 @@ pub(super) async fn run(pool: &PgPool, ring: impl Fn(), mut stopped: watch::Rece
 /// One listening connection, from its opening to its failure: calls `ring` once listening
 /// (and resets `pause`), then on every notification and every reconnect by the listener.
 async fn session(pool: &PgPool, ring: &impl Fn(), pause: &mut Duration) -> sqlx::Error {
+    let seen = super::failover::stamp();
     let mut listener = match PgListener::connect_with(pool).await {
         Ok(listener) => listener,
         Err(e) => return e,
     };
+    if let Err(e) = super::failover::writable(&mut listener).await {
+        return e;
+    }
     if let Err(e) = listener.listen(CHANNEL).await {
         return e;
     }
@@ -59,7 +63,7 @@ async fn session(pool: &PgPool, ring: &impl Fn(), pause: &mut Duration) -> sqlx:
     loop {
         // `Ok(None)`: the listener lost its connection and opened another; what was sent
         // meanwhile is lost, so wake up anyway.
-        if let Err(e) = listener.try_recv().await {
+        if let Err(e) = super::failover::recv(&mut listener, seen).await {
             return e;
         }
         ring();

@@ -7,6 +7,7 @@
 
 mod backend;
 mod batch;
+mod failover;
 mod leader;
 mod listen;
 
@@ -152,6 +153,7 @@ pub(super) async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
     Ok(PgPoolOptions::new()
         .max_connections(MAX_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT)
+        .before_acquire(failover::before_acquire)
         .connect_lazy_with(options))
 }
 

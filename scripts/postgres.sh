@@ -25,6 +25,23 @@
 # installs anything (exit status 3 when there are no server binaries: the tests then say they
 # skip), starts a cluster like `start`, prints the same two lines, and leaves a watcher that
 # stops and deletes the cluster once process PID (the test process) has ended.
+#
+# Streaming replication, for the failover test (tests/tests/durable/failover.rs):
+#
+#   scripts/postgres.sh standby PRIMARY_DIR [sync|async] [PID]
+#   scripts/postgres.sh promote DIR
+#
+# `standby` copies the running cluster of PRIMARY_DIR (one this script started) with
+# `pg_basebackup -R` into a fresh temp dir, starts the copy as a hot standby on another free
+# port of 127.0.0.1, waits until it streams from the primary, and prints
+# `export RETRY_TEST_STANDBY_URL=…` and `export RETRY_TEST_STANDBY_DIR=…`. `sync` (the
+# default) then makes the primary wait for it at each commit (`synchronous_standby_names = '*'`,
+# as managed failover does: a commit the client saw is on the standby); `async` leaves it
+# asynchronous. PG_STANDBY_SOURCE=HOST:PORT makes it replicate through that address (a test's
+# proxy in front of the primary). Given PID, a watcher stops and deletes the standby once process PID ends, as
+# `serve-while` does. It never installs anything: exit status 3 without server binaries.
+# `promote DIR` promotes a standby (`pg_ctl promote -w`): it stops replaying and accepts writes.
+# `stop DIR` stops either.
 set -euo pipefail
 
 log() { printf 'postgres.sh: %s\n' "$*" >&2; }
@@ -150,9 +167,88 @@ serve_while() {
   echo "$exports"
 }
 
+# Runs SQL on the cluster of DIR (its port read from its postmaster.pid) and prints the result.
+psql_in() {
+  local dir=$1 sql=$2 bindir port
+  bindir=$(cat "$dir/bindir")
+  port=$(sed -n 4p "$dir/data/postmaster.pid")
+  (cd "$dir" && as_owner "$bindir/psql" -X -q -A -t -h 127.0.0.1 -p "$port" -U postgres \
+    -d postgres -v ON_ERROR_STOP=1 -c "$sql")
+}
+
+standby() {
+  local primary=${1:-} mode=${2:-sync} pid=${3:-}
+  [[ -n "$primary" && -f "$primary/data/postmaster.pid" ]] ||
+    die "usage: scripts/postgres.sh standby PRIMARY_DIR [sync|async] [PID] (a running cluster this script started)"
+  [[ "$mode" == sync || "$mode" == async ]] || die "standby mode: sync or async, not $mode"
+  find_bindir >/dev/null || { log "no PostgreSQL server binaries on this machine"; exit 3; }
+  local bindir primary_port dir
+  bindir=$(cat "$primary/bindir")
+  [[ -x "$bindir/pg_basebackup" ]] || { log "no pg_basebackup in $bindir"; exit 3; }
+  primary_port=$(sed -n 4p "$primary/data/postmaster.pid")
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/retry-postgres.XXXXXX")
+  chmod 755 "$dir"
+  [[ $(id -u) -ne 0 ]] || chown postgres: "$dir"
+  echo "$bindir" >"$dir/bindir"
+  # -R writes primary_conninfo and standby.signal: the copy starts as a standby of the primary.
+  # PG_STANDBY_SOURCE=HOST:PORT: replicate through that address (a test's proxy in front of the
+  # primary, to delay the stream) instead of the primary's own port.
+  local source_host=127.0.0.1 source_port=$primary_port
+  if [[ -n "${PG_STANDBY_SOURCE:-}" ]]; then
+    source_host=${PG_STANDBY_SOURCE%:*}
+    source_port=${PG_STANDBY_SOURCE##*:}
+  fi
+  (cd "$dir" && as_owner "$bindir/pg_basebackup" -h "$source_host" -p "$source_port" -U postgres \
+    -D "$dir/data" -R -X stream -c fast -d "application_name=standby" >"$dir/basebackup.log" 2>&1) ||
+    { cat "$dir/basebackup.log" >&2; rm -rf "$dir"; die "pg_basebackup failed (log above)"; }
+  local port="" candidate
+  candidate=$((20000 + RANDOM % 40000))
+  for _ in $(seq 1 20); do
+    candidate=$((candidate + 1))
+    if port_in_use "$candidate"; then continue; fi
+    if (cd "$dir" && as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "-c listen_addresses=127.0.0.1 -c port=$candidate -c unix_socket_directories=$dir -c max_connections=300 -c hot_standby=on" \
+      start >/dev/null 2>&1); then
+      port=$candidate
+      break
+    fi
+    log "could not start the standby on port $candidate; trying the next one"
+  done
+  [[ -n "$port" ]] || { tail -n 20 "$dir/server.log" >&2 || true; stop "$dir"; die "the standby did not start"; }
+  local streaming=""
+  for _ in $(seq 1 100); do
+    if [[ $(psql_in "$primary" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") -ge 1 ]]; then
+      streaming=1
+      break
+    fi
+    sleep 0.1
+  done
+  [[ -n "$streaming" ]] || { stop "$dir"; die "the standby did not stream within 10 s"; }
+  if [[ "$mode" == sync ]]; then
+    psql_in "$primary" "ALTER SYSTEM SET synchronous_standby_names = '*'" >/dev/null
+    psql_in "$primary" "SELECT pg_reload_conf()" >/dev/null
+  fi
+  if [[ -n "$pid" ]]; then
+    setsid nohup bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
+      watcher "$pid" "$0" "$dir" </dev/null >/dev/null 2>&1 &
+  fi
+  log "standby ($mode) of $primary on 127.0.0.1:$port, files in $dir"
+  echo "export RETRY_TEST_STANDBY_URL=postgres://postgres@127.0.0.1:$port/retry_test"
+  echo "export RETRY_TEST_STANDBY_DIR=$dir"
+}
+
+promote() {
+  local dir=${1:-}
+  [[ -n "$dir" && -f "$dir/data/standby.signal" ]] || die "usage: scripts/postgres.sh promote DIR (a standby this script started)"
+  (cd "$dir" && as_owner "$(cat "$dir/bindir")/pg_ctl" -D "$dir/data" -w -t 60 promote >&2) ||
+    die "pg_ctl promote failed"
+}
+
 case "${1:-start}" in
   start) start ;;
   stop) stop "${2:-}" ;;
   serve-while) serve_while "${2:-}" ;;
-  *) die "usage: scripts/postgres.sh [start | stop DIR | serve-while PID]" ;;
+  standby) standby "${2:-}" "${3:-}" "${4:-}" ;;
+  promote) promote "${2:-}" ;;
+  *) die "usage: scripts/postgres.sh [start | stop DIR | serve-while PID | standby PRIMARY_DIR [sync|async] [PID] | promote DIR]" ;;
 esac

@@ -3,7 +3,9 @@
 
 use std::error::Error as StdError;
 use std::fmt;
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 pub use super::handler_verdicts::{SkipRetry, Snooze};
 pub(crate) use crate::BoxError;
@@ -77,7 +79,11 @@ pub enum Error {
     /// A task, queue name or URL that cannot be used; the text says why.
     Invalid(String),
     /// The database cannot be reached: connection refused or reset, no free connection within
-    /// the pool's timeout, a file that cannot be opened. Nothing was written: retry later.
+    /// the pool's timeout, a file that cannot be opened, or a PostgreSQL server that cannot
+    /// take the queue's writes any more, as during a failover: read-only (SQLSTATE `25006`: a
+    /// standby, a demoted primary), shut down (`57P01`, `57P02`), starting up or in recovery
+    /// (`57P03`), a connection exception (class `08`). Nothing was written: retry later (a
+    /// queue's own pool then opens new connections, to wherever its address points).
     Unreachable(sqlx::Error),
     /// Any other error from the database.
     Database(sqlx::Error),
@@ -140,6 +146,10 @@ impl Error {
                     .and_then(|code| code.parse::<i32>().ok())
                     .is_some_and(|code| code & 0xff == 14) =>
             {
+                Error::Unreachable(e)
+            }
+            _ if is_server_lost(&e) => {
+                note_server_lost();
                 Error::Unreachable(e)
             }
             _ => Error::Database(e),
@@ -248,6 +258,81 @@ fn is_disk_full(e: &sqlx::Error) -> bool {
     code == "53100"
 }
 
+/// Whether `e` is PostgreSQL saying that this server cannot take the queue's statements any
+/// more, the errors of a failover: read-only (SQLSTATE `25006`: a standby, or a former primary
+/// demoted), shut down by an administrator or by a crash of another backend (`57P01`,
+/// `57P02`), starting up or in recovery (`57P03`), or a connection exception (class `08`).
+/// Nothing was written; the database as a whole may be back at another server.
+fn is_server_lost(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else {
+        return false;
+    };
+    #[cfg(feature = "sqlite")]
+    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        return false;
+    }
+    db.code().is_some_and(|code| {
+        matches!(&*code, "25006" | "57P01" | "57P02" | "57P03") || code.starts_with("08")
+    })
+}
+
+/// When an error of [`is_server_lost`] was last seen, in nanoseconds after [`lost_epoch`]
+/// (plus one); 0: never. PostgreSQL pools close, rather than hand out, the connections opened
+/// before it (`store/postgres/failover.rs`): they may still talk to the server that was lost
+/// (a read-only former primary that still answers, behind an address that moved). One stamp
+/// for the process: a failover is rare, and a pool of another database that drops its
+/// connections once only opens them again.
+static SERVER_LOST: AtomicU64 = AtomicU64::new(0);
+
+/// The origin of [`SERVER_LOST`]'s times: set on the first error that stamps it.
+fn lost_epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Woken at each stamp of [`SERVER_LOST`]: a listening connection then opens again.
+static SERVER_LOST_SIGNAL: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+fn note_server_lost() {
+    let since = lost_epoch().elapsed().as_nanos();
+    let stamp = u64::try_from(since).unwrap_or(u64::MAX - 1) + 1;
+    SERVER_LOST.fetch_max(stamp, Ordering::Relaxed);
+    SERVER_LOST_SIGNAL.notify_waiters();
+}
+
+/// The stamp of the last error of [`is_server_lost`] (0: none yet), to compare with later.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))] // read by store/postgres only
+pub(crate) fn server_lost_stamp() -> u64 {
+    SERVER_LOST.load(Ordering::Relaxed)
+}
+
+/// Returns once an error of [`is_server_lost`] is seen after the stamp `seen`.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))] // read by store/postgres only
+pub(crate) async fn server_lost_after(seen: u64) {
+    loop {
+        let mut signal = std::pin::pin!(SERVER_LOST_SIGNAL.notified());
+        // Registered before the stamp is read: a stamp in between wakes it.
+        signal.as_mut().enable();
+        if server_lost_stamp() != seen {
+            return;
+        }
+        signal.await;
+    }
+}
+
+/// How long ago an error of [`is_server_lost`] was last seen; `None`: never (one atomic load).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))] // read by store/postgres only
+pub(crate) fn server_lost_ago() -> Option<Duration> {
+    match SERVER_LOST.load(Ordering::Relaxed) {
+        0 => None,
+        stamp => Some(
+            lost_epoch()
+                .elapsed()
+                .saturating_sub(Duration::from_nanos(stamp - 1)),
+        ),
+    }
+}
+
 impl StdError for Error {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
@@ -280,34 +365,7 @@ pub(crate) fn has_client_error(error: &(dyn StdError + 'static)) -> bool {
     })
 }
 
+// The tests sit beside this file, in `error_tests.rs`.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[derive(Debug)]
-    struct Outer(SkipRetry);
-    impl fmt::Display for Outer {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("charge failed")
-        }
-    }
-    impl StdError for Outer {
-        fn source(&self) -> Option<&(dyn StdError + 'static)> {
-            Some(&self.0)
-        }
-    }
-
-    #[test]
-    fn error_text_joins_the_chain() {
-        let wrapped: BoxError = Box::new(Outer(SkipRetry::new("card blocked")));
-        assert_eq!(error_text(&wrapped), "charge failed: card blocked");
-    }
-
-    #[test]
-    fn error_text_is_cut_at_a_char_boundary() {
-        let long: BoxError = "é".repeat(3000).into();
-        let text = error_text(&long);
-        assert!(text.len() <= MAX_ERR_TEXT + '…'.len_utf8());
-        assert!(text.ends_with('…'));
-    }
-}
+#[path = "error_tests.rs"]
+mod tests;

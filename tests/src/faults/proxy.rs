@@ -12,6 +12,11 @@
 //!   are served as before.
 //! - [`Proxy::heal`]: back to passing through. After a cut, the held bytes and the held new
 //!   connections go on, as TCP's retransmissions deliver them once a link is back.
+//! - [`Proxy::retarget`]: an address that moves, as a cloud database endpoint's DNS name does
+//!   at a failover: new connections go to another server, and the open ones are closed with a
+//!   RST, as a dead primary's are. [`Proxy::retarget_keeping`] moves it and leaves the open
+//!   connections on the old server: clients that keep talking to a former primary that still
+//!   answers (demoted, read-only), as pooled connections do after a DNS change.
 //!
 //! [`Proxy::stats`] counts connections and bytes, so that a test can assert that its fault
 //! really hit traffic. Everything is bounded: at most [`MAX_CONNECTIONS`] connections at a time
@@ -84,7 +89,8 @@ struct Counters {
 
 /// What the listener and every connection share: the mode, the reset signal, the counters.
 struct Shared {
-    upstream: SocketAddr,
+    /// Where new connections go; [`Proxy::retarget`] moves it.
+    upstream: watch::Sender<SocketAddr>,
     mode: watch::Sender<Mode>,
     /// Bumped by each [`Proxy::reset`]: every connection open then closes with a RST.
     resets: watch::Sender<u64>,
@@ -108,7 +114,7 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
-            upstream,
+            upstream: watch::Sender::new(upstream),
             mode: watch::Sender::new(Mode::Pass),
             resets: watch::Sender::new(0),
             counters: Counters::default(),
@@ -173,6 +179,25 @@ impl Proxy {
         self.shared.resets.send_modify(|n| *n += 1);
     }
 
+    /// The server new connections go to.
+    pub fn upstream(&self) -> SocketAddr {
+        *self.shared.upstream.borrow()
+    }
+
+    /// Moves the address: new connections go to `upstream`, and every open connection is
+    /// closed with a RST (as [`reset`](Proxy::reset)), as a failed server's are. The mode is
+    /// kept.
+    pub fn retarget(&self, upstream: SocketAddr) {
+        self.shared.upstream.send_replace(upstream);
+        self.reset();
+    }
+
+    /// Moves the address and leaves the open connections where they are: new connections go to
+    /// `upstream`, the old ones still talk to the old server (a demoted primary, still up).
+    pub fn retarget_keeping(&self, upstream: SocketAddr) {
+        self.shared.upstream.send_replace(upstream);
+    }
+
     /// The counts so far.
     pub fn stats(&self) -> Stats {
         let c = &self.shared.counters;
@@ -196,7 +221,7 @@ impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Proxy")
             .field("addr", &self.addr)
-            .field("upstream", &self.shared.upstream)
+            .field("upstream", &self.upstream())
             .field("mode", &self.mode())
             .field("stats", &self.stats())
             .finish()
@@ -256,7 +281,8 @@ async fn connection(mut client: TcpStream, shared: Arc<Shared>) {
     let server = tokio::select! {
         server = async {
             passable(&mut mode).await;
-            TcpStream::connect(shared.upstream).await
+            let upstream = *shared.upstream.borrow();
+            TcpStream::connect(upstream).await
         } => server,
         _ = resets.changed() => Err(io::ErrorKind::ConnectionReset.into()),
     };

@@ -13,6 +13,7 @@ mod breaker;
 mod control;
 mod counts;
 mod crash;
+mod failover;
 mod find;
 mod fleet;
 mod global;

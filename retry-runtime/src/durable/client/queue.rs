@@ -79,7 +79,10 @@ impl Queue {
     }
 
     /// Opens the queue on a pool the application already has; applies the schema's pending
-    /// migrations, as [`Queue::connect`] does.
+    /// migrations, as [`Queue::connect`] does. The pool keeps its own options: unlike the pool
+    /// of [`Queue::connect`], it does not close the connections opened before a failover's
+    /// error ([`Error::Unreachable`] of a read-only server) when they are acquired, so after a
+    /// failover to an address that moved it may go on reaching the former primary.
     ///
     /// The pool is used as a direct session: its statements are prepared once per connection
     /// (sqlx's statement cache) and the workers `LISTEN` on one of its connections. Behind a

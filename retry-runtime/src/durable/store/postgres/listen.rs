@@ -122,10 +122,14 @@ async fn session(
     pause: &mut Duration,
     tested: &mut bool,
 ) -> Ended {
+    let seen = super::failover::stamp();
     let mut listener = match PgListener::connect_with(pool).await {
         Ok(listener) => listener,
         Err(e) => return Ended::Failed(e),
     };
+    if let Err(e) = super::failover::writable(&mut listener).await {
+        return Ended::Failed(e);
+    }
     if let Err(e) = listener.listen(CHANNEL).await {
         return Ended::Failed(e);
     }
@@ -145,7 +149,7 @@ async fn session(
     loop {
         // `Ok(None)`: the listener lost its connection and opened another; what was sent
         // meanwhile is lost, so wake up anyway.
-        if let Err(e) = listener.try_recv().await {
+        if let Err(e) = super::failover::recv(&mut listener, seen).await {
             return Ended::Failed(e);
         }
         ring();

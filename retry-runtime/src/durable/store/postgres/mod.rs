@@ -7,6 +7,7 @@
 
 mod backend;
 mod batch;
+mod failover;
 mod leader;
 mod listen;
 mod pooled;
@@ -219,6 +220,7 @@ fn pool(options: PgConnectOptions, max: u32) -> PgPool {
     PgPoolOptions::new()
         .max_connections(max)
         .acquire_timeout(ACQUIRE_TIMEOUT)
+        .before_acquire(failover::before_acquire)
         .connect_lazy_with(options)
 }
 

@@ -20,11 +20,17 @@
 //!
 //! SQLite runs in a fresh temp dir each time; PostgreSQL in a fresh database on the server of
 //! `RETRY_TEST_POSTGRES_URL` (`eval "$(scripts/postgres.sh)"` starts one), skipped with a
-//! message when it is unset. `DURABLE_BENCH_TASKS` and `DURABLE_BENCH_ROUNDS` (default 3: the
+//! message when it is unset. Ours also runs on that server through PgBouncer in transaction
+//! pooling mode (issue 43: the queue's pooled mode, its wake-ups on a direct `listen_url`), in
+//! the rows `PgBouncer`, with the ratio to the direct rows: `RETRY_TEST_PGBOUNCER_URL` when
+//! set, else a PgBouncer started by `scripts/pgbouncer.sh` in front of the server (stopped at
+//! the end); skipped with a message without `pgbouncer`. Throughput and latency only (apalis
+//! keeps named prepared statements and a LISTEN per connection, which a transaction pooler
+//! breaks). `DURABLE_BENCH_TASKS` and `DURABLE_BENCH_ROUNDS` (default 3: the
 //! median is reported) change the sizes.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use apalis::prelude::{
@@ -75,11 +81,79 @@ fn percentile(sorted_us: &[u64], p: f64) -> f64 {
 enum Backend {
     Sqlite,
     Postgres,
+    /// The same server through PgBouncer (transaction pooling): ours only.
+    PgBouncer,
 }
+
+/// The PgBouncer of the `PgBouncer` rows: its URL, and the dir `scripts/pgbouncer.sh` made
+/// when this bench started it.
+static PGBOUNCER: OnceLock<(String, Option<String>)> = OnceLock::new();
 
 /// A fresh database of `backend`.
 async fn fresh_db(backend: Backend) -> Db {
-    Db::new(backend == Backend::Postgres, "bench").await
+    Db::new(backend != Backend::Sqlite, "bench").await
+}
+
+/// Ours on `db`: through PgBouncer with its wake-ups on the direct connection, on the
+/// `PgBouncer` rows.
+async fn ours_queue(backend: Backend, db: &Db) -> Queue {
+    match backend {
+        Backend::PgBouncer => {
+            let (pgbouncer, _) = PGBOUNCER.get().expect("started before its rows");
+            Queue::builder(&db.url_through(pgbouncer))
+                .listen_url(&db.url)
+                .connect()
+                .await
+                .expect("connect through PgBouncer")
+        }
+        _ => Queue::connect(&db.url).await.expect("connect"),
+    }
+}
+
+/// `RETRY_TEST_PGBOUNCER_URL`, or a PgBouncer started in front of `server`; `false` (said on
+/// stderr) without `pgbouncer`.
+fn start_pgbouncer(server: &str) -> bool {
+    if let Ok(url) = std::env::var("RETRY_TEST_PGBOUNCER_URL") {
+        let _ = PGBOUNCER.set((url, None));
+        return true;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pgbouncer.sh");
+    let output = std::process::Command::new("bash")
+        .args([script, "start", server])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("bash runs scripts/pgbouncer.sh");
+    let exports = String::from_utf8_lossy(&output.stdout);
+    let line = |name: &str| {
+        exports
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+            .map(str::to_owned)
+    };
+    match (line("RETRY_TEST_PGBOUNCER_URL"), output.status.success()) {
+        (Some(url), true) => {
+            let _ = PGBOUNCER.set((url, line("RETRY_TEST_PGBOUNCER_DIR")));
+            true
+        }
+        _ => {
+            eprintln!(
+                "\n*** PgBouncer SKIPPED: scripts/pgbouncer.sh start failed ({}); \
+                 apt-get install pgbouncer, or set RETRY_TEST_PGBOUNCER_URL.\n",
+                output.status
+            );
+            false
+        }
+    }
+}
+
+/// Stops the PgBouncer this bench started.
+fn stop_pgbouncer() {
+    if let Some((_, Some(dir))) = PGBOUNCER.get() {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pgbouncer.sh");
+        let _ = std::process::Command::new("bash")
+            .args([script, "stop", dir])
+            .status();
+    }
 }
 
 /// The URL for apalis's sqlx pool (SQLite: create the file).
@@ -160,7 +234,7 @@ fn ours_worker(q: Queue, concurrency: usize) -> Worker {
 /// Returns (enqueue/s, tasks/s).
 async fn ours_throughput(backend: Backend, concurrency: usize, n: usize, finished: usize) -> Rates {
     let db = fresh_db(backend).await;
-    let q = Queue::connect(&db.url).await.expect("connect");
+    let q = ours_queue(backend, &db).await;
     prefill_finished(&db, finished).await;
     let start = Instant::now();
     for i in 0..n {
@@ -246,7 +320,7 @@ async fn prefill_finished(db: &Db, count: usize) {
 
 async fn ours_latency(backend: Backend, tasks: usize) -> Vec<u64> {
     let db = fresh_db(backend).await;
-    let q = Queue::connect(&db.url).await.expect("connect");
+    let q = ours_queue(backend, &db).await;
     LATENCIES
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -555,6 +629,7 @@ async fn throughput(
         (System::Apalis, Backend::Postgres) => {
             apalis_pg_suite::throughput(backend, concurrency, n).await
         }
+        (System::Apalis, Backend::PgBouncer) => unreachable!("ours only through PgBouncer"),
     }
 }
 
@@ -563,6 +638,7 @@ async fn latency(system: System, backend: Backend, tasks: usize) -> Vec<u64> {
         (System::Ours, _) => ours_latency(backend, tasks).await,
         (System::Apalis, Backend::Sqlite) => apalis_sqlite_suite::latency(backend, tasks).await,
         (System::Apalis, Backend::Postgres) => apalis_pg_suite::latency(backend, tasks).await,
+        (System::Apalis, Backend::PgBouncer) => unreachable!("ours only through PgBouncer"),
     }
 }
 
@@ -571,6 +647,7 @@ async fn crash_recovery(system: System, backend: Backend) -> f64 {
         (System::Ours, _) => ours_crash_recovery(backend).await,
         (System::Apalis, Backend::Sqlite) => apalis_sqlite_suite::crash_recovery(backend).await,
         (System::Apalis, Backend::Postgres) => apalis_pg_suite::crash_recovery(backend).await,
+        (System::Apalis, Backend::PgBouncer) => unreachable!("ours only through PgBouncer"),
     }
 }
 
@@ -586,8 +663,11 @@ fn main() {
     // and the other sections do not change).
     let finished = env_usize("DURABLE_BENCH_FINISHED", 0);
     let mut backends = vec![Backend::Sqlite];
-    if std::env::var("RETRY_TEST_POSTGRES_URL").is_ok() {
+    if let Ok(server) = std::env::var("RETRY_TEST_POSTGRES_URL") {
         backends.push(Backend::Postgres);
+        if start_pgbouncer(&server) {
+            backends.push(Backend::PgBouncer);
+        }
     } else {
         eprintln!(
             "\n*** PostgreSQL SKIPPED: RETRY_TEST_POSTGRES_URL is not set. \
@@ -625,7 +705,14 @@ fn main() {
         } else {
             &[(System::Ours, 0), (System::Apalis, 0)]
         };
+        // Ours' median tasks/s on PostgreSQL directly, per concurrency, for the PgBouncer ratio.
+        let mut direct: Vec<(usize, f64)> = Vec::new();
+        let mut ratios: Vec<String> = Vec::new();
         for &backend in &backends {
+            let contenders = match backend {
+                Backend::PgBouncer => &contenders[..1],
+                _ => contenders,
+            };
             for concurrency in [1, 4, 16] {
                 let mut runs: Vec<Vec<Rates>> = vec![Vec::new(); contenders.len()];
                 for _ in 0..rounds {
@@ -634,16 +721,34 @@ fn main() {
                     }
                 }
                 for (&(system, rows), runs) in contenders.iter().zip(runs) {
+                    let tasks_s = median(runs.iter().map(|r| r.tasks).collect());
                     println!(
-                        "| {} | {:?} | {concurrency} | {rows} | {:.0} | {:.0} | {:.0} |",
+                        "| {} | {:?} | {concurrency} | {rows} | {tasks_s:.0} | {:.0} | {:.0} |",
                         system.name(),
                         backend,
-                        median(runs.iter().map(|r| r.tasks).collect()),
                         median(runs.iter().map(|r| r.steady).collect()),
                         median(runs.iter().map(|r| r.enqueue).collect())
                     );
+                    if system == System::Ours && rows == 0 && backend == Backend::Postgres {
+                        direct.push((concurrency, tasks_s));
+                    }
+                    if let (Backend::PgBouncer, Some(&(_, base))) =
+                        (backend, direct.iter().find(|(c, _)| *c == concurrency))
+                    {
+                        ratios.push(format!(
+                            "concurrency {concurrency}: {:.2}",
+                            tasks_s / base.max(1e-9)
+                        ));
+                    }
                 }
             }
+        }
+        if !ratios.is_empty() {
+            println!(
+                "\nours through PgBouncer (transaction pooling) / ours on PostgreSQL directly, \
+                 tasks/s: {}",
+                ratios.join("; ")
+            );
         }
         if finished > 0 {
             return;
@@ -654,7 +759,7 @@ fn main() {
             "| system | backend | p50 ms | p99 ms | max ms |\n| --- | --- | --- | --- | --- |"
         );
         for &backend in &backends {
-            for system in [System::Ours, System::Apalis] {
+            for &system in systems(backend) {
                 let v = latency(system, backend, 200).await;
                 println!(
                     "| {} | {:?} | {:.1} | {:.1} | {:.1} |",
@@ -673,8 +778,8 @@ fn main() {
              missed)"
         );
         println!("| system | backend | median s | runs |\n| --- | --- | --- | --- |");
-        for &backend in &backends {
-            for system in [System::Ours, System::Apalis] {
+        for &backend in backends.iter().filter(|&&b| b != Backend::PgBouncer) {
+            for &system in systems(backend) {
                 let mut v = Vec::new();
                 for _ in 0..rounds {
                     v.push(crash_recovery(system, backend).await);
@@ -690,5 +795,14 @@ fn main() {
             }
         }
     });
+    stop_pgbouncer();
     println!("\n(total {:.0} s)", started.elapsed().as_secs_f64());
+}
+
+/// The contenders on `backend`: ours only through PgBouncer.
+fn systems(backend: Backend) -> &'static [System] {
+    match backend {
+        Backend::PgBouncer => &[System::Ours],
+        _ => &[System::Ours, System::Apalis],
+    }
 }

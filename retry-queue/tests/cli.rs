@@ -4,7 +4,7 @@
 //! PostgreSQL; a queue name per test; skipped loudly without either). Tables, lines, JSON and
 //! exit codes are asserted exactly.
 
-use retry_tests::durable_env::{Backend, postgres_url_or_skip};
+use retry_tests::durable_env::{Backend, pgbouncer_url_or_skip, postgres_url_or_skip};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -39,8 +39,12 @@ impl Fixture {
                 let q = Queue::connect(&url).await.expect("SQLite opens a new file");
                 (url, q, Some(dir))
             }
-            Backend::Postgres => {
-                let url = postgres_url_or_skip(&format!("cli::{test}"))?;
+            Backend::Postgres | Backend::PgBouncer => {
+                // Through PgBouncer (transaction pooling), the CLI detects the pooler.
+                let url = match backend {
+                    Backend::PgBouncer => pgbouncer_url_or_skip(&format!("cli::{test}"))?,
+                    _ => postgres_url_or_skip(&format!("cli::{test}"))?,
+                };
                 let q = Queue::connect(&url)
                     .await
                     .expect("the test PostgreSQL answers");

@@ -4,7 +4,7 @@
 //! database (503), and escaping. On SQLite, and on PostgreSQL (`RETRY_TEST_POSTGRES_URL`, or a
 //! throwaway server on a machine with PostgreSQL; skipped loudly without either).
 
-use retry_tests::durable_env::{Backend, postgres_url_or_skip};
+use retry_tests::durable_env::{Backend, pgbouncer_url_or_skip, postgres_url_or_skip};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -66,8 +66,12 @@ async fn database(
             let q = Queue::connect(&url).await.expect("SQLite opens a new file");
             Some((q.named("default"), "emails".to_owned(), Some(dir)))
         }
-        Backend::Postgres => {
-            let url = postgres_url_or_skip(&format!("dashboard_http::{test}"))?;
+        Backend::Postgres | Backend::PgBouncer => {
+            // Through PgBouncer (transaction pooling), the dashboard's queue detects the pooler.
+            let url = match backend {
+                Backend::PgBouncer => pgbouncer_url_or_skip(&format!("dashboard_http::{test}"))?,
+                _ => postgres_url_or_skip(&format!("dashboard_http::{test}"))?,
+            };
             let q = Queue::connect(&url)
                 .await
                 .expect("the test PostgreSQL answers");

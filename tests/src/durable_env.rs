@@ -31,6 +31,9 @@ pub enum Backend {
     Sqlite,
     /// The server of `RETRY_TEST_POSTGRES_URL`, a queue name per test.
     Postgres,
+    /// The same server through PgBouncer in transaction pooling mode ([`pgbouncer_url`]), a
+    /// queue name per test.
+    PgBouncer,
 }
 
 /// A queue of its own for one test, and the clock it reads.
@@ -41,6 +44,9 @@ pub struct Env {
     pub clock: ManualClock,
     /// The database's URL.
     pub url: String,
+    /// Through PgBouncer: the server's own URL, the queue's `listen_url` (wake-ups bypass
+    /// the pooler, as a deployment should run).
+    pub listen_url: Option<String>,
     /// The queue's name (unique per test on PostgreSQL).
     pub name: String,
     _dir: Option<tempfile::TempDir>,
@@ -50,14 +56,21 @@ impl Env {
     /// A fresh queue on `backend`; `None` (said on stderr) when PostgreSQL is not configured.
     pub async fn new(backend: Backend, test: &str) -> Option<Env> {
         let clock = ManualClock::new(t0());
+        let listen_url = match backend {
+            Backend::PgBouncer => Some(postgres_url_or_skip(test)?),
+            _ => None,
+        };
         let (url, name, dir) = match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("a temporary directory");
                 let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
                 (url, test.to_owned(), Some(dir))
             }
-            Backend::Postgres => {
-                let url = postgres_url_or_skip(test)?;
+            Backend::Postgres | Backend::PgBouncer => {
+                let url = match backend {
+                    Backend::PgBouncer => pgbouncer_url_or_skip(test)?,
+                    _ => postgres_url_or_skip(test)?,
+                };
                 let unique = format!(
                     "{test}-{}-{:016x}",
                     std::process::id(),
@@ -66,14 +79,14 @@ impl Env {
                 (url, unique, None)
             }
         };
-        let q = Queue::connect(&url)
+        let q = connect(&url, listen_url.as_deref())
             .await
-            .expect("the test database answers")
             .named(name.clone());
         Some(Env {
             q: q.with_clock(clock.clone()),
             clock,
             url,
+            listen_url,
             name,
             _dir: dir,
         })
@@ -87,10 +100,16 @@ impl Env {
 
     /// The same queue through connections of its own, on the system clock.
     pub async fn on_system_clock(&self) -> Queue {
-        Queue::connect(&self.url)
+        connect(&self.url, self.listen_url.as_deref())
             .await
-            .expect("the test database answers")
             .named(self.name.clone())
+    }
+
+    /// The database's URL without PgBouncer, for statements outside the queue (a test's own
+    /// sqlx statements are named prepared statements, which a transaction pooler does not
+    /// keep).
+    pub fn direct_url(&self) -> &str {
+        self.listen_url.as_deref().unwrap_or(&self.url)
     }
 
     /// The ids of the queue's tasks in `state`, sorted.
@@ -140,6 +159,19 @@ impl Env {
     }
 }
 
+/// The queue at `url`, its workers listening through `listen_url` when given.
+///
+/// # Panics
+/// When the database does not answer.
+pub async fn connect(url: &str, listen_url: Option<&str>) -> Queue {
+    let builder = Queue::builder(url);
+    let builder = match listen_url {
+        Some(listen_url) => builder.listen_url(listen_url),
+        None => builder,
+    };
+    builder.connect().await.expect("the test database answers")
+}
+
 /// A worker of `env`'s queue with a fixed random term of 7 in the default delay.
 pub fn worker(env: &Env) -> Worker {
     Worker::new(env.q.clone())
@@ -147,8 +179,9 @@ pub fn worker(env: &Env) -> Worker {
         .rng(DelayRng::fixed(7))
 }
 
-/// `both_backends!(test_a, test_b)`: a `sqlite` and a `postgres` module with one
-/// `#[tokio::test]` per name, calling `name(Backend)` of the enclosing module.
+/// `both_backends!(test_a, test_b)`: a `sqlite`, a `postgres` and a `pgbouncer` module (the
+/// same server through PgBouncer in transaction pooling mode) with one `#[tokio::test]` per
+/// name, calling `name(Backend)` of the enclosing module.
 #[macro_export]
 macro_rules! both_backends {
     ($($name:ident),* $(,)?) => {
@@ -165,6 +198,14 @@ macro_rules! both_backends {
                 #[tokio::test]
                 async fn $name() {
                     super::$name($crate::durable_env::Backend::Postgres).await;
+                }
+            )*
+        }
+        mod pgbouncer {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name($crate::durable_env::Backend::PgBouncer).await;
                 }
             )*
         }
@@ -231,6 +272,66 @@ pub fn postgres_url_or_skip(test: &str) -> Option<String> {
     url
 }
 
+/// The PgBouncer of the durable tests, in transaction pooling mode in front of the server of
+/// [`postgres_url`]: `RETRY_TEST_PGBOUNCER_URL` when set; otherwise, when the machine has
+/// `pgbouncer`, one started once per test process by `scripts/pgbouncer.sh serve-while`
+/// (stopped when the process ends); `None` without PostgreSQL or without `pgbouncer`.
+///
+/// # Panics
+///
+/// When `pgbouncer` is there but does not start.
+pub fn pgbouncer_url() -> Option<String> {
+    static URL: OnceLock<Option<String>> = OnceLock::new();
+    URL.get_or_init(|| {
+        if let Ok(url) = std::env::var("RETRY_TEST_PGBOUNCER_URL") {
+            return Some(url);
+        }
+        let server = postgres_url()?;
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pgbouncer.sh");
+        let output = Command::new("bash")
+            .arg(script)
+            .arg("serve-while")
+            .arg(std::process::id().to_string())
+            .arg(&server)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("bash runs scripts/pgbouncer.sh");
+        if output.status.code() == Some(3) {
+            return None;
+        }
+        assert!(
+            output.status.success(),
+            "scripts/pgbouncer.sh serve-while failed ({}): pgbouncer is installed but did not start",
+            output.status
+        );
+        let exports = String::from_utf8_lossy(&output.stdout);
+        let url = exports
+            .lines()
+            .find_map(|line| line.strip_prefix("export RETRY_TEST_PGBOUNCER_URL="))
+            .expect("scripts/pgbouncer.sh prints the URL");
+        Some(url.to_owned())
+    })
+    .clone()
+}
+
+/// [`pgbouncer_url`], or `None` after saying on stderr, loudly, that the PgBouncer test `test`
+/// did not run.
+pub fn pgbouncer_url_or_skip(test: &str) -> Option<String> {
+    postgres_url_or_skip(test)?;
+    let url = pgbouncer_url();
+    if url.is_none() {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!(
+                "*** SKIPPED: PgBouncer test `{test}` did NOT run: RETRY_TEST_PGBOUNCER_URL is \
+                 not set and this machine has no pgbouncer (apt-get install pgbouncer)\n"
+            )
+            .as_bytes(),
+        );
+    }
+    url
+}
+
 /// A PostgreSQL database of a test's own on the server of [`postgres_url`] (`CREATE DATABASE`),
 /// for tests whose worker processes need a database to themselves (their own tables, or the
 /// whole `retry_tasks`); [`PgDatabase::drop_database`] drops it.
@@ -274,6 +375,12 @@ impl PgDatabase {
             server,
             name,
         })
+    }
+
+    /// The database's URL through [`pgbouncer_url`], or `None` after a loud skip line without
+    /// `pgbouncer` (the database is left for [`PgDatabase::drop_database`]).
+    pub fn through_pgbouncer(&self, test: &str) -> Option<String> {
+        Some(with_database(&pgbouncer_url_or_skip(test)?, &self.name))
     }
 
     /// Drops the database (`WITH (FORCE)`: connections left behind by killed processes too).

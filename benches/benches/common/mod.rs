@@ -57,6 +57,15 @@ impl Db {
         }
     }
 
+    /// The database's URL through `proxy` (a `postgres://` URL of a pooler in front of the same
+    /// server, e.g. PgBouncer): its host and port, this database.
+    #[allow(dead_code)]
+    pub(crate) fn url_through(&self, proxy: &str) -> String {
+        let (_, name) = self.postgres.as_ref().expect("a PostgreSQL database");
+        let base = proxy.rsplit_once('/').map_or(proxy, |(b, _)| b);
+        format!("{base}/{name}")
+    }
+
     /// Whether it is a PostgreSQL database.
     #[allow(dead_code)]
     pub(crate) fn is_postgres(&self) -> bool {

@@ -21,7 +21,11 @@ retry_tests::both_backends!(
     a_rejected_attempt_of_a_named_system_waits_for_the_probe,
 );
 
-static UP: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+static UP: [AtomicBool; 3] = [
+    AtomicBool::new(false),
+    AtomicBool::new(false),
+    AtomicBool::new(false),
+];
 
 #[retry(read, attempts = 1, system = "gw-sqlite", protect)]
 async fn call_sqlite() -> Result<(), BoxError> {
@@ -41,11 +45,20 @@ async fn call_postgres() -> Result<(), BoxError> {
     }
 }
 
-async fn call(system: &str) -> Result<(), BoxError> {
-    if system == "gw-sqlite" {
-        call_sqlite().await
+#[retry(read, attempts = 1, system = "gw-pgbouncer", protect)]
+async fn call_pgbouncer() -> Result<(), BoxError> {
+    if UP[2].load(Ordering::SeqCst) {
+        Ok(())
     } else {
-        call_postgres().await
+        Err(StatusError::new(503, None).into())
+    }
+}
+
+async fn call(system: &str) -> Result<(), BoxError> {
+    match system {
+        "gw-sqlite" => call_sqlite().await,
+        "gw-postgres" => call_postgres().await,
+        _ => call_pgbouncer().await,
     }
 }
 
@@ -53,6 +66,7 @@ async fn an_open_breaker_defers_its_systems_tasks_and_one_probe_reopens_the_flow
     let (system, up) = match backend {
         Backend::Sqlite => ("gw-sqlite", &UP[0]),
         Backend::Postgres => ("gw-postgres", &UP[1]),
+        Backend::PgBouncer => ("gw-pgbouncer", &UP[2]),
     };
     let Some(env) = Env::new(backend, "breaker-defer").await else {
         return;
@@ -182,11 +196,16 @@ async fn down_postgres() -> Result<(), BoxError> {
     Err(StatusError::new(503, None).into())
 }
 
+#[retry(read, attempts = 1, system = "gw2-pgbouncer", protect)]
+async fn down_pgbouncer() -> Result<(), BoxError> {
+    Err(StatusError::new(503, None).into())
+}
+
 async fn down(system: &str) -> Result<(), BoxError> {
-    if system == "gw2-sqlite" {
-        down_sqlite().await
-    } else {
-        down_postgres().await
+    match system {
+        "gw2-sqlite" => down_sqlite().await,
+        "gw2-postgres" => down_postgres().await,
+        _ => down_pgbouncer().await,
     }
 }
 
@@ -197,6 +216,7 @@ async fn a_rejected_attempt_of_a_named_system_waits_for_the_probe(backend: Backe
     let system = match backend {
         Backend::Sqlite => "gw2-sqlite",
         Backend::Postgres => "gw2-postgres",
+        Backend::PgBouncer => "gw2-pgbouncer",
     };
     let Some(env) = Env::new(backend, "breaker-rejected").await else {
         return;

@@ -334,9 +334,13 @@ async fn a_table_made_before_the_counters_is_counted_on_connect(backend: Backend
     // PostgreSQL: a database of its own, since the triggers are the whole table's.
     let url = match backend {
         Backend::Sqlite => env.url.clone(),
-        Backend::Postgres => {
-            let admin = sqlx::PgPool::connect(&env.url).await.unwrap();
-            let db = format!("retry_counts_migrate_{}", std::process::id());
+        Backend::Postgres | Backend::PgBouncer => {
+            // Created on the server itself (through PgBouncer too: CREATE DATABASE is no
+            // queue statement), reached through `env.url`'s pooler or server.
+            let server = retry_tests::durable_env::postgres_url().unwrap();
+            let admin = sqlx::PgPool::connect(&server).await.unwrap();
+            let db =
+                format!("retry_counts_migrate_{backend:?}_{}", std::process::id()).to_lowercase();
             for statement in [
                 format!("DROP DATABASE IF EXISTS {db}"),
                 format!("CREATE DATABASE {db}"),

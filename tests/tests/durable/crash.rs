@@ -29,6 +29,8 @@ use sqlx::{Connection, Row};
 /// the PostgreSQL database).
 struct Backend {
     url: String,
+    /// The same database without PgBouncer, for the test's own statements.
+    direct: String,
     dir: tempfile::TempDir,
     /// The PostgreSQL database this test created.
     postgres: Option<PgDatabase>,
@@ -42,6 +44,7 @@ impl Backend {
             .expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
         Backend {
+            direct: url.clone(),
             url,
             dir,
             postgres: None,
@@ -57,9 +60,20 @@ impl Backend {
             .expect("temp dir");
         Some(Backend {
             url: database.url.clone(),
+            direct: database.url.clone(),
             dir,
             postgres: Some(database),
         })
+    }
+
+    /// [`Backend::postgres`] reached through PgBouncer in transaction pooling mode (the queue
+    /// and the worker processes), or `None` (and a loud message) without `pgbouncer`.
+    async fn pgbouncer(test: &str) -> Option<Backend> {
+        retry_tests::durable_env::pgbouncer_url_or_skip(&format!("durable_crash::{test}"))?;
+        let mut backend = Backend::postgres(test).await?;
+        let database = backend.postgres.as_ref().expect("a PostgreSQL database");
+        backend.url = database.through_pgbouncer(test)?;
+        Some(backend)
     }
 
     fn dir(&self) -> &Path {
@@ -393,7 +407,7 @@ async fn killed_worker_task_runs_again_exactly_once(backend: Backend) {
     assert_eq!(info(&q, id).await.state, TaskState::Active);
     workers.sigkill("a");
     let killed_at = now_us();
-    let lease_expires_us = lease_expires_ms(&backend.url, id).await * 1000;
+    let lease_expires_us = lease_expires_ms(&backend.direct, id).await * 1000;
     assert_eq!(
         info(&q, id).await.state,
         TaskState::Active,
@@ -465,6 +479,15 @@ async fn sqlite_sigkill_mid_task_runs_the_task_again_exactly_once_after_the_leas
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_sigkill_mid_task_runs_the_task_again_exactly_once_after_the_lease() {
     if let Some(backend) = Backend::postgres("sigkill").await {
+        killed_worker_task_runs_again_exactly_once(backend).await;
+    }
+}
+
+/// The same through PgBouncer (transaction pooling): the killed worker's server connections
+/// stay with the pooler, its lease runs out all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer_sigkill_mid_task_runs_the_task_again_exactly_once_after_the_lease() {
+    if let Some(backend) = Backend::pgbouncer("sigkill_pgbouncer").await {
         killed_worker_task_runs_again_exactly_once(backend).await;
     }
 }
@@ -849,6 +872,14 @@ async fn many_workers_many_tasks(backend: Backend, processes: usize, tasks: usiz
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_four_processes_two_hundred_tasks_random_failures_each_succeeds_exactly_once() {
     if let Some(backend) = Backend::postgres("many").await {
+        many_workers_many_tasks(backend, 4, 200).await;
+    }
+}
+
+/// The same through PgBouncer (transaction pooling).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer_four_processes_two_hundred_tasks_random_failures_each_succeeds_exactly_once() {
+    if let Some(backend) = Backend::pgbouncer("many_pgbouncer").await {
         many_workers_many_tasks(backend, 4, 200).await;
     }
 }

@@ -2,8 +2,9 @@
 //! (`SystemLimit::global_concurrency`): three `durable_worker` processes of concurrency 2 on one
 //! database, each limiting the system `gw` to 3 active tasks in the queue, run 60 tasks that
 //! sleep 30 ms; from the start and end times every process logs (one clock, the machine's),
-//! never more than 3 ran at once, and every task ran once. PostgreSQL (a fresh database) and
-//! SQLite (one file).
+//! never more than 3 ran at once, and every task ran once. PostgreSQL (a fresh database), the
+//! same through PgBouncer in transaction pooling mode (the limit's advisory lock is a
+//! transaction's), and SQLite (one file).
 
 use retry_runtime::declare_system;
 use std::fs::File;
@@ -43,6 +44,18 @@ async fn postgres_url() -> Option<String> {
 async fn postgres_global_limit_holds_across_three_processes() {
     if let Some(url) = postgres_url().await {
         global_limit_holds(&url, &tempfile::tempdir().unwrap(), true).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer_global_limit_holds_across_three_processes() {
+    let Some(pgbouncer) = retry_tests::durable_env::pgbouncer_url_or_skip("durable_global") else {
+        return;
+    };
+    if let Some(url) = postgres_url().await {
+        let name = url.rsplit_once('/').map(|(_, name)| name).unwrap();
+        let through = retry_tests::durable_env::with_database(&pgbouncer, name);
+        global_limit_holds(&through, &tempfile::tempdir().unwrap(), true).await;
     }
 }
 

@@ -55,6 +55,7 @@ macro_rules! table_write {
 }
 table_write!(table_write_sqlite, "hand-over-table-sqlite");
 table_write!(table_write_postgres, "hand-over-table-postgres");
+table_write!(table_write_pgbouncer, "hand-over-table-pgbouncer");
 
 /// Puts a task under each key in the state it names (`none`: no task).
 async fn tasks_in_every_state(env: &Env) {
@@ -97,6 +98,7 @@ async fn a_hand_over_is_safe_exactly_when_a_live_task_holds_the_work(backend: Ba
     let system = match backend {
         Backend::Sqlite => "hand-over-table-sqlite",
         Backend::Postgres => "hand-over-table-postgres",
+        Backend::PgBouncer => "hand-over-table-pgbouncer",
     };
     for (key, state) in STATES {
         assert_eq!(
@@ -163,11 +165,16 @@ async fn table_write(backend: Backend, q: &Queue, key: &str) -> Result<(), BoxEr
     match backend {
         Backend::Sqlite => table_write_sqlite(q, key).await,
         Backend::Postgres => table_write_postgres(q, key).await,
+        Backend::PgBouncer => table_write_pgbouncer(q, key).await,
     }
 }
 
 /// The calls that reached the dead system, per backend.
-static OUTAGE_CALLS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+static OUTAGE_CALLS: [AtomicUsize; 3] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
 
 macro_rules! outage_write {
     ($name:ident, $system:literal, $calls:expr) => {
@@ -189,6 +196,11 @@ outage_write!(
     "partner-outage-postgres",
     OUTAGE_CALLS[1]
 );
+outage_write!(
+    outage_write_pgbouncer,
+    "partner-outage-pgbouncer",
+    OUTAGE_CALLS[2]
+);
 
 const THRESHOLD: u32 = 5;
 const PROBES: u32 = 1;
@@ -198,6 +210,7 @@ async fn an_outage_of_protected_keyed_writes_trips_the_breaker_and_loses_nothing
     let (system, calls) = match backend {
         Backend::Sqlite => ("partner-outage-sqlite", &OUTAGE_CALLS[0]),
         Backend::Postgres => ("partner-outage-postgres", &OUTAGE_CALLS[1]),
+        Backend::PgBouncer => ("partner-outage-pgbouncer", &OUTAGE_CALLS[2]),
     };
     let Some(env) = Env::new(backend, "hand-over-outage").await else {
         return;
@@ -219,6 +232,7 @@ async fn an_outage_of_protected_keyed_writes_trips_the_breaker_and_loses_nothing
         let error = match backend {
             Backend::Sqlite => outage_write_sqlite(&env.q, &key).await,
             Backend::Postgres => outage_write_postgres(&env.q, &key).await,
+            Backend::PgBouncer => outage_write_pgbouncer(&env.q, &key).await,
         }
         .unwrap_err();
         if handed_over(&*error) == Some(key.as_str()) {
@@ -312,23 +326,25 @@ macro_rules! throttled_write {
 }
 throttled_write!(throttled_write_sqlite, "partner-429-sqlite", 429);
 throttled_write!(throttled_write_postgres, "partner-429-postgres", 429);
+throttled_write!(throttled_write_pgbouncer, "partner-429-pgbouncer", 429);
 
 async fn a_429_with_retry_after_is_handed_over_due_at_the_hint(backend: Backend) {
     recorder::install();
     let Some(env) = Env::new(backend, "hand-over-429").await else {
         return;
     };
-    let (system, write) = match backend {
-        Backend::Sqlite => ("partner-429-sqlite", true),
-        Backend::Postgres => ("partner-429-postgres", false),
+    let system = match backend {
+        Backend::Sqlite => "partner-429-sqlite",
+        Backend::Postgres => "partner-429-postgres",
+        Backend::PgBouncer => "partner-429-pgbouncer",
     };
     let call = |key: &'static str, hint: Option<&'static str>| {
         let q = env.q.clone();
         async move {
-            if write {
-                throttled_write_sqlite(&q, key, hint).await
-            } else {
-                throttled_write_postgres(&q, key, hint).await
+            match backend {
+                Backend::Sqlite => throttled_write_sqlite(&q, key, hint).await,
+                Backend::Postgres => throttled_write_postgres(&q, key, hint).await,
+                Backend::PgBouncer => throttled_write_pgbouncer(&q, key, hint).await,
             }
         }
     };
@@ -365,7 +381,8 @@ async fn a_429_with_retry_after_is_handed_over_due_at_the_hint(backend: Backend)
 }
 
 /// Calls of the bulkhead's test that reached the system, and the gate holding the first.
-static HELD: [tokio::sync::Notify; 2] = [
+static HELD: [tokio::sync::Notify; 3] = [
+    tokio::sync::Notify::const_new(),
     tokio::sync::Notify::const_new(),
     tokio::sync::Notify::const_new(),
 ];
@@ -386,6 +403,11 @@ bulkhead_write!(
     "partner-bulkhead-postgres",
     HELD[1]
 );
+bulkhead_write!(
+    bulkhead_write_pgbouncer,
+    "partner-bulkhead-pgbouncer",
+    HELD[2]
+);
 
 async fn a_write_its_bulkhead_refuses_is_handed_over(backend: Backend) {
     recorder::install();
@@ -395,6 +417,7 @@ async fn a_write_its_bulkhead_refuses_is_handed_over(backend: Backend) {
     let (system, held) = match backend {
         Backend::Sqlite => ("partner-bulkhead-sqlite", &HELD[0]),
         Backend::Postgres => ("partner-bulkhead-postgres", &HELD[1]),
+        Backend::PgBouncer => ("partner-bulkhead-pgbouncer", &HELD[2]),
     };
     let gauges = DebuggingRecorder::new();
     metrics::with_local_recorder(&gauges, || {
@@ -406,6 +429,7 @@ async fn a_write_its_bulkhead_refuses_is_handed_over(backend: Backend) {
             match backend {
                 Backend::Sqlite => bulkhead_write_sqlite(&q, key).await,
                 Backend::Postgres => bulkhead_write_postgres(&q, key).await,
+                Backend::PgBouncer => bulkhead_write_pgbouncer(&q, key).await,
             }
         }
     };

@@ -25,6 +25,7 @@ mod migrations;
 mod outage;
 mod paging;
 mod partition;
+mod pgbouncer;
 mod presence;
 mod queue;
 mod recorder;

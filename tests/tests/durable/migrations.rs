@@ -15,6 +15,8 @@ use retry_tests::durable_env::{Backend, PgDatabase};
 /// A database of the test's own; dropped (PostgreSQL) or deleted (SQLite) by [`Fresh::done`].
 struct Fresh {
     url: String,
+    /// The same database without PgBouncer, for the statements outside the queue.
+    direct: String,
     pg: Option<PgDatabase>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -26,15 +28,24 @@ impl Fresh {
                 let dir = tempfile::tempdir().expect("a temporary directory");
                 let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
                 Some(Fresh {
+                    direct: url.clone(),
                     url,
                     pg: None,
                     _dir: Some(dir),
                 })
             }
-            Backend::Postgres => {
+            Backend::Postgres | Backend::PgBouncer => {
+                if matches!(backend, Backend::PgBouncer) {
+                    retry_tests::durable_env::pgbouncer_url_or_skip(test)?;
+                }
                 let pg = PgDatabase::create(&format!("migrations_{test}")).await?;
+                let url = match backend {
+                    Backend::PgBouncer => pg.through_pgbouncer(test)?,
+                    _ => pg.url.clone(),
+                };
                 Some(Fresh {
-                    url: pg.url.clone(),
+                    url,
+                    direct: pg.url.clone(),
                     pg: Some(pg),
                     _dir: None,
                 })
@@ -52,7 +63,7 @@ impl Fresh {
                 .unwrap();
             pool.close().await;
         } else {
-            let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+            let pool = sqlx::PgPool::connect(&self.direct).await.unwrap();
             sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
                 .execute(&pool)
                 .await
@@ -253,7 +264,7 @@ async fn processes_starting_together_migrate_once(backend: Backend) {
 fn fixtures(backend: Backend) -> Vec<(String, String)> {
     let dir = match backend {
         Backend::Sqlite => "sqlite",
-        Backend::Postgres => "postgres",
+        Backend::Postgres | Backend::PgBouncer => "postgres",
     };
     let dir = format!("{}/fixtures/schemas/{dir}", env!("CARGO_MANIFEST_DIR"));
     let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
@@ -348,7 +359,7 @@ async fn every_earlier_layout_upgrades_in_place(backend: Backend) {
         return;
     };
     Queue::connect(&new.url).await.unwrap().close().await;
-    let expected = catalog(&new.url).await;
+    let expected = catalog(&new.direct).await;
     new.done().await;
     let fixtures = fixtures(backend);
     assert!(fixtures.len() >= 14, "{} fixtures", fixtures.len());
@@ -356,13 +367,13 @@ async fn every_earlier_layout_upgrades_in_place(backend: Backend) {
         let Some(db) = Fresh::new(backend, "layout").await else {
             return;
         };
-        load(&db.url, &sql).await;
-        let before = tasks(&db.url).await;
+        load(&db.direct, &sql).await;
+        let before = tasks(&db.direct).await;
         assert!(!before.is_empty(), "{name}: the fixture has tasks");
         let q = Queue::connect(&db.url)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let layout = catalog(&db.url).await;
+        let layout = catalog(&db.direct).await;
         let missing: Vec<&String> = expected.iter().filter(|l| !layout.contains(l)).collect();
         let extra: Vec<&String> = layout.iter().filter(|l| !expected.contains(l)).collect();
         assert!(
@@ -370,7 +381,7 @@ async fn every_earlier_layout_upgrades_in_place(backend: Backend) {
             "{name}: the layout after the upgrade lacks {missing:#?} and has besides {extra:#?}"
         );
         assert_eq!(
-            tasks(&db.url).await,
+            tasks(&db.direct).await,
             before,
             "{name}: the tasks after the upgrade"
         );
@@ -473,23 +484,23 @@ async fn migration_5_stores_the_archive_reason_and_down_drops_it(backend: Backen
     assert_eq!(w.run_due().await.unwrap(), 1);
     q.inspector().archive_task("by-hand").await.unwrap();
     assert_eq!(
-        stored_reasons(&db.url).await,
+        stored_reasons(&db.direct).await,
         reasons(&[("by-hand", Some("operator")), ("spent", Some("exhausted"))])
     );
     q.close().await;
 
     let schema = Schema::connect(&db.url).await.unwrap();
     assert_eq!(schema.down(4).await.unwrap(), [5]);
-    let layout = catalog(&db.url).await;
+    let layout = catalog(&db.direct).await;
     assert!(
         !layout.iter().any(|line| line.contains("archive_reason")),
         "{layout:#?}"
     );
-    assert_eq!(tasks(&db.url).await.len(), 2, "down 4 keeps the tasks");
+    assert_eq!(tasks(&db.direct).await.len(), 2, "down 4 keeps the tasks");
     assert_eq!(schema.up().await.unwrap(), [5]);
     schema.close().await;
     assert_eq!(
-        stored_reasons(&db.url).await,
+        stored_reasons(&db.direct).await,
         reasons(&[("by-hand", None), ("spent", None)])
     );
     let q = Queue::connect(&db.url).await.unwrap();
@@ -508,13 +519,13 @@ async fn migration_5_stores_the_archive_reason_and_down_drops_it(backend: Backen
     // state's): a build of version 4 archiving the task again leaves NULL, read from its
     // `last_err`, not the reason of the earlier archive.
     let by_hand = |reason: Option<&str>| reasons(&[("by-hand", reason), ("spent", None)]);
-    assert_eq!(stored_reasons(&db.url).await, by_hand(Some("operator")));
+    assert_eq!(stored_reasons(&db.direct).await, by_hand(Some("operator")));
     q.inspector().run_task("by-hand").await.unwrap();
-    assert_eq!(stored_reasons(&db.url).await, by_hand(None));
+    assert_eq!(stored_reasons(&db.direct).await, by_hand(None));
     q.inspector().archive_task("by-hand").await.unwrap();
-    assert_eq!(stored_reasons(&db.url).await, by_hand(Some("operator")));
+    assert_eq!(stored_reasons(&db.direct).await, by_hand(Some("operator")));
     q.inspector().run_all(TaskState::Archived).await.unwrap();
-    assert_eq!(stored_reasons(&db.url).await, by_hand(None));
+    assert_eq!(stored_reasons(&db.direct).await, by_hand(None));
     q.close().await;
     db.done().await;
 }

@@ -1329,7 +1329,7 @@ async fn lease_expires_ms(env: &Env, id: &str) -> Option<i64> {
             .await;
         row.expect("the task's row").get(0)
     } else {
-        let mut conn = sqlx::PgConnection::connect(&env.url)
+        let mut conn = sqlx::PgConnection::connect(env.direct_url())
             .await
             .expect("connect");
         let row = sqlx::query(LEASE)
@@ -1547,7 +1547,7 @@ async fn unreachable_database_is_a_clear_error(backend: Backend) {
     };
     let url = match backend {
         Backend::Sqlite => "sqlite:///nonexistent-dir-of-retry-tests/tasks.db".to_owned(),
-        Backend::Postgres => {
+        Backend::Postgres | Backend::PgBouncer => {
             // A port nobody listens on: bind one, then free it.
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let port = listener.local_addr().unwrap().port();

@@ -30,6 +30,19 @@ async fn postgres_a_dead_system_is_called_at_most_threshold_plus_probes_times_by
     }
 }
 
+/// The same through PgBouncer in transaction pooling mode: the shared state's statements run
+/// in pooled mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer_a_dead_system_is_called_at_most_threshold_plus_probes_times_by_two_processes() {
+    let Some(db) = PgDatabase::create("durable_shared_breaker_pgbouncer").await else {
+        return;
+    };
+    if let Some(url) = db.through_pgbouncer("durable_shared_breaker") {
+        dead_system(&url, &tempfile::tempdir().unwrap()).await;
+    }
+    db.drop_database().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_dead_system_is_called_at_most_threshold_plus_probes_times_by_two_processes() {
     let dir = tempfile::tempdir().unwrap();

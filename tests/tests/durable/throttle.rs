@@ -79,6 +79,7 @@ async fn a_throttled_system_pauses_its_claims_until_the_hint(backend: Backend) {
     let system = match backend {
         Backend::Sqlite => "partner-429-sqlite",
         Backend::Postgres => "partner-429-postgres",
+        Backend::PgBouncer => "partner-429-pgbouncer",
     };
     let Some(env) = Env::new(backend, "throttle-pause").await else {
         return;

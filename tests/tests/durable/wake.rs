@@ -127,7 +127,7 @@ async fn unpausing_wakes_the_worker(backend: Backend) {
     // Through another handle on PostgreSQL (the trigger's NOTIFY), the same one on SQLite.
     let operator = match backend {
         Backend::Sqlite => env.q.clone(),
-        Backend::Postgres => env.other_process().await,
+        Backend::Postgres | Backend::PgBouncer => env.other_process().await,
     };
     operator.inspector().unpause().await.unwrap();
     env.wait_for(&id, TaskState::Completed).await;

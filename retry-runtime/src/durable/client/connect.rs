@@ -10,6 +10,8 @@ use crate::durable::store::{Store, migrator};
 pub struct Connect {
     url: String,
     migrate: bool,
+    transaction_pooler: Option<bool>,
+    listen_url: Option<String>,
 }
 
 impl Queue {
@@ -18,6 +20,8 @@ impl Queue {
         Connect {
             url: url.to_owned(),
             migrate: true,
+            transaction_pooler: None,
+            listen_url: None,
         }
     }
 }
@@ -36,10 +40,45 @@ impl Connect {
         self
     }
 
+    /// Whether the `postgres://` URL is a pooler in transaction mode (PgBouncer's `pool_mode =
+    /// transaction`), which lends a server connection for one transaction at a time. The
+    /// default detects it: PgBouncer refuses the `options` startup parameter the queue sends
+    /// on a direct connection (`plan_cache_mode`), and the queue then reconnects without it,
+    /// in pooled mode (logged at INFO). Say `true` for a pooler configured to ignore `options`
+    /// (`ignore_startup_parameters = options`), which detection cannot see; `false` to never
+    /// run pooled (a refusal is then an error).
+    ///
+    /// In pooled mode each statement runs in a transaction of its own (`BEGIN … COMMIT`, four
+    /// round trips where a direct connection needs one), without named prepared statements
+    /// (PgBouncer before 1.21 keeps none) and without session state. `LISTEN` needs a session:
+    /// give the workers one with [`listen_url`](Connect::listen_url), or they poll (one WARN
+    /// at start says so).
+    pub fn transaction_pooler(mut self, pooled: bool) -> Connect {
+        self.transaction_pooler = Some(pooled);
+        self
+    }
+
+    /// A `postgres://` URL that reaches the server without the pooler, for the one connection
+    /// the workers' wake-ups `LISTEN` on (a pooler in transaction mode keeps no `LISTEN`):
+    /// with it, a task enqueued by another process starts at once instead of at the next
+    /// poll. Used in pooled mode ([`transaction_pooler`](Connect::transaction_pooler)); a queue
+    /// connected directly listens on its own connections. Either way, a worker tests its
+    /// listener at start (a notification of its own must come back within 2 s) and, when it
+    /// does not, says so once at WARN and polls.
+    pub fn listen_url(mut self, url: &str) -> Connect {
+        self.listen_url = Some(url.to_owned());
+        self
+    }
+
     /// Opens the queue [`"default"`](crate::durable::DEFAULT_QUEUE) of the database. A schema
     /// newer than this build can use is refused either way, with an error naming its version.
     pub async fn connect(self) -> Result<Queue, Error> {
-        let store = Store::open(&self.url).await?;
+        let store = Store::open_with(
+            &self.url,
+            self.transaction_pooler,
+            self.listen_url.as_deref(),
+        )
+        .await?;
         migrator::prepare(&store, self.migrate).await?;
         Ok(Queue::from_store(store))
     }

@@ -83,6 +83,13 @@ impl Queue {
     /// of [`Queue::connect`], it does not close the connections opened before a failover's
     /// error ([`Error::Unreachable`] of a read-only server) when they are acquired, so after a
     /// failover to an address that moved it may go on reaching the former primary.
+    ///
+    /// The pool is used as a direct session: its statements are prepared once per connection
+    /// (sqlx's statement cache) and the workers `LISTEN` on one of its connections. Behind a
+    /// pooler in transaction mode (PgBouncer's `pool_mode = transaction`) that breaks: connect
+    /// with [`Queue::builder`] instead, `.transaction_pooler(true)` (or let it detect the
+    /// pooler) and `.listen_url(direct_url)`, which run each statement in a transaction of
+    /// its own without named prepared statements.
     #[cfg(feature = "postgres")]
     pub async fn from_pg_pool(pool: sqlx::PgPool) -> Result<Queue, Error> {
         let store = Store::Postgres(pool);

@@ -12,6 +12,9 @@
 //!   clones) share one listening connection ([`Wake::hold_listener`]), open while any of them
 //!   runs, reconnecting with a growing pause; it rings the bell on each notification (and
 //!   after each reconnect: notifications sent while it was away are lost).
+//!   Its first connection is tested (a `NOTIFY` of its own must come back within 2 s); behind
+//!   a pooler in transaction mode without a `listen_url` (`Connect::listen_url`), or when the
+//!   test fails, one WARN says the wake-ups are off and the processors poll.
 //! - **Timer** (`next_due`, `worker/execution/due.rs`): after a claim round that left slots free, the processor asks for
 //!   the earliest due time still in the future among the waiting tasks of its queues and sleeps
 //!   no longer than that: a scheduled task or a retry starts at its due time, not up to a poll
@@ -21,6 +24,7 @@
 //! processor listens) only delays a task to the next poll: the poll stays as the fallback.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -71,14 +75,16 @@ impl Wake {
     /// Starts the bell's listener on `store` unless it runs already, and keeps it running until
     /// the last hold is dropped: one listening connection however many workers this process
     /// runs on the bell. Called once per worker run, never on a task's path.
-    pub(crate) fn hold_listener(&self, store: &Store) -> ListenerHold {
+    /// `poll` is the starting worker's poll interval, named by the WARN of a listener whose
+    /// self-test fails (the polls are then all there is).
+    pub(crate) fn hold_listener(&self, store: &Store, poll: Duration) -> ListenerHold {
         let mut listener = self.listener.lock().unwrap_or_else(PoisonError::into_inner);
         listener.holders += 1;
         if listener.stop.is_none() {
             let (stop, stopped) = watch::channel(false);
             listener.stop = Some(stop);
             let (store, wake) = (store.clone(), self.clone());
-            tokio::spawn(async move { listen(&store, &wake, stopped).await });
+            tokio::spawn(async move { listen(&store, &wake, poll, stopped).await });
         }
         ListenerHold {
             listener: self.listener.clone(),
@@ -100,6 +106,6 @@ impl Wake {
 /// Listens for the database's notifications until `stopped` turns true, ringing `wake`: the
 /// backend's own listener (PostgreSQL's `LISTEN`, through one connection of its own; nothing on
 /// SQLite, which has no notifications across processes).
-async fn listen(store: &Store, wake: &Wake, stopped: watch::Receiver<bool>) {
-    on_backend!(store, pool => pool.listen(|| wake.ring(), stopped).await);
+async fn listen(store: &Store, wake: &Wake, poll: Duration, stopped: watch::Receiver<bool>) {
+    on_backend!(store, pool => pool.listen(|| wake.ring(), poll, stopped).await);
 }

@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -76,6 +77,12 @@ pub(crate) type Refusal = (usize, Error);
 /// [`on_backend!`](super::db::on_backend) on the concrete pool, so every future is the
 /// backend's own type (no `Box<dyn Future>`).
 pub(crate) trait Backend {
+    /// The sqlx database of the pool.
+    type Database: sqlx::Database;
+
+    /// The pool itself, for what runs its own transaction on it (the migrator).
+    fn sqlx_pool(&self) -> &sqlx::Pool<Self::Database>;
+
     /// The statements whose text differs.
     fn dialect(&self) -> &'static Dialect;
 
@@ -138,10 +145,13 @@ pub(crate) trait Backend {
     fn beat(&self, row: &WorkerRow) -> impl Future<Output = Result<Vec<String>, Error>> + Send;
 
     /// Calls `ring` on every notification that a task may have become due, until `stopped`
-    /// turns true; returns at once on a backend without notifications across processes.
+    /// turns true; returns at once on a backend without notifications across processes, and
+    /// when the notifications do not arrive (after a WARN naming `poll`, the poll interval
+    /// the workers fall back to).
     fn listen(
         &self,
         ring: impl Fn() + Send + Sync,
+        poll: Duration,
         stopped: watch::Receiver<bool>,
     ) -> impl Future<Output = ()> + Send;
 

@@ -17,6 +17,10 @@ pub(crate) enum Store {
     Sqlite(sqlx::SqlitePool),
     #[cfg(feature = "postgres")]
     Postgres(sqlx::PgPool),
+    /// PostgreSQL behind a pooler in transaction mode (PgBouncer): each statement in a
+    /// transaction of its own, no named prepared statements, no session state.
+    #[cfg(feature = "postgres")]
+    PgPooled(super::postgres::Pooled),
 }
 
 /// `kinds` as a claim binds it: a JSON array of strings, which the claims read with `json_each`
@@ -36,6 +40,8 @@ macro_rules! on_backend {
             $crate::durable::store::Store::Sqlite($pool) => $body,
             #[cfg(feature = "postgres")]
             $crate::durable::store::Store::Postgres($pool) => $body,
+            #[cfg(feature = "postgres")]
+            $crate::durable::store::Store::PgPooled($pool) => $body,
         }
     };
 }
@@ -45,18 +51,35 @@ impl Store {
     /// Opens the database named by `url`, its schema untouched (`migrator` reads and changes
     /// it).
     pub(crate) async fn open(url: &str) -> Result<Store, Error> {
+        Store::open_with(url, None, None).await
+    }
+
+    /// [`open`](Store::open), on PostgreSQL through a pooler in transaction mode when
+    /// `pooler` says so (`None`: detected), listening through `listen_url` there.
+    pub(crate) async fn open_with(
+        url: &str,
+        pooler: Option<bool>,
+        listen_url: Option<&str>,
+    ) -> Result<Store, Error> {
         let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
         match scheme {
+            #[cfg(feature = "sqlite")]
+            "sqlite" if pooler.is_some() || listen_url.is_some() => Err(Error::Invalid(
+                "transaction_pooler and listen_url are options of a postgres:// queue".into(),
+            )),
             #[cfg(feature = "sqlite")]
             "sqlite" => super::sqlite::connect(url)
                 .await
                 .map(Store::Sqlite)
                 .map_err(Error::from_sqlx),
             #[cfg(feature = "postgres")]
-            "postgres" | "postgresql" => super::postgres::connect(url)
+            "postgres" | "postgresql" => match super::postgres::connect(url, pooler, listen_url)
                 .await
-                .map(Store::Postgres)
-                .map_err(Error::from_sqlx),
+                .map_err(Error::from_sqlx)?
+            {
+                super::postgres::Connected::Direct(pool) => Ok(Store::Postgres(pool)),
+                super::postgres::Connected::Pooled(pooled) => Ok(Store::PgPooled(pooled)),
+            },
             #[cfg(not(feature = "sqlite"))]
             "sqlite" => Err(Error::Invalid(
                 "a sqlite:// task queue needs the `sqlite` feature of retry-runtime".into(),
@@ -78,7 +101,14 @@ impl Store {
 
     /// Closes the pool's connections.
     pub(crate) async fn close(&self) {
-        on_backend!(self, pool => pool.close().await);
+        match self {
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(pool) => pool.close().await,
+            #[cfg(feature = "postgres")]
+            Store::Postgres(pool) => pool.close().await,
+            #[cfg(feature = "postgres")]
+            Store::PgPooled(pooled) => pooled.close().await,
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::{Database, Executor, Transaction};
 
 use super::adopt;
-use super::backend::SchemaDialect;
+use super::backend::{Backend as _, SchemaDialect};
 use super::foreign::{self, Found};
 use super::migrations::Migration;
 use super::{Store, fetch_all, on_backend};
@@ -143,7 +143,7 @@ async fn run(store: &Store, step: Step) -> Result<Vec<i64>, Error> {
     foreign::check(store).await?;
     let known = known(store);
     let schema = store.dialect().schema;
-    on_backend!(store, pool => locked(pool, schema, known, step).await)
+    on_backend!(store, pool => locked(pool.sqlx_pool(), schema, known, step).await)
 }
 
 #[derive(Clone, Copy)]

@@ -2,6 +2,7 @@
 //! it runs a statement: on the pool (sqlx closes a connection that broke).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use sqlx::PgPool;
 use tokio::sync::watch;
@@ -73,6 +74,12 @@ const CLEAR_PREFETCHED: &str = "UPDATE retry_tasks AS t SET prefetched_token = N
      RETURNING t.seq";
 
 impl Backend for PgPool {
+    type Database = sqlx::Postgres;
+
+    fn sqlx_pool(&self) -> &PgPool {
+        self
+    }
+
     fn dialect(&self) -> &'static Dialect {
         &DIALECT
     }
@@ -139,8 +146,19 @@ impl Backend for PgPool {
         super::leader::beat(self, row).await
     }
 
-    async fn listen(&self, ring: impl Fn() + Send + Sync, stopped: watch::Receiver<bool>) {
-        super::listen::run(self, ring, stopped).await;
+    async fn listen(
+        &self,
+        ring: impl Fn() + Send + Sync,
+        poll: Duration,
+        stopped: watch::Receiver<bool>,
+    ) {
+        let wake = super::listen::Listen {
+            listener: Some(self),
+            notify: self,
+            through_pooler: false,
+            poll,
+        };
+        super::listen::run(&wake, ring, stopped).await;
     }
 
     fn file(&self) -> Option<PathBuf> {

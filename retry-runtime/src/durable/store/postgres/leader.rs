@@ -1,7 +1,6 @@
 //! PostgreSQL's heartbeat and election (`store/leader.rs`): one statement, a data-modifying
 //! CTE.
 
-use sqlx::PgPool;
 use sqlx::Row as _;
 
 use crate::durable::error::Error;
@@ -21,8 +20,11 @@ const POSTGRES_BEAT: &str = concat!(
 );
 
 /// Writes the worker's heartbeat `row` and elects, in one statement; returns the queues it
-/// leads.
-pub(super) async fn beat(pool: &PgPool, row: &WorkerRow) -> Result<Vec<String>, Error> {
+/// leads. On the pool, or in a transaction (behind a transaction pooler).
+pub(super) async fn beat<'c>(
+    pool: impl sqlx::PgExecutor<'c>,
+    row: &WorkerRow,
+) -> Result<Vec<String>, Error> {
     let args = [
         Arg::Text(&row.id),
         Arg::Text(&row.host),

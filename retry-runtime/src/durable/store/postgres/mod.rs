@@ -10,6 +10,9 @@ mod batch;
 mod failover;
 mod leader;
 mod listen;
+mod pooled;
+
+pub(crate) use pooled::Pooled;
 
 use std::str::FromStr as _;
 use std::time::Duration;
@@ -138,29 +141,104 @@ pub(super) async fn claim_global(
 }
 
 /// One direct connection first, so that a server that is down is reported at once (the pool
-/// would retry until its acquire timeout); then the pool.
+/// would retry until its acquire timeout); then the pool. `pooler`: whether `url` is a pooler
+/// in transaction mode (`None`: detected, by its refusal of the `options` startup parameter);
+/// `listen_url`: the connection that bypasses it, for `LISTEN`.
 ///
 /// Every statement of the queue is a static text, prepared once per connection; its plan is
 /// made once too (`plan_cache_mode = force_generic_plan`). Left to choose, PostgreSQL planned
 /// the claim anew on every call (a custom plan for each set of values: 382 plans for 375
 /// claims, a fifth of the claim's server time under load) and the batch completion on one call
 /// in three; the generic plans walk the same indexes. A pool the application passes to
-/// [`Queue::from_pg_pool`](crate::durable::Queue::from_pg_pool) keeps its own setting.
-pub(super) async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
-    let options =
-        PgConnectOptions::from_str(url)?.options([("plan_cache_mode", "force_generic_plan")]);
+/// [`Queue::from_pg_pool`](crate::durable::Queue::from_pg_pool) keeps its own setting. Behind a
+/// pooler ([`Pooled`]) nothing is kept per connection: each statement is parsed and planned
+/// where it runs.
+pub(super) async fn connect(
+    url: &str,
+    pooler: Option<bool>,
+    listen_url: Option<&str>,
+) -> Result<Connected, sqlx::Error> {
+    let plain = PgConnectOptions::from_str(url)?;
+    let direct = plain
+        .clone()
+        .options([("plan_cache_mode", "force_generic_plan")]);
+    let pooled = match pooler {
+        Some(pooled) => pooled,
+        None => match PgConnection::connect_with(&direct).await {
+            Ok(conn) => {
+                conn.close().await?;
+                false
+            }
+            Err(e) if refuses_options(&e) => {
+                event!(
+                    info,
+                    "durable queue: the server refused the `options` startup parameter, as a \
+                     pooler in transaction mode (PgBouncer) does: the queue runs in pooled mode \
+                     (each statement in a transaction of its own, no named prepared statements)",
+                    error = e,
+                );
+                true
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    if !pooled {
+        if pooler.is_some() {
+            PgConnection::connect_with(&direct).await?.close().await?;
+        }
+        if listen_url.is_some() {
+            event!(
+                info,
+                "durable queue: listen_url is not used: the queue's own connections reach the \
+                 server directly and listen there (no transaction pooler detected or set)"
+            );
+        }
+        return Ok(Connected::Direct(pool(direct, MAX_CONNECTIONS)));
+    }
+    let options = plain.statement_cache_capacity(0);
     PgConnection::connect_with(&options).await?.close().await?;
-    Ok(PgPoolOptions::new()
-        .max_connections(MAX_CONNECTIONS)
+    let listen = match listen_url {
+        Some(listen_url) => Some(pool(PgConnectOptions::from_str(listen_url)?, 1)),
+        None => None,
+    };
+    Ok(Connected::Pooled(Pooled {
+        pool: pool(options, MAX_CONNECTIONS),
+        listen,
+    }))
+}
+
+/// What [`connect`] opened: the store's `Postgres` or `PgPooled`.
+pub(crate) enum Connected {
+    /// A direct session.
+    Direct(PgPool),
+    /// Through a pooler in transaction mode.
+    Pooled(Pooled),
+}
+
+/// A pool that connects when first used.
+fn pool(options: PgConnectOptions, max: u32) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(max)
         .acquire_timeout(ACQUIRE_TIMEOUT)
         .before_acquire(failover::before_acquire)
-        .connect_lazy_with(options))
+        .connect_lazy_with(options)
+}
+
+/// Whether `e` is a pooler's refusal of the `options` startup parameter (PgBouncer 1.18:
+/// "unsupported startup parameter: options"; later versions name the setting they refuse in
+/// `options`).
+fn refuses_options(e: &sqlx::Error) -> bool {
+    e.as_database_error().is_some_and(|db| {
+        let message = db.message();
+        message.contains("unsupported") && message.contains("options")
+    })
 }
 
 /// Completes every task of `done` (one per row), each fenced by its own token, in one statement
-/// (one round trip, one commit). Returns the rows completed.
-pub(super) async fn complete_batch(
-    pool: &PgPool,
+/// (one round trip, one commit). Returns the rows completed. On the pool, or in a transaction
+/// (behind a transaction pooler).
+pub(super) async fn complete_batch<'c>(
+    pool: impl sqlx::PgExecutor<'c>,
     done: &[Done<'_>],
 ) -> Result<Vec<i64>, sqlx::Error> {
     // One order, by row, in every batch: two batches that both reach two rows (only possible

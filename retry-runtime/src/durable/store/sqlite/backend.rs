@@ -3,6 +3,7 @@
 //! ([`close_if_broken`]), once more on a fresh one when refused as read-only.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use sqlx::SqlitePool;
 use tokio::sync::watch;
@@ -99,6 +100,12 @@ macro_rules! on_sqlite {
 }
 
 impl Backend for SqlitePool {
+    type Database = sqlx::Sqlite;
+
+    fn sqlx_pool(&self) -> &SqlitePool {
+        self
+    }
+
     fn dialect(&self) -> &'static Dialect {
         &DIALECT
     }
@@ -165,7 +172,12 @@ impl Backend for SqlitePool {
         super::leader::beat(self, row).await
     }
 
-    async fn listen(&self, _ring: impl Fn() + Send + Sync, _stopped: watch::Receiver<bool>) {
+    async fn listen(
+        &self,
+        _ring: impl Fn() + Send + Sync,
+        _poll: Duration,
+        _stopped: watch::Receiver<bool>,
+    ) {
         // No notifications across processes: the processes poll.
     }
 

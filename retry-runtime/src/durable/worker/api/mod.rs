@@ -282,7 +282,9 @@ impl Worker {
         let (completer, writer) = config.completer(&runner);
         // The periodic components and the listener run beside the processor until it has drained.
         let handle = &config.base.handle;
-        let listening = handle.wake.hold_listener(&handle.store);
+        let listening = handle
+            .wake
+            .hold_listener(&handle.store, config.poll_interval);
         let fatal = Arc::new(Fatal::default());
         let (stop, periodic) = config.start_periodic(&runner, fatal.clone());
         let stopping = async {

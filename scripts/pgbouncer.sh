@@ -45,18 +45,9 @@ find_pgbouncer() {
   return 1
 }
 
-# Runs a command as the owner of the files: `postgres` when we are root, ourselves otherwise.
-as_owner() {
-  if [[ $(id -u) -eq 0 ]]; then
-    runuser -u postgres -- "$@"
-  else
-    "$@"
-  fi
-}
-
-port_in_use() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
+# as_owner, port_in_use, install_or_die, owned_temp_dir, stop_when_gone.
+# shellcheck source=scripts/throwaway.sh
+source "$(dirname "${BASH_SOURCE[0]}")/throwaway.sh"
 
 # The parts of postgres://user[:password]@host:port/database[?query] that PgBouncer needs.
 parse_url() {
@@ -85,29 +76,18 @@ start() {
   parse_url "$server_url"
   local binary
   if ! binary=$(find_pgbouncer); then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-      log "no pgbouncer found: apt-get install -y pgbouncer"
-      export DEBIAN_FRONTEND=noninteractive
-      apt-get update >&2
-      apt-get install -y --no-install-recommends pgbouncer >&2
-      binary=$(find_pgbouncer) || die "pgbouncer installed, but not found"
-    else
-      die "no pgbouncer binary; install it, e.g. 'sudo apt-get install pgbouncer', or set PGBOUNCER"
-    fi
+    install_or_die pgbouncer \
+      "no pgbouncer binary; install it, e.g. 'sudo apt-get install pgbouncer', or set PGBOUNCER"
+    binary=$(find_pgbouncer) || die "pgbouncer installed, but not found"
   fi
 
   local dir
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/retry-pgbouncer.XXXXXX")
-  chmod 755 "$dir"
-  if [[ $(id -u) -eq 0 ]]; then
-    id postgres >/dev/null 2>&1 || die "running as root needs the 'postgres' user (apt-get install postgresql creates it)"
-    chown postgres: "$dir"
-  fi
+  dir=$(owned_temp_dir retry-pgbouncer)
   # trust still needs the user names in the auth file; the server's own user, and the usual one.
   printf '"%s" ""\n"postgres" ""\n' "$URL_USER" >"$dir/users.txt"
 
   local port="" candidate started=""
-  candidate=$((20000 + RANDOM % 40000))
+  candidate=$(first_candidate_port)
   for _ in $(seq 1 20); do
     candidate=$((candidate + 1))
     if port_in_use "$candidate"; then continue; fi
@@ -190,8 +170,7 @@ serve_while() {
   local exports dir
   exports=$(start "$url")
   dir=$(sed -n 's/^export RETRY_TEST_PGBOUNCER_DIR=//p' <<<"$exports")
-  setsid nohup bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
-    watcher "$pid" "$0" "$dir" </dev/null >/dev/null 2>&1 &
+  stop_when_gone "$pid" "$0" "$dir"
   echo "$exports"
 }
 

@@ -65,41 +65,41 @@ find_bindir() {
   return 1
 }
 
-# Runs a command as the cluster's owner: `postgres` when we are root, ourselves otherwise.
-as_owner() {
-  if [[ $(id -u) -eq 0 ]]; then
-    runuser -u postgres -- "$@"
-  else
-    "$@"
-  fi
-}
+# as_owner, port_in_use, install_or_die, owned_temp_dir, stop_when_gone.
+# shellcheck source=scripts/throwaway.sh
+source "$(dirname "${BASH_SOURCE[0]}")/throwaway.sh"
 
-port_in_use() {
-  # A successful connect means something listens there.
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+# Starts the cluster of DIR (binaries in BINDIR) on the first free port from a random start,
+# with the server options OPTIONS; prints the port. A port taken between the check and the
+# start makes pg_ctl fail, and the next one is tried.
+start_on_free_port() {
+  local dir=$1 bindir=$2 options=$3 candidate
+  candidate=$(first_candidate_port)
+  for _ in $(seq 1 20); do
+    candidate=$((candidate + 1))
+    if port_in_use "$candidate"; then continue; fi
+    if (cd "$dir" && as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "-c listen_addresses=127.0.0.1 -c port=$candidate -c unix_socket_directories=$dir -c max_connections=300 $options" \
+      start >/dev/null 2>&1); then
+      echo "$candidate"
+      return 0
+    fi
+    log "could not start on port $candidate; trying the next one"
+    tail -n 5 "$dir/server.log" >&2 2>/dev/null || true
+  done
+  return 1
 }
 
 start() {
   local bindir
   if ! bindir=$(find_bindir); then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-      log "no PostgreSQL server found: apt-get install -y postgresql"
-      export DEBIAN_FRONTEND=noninteractive
-      apt-get update >&2
-      apt-get install -y --no-install-recommends postgresql >&2
-      bindir=$(find_bindir) || die "postgresql installed, but no initdb/pg_ctl found"
-    else
-      die "no PostgreSQL server binaries (initdb, pg_ctl); install them, e.g. 'sudo apt-get install postgresql', or set PG_BINDIR"
-    fi
+    install_or_die postgresql \
+      "no PostgreSQL server binaries (initdb, pg_ctl); install them, e.g. 'sudo apt-get install postgresql', or set PG_BINDIR"
+    bindir=$(find_bindir) || die "postgresql installed, but no initdb/pg_ctl found"
   fi
 
   local dir
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/retry-postgres.XXXXXX")
-  chmod 755 "$dir"
-  if [[ $(id -u) -eq 0 ]]; then
-    id postgres >/dev/null 2>&1 || die "running as root needs the 'postgres' user (apt-get install postgresql creates it)"
-    chown postgres: "$dir"
-  fi
+  dir=$(owned_temp_dir retry-postgres)
 
   # initdb and pg_ctl as the owner, from inside the temp dir (the owner may not be able to read
   # the current directory).
@@ -107,24 +107,9 @@ start() {
     --locale=C --no-sync >"$dir/initdb.log" 2>&1) ||
     { cat "$dir/initdb.log" >&2; die "initdb failed (log above)"; }
 
-  # A free port: a random start, then the next ones; a port taken between the check and the
-  # start makes pg_ctl fail, and the next one is tried.
-  local port="" candidate started=""
-  candidate=$((20000 + RANDOM % 40000))
-  for _ in $(seq 1 20); do
-    candidate=$((candidate + 1))
-    if port_in_use "$candidate"; then continue; fi
-    if (cd "$dir" && as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-c listen_addresses=127.0.0.1 -c port=$candidate -c unix_socket_directories=$dir -c max_connections=300 ${PG_SERVER_OPTIONS:-}" \
-      start >/dev/null 2>&1); then
-      port=$candidate
-      started=1
-      break
-    fi
-    log "could not start on port $candidate; trying the next one"
-    tail -n 5 "$dir/server.log" >&2 2>/dev/null || true
-  done
-  [[ -n "$started" ]] || die "PostgreSQL did not start (log: $dir/server.log)"
+  local port
+  port=$(start_on_free_port "$dir" "$bindir" "${PG_SERVER_OPTIONS:-}") ||
+    die "PostgreSQL did not start (log: $dir/server.log)"
 
   (cd "$dir" && as_owner "$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres \
     -v ON_ERROR_STOP=1 -c "CREATE DATABASE retry_test") >&2 ||
@@ -161,9 +146,7 @@ serve_while() {
   local exports dir
   exports=$(start)
   dir=$(sed -n 's/^export RETRY_TEST_POSTGRES_DIR=//p' <<<"$exports")
-  # The watcher holds none of our output pipes, so the caller reading them is not kept waiting.
-  setsid nohup bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
-    watcher "$pid" "$0" "$dir" </dev/null >/dev/null 2>&1 &
+  stop_when_gone "$pid" "$0" "$dir"
   echo "$exports"
 }
 
@@ -186,9 +169,7 @@ standby() {
   bindir=$(cat "$primary/bindir")
   [[ -x "$bindir/pg_basebackup" ]] || { log "no pg_basebackup in $bindir"; exit 3; }
   primary_port=$(sed -n 4p "$primary/data/postmaster.pid")
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/retry-postgres.XXXXXX")
-  chmod 755 "$dir"
-  [[ $(id -u) -ne 0 ]] || chown postgres: "$dir"
+  dir=$(owned_temp_dir retry-postgres)
   echo "$bindir" >"$dir/bindir"
   # -R writes primary_conninfo and standby.signal: the copy starts as a standby of the primary.
   # PG_STANDBY_SOURCE=HOST:PORT: replicate through that address (a test's proxy in front of the
@@ -201,19 +182,8 @@ standby() {
   (cd "$dir" && as_owner "$bindir/pg_basebackup" -h "$source_host" -p "$source_port" -U postgres \
     -D "$dir/data" -R -X stream -c fast -d "application_name=standby" >"$dir/basebackup.log" 2>&1) ||
     { cat "$dir/basebackup.log" >&2; rm -rf "$dir"; die "pg_basebackup failed (log above)"; }
-  local port="" candidate
-  candidate=$((20000 + RANDOM % 40000))
-  for _ in $(seq 1 20); do
-    candidate=$((candidate + 1))
-    if port_in_use "$candidate"; then continue; fi
-    if (cd "$dir" && as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-c listen_addresses=127.0.0.1 -c port=$candidate -c unix_socket_directories=$dir -c max_connections=300 -c hot_standby=on" \
-      start >/dev/null 2>&1); then
-      port=$candidate
-      break
-    fi
-    log "could not start the standby on port $candidate; trying the next one"
-  done
+  local port=""
+  port=$(start_on_free_port "$dir" "$bindir" "-c hot_standby=on") || port=""
   [[ -n "$port" ]] || { tail -n 20 "$dir/server.log" >&2 || true; stop "$dir"; die "the standby did not start"; }
   local streaming=""
   for _ in $(seq 1 100); do
@@ -228,10 +198,7 @@ standby() {
     psql_in "$primary" "ALTER SYSTEM SET synchronous_standby_names = '*'" >/dev/null
     psql_in "$primary" "SELECT pg_reload_conf()" >/dev/null
   fi
-  if [[ -n "$pid" ]]; then
-    setsid nohup bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
-      watcher "$pid" "$0" "$dir" </dev/null >/dev/null 2>&1 &
-  fi
+  [[ -z "$pid" ]] || stop_when_gone "$pid" "$0" "$dir"
   log "standby ($mode) of $primary on 127.0.0.1:$port, files in $dir"
   echo "export RETRY_TEST_STANDBY_URL=postgres://postgres@127.0.0.1:$port/retry_test"
   echo "export RETRY_TEST_STANDBY_DIR=$dir"

@@ -205,10 +205,7 @@ async fn a_pooler_that_ignores_options_needs_the_option_and_works_with_it() {
         run.await.unwrap();
     })
     .await;
-    let warns: Vec<_> = logged
-        .iter()
-        .filter(|e| e.level <= tracing::Level::WARN)
-        .collect();
+    let warns = retry_tests::capture::warnings(&logged);
     assert!(warns.is_empty(), "no WARN: {warns:#?}");
 }
 
@@ -236,10 +233,7 @@ async fn without_listen_url_one_warn_says_wake_ups_are_off_and_tasks_run_by_poll
         run.await.unwrap();
     })
     .await;
-    let warns: Vec<_> = logged
-        .iter()
-        .filter(|e| e.level <= tracing::Level::WARN)
-        .collect();
+    let warns = retry_tests::capture::warnings(&logged);
     assert_eq!(warns.len(), 1, "exactly one WARN: {warns:#?}");
     let message = &warns[0].fields["message"];
     assert!(message.contains("wake-ups are OFF"), "{message}");
@@ -276,10 +270,7 @@ async fn with_listen_url_the_self_test_passes_and_a_notify_wakes_the_worker() {
         run.await.unwrap();
     })
     .await;
-    let warns: Vec<_> = logged
-        .iter()
-        .filter(|e| e.level <= tracing::Level::WARN)
-        .collect();
+    let warns = retry_tests::capture::warnings(&logged);
     assert!(warns.is_empty(), "no WARN: {warns:#?}");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

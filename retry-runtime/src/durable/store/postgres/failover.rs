@@ -39,6 +39,29 @@ pub(super) fn before_acquire(_: &mut PgConnection, meta: PoolConnectionMetadata)
     }
 }
 
+/// How long a connection through a transaction pooler may sit idle and still be handed out
+/// without a ping. Under load a connection is idle for microseconds, and a ping per statement
+/// would be a fifth round trip through the pooler; a connection idle longer may have been cut
+/// by a pooler's restart or its `client_idle_timeout`, and is pinged first (as PgBouncer
+/// checks its own server connections idle longer than its `server_check_delay`).
+const PING_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// [`before_acquire`] for a pool through a transaction pooler, whose `test_before_acquire` is
+/// off: as [`before_acquire`], and a connection idle for [`PING_AFTER_IDLE`] or longer is
+/// pinged first, closed when the ping fails (the pool then takes or opens another).
+pub(super) fn before_acquire_through_pooler(
+    conn: &mut PgConnection,
+    meta: PoolConnectionMetadata,
+) -> Verdict<'_> {
+    if opened_before_loss(meta.age, server_lost_ago()) {
+        Box::pin(Answer::<false>)
+    } else if meta.idle_for < PING_AFTER_IDLE {
+        Box::pin(Answer::<true>)
+    } else {
+        Box::pin(async move { Ok(sqlx::Connection::ping(conn).await.is_ok()) })
+    }
+}
+
 /// Whether a connection opened `age` ago predates the last failover error, seen `lost_ago`.
 fn opened_before_loss(age: std::time::Duration, lost_ago: Option<std::time::Duration>) -> bool {
     lost_ago.is_some_and(|lost_ago| age >= lost_ago)

@@ -202,7 +202,7 @@ pub(super) async fn connect(
         None => None,
     };
     Ok(Connected::Pooled(Pooled {
-        pool: pool(options, MAX_CONNECTIONS),
+        pool: through_pooler(options),
         listen,
     }))
 }
@@ -221,6 +221,18 @@ fn pool(options: PgConnectOptions, max: u32) -> PgPool {
         .max_connections(max)
         .acquire_timeout(ACQUIRE_TIMEOUT)
         .before_acquire(failover::before_acquire)
+        .connect_lazy_with(options)
+}
+
+/// [`pool`] through a transaction pooler: sqlx's ping at every acquire (`test_before_acquire`)
+/// is one more round trip through the pooler, a fifth to a statement's four; the hook pings
+/// only a connection that sat idle ([`failover::before_acquire_through_pooler`]).
+fn through_pooler(options: PgConnectOptions) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire(false)
+        .before_acquire(failover::before_acquire_through_pooler)
         .connect_lazy_with(options)
 }
 

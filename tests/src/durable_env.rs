@@ -227,28 +227,7 @@ pub fn postgres_url() -> Option<String> {
         if let Ok(url) = std::env::var("RETRY_TEST_POSTGRES_URL") {
             return Some(url);
         }
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/postgres.sh");
-        let output = Command::new("bash")
-            .arg(script)
-            .arg("serve-while")
-            .arg(std::process::id().to_string())
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("bash runs scripts/postgres.sh");
-        if output.status.code() == Some(3) {
-            return None;
-        }
-        assert!(
-            output.status.success(),
-            "scripts/postgres.sh serve-while failed ({}): PostgreSQL is installed but did not start",
-            output.status
-        );
-        let exports = String::from_utf8_lossy(&output.stdout);
-        let url = exports
-            .lines()
-            .find_map(|line| line.strip_prefix("export RETRY_TEST_POSTGRES_URL="))
-            .expect("scripts/postgres.sh prints the URL");
-        Some(url.to_owned())
+        serve_while("postgres.sh", &[], "RETRY_TEST_POSTGRES_URL", "PostgreSQL")
     })
     .clone()
 }
@@ -259,15 +238,10 @@ pub fn postgres_url() -> Option<String> {
 pub fn postgres_url_or_skip(test: &str) -> Option<String> {
     let url = postgres_url();
     if url.is_none() {
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            format!(
-                "*** SKIPPED: PostgreSQL test `{test}` did NOT run: RETRY_TEST_POSTGRES_URL is \
-                 not set and this machine has no PostgreSQL server binaries \
-                 (apt-get install postgresql)\n"
-            )
-            .as_bytes(),
-        );
+        say_skipped(&format!(
+            "PostgreSQL test `{test}` did NOT run: RETRY_TEST_POSTGRES_URL is not set and this \
+             machine has no PostgreSQL server binaries (apt-get install postgresql)"
+        ));
     }
     url
 }
@@ -287,29 +261,12 @@ pub fn pgbouncer_url() -> Option<String> {
             return Some(url);
         }
         let server = postgres_url()?;
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pgbouncer.sh");
-        let output = Command::new("bash")
-            .arg(script)
-            .arg("serve-while")
-            .arg(std::process::id().to_string())
-            .arg(&server)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("bash runs scripts/pgbouncer.sh");
-        if output.status.code() == Some(3) {
-            return None;
-        }
-        assert!(
-            output.status.success(),
-            "scripts/pgbouncer.sh serve-while failed ({}): pgbouncer is installed but did not start",
-            output.status
-        );
-        let exports = String::from_utf8_lossy(&output.stdout);
-        let url = exports
-            .lines()
-            .find_map(|line| line.strip_prefix("export RETRY_TEST_PGBOUNCER_URL="))
-            .expect("scripts/pgbouncer.sh prints the URL");
-        Some(url.to_owned())
+        serve_while(
+            "pgbouncer.sh",
+            &[&server],
+            "RETRY_TEST_PGBOUNCER_URL",
+            "pgbouncer",
+        )
     })
     .clone()
 }
@@ -320,16 +277,55 @@ pub fn pgbouncer_url_or_skip(test: &str) -> Option<String> {
     postgres_url_or_skip(test)?;
     let url = pgbouncer_url();
     if url.is_none() {
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            format!(
-                "*** SKIPPED: PgBouncer test `{test}` did NOT run: RETRY_TEST_PGBOUNCER_URL is \
-                 not set and this machine has no pgbouncer (apt-get install pgbouncer)\n"
-            )
-            .as_bytes(),
-        );
+        say_skipped(&format!(
+            "PgBouncer test `{test}` did NOT run: RETRY_TEST_PGBOUNCER_URL is not set and this \
+             machine has no pgbouncer (apt-get install pgbouncer)"
+        ));
     }
     url
+}
+
+/// Runs `scripts/SCRIPT serve-while <this process> ARGS…` and returns the URL it exports as
+/// `EXPORT`: a throwaway server stopped when this process ends. `None` when the script exits 3
+/// (`WHAT` is not installed: the caller's tests skip).
+///
+/// # Panics
+///
+/// When `WHAT` is installed but did not start: a broken machine, not a skip.
+fn serve_while(script: &str, args: &[&str], export: &str, what: &str) -> Option<String> {
+    let path = format!("{}/../scripts/{script}", env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new("bash")
+        .arg(&path)
+        .arg("serve-while")
+        .arg(std::process::id().to_string())
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("bash runs scripts/{script}: {e}"));
+    if output.status.code() == Some(3) {
+        return None;
+    }
+    assert!(
+        output.status.success(),
+        "scripts/{script} serve-while failed ({}): {what} is installed but did not start",
+        output.status
+    );
+    let exports = String::from_utf8_lossy(&output.stdout);
+    let prefix = format!("export {export}=");
+    let url = exports
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("scripts/{script} prints {export}"));
+    Some(url.to_owned())
+}
+
+/// Says on stderr, loudly, that a test skipped and why (straight to stderr: the test harness
+/// hides what a passing test prints, and a skip must be seen).
+fn say_skipped(why: &str) {
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("*** SKIPPED: {why}\n").as_bytes(),
+    );
 }
 
 /// A PostgreSQL database of a test's own on the server of [`postgres_url`] (`CREATE DATABASE`),

@@ -15,6 +15,7 @@ pub use crate::protect::{FromRejected, Permit, from_rejected};
 pub use crate::result::RetryResult;
 pub use crate::retrier::admission::{Queued, Reject, Wait, enter};
 pub use crate::retrier::hand_over::handed_over::{Mark, MarkCarried, MarkNothing};
+pub use crate::retrier::fallback::FallNext;
 pub use crate::retrier::hand_over::{HandOff, Next};
 pub use crate::retrier::{Retrier, key, sleep_blocking};
 pub use crate::site::{Site, SiteEntry, site};

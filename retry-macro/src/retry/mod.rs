@@ -4,6 +4,7 @@
 //! `#[classify]` (`common::args`).
 
 pub(crate) mod expand;
+pub(crate) mod fallback;
 pub(crate) mod fresh_key;
 mod hand_over;
 pub(crate) mod hedge;

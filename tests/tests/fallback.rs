@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use retry_runtime::{Breaker, BreakerState, Classify, GiveUp, Rejected, retry};
+use retry_runtime::{Breaker, BreakerState, Bulkhead, Classify, GiveUp, Rejected, retry};
 
 /// An external system that answers each call with the next of its statuses (200 once they
 /// run out), counting the calls.
@@ -135,8 +135,37 @@ async fn an_open_breaker_answers_from_the_fallback_without_calling() {
     for _ in 0..50 {
         assert_eq!(protected_price(&d).await, Ok(1002));
     }
-    assert_eq!(d.calls(), 1, "no call reaches the system while the breaker is open");
-    assert_eq!(tokio::time::Instant::now(), start, "a refusal does not pause");
+    assert_eq!(
+        d.calls(),
+        1,
+        "no call reaches the system while the breaker is open"
+    );
+    assert_eq!(
+        tokio::time::Instant::now(),
+        start,
+        "a refusal does not pause"
+    );
+}
+
+#[retry(
+    read,
+    system = "fallback_bulkhead",
+    protect,
+    fallback = async move { Ok(if reason == GiveUp::BulkheadFull { 2000 } else { 0 }) }
+)]
+async fn crowded(hold: Duration) -> Result<u32, CallError> {
+    tokio::time::sleep(hold).await;
+    Ok(1)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_bulkhead_answers_from_the_fallback() {
+    retry_runtime::system("fallback_bulkhead").set_bulkhead(Bulkhead::new(1));
+    let holder = tokio::spawn(crowded(Duration::from_secs(1)));
+    tokio::task::yield_now().await;
+    assert_eq!(crowded(Duration::ZERO).await, Ok(2000));
+    assert_eq!(holder.await.unwrap(), Ok(1));
+    assert_eq!(crowded(Duration::ZERO).await, Ok(1), "the permit is back");
 }
 
 #[retry(read, jitter = "none", system = "fallback_metered", fallback = cached(reason))]

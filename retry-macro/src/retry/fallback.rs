@@ -64,7 +64,11 @@ pub(super) fn set_on(errors: &mut Errors, settings: &mut Settings, name: &Ident,
 
 /// A fallback only on a read (a write's is the queue, R-RES-RE-5), not with `hedge`, and
 /// `fallback_on` only with a fallback.
-pub(super) fn check(errors: &mut Errors, options: &Options, kind: Option<Kind>) -> Option<Fallback> {
+pub(super) fn check(
+    errors: &mut Errors,
+    options: &Options,
+    kind: Option<Kind>,
+) -> Option<Fallback> {
     let settings = &options.fallback;
     if let (Some(on), None) = (&settings.on.name, &settings.expr.name) {
         errors.at(
@@ -114,6 +118,7 @@ pub(super) fn decide(
     let out_at_ret = Ident::new("__retry_out", Span::mixed_site().located_at(ret_span));
     let next = Ident::new("__retry_next", Span::mixed_site());
     let why = why_local();
+    let gone = Ident::new("__retry_gone", Span::mixed_site());
     let refused_only = fallback.refused_only;
     let tail = tail(config, fallback, is_async);
     quote_spanned! {ret_span=>
@@ -130,7 +135,8 @@ pub(super) fn decide(
             #krate::__private::FallNext::Pause(#pause) => #pause,
             #krate::__private::FallNext::Return => return #out,
             #krate::__private::FallNext::FallBack(#why) => {
-                ::core::mem::drop(#out);
+                // The failed result ends here, not across the fallback's `.await`.
+                { let #gone = #out; }
                 #tail
             }
         }

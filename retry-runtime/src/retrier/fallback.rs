@@ -96,6 +96,7 @@ impl Retrier {
 }
 
 /// The `reason` label of `retry_fallback_total`: why the read fell back.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 pub(crate) const fn reason_label(reason: GiveUp) -> &'static str {
     match reason {
         GiveUp::Attempts => "attempts",

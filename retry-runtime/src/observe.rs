@@ -207,7 +207,7 @@ pub(crate) fn fell_back(failure: &Failure<'_>, reason: GiveUp) {
     metrics::counter!(
         "retry_fallback_total",
         "system" => failure.observer.system,
-        "reason" => crate::retrier::fallback::reason_label(reason),
+        "reason" => reason.label(),
     )
     .increment(1);
     #[cfg(feature = "tracing")]

@@ -187,7 +187,7 @@ fn decide(config: &Config, locals: &Locals, ret: &Ret, is_async: bool) -> TokenS
     }
     if let Some(fallback) = &config.fallback {
         let pair = (verdict, text);
-        return super::fallback::decide(config, locals, ret, pair, fallback, is_async);
+        return super::fallback_expand::decide(config, locals, ret, pair, fallback, is_async);
     }
     // The whole decision is spanned at the return type: if it is not a `Result`, or its error
     // type is not `Classify`, that is where the compiler points.

@@ -5,6 +5,8 @@
 
 pub(crate) mod expand;
 pub(crate) mod fallback;
+mod fallback_expand;
+mod fallback_valid;
 pub(crate) mod fresh_key;
 mod hand_over;
 pub(crate) mod hedge;

@@ -57,8 +57,8 @@ pub(super) fn protect(
         }
         None => match &config.fallback {
             Some(fallback) => {
-                let why = super::fallback::why_local();
-                let tail = super::fallback::tail(config, fallback, is_async);
+                let why = super::fallback_expand::why_local();
+                let tail = super::fallback_expand::tail(config, fallback, is_async);
                 quote! {{
                     let #why = #retrier.fell_back_refused(#refused);
                     #tail

@@ -10,7 +10,8 @@ use proc_macro2::Span;
 use syn::ext::IdentExt as _;
 use syn::{Expr, ItemFn, LitStr, Path};
 
-use super::fallback::{self, Fallback};
+use super::fallback::Fallback;
+use super::fallback_valid;
 use super::fresh_key;
 use super::hedge::Hedge;
 use super::hedge_valid;
@@ -75,7 +76,7 @@ pub(crate) fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
     let mut errors = Errors::default();
     let options = Options::read(&mut errors, args);
     check_kind(&mut errors, &options);
-    let fallback = fallback::check(&mut errors, &options, options.kind.as_ref().map(|k| k.0));
+    let fallback = fallback_valid::check(&mut errors, &options, options.kind.as_ref().map(|k| k.0));
     let schedule = check_schedule(&mut errors, &options);
     signature::check(&mut errors, func);
     let hedge = hedge_valid::check(&mut errors, &options, func, schedule.attempts);

@@ -94,21 +94,3 @@ impl Retrier {
         self.site.admit_uncounted()
     }
 }
-
-/// The `reason` label of `retry_fallback_total`: why the read fell back.
-#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-pub(crate) const fn reason_label(reason: GiveUp) -> &'static str {
-    match reason {
-        GiveUp::Attempts => "attempts",
-        GiveUp::BlankKey => "blank_key",
-        GiveUp::HintAboveMaxDelay => "retry_after_too_long",
-        GiveUp::InnerLoop => "inner_loop",
-        GiveUp::Budget => "budget",
-        GiveUp::Deadline => "deadline",
-        GiveUp::Window => "window",
-        GiveUp::RetriesOff => "retries_off",
-        GiveUp::BreakerOpen => "breaker_open",
-        GiveUp::BulkheadFull => "bulkhead_full",
-        GiveUp::Throttled => "throttled",
-    }
-}

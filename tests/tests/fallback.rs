@@ -168,6 +168,36 @@ async fn a_full_bulkhead_answers_from_the_fallback() {
     assert_eq!(crowded(Duration::ZERO).await, Ok(1), "the permit is back");
 }
 
+#[retry(read, jitter = "none", system = "fallback_logged", fallback = cached(reason))]
+async fn logged(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_is_a_warn_with_its_reason() {
+    let seen = retry_tests::capture::events(async {
+        assert_eq!(logged(&Dependency::answering(&[503; 3])).await, Ok(1001));
+    })
+    .await;
+    let levels: Vec<_> = seen.iter().map(|e| e.level).collect();
+    assert_eq!(
+        levels,
+        [
+            tracing::Level::WARN,
+            tracing::Level::WARN,
+            tracing::Level::WARN
+        ]
+    );
+    let last = &seen[2].fields;
+    assert_eq!(
+        last["message"],
+        "transient failure or refusal, answered from the fallback"
+    );
+    assert_eq!(last["reason"], "attempts exhausted");
+    assert_eq!(last["system"], "fallback_logged");
+    assert_eq!(last["attempt"], "3");
+}
+
 #[retry(read, jitter = "none", system = "fallback_metered", fallback = cached(reason))]
 async fn metered(d: &Dependency) -> Result<u32, CallError> {
     d.call().await

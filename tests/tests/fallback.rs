@@ -281,3 +281,43 @@ fn fallbacks_are_counted_by_outcome_and_reason() {
         ])
     );
 }
+
+/// An adapter with its last good answer: the fallback reads `self` after the attempts borrowed
+/// it mutably.
+struct Adapter {
+    dependency: Dependency,
+    last_good: Option<u32>,
+}
+
+impl Adapter {
+    async fn stale(&self, reason: GiveUp) -> Result<u32, CallError> {
+        self.last_good.ok_or(CallError::Status(match reason {
+            GiveUp::Attempts => 599,
+            _ => 598,
+        }))
+    }
+
+    #[retry(read, jitter = "none", system = "fallback_self", fallback = self.stale(reason))]
+    async fn price(&mut self) -> Result<u32, CallError> {
+        let answer = self.dependency.call().await?;
+        self.last_good = Some(answer);
+        Ok(answer)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_method_falls_back_on_its_own_state_and_its_future_is_send() {
+    fn send<T: Send>(value: T) -> T {
+        value
+    }
+    let mut adapter = Adapter {
+        dependency: Dependency::answering(&[200, 503, 503, 503, 503, 503, 503]),
+        last_good: None,
+    };
+    assert_eq!(send(adapter.price()).await, Ok(1));
+    assert_eq!(adapter.price().await, Ok(1), "the last good answer");
+    adapter.last_good = None;
+    // The fallback's own error is what the caller gets.
+    assert_eq!(adapter.price().await, Err(CallError::Status(599)));
+    assert_eq!(adapter.dependency.calls(), 7);
+}

@@ -31,6 +31,24 @@ pub enum GiveUp {
 }
 
 impl GiveUp {
+    /// The `reason` label of `retry_fallback_total`: why a read fell back.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) const fn label(self) -> &'static str {
+        match self {
+            GiveUp::Attempts => "attempts",
+            GiveUp::BlankKey => "blank_key",
+            GiveUp::HintAboveMaxDelay => "retry_after_too_long",
+            GiveUp::InnerLoop => "inner_loop",
+            GiveUp::Budget => "budget",
+            GiveUp::Deadline => "deadline",
+            GiveUp::Window => "window",
+            GiveUp::RetriesOff => "retries_off",
+            GiveUp::BreakerOpen => "breaker_open",
+            GiveUp::BulkheadFull => "bulkhead_full",
+            GiveUp::Throttled => "throttled",
+        }
+    }
+
     /// A short label for logs.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -77,6 +77,7 @@ pub use backoff::{Jitter, MAX_ATTEMPTS, MAX_WINDOW, Policy, PolicyError};
 pub use budget::{Budget, BudgetMode, BudgetState};
 pub use classify::Classify;
 pub use deadline::with_deadline;
+pub use give_up::GiveUp;
 pub use hedge::{Hedge, HedgeError};
 #[cfg(feature = "uuid")]
 pub use integrations::uuid::{IDEMPOTENCY_KEY_NAMESPACE, idempotency_key_v5};

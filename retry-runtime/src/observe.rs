@@ -22,6 +22,7 @@
 //! | refused by the system's breaker (`protect`) | none (the breaker's opening is a WARN) | `breaker_open` |
 //! | transient failure, not retried: the breaker is open now (`protect`) | ERROR | `breaker_open` |
 //! | refused by the system's bulkhead (`protect`) | none | `bulkhead_full` |
+//! | a read with `fallback` answered from it (a transient give-up, or a refusal of its budget, breaker or bulkhead) | WARN (once per interval, with the reason) | `fallback` (and `retry_fallback_total{system, reason}`) |
 //!
 //! Each attempt is counted once, so the outcomes add up to the attempts made. A hedged fn has
 //! two more outcomes, `hedged` and `hedge_won`, counted by `hedge::report`.
@@ -194,6 +195,32 @@ pub(crate) fn handed_over(failure: &Failure<'_>, reason: GiveUp, task_id: Option
     );
     #[cfg(not(feature = "tracing"))]
     let _ = (reason, task_id);
+}
+
+/// A read with `fallback` answered from it (after a transient give-up, or a refusal of its
+/// budget, breaker or bulkhead): counted as `fallback` and in `retry_fallback_total{system,
+/// reason}`, and a WARN, aggregated like the give-ups (a degraded answer hides an outage).
+pub(crate) fn fell_back(failure: &Failure<'_>, reason: GiveUp) {
+    count(failure.observer, Outcome::Fallback);
+    // Registered on each fallback (a lookup in the recorder), never on the happy path.
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "retry_fallback_total",
+        "system" => failure.observer.system,
+        "reason" => reason.label(),
+    )
+    .increment(1);
+    #[cfg(feature = "tracing")]
+    if once_per_interval(failure.observer, reason) {
+        failure_event!(
+            WARN,
+            failure,
+            { reason = reason.as_str(), },
+            "transient failure or refusal, answered from the fallback"
+        );
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = reason;
 }
 
 /// A `hand_over` write gave up and a live task held its key already (an earlier hand-over, or a

@@ -14,6 +14,7 @@ pub use crate::hedge::{HedgeSite, Hedged, hedge_site};
 pub use crate::protect::{FromRejected, Permit, from_rejected};
 pub use crate::result::RetryResult;
 pub use crate::retrier::admission::{Queued, Reject, Wait, enter};
+pub use crate::retrier::fallback::FallNext;
 pub use crate::retrier::hand_over::handed_over::{Mark, MarkCarried, MarkNothing};
 pub use crate::retrier::hand_over::{HandOff, Next};
 pub use crate::retrier::{Retrier, key, sleep_blocking};

@@ -306,3 +306,32 @@ fn a_full_bulkhead_refuses_without_allocating() {
     assert_eq!(refused.count_total, 0, "a refusal allocated: {refused:?}");
     drop(holder);
 }
+
+#[retry(read, system = "allocations-fallback", fallback = async { Ok(0) })]
+async fn status_with_fallback(system: &Counted) -> Result<u32, GatewayError> {
+    system.call()
+}
+
+#[retry(read, system = "allocations-no-fallback")]
+async fn status_without_fallback(system: &Counted) -> Result<u32, GatewayError> {
+    system.call()
+}
+
+#[test]
+fn a_fallback_costs_the_happy_path_nothing() {
+    let rt = runtime();
+    let ok = Counted::new(0);
+    // Warm-up, as above: the counters register on the first call.
+    rt.block_on(status_with_fallback(&ok)).unwrap();
+    let happy = measure(|| {
+        for _ in 0..1_000 {
+            ok.reset();
+            assert_eq!(rt.block_on(status_with_fallback(&ok)), Ok(1));
+        }
+    });
+    assert_eq!(happy.count_total, 0, "happy path allocated: {happy:?}");
+    // Its future holds the fallback's future only in the branch that awaits it.
+    let with = size_of_val(&status_with_fallback(&ok));
+    let without = size_of_val(&status_without_fallback(&ok));
+    eprintln!("future sizes: with fallback {with} B, without {without} B");
+}

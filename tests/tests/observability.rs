@@ -482,6 +482,7 @@ fn the_counter_counts_each_attempt_by_outcome() {
         ("already_queued", 0),
         ("already_done", 0),
         ("hand_over_refused", 0),
+        ("fallback", 0),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -590,8 +591,8 @@ fn the_counter_counts_each_attempt_by_outcome() {
     let key = |operation: &str| ("metered-api".to_owned(), operation.to_owned());
     let get_payment = series.remove(&key("get_payment")).unwrap_or_default();
     let create_payment = series.remove(&key("create_payment")).unwrap_or_default();
-    assert_eq!(get_payment.len(), 13);
-    assert_eq!(create_payment.len(), 13);
+    assert_eq!(get_payment.len(), 14);
+    assert_eq!(create_payment.len(), 14);
     assert_eq!((get_payment["retry"], get_payment["success"]), (1, 1));
     assert_eq!(get_payment["permanent"], 0);
     assert_eq!(create_payment["permanent"], 1);

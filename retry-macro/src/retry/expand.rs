@@ -90,9 +90,10 @@ pub(crate) fn expand(config: &Config, func: ItemFn) -> TokenStream {
     // A write with `hand_over` makes its retrier first: a call its bulkhead refuses is handed
     // over, and the hand-over needs the key. Otherwise the permit comes first, so that a
     // refused call is not counted as a call by the retry budget.
-    let (enter, init) = match &config.hand_over {
-        Some(_) => (init, enter),
-        None => (enter, init),
+    // A read with `fallback` too: its refusals are recorded by the retrier, as fallbacks.
+    let (enter, init) = match (&config.hand_over, &config.fallback) {
+        (None, None) => (enter, init),
+        _ => (init, enter),
     };
     quote! {
         #(#attrs)*
@@ -183,6 +184,10 @@ fn decide(config: &Config, locals: &Locals, ret: &Ret, is_async: bool) -> TokenS
     let out_at_ret = Ident::new("__retry_out", Span::mixed_site().located_at(ret_span));
     if let Some(expr) = &config.hand_over {
         return super::hand_over::decide(config, locals, ret, (verdict, text), expr, is_async);
+    }
+    if let Some(fallback) = &config.fallback {
+        let pair = (verdict, text);
+        return super::fallback_expand::decide(config, locals, ret, pair, fallback, is_async);
     }
     // The whole decision is spanned at the return type: if it is not a `Result`, or its error
     // type is not `Classify`, that is where the compiler points.

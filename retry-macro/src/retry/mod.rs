@@ -4,6 +4,9 @@
 //! `#[classify]` (`common::args`).
 
 pub(crate) mod expand;
+pub(crate) mod fallback;
+mod fallback_expand;
+mod fallback_valid;
 pub(crate) mod fresh_key;
 mod hand_over;
 pub(crate) mod hedge;

@@ -6,6 +6,7 @@
 
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path};
 
+use super::fallback;
 use super::hedge;
 use super::setting::twice;
 pub(crate) use super::setting::{Given, Setting};
@@ -29,6 +30,8 @@ pub(crate) const OPTIONS: &[&str] = &[
     "crate",
     "timeout",
     "hand_over",
+    "fallback",
+    "fallback_on",
     "hedge",
     "hedge_load",
 ];
@@ -72,6 +75,8 @@ pub(crate) struct Options {
     pub krate: Setting<Path>,
     /// `hand_over = <expr>`: where a keyed write goes when its in-memory attempts run out.
     pub hand_over: Setting<Expr>,
+    /// `fallback = <expr>` and `fallback_on = "..."` ([`super::fallback`]).
+    pub fallback: fallback::Settings,
     /// `hedge = "..."` ([`super::hedge`]).
     pub hedge: Setting<Given<hedge::Spec>>,
     /// `hedge_load = 0.05`, in thousandths.
@@ -110,11 +115,9 @@ impl Options {
             "system" => self.set_system(errors, &name, &value),
             "name" => self.set_name(errors, &name, &value),
             "crate" => self.set_crate(errors, &name, &value),
-            "hand_over" => {
-                if self.hand_over.claim(errors, &name) {
-                    self.hand_over.value = Some(value);
-                }
-            }
+            "hand_over" => self.hand_over.set_once(errors, &name, value),
+            "fallback" => fallback::set(errors, &mut self.fallback, &name, value),
+            "fallback_on" => fallback::set_on(errors, &mut self.fallback, &name, &value),
             "hedge" => hedge::set_hedge(errors, &mut self.hedge, &name, &value),
             "hedge_load" => hedge::set_load(errors, &mut self.hedge_load, &name, &value),
             "protect" => errors.at(

@@ -35,9 +35,10 @@ pub(super) fn protect(
         local("__retry_queued"),
         local("__retry_refused"),
     );
-    let queued_here = match &config.hand_over {
-        Some(_) => quote!(#queued.for_hand_over()),
-        None => quote!(#queued),
+    // Its refusal left uncounted when a hand-over or a fallback counts what it does instead.
+    let queued_here = match (&config.hand_over, &config.fallback) {
+        (None, None) => quote!(#queued),
+        _ => quote!(#queued.for_hand_over()),
     };
     let wait = if is_async {
         quote!(#queued_here.wait().await)
@@ -54,11 +55,22 @@ pub(super) fn protect(
                 #tail
             }}
         }
-        None => quote!(return #reject.failed(#refused)),
+        None => match &config.fallback {
+            Some(fallback) => {
+                let why = super::fallback_expand::why_local();
+                let tail = super::fallback_expand::tail(config, fallback, is_async);
+                quote! {{
+                    let #why = #retrier.fell_back_refused(#refused);
+                    #tail
+                }}
+            }
+            None => quote!(return #reject.failed(#refused)),
+        },
     };
-    let admission = match &config.hand_over {
-        Some(_) => quote!(#retrier.admit_or_hand_over()),
-        None => quote!(#retrier.admit()),
+    let admission = match (&config.hand_over, &config.fallback) {
+        (Some(_), _) => quote!(#retrier.admit_or_hand_over()),
+        (None, Some(_)) => quote!(#retrier.admit_or_fall_back()),
+        (None, None) => quote!(#retrier.admit()),
     };
     let convert = quote_spanned!(span=> #krate_at::__private::from_rejected);
     let enter = quote! {

@@ -37,6 +37,13 @@ impl<T> Setting<T> {
         self.name = Some(name.clone());
         true
     }
+
+    /// Takes `name` and its `value`, unless the option was given before.
+    pub(super) fn set_once(&mut self, errors: &mut Errors, name: &Ident, value: T) {
+        if self.claim(errors, name) {
+            self.value = Some(value);
+        }
+    }
 }
 
 impl<T: Copy> Setting<Given<T>> {

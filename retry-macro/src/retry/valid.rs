@@ -10,6 +10,8 @@ use proc_macro2::Span;
 use syn::ext::IdentExt as _;
 use syn::{Expr, ItemFn, LitStr, Path};
 
+use super::fallback::Fallback;
+use super::fallback_valid;
 use super::fresh_key;
 use super::hedge::Hedge;
 use super::hedge_valid;
@@ -54,6 +56,8 @@ pub(crate) struct Config {
     /// `hand_over = <expr>`, only on a keyed write: run when the in-memory attempts give up on a
     /// transient error.
     pub hand_over: Option<Expr>,
+    /// `fallback = <expr>`, only on a read ([`super::fallback`]).
+    pub fallback: Option<Fallback>,
     /// `hedge = "..."`: attempts race instead of waiting for each other ([`hedge`]).
     pub hedge: Option<Hedge>,
     /// `protect`: the word, where a missing `From<Rejected>` is blamed.
@@ -72,6 +76,7 @@ pub(crate) fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
     let mut errors = Errors::default();
     let options = Options::read(&mut errors, args);
     check_kind(&mut errors, &options);
+    let fallback = fallback_valid::check(&mut errors, &options, options.kind.as_ref().map(|k| k.0));
     let schedule = check_schedule(&mut errors, &options);
     signature::check(&mut errors, func);
     let hedge = hedge_valid::check(&mut errors, &options, func, schedule.attempts);
@@ -103,6 +108,7 @@ pub(crate) fn check(args: Vec<Arg>, func: &ItemFn) -> syn::Result<Config> {
         operation: options.name.value.unwrap_or_else(|| fn_name(func)),
         krate: options.krate.value.unwrap_or_else(krate::default),
         hand_over: options.hand_over.value,
+        fallback,
         hedge,
         protect: options.protect.map(|word| word.span()),
     })
@@ -274,7 +280,7 @@ mod tests {
         assert!(message(quote!(read, atempts = 3)).contains("did you mean `attempts`?"));
         assert_eq!(
             message(quote!(read, max_attempts = 3)),
-            "unknown option `max_attempts`: the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `name`, `crate`, `timeout`, `hand_over`, `hedge` and `hedge_load`"
+            "unknown option `max_attempts`: the options are `idempotency_key`, `attempts`, `delay`, `max_delay`, `jitter`, `backoff`, `retry_if`, `system`, `name`, `crate`, `timeout`, `hand_over`, `fallback`, `fallback_on`, `hedge` and `hedge_load`"
         );
     }
 

@@ -1,7 +1,7 @@
 //! The values of the counter's `outcome` label.
 
 /// How many values the `outcome` label has: one counter per outcome and site.
-pub(crate) const OUTCOMES: usize = 13;
+pub(crate) const OUTCOMES: usize = 14;
 
 /// The values of the `outcome` label.
 #[derive(Clone, Copy)]
@@ -20,6 +20,7 @@ pub(crate) enum Outcome {
     AlreadyQueued = 10,
     AlreadyDone = 11,
     HandOverRefused = 12,
+    Fallback = 13,
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
@@ -38,6 +39,7 @@ impl Outcome {
         Outcome::AlreadyQueued,
         Outcome::AlreadyDone,
         Outcome::HandOverRefused,
+        Outcome::Fallback,
     ];
 
     pub(super) const fn label(self) -> &'static str {
@@ -55,6 +57,7 @@ impl Outcome {
             Outcome::AlreadyQueued => "already_queued",
             Outcome::AlreadyDone => "already_done",
             Outcome::HandOverRefused => "hand_over_refused",
+            Outcome::Fallback => "fallback",
         }
     }
 }

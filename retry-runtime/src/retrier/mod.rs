@@ -6,6 +6,7 @@
 
 pub(crate) mod admission;
 mod engine;
+pub(crate) mod fallback;
 pub(crate) mod hand_over;
 
 pub use engine::{Retrier, key, sleep_blocking};

@@ -1,0 +1,323 @@
+//! `#[retry(read, …, fallback = <expr>)]`: a read answers from its fallback after a transient
+//! give-up or a refusal of its breaker, never after a permanent error; counted, on a paused
+//! tokio clock. Each test names systems of its own (the registries are process-wide).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use retry_runtime::{Breaker, BreakerState, Bulkhead, Classify, GiveUp, Rejected, retry};
+
+/// An external system that answers each call with the next of its statuses (200 once they
+/// run out), counting the calls.
+struct Dependency {
+    statuses: Vec<u16>,
+    calls: AtomicUsize,
+}
+
+impl Dependency {
+    fn answering(statuses: &[u16]) -> Dependency {
+        Dependency {
+            statuses: statuses.to_vec(),
+            calls: AtomicUsize::new(0),
+        }
+    }
+
+    async fn call(&self) -> Result<u32, CallError> {
+        let n = self.calls.fetch_add(1, SeqCst);
+        match self.statuses.get(n) {
+            Some(&status) if status != 200 => Err(CallError::Status(status)),
+            _ => Ok(1),
+        }
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(SeqCst)
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum CallError {
+    Status(u16),
+    Rejected(Rejected),
+}
+
+impl From<Rejected> for CallError {
+    fn from(rejected: Rejected) -> Self {
+        CallError::Rejected(rejected)
+    }
+}
+
+impl Classify for CallError {
+    fn is_transient(&self) -> bool {
+        matches!(self, CallError::Status(s) if *s >= 500)
+    }
+    fn is_rejection(&self) -> bool {
+        matches!(self, CallError::Rejected(_))
+    }
+}
+
+/// The cached answer, 1000 + the reason's number, so that a test sees why it was asked.
+async fn cached(reason: GiveUp) -> Result<u32, CallError> {
+    Ok(match reason {
+        GiveUp::Attempts => 1001,
+        GiveUp::BreakerOpen => 1002,
+        _ => 1999,
+    })
+}
+
+#[retry(read, jitter = "none", system = "fallback_plain", fallback = cached(reason))]
+async fn price(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_transient_give_up_answers_from_the_fallback() {
+    let d = Dependency::answering(&[503, 503, 503]);
+    assert_eq!(price(&d).await, Ok(1001));
+    assert_eq!(d.calls(), 3, "every attempt is made before falling back");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permanent_error_is_returned_unchanged() {
+    let d = Dependency::answering(&[404]);
+    assert_eq!(price(&d).await, Err(CallError::Status(404)));
+    assert_eq!(d.calls(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_success_is_the_answer() {
+    let d = Dependency::answering(&[503]);
+    assert_eq!(price(&d).await, Ok(1));
+    assert_eq!(d.calls(), 2);
+}
+
+#[retry(
+    read,
+    jitter = "none",
+    system = "fallback_refused",
+    fallback = cached(reason),
+    fallback_on = "refused"
+)]
+async fn price_on_refusal(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn fallback_on_refused_returns_the_error_of_a_plain_give_up() {
+    let d = Dependency::answering(&[503, 503, 503]);
+    assert_eq!(price_on_refusal(&d).await, Err(CallError::Status(503)));
+    assert_eq!(d.calls(), 3);
+}
+
+#[retry(read, system = "fallback_breaker", protect, fallback = cached(reason))]
+async fn protected_price(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_answers_from_the_fallback_without_calling() {
+    retry_runtime::system("fallback_breaker").set_breaker(
+        Breaker::new()
+            .consecutive_failures(1)
+            .open_for(Duration::from_secs(30)),
+    );
+    let d = Dependency::answering(&[503; 100]);
+    // The first failure opens the breaker: the loop gives up for it, and falls back.
+    assert_eq!(protected_price(&d).await, Ok(1002));
+    assert_eq!(d.calls(), 1);
+    assert!(matches!(
+        retry_runtime::system("fallback_breaker").breaker_state(),
+        Some(BreakerState::Open { .. })
+    ));
+    let start = tokio::time::Instant::now();
+    for _ in 0..50 {
+        assert_eq!(protected_price(&d).await, Ok(1002));
+    }
+    assert_eq!(
+        d.calls(),
+        1,
+        "no call reaches the system while the breaker is open"
+    );
+    assert_eq!(
+        tokio::time::Instant::now(),
+        start,
+        "a refusal does not pause"
+    );
+}
+
+#[retry(
+    read,
+    system = "fallback_bulkhead",
+    protect,
+    fallback = async move { Ok(if reason == GiveUp::BulkheadFull { 2000 } else { 0 }) }
+)]
+async fn crowded(hold: Duration) -> Result<u32, CallError> {
+    tokio::time::sleep(hold).await;
+    Ok(1)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_bulkhead_answers_from_the_fallback() {
+    retry_runtime::system("fallback_bulkhead").set_bulkhead(Bulkhead::new(1));
+    let holder = tokio::spawn(crowded(Duration::from_secs(1)));
+    tokio::task::yield_now().await;
+    assert_eq!(crowded(Duration::ZERO).await, Ok(2000));
+    assert_eq!(holder.await.unwrap(), Ok(1));
+    assert_eq!(crowded(Duration::ZERO).await, Ok(1), "the permit is back");
+}
+
+#[retry(read, jitter = "none", system = "fallback_logged", fallback = cached(reason))]
+async fn logged(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_is_a_warn_with_its_reason() {
+    let seen = retry_tests::capture::events(async {
+        assert_eq!(logged(&Dependency::answering(&[503; 3])).await, Ok(1001));
+    })
+    .await;
+    let levels: Vec<_> = seen.iter().map(|e| e.level).collect();
+    assert_eq!(
+        levels,
+        [
+            tracing::Level::WARN,
+            tracing::Level::WARN,
+            tracing::Level::WARN
+        ]
+    );
+    let last = &seen[2].fields;
+    assert_eq!(
+        last["message"],
+        "transient failure or refusal, answered from the fallback"
+    );
+    assert_eq!(last["reason"], "attempts exhausted");
+    assert_eq!(last["system"], "fallback_logged");
+    assert_eq!(last["attempt"], "3");
+}
+
+#[retry(read, jitter = "none", system = "fallback_metered", fallback = cached(reason))]
+async fn metered(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[retry(read, system = "fallback_metered_sync", fallback = Ok(7))]
+fn metered_blocking(d: &Dependency) -> Result<u32, CallError> {
+    let _ = d.calls.fetch_add(1, SeqCst);
+    Err(CallError::Status(503))
+}
+
+/// `retry_attempts_total{outcome}` and `retry_fallback_total{reason}` of one system.
+type Counts = BTreeMap<(String, String), u64>;
+
+#[test]
+fn fallbacks_are_counted_by_outcome_and_reason() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder
+        .install()
+        .expect("the only recorder of this test binary");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        assert_eq!(metered(&Dependency::answering(&[])).await, Ok(1));
+        assert_eq!(metered(&Dependency::answering(&[503; 3])).await, Ok(1001));
+        assert_eq!(
+            metered(&Dependency::answering(&[400])).await,
+            Err(CallError::Status(400))
+        );
+    });
+    let d = Dependency::answering(&[]);
+    assert_eq!(metered_blocking(&d), Ok(7));
+    assert_eq!(d.calls(), 3);
+    let mut counts = Counts::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let labels: BTreeMap<_, _> = key
+            .key()
+            .labels()
+            .map(|l| (l.key().to_owned(), l.value().to_owned()))
+            .collect();
+        let DebugValue::Counter(n) = value else {
+            continue;
+        };
+        let label = match key.key().name() {
+            "retry_attempts_total" => format!("outcome={}", labels["outcome"]),
+            "retry_fallback_total" => format!("reason={}", labels["reason"]),
+            _ => continue,
+        };
+        counts.insert((labels["system"].clone(), label), n);
+    }
+    let of = |system: &str| -> BTreeMap<String, u64> {
+        counts
+            .iter()
+            .filter(|((s, _), n)| s == system && **n > 0)
+            .map(|((_, label), n)| (label.clone(), *n))
+            .collect()
+    };
+    let expected = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
+        pairs.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect()
+    };
+    assert_eq!(
+        of("fallback_metered"),
+        expected(&[
+            ("outcome=success", 1),
+            ("outcome=retry", 2),
+            ("outcome=fallback", 1),
+            ("outcome=permanent", 1),
+            ("reason=attempts", 1),
+        ])
+    );
+    assert_eq!(
+        of("fallback_metered_sync"),
+        expected(&[
+            ("outcome=retry", 2),
+            ("outcome=fallback", 1),
+            ("reason=attempts", 1),
+        ])
+    );
+}
+
+/// An adapter with its last good answer: the fallback reads `self` after the attempts borrowed
+/// it mutably.
+struct Adapter {
+    dependency: Dependency,
+    last_good: Option<u32>,
+}
+
+impl Adapter {
+    async fn stale(&self, reason: GiveUp) -> Result<u32, CallError> {
+        self.last_good.ok_or(CallError::Status(match reason {
+            GiveUp::Attempts => 599,
+            _ => 598,
+        }))
+    }
+
+    #[retry(read, jitter = "none", system = "fallback_self", fallback = self.stale(reason))]
+    async fn price(&mut self) -> Result<u32, CallError> {
+        let answer = self.dependency.call().await?;
+        self.last_good = Some(answer);
+        Ok(answer)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_method_falls_back_on_its_own_state_and_its_future_is_send() {
+    fn send<T: Send>(value: T) -> T {
+        value
+    }
+    let mut adapter = Adapter {
+        dependency: Dependency::answering(&[200, 503, 503, 503, 503, 503, 503]),
+        last_good: None,
+    };
+    assert_eq!(send(adapter.price()).await, Ok(1));
+    assert_eq!(adapter.price().await, Ok(1), "the last good answer");
+    adapter.last_good = None;
+    // The fallback's own error is what the caller gets.
+    assert_eq!(adapter.price().await, Err(CallError::Status(599)));
+    assert_eq!(adapter.dependency.calls(), 7);
+}

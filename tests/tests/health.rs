@@ -238,3 +238,53 @@ fn a_probe_outside_a_runtime_is_an_error_not_a_panic() {
         "retry_runtime::health::probe needs a tokio runtime to run on"
     );
 }
+
+#[retry(
+    read,
+    jitter = "none",
+    attempts = 1,
+    system = "probed-flapping",
+    protect
+)]
+async fn flapping_call(p: &Partner) -> Result<(), CallError> {
+    p.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_half_open_round_that_fails_reopens_and_waits_for_the_next_passing_probe() {
+    let system = declare_system("probed-flapping");
+    system.set_breaker(
+        Breaker::new()
+            .consecutive_failures(1)
+            .open_for(OPEN_FOR)
+            .probes(1),
+    );
+    let partner = Partner::down();
+    let check = Arc::clone(&partner);
+    let _ = flapping_call(&partner).await; // Opens it.
+    assert!(matches!(
+        system.breaker_state(),
+        Some(BreakerState::Open { .. })
+    ));
+    // The probe's own route answers while the real calls still fail.
+    partner.down.store(false, SeqCst);
+    let probe = health::probe(system, EVERY, move || check.check()).unwrap();
+    sleep(Duration::from_millis(1)).await;
+    assert_eq!(system.breaker_state(), Some(BreakerState::HalfOpen));
+    partner.down.store(true, SeqCst);
+    let before = partner.user_calls.load(SeqCst);
+    // The half-open round's one call fails: open again.
+    assert_eq!(flapping_call(&partner).await, Err(CallError::Status(503)));
+    assert!(matches!(
+        system.breaker_state(),
+        Some(BreakerState::Open { .. })
+    ));
+    // The probe now fails too: past open_for, user calls are still refused.
+    sleep(OPEN_FOR * 2).await;
+    assert!(matches!(
+        flapping_call(&partner).await,
+        Err(CallError::Rejected(_))
+    ));
+    assert_eq!(partner.user_calls.load(SeqCst), before + 1);
+    probe.stop();
+}

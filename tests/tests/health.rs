@@ -288,3 +288,22 @@ async fn a_half_open_round_that_fails_reopens_and_waits_for_the_next_passing_pro
     assert_eq!(partner.user_calls.load(SeqCst), before + 1);
     probe.stop();
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_interval_out_of_range_is_clamped_not_a_panic() {
+    let system = declare_system("probed-extreme");
+    for (every, clamped_ms) in [(Duration::ZERO, 1), (Duration::MAX, 3_600_000)] {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&runs);
+        let probe = health::probe(system, every, move || {
+            counted.fetch_add(1, SeqCst);
+            async { Ok::<(), String>(()) }
+        })
+        .unwrap();
+        sleep(Duration::from_millis(10)).await;
+        assert!(health::last_probe(system).unwrap().passed);
+        assert_eq!(health::report(system).probe.unwrap().every_ms, clamped_ms);
+        assert!(runs.load(SeqCst) >= 1);
+        probe.stop();
+    }
+}

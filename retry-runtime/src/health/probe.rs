@@ -97,7 +97,7 @@ impl Probe {
 /// run that passes moves it to half-open, whose round of user calls closes it. A stale probe
 /// (its runtime shut down) hands this back to the breaker's own half-open rounds.
 ///
-/// `every` is at least 1 ms. Errs outside a tokio runtime.
+/// `every` is clamped to 1 ms – 1 h. Errs outside a tokio runtime.
 ///
 /// ```
 /// use std::time::Duration;
@@ -123,7 +123,7 @@ where
     E: fmt::Display + Send + 'static,
 {
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| NoRuntime)?;
-    let every = every.max(Duration::from_millis(1));
+    let every = every.clamp(Duration::from_millis(1), Duration::from_secs(3_600));
     let mut guard = probes();
     guard.1 += 1;
     let generation = guard.1;
@@ -187,7 +187,7 @@ fn record(system: System, generation: u64, result: ProbeResult, every: Duration)
     drop(guard);
     protect::for_system(system.name())
         .breaker
-        .on_probe(passed, Some(every * STALE_AFTER_INTERVALS));
+        .on_probe(passed, Some(every.saturating_mul(STALE_AFTER_INTERVALS)));
     true
 }
 

@@ -112,7 +112,7 @@ pub fn report(system: System) -> SystemHealth {
                 age_ms: millis(age),
                 took_ms: millis(last.took),
                 every_ms: millis(every),
-                stale: age >= every * STALE_AFTER_INTERVALS,
+                stale: age >= every.saturating_mul(STALE_AFTER_INTERVALS),
             }
         }),
     }

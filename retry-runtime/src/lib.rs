@@ -23,7 +23,8 @@
 //   integrations users name in paths, behind their features (`tower`, `reqwest_middleware`,
 //   and `request_loop`, the retry loop of an HTTP request the two share);
 // - `system`: the `System` handle users hold, over the budget, protection and site registries
-//   (which stay keyed by name), above them all.
+//   (which stay keyed by name), above them all;
+// - `health`: probes and reports per system, over the `System` handle.
 mod ambient;
 mod attempt;
 mod backoff;
@@ -36,6 +37,7 @@ mod describe;
 pub mod durable;
 mod erased;
 mod give_up;
+pub mod health;
 mod hedge;
 pub mod http;
 mod integrations;

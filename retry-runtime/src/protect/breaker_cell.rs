@@ -90,6 +90,9 @@ pub(crate) struct BreakerCell {
     current: Mutex<Option<Breaker>>,
     anchor: Instant,
     state: AtomicU64,
+    /// While `now_ms` is below it, a health probe decides when the open breaker lets calls
+    /// through again (`crate::health`); 0: no probe. A probe that stops reporting goes stale.
+    probe_fresh_until: AtomicU64,
     consecutive: AtomicU32,
     successes: Tally,
     window: Mutex<Window>,
@@ -114,6 +117,7 @@ impl BreakerCell {
             current: Mutex::new(None),
             anchor: Instant::now(),
             state: AtomicU64::new(DISABLED),
+            probe_fresh_until: AtomicU64::new(0),
             consecutive: AtomicU32::new(0),
             window: Mutex::new(Window::new(0, successes.total())),
             successes,
@@ -175,7 +179,7 @@ impl BreakerCell {
         loop {
             let next = match word & KIND {
                 CLOSED | DISABLED => return true,
-                OPEN if now < word & MS_MASK => return false,
+                OPEN if now < word & MS_MASK || self.probed(now) => return false,
                 // The open interval is over: this call starts the round of probes.
                 OPEN => half_open(now, 1, 0),
                 _ => {
@@ -322,10 +326,36 @@ impl BreakerCell {
         }
     }
 
-    /// Whether the breaker refuses every call now (open, its interval not over).
+    /// Whether the breaker refuses every call now (open, its interval not over or a fresh probe
+    /// not passed yet).
     pub(crate) fn is_open(&self) -> bool {
+        let (word, now) = (self.state.load(Acquire), self.now_ms());
+        word & KIND == OPEN && (now < word & MS_MASK || self.probed(now))
+    }
+
+    /// Whether a fresh health probe, not a user call, ends the open state.
+    fn probed(&self, now: u64) -> bool {
+        now < self.probe_fresh_until.load(Relaxed)
+    }
+
+    /// A health probe reports: its result holds for `fresh_for` (`None`: the probe stopped).
+    /// A passing one moves an open breaker to half-open at once (open interval over or not);
+    /// a failing one changes no state (a probe is a measurement, not a call).
+    pub(crate) fn on_probe(&self, passed: bool, fresh_for: Option<Duration>) {
+        let now = self.now_ms();
+        let until = fresh_for.map_or(0, |d| now.saturating_add(millis(d)).max(1));
+        self.probe_fresh_until.store(until, Relaxed);
         let word = self.state.load(Acquire);
-        word & KIND == OPEN && self.now_ms() < word & MS_MASK
+        if passed && word & KIND == OPEN {
+            let half_open = half_open(now, 0, 0);
+            if self
+                .state
+                .compare_exchange(word, half_open, AcqRel, Acquire)
+                .is_ok()
+            {
+                self.show(HALF_OPEN);
+            }
+        }
     }
 
     /// The settings in effect; `None`: no breaker.
@@ -344,8 +374,12 @@ impl BreakerCell {
         let word = self.state.load(Acquire);
         match word & KIND {
             CLOSED | DISABLED => BreakerState::Closed,
-            OPEN if self.now_ms() < word & MS_MASK => BreakerState::Open {
-                until: self.anchor + Duration::from_millis(word & MS_MASK),
+            OPEN if self.is_open() => BreakerState::Open {
+                // With a fresh probe: the latest the probe may leave it open.
+                until: self.anchor
+                    + Duration::from_millis(
+                        (word & MS_MASK).max(self.probe_fresh_until.load(Relaxed)),
+                    ),
             },
             _ => BreakerState::HalfOpen,
         }

@@ -27,8 +27,9 @@ use crate::http::StatusError;
 /// # Unlike `Error::is_retryable`
 ///
 /// progenitor's own `is_retryable` calls every communication error retryable (an unbuildable
-/// request too) and retries 408 and 429. Here a 4xx is never transient (R-RES-RE-X2) and a
-/// communication error is transient only when the connection, not the request, failed.
+/// request too), retries 408 and 429, and not 500. Here a 4xx is never transient
+/// (R-RES-RE-X2), a 500 is (as everywhere in this crate), and a communication error is
+/// transient only when the connection, not the request, failed.
 impl<E> Classify for Error<E> {
     fn is_transient(&self) -> bool {
         match self {

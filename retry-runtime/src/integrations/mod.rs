@@ -2,6 +2,7 @@
 //!
 //! - `anyhow`: the same walk for `anyhow::Error`;
 //! - `reqwest`: `Classify` for `reqwest::Error`;
+//! - `progenitor`: `Classify` for `progenitor_client::Error<E>` (generated OpenAPI clients);
 //! - `failsafe`: `Classify` for `failsafe::Error<E>`;
 //! - `sqlx`: `Classify` for `sqlx::Error` (the database's "try again" codes);
 //! - `tonic`: `Classify` for `tonic::Status` (its code and the server's pushback) and
@@ -14,6 +15,8 @@
 mod anyhow;
 #[cfg(feature = "failsafe")]
 pub(crate) mod failsafe;
+#[cfg(feature = "progenitor")]
+mod progenitor;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 #[cfg(feature = "sqlx")]

@@ -95,7 +95,7 @@ pub(crate) fn succeeded(
     count(observer, Outcome::Success);
     #[cfg(feature = "tracing")]
     if attempt > 1 {
-        summarise(observer, observer.give_ups.other_event());
+        summarise_ended(observer);
         tracing::info!(
             system = observer.system,
             operation = observer.operation,
@@ -112,7 +112,7 @@ pub(crate) fn succeeded(
 pub(crate) fn retrying(failure: &Failure<'_>, pause: Duration) {
     count(failure.observer, Outcome::Retry);
     #[cfg(feature = "tracing")]
-    summarise(failure.observer, failure.observer.give_ups.other_event());
+    summarise_ended(failure.observer);
     #[cfg(feature = "tracing")]
     failure_event!(
         WARN,
@@ -160,24 +160,60 @@ pub(crate) fn gave_up(failure: &Failure<'_>, reason: GiveUp) {
 #[cfg(feature = "tracing")]
 fn once_per_interval(observer: &'static Observer, reason: GiveUp) -> bool {
     let decision = observer.give_ups.give_up(reason);
-    summarise(observer, decision.summary);
+    summarise(observer, decision.summary, Repeated::GaveUp);
     decision.log
 }
 
-/// The one line that stands for the give-ups of a site not logged in an interval.
+/// Whether this fallback of a site logs its own WARN, like [`once_per_interval`].
 #[cfg(feature = "tracing")]
-fn summarise(observer: &'static Observer, summary: Option<repeats::Summary>) {
-    if let Some(summary) = summary {
-        let repeated = summary.repeated();
-        tracing::error!(
-            system = observer.system,
-            operation = observer.operation,
+fn fallback_once_per_interval(observer: &'static Observer, reason: GiveUp) -> bool {
+    let decision = observer.fallbacks.give_up(reason);
+    summarise(observer, decision.summary, Repeated::FellBack);
+    decision.log
+}
+
+/// What the repeats of a site were, for their summary's level and words.
+#[cfg(feature = "tracing")]
+#[derive(Clone, Copy)]
+enum Repeated {
+    GaveUp,
+    FellBack,
+}
+
+/// The summaries of a site's give-ups and fallbacks whose intervals have ended, before another
+/// event of the site.
+#[cfg(feature = "tracing")]
+fn summarise_ended(observer: &'static Observer) {
+    summarise(observer, observer.give_ups.other_event(), Repeated::GaveUp);
+    summarise(observer, observer.fallbacks.other_event(), Repeated::FellBack);
+}
+
+/// The one line that stands for the give-ups (an ERROR) or the fallbacks (a WARN) of a site not
+/// logged in an interval.
+#[cfg(feature = "tracing")]
+fn summarise(observer: &'static Observer, summary: Option<repeats::Summary>, what: Repeated) {
+    let Some(summary) = summary else { return };
+    let repeated = summary.repeated();
+    let over_ms = u64::try_from(summary.over.as_millis()).unwrap_or(u64::MAX);
+    let (system, operation, every) = (observer.system, observer.operation, repeats::interval());
+    match what {
+        Repeated::GaveUp => tracing::error!(
+            system,
+            operation,
             repeated,
-            over_ms = u64::try_from(summary.over.as_millis()).unwrap_or(u64::MAX),
+            over_ms,
             reasons = %summary.reasons(),
-            "transient failures, gave up {repeated} more times (logged once per {:?})",
-            repeats::interval()
-        );
+            "transient failures, gave up {repeated} more times (logged once per {every:?})",
+        ),
+        Repeated::FellBack => tracing::warn!(
+            system,
+            operation,
+            repeated,
+            over_ms,
+            reasons = %summary.reasons(),
+            "transient failures or refusals, answered from the fallback {repeated} more times \
+             (logged once per {every:?})",
+        ),
     }
 }
 
@@ -211,7 +247,7 @@ pub(crate) fn fell_back(failure: &Failure<'_>, reason: GiveUp) {
     )
     .increment(1);
     #[cfg(feature = "tracing")]
-    if once_per_interval(failure.observer, reason) {
+    if fallback_once_per_interval(failure.observer, reason) {
         failure_event!(
             WARN,
             failure,

@@ -198,6 +198,44 @@ async fn a_fallback_is_a_warn_with_its_reason() {
     assert_eq!(last["attempt"], "3");
 }
 
+/// A system whose budget allows no retry: during its outage every call falls back at once.
+#[retry(read, jitter = "none", system = "fallback_outage", fallback = cached(reason))]
+async fn during_outage(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn repeated_fallbacks_warn_once_per_interval_and_the_next_event_sums_them_up() {
+    retry_runtime::system("fallback_outage").set_budget(retry_runtime::Budget::new(
+        0.0,
+        0,
+        Duration::from_secs(10),
+    ));
+    let down = Dependency::answering(&[503; 200]);
+    let seen = retry_tests::capture::events(async {
+        for _ in 0..50 {
+            assert_eq!(during_outage(&down).await, Ok(1999));
+            tokio::time::advance(Duration::from_millis(3)).await;
+        }
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(during_outage(&down).await, Ok(1999));
+    })
+    .await;
+    assert_eq!(down.calls(), 51);
+    let levels: Vec<_> = seen.iter().map(|e| e.level).collect();
+    assert_eq!(levels, [tracing::Level::WARN; 3], "{seen:#?}");
+    let answered = "transient failure or refusal, answered from the fallback";
+    assert_eq!(seen[0].fields["message"], answered);
+    assert_eq!(seen[0].fields["reason"], "retry budget exhausted");
+    assert_eq!(
+        seen[1].fields["message"],
+        "transient failures or refusals, answered from the fallback 49 more times (logged once per 10s)"
+    );
+    assert_eq!(seen[1].fields["repeated"], "49");
+    assert_eq!(seen[1].fields["reasons"], "retry budget exhausted: 49");
+    assert_eq!(seen[2].fields["message"], answered);
+}
+
 #[retry(read, jitter = "none", system = "fallback_metered", fallback = cached(reason))]
 async fn metered(d: &Dependency) -> Result<u32, CallError> {
     d.call().await

@@ -20,6 +20,10 @@ pub(crate) struct Observer {
     /// Its give-ups, for logging them once per interval (`repeats.rs`).
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(super) give_ups: Repeats,
+    /// Its answers from a `fallback`, logged once per interval the same way, in lines of their
+    /// own: a degraded answer is a WARN, not a give-up's ERROR.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(super) fallbacks: Repeats,
     /// Its counters, one per outcome, registered on its first call.
     #[cfg(feature = "metrics")]
     counters: OnceLock<[metrics::Counter; OUTCOMES]>,
@@ -32,6 +36,7 @@ impl Observer {
             system,
             operation,
             give_ups: Repeats::new(),
+            fallbacks: Repeats::new(),
             #[cfg(feature = "metrics")]
             counters: OnceLock::new(),
         }

@@ -13,37 +13,16 @@
 //! compare-and-swap.
 
 use std::sync::PoisonError;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::breaker::{Breaker, BreakerState};
+use super::reports::note_report;
 use super::tally::Tally;
 use super::window::Window;
-
-tokio::task_local! {
-    /// Set while a durable worker's handler runs: whether a protected call site reported an
-    /// attempt to a breaker, so that the worker does not report the task's attempt again.
-    static REPORTS: Arc<AtomicBool>;
-}
-
-/// Runs `future` noting in `reported` whether it reports to any breaker (the durable worker
-/// feeds a system's breaker for the handlers whose calls did not).
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-pub(crate) fn watch_reports<F: Future>(
-    reported: Arc<AtomicBool>,
-    future: F,
-) -> impl Future<Output = F::Output> {
-    REPORTS.scope(reported, future)
-}
-
-/// Notes a report for [`watch_reports`]: outside one, a failed thread-local look-up.
-#[inline(always)]
-fn note_report() {
-    let _ = REPORTS.try_with(|reported| reported.store(true, Relaxed));
-}
 
 const CLOSED: u64 = 0;
 /// No breaker: every call goes through and nothing is counted (a kind of its own, so that the

@@ -16,7 +16,7 @@ use retry_runtime::{Budget, retry};
 const GROUP: &str = "happy_path";
 const PARTS: &str = "happy_path_parts";
 /// The parts, as the table names them.
-const PART_NAMES: [(&str, &str); 8] = [
+const PART_NAMES: [(&str, &str); 9] = [
     ("tokio_instant_now", "`tokio::time::Instant::now()`"),
     (
         "deposit_default_budget",
@@ -36,7 +36,11 @@ const PART_NAMES: [(&str, &str); 8] = [
     ),
     (
         "retry_plain",
-        "`#[retry]` (default budget), again, beside the next row",
+        "`#[retry]` (default budget), again, beside the next two rows",
+    ),
+    (
+        "retry_fallback",
+        "the same fn with `fallback = cached(reason)` (not called on the happy path)",
     ),
     (
         "retry_hedge_p95",
@@ -58,6 +62,24 @@ const PART_NAMES: [(&str, &str); 8] = [
     hedge = "p95"
 )]
 async fn with_hedge(server: &Flaky) -> Result<u32, retry_benches::Unavailable> {
+    operation(server).await
+}
+
+/// The answer of [`with_fallback`] when it gives up: never reached on the happy path.
+async fn cached(reason: retry_runtime::GiveUp) -> Result<u32, retry_benches::Unavailable> {
+    Ok(black_box(reason as u32))
+}
+
+/// [`retry_benches::with_retry`] with a `fallback`: the happy path must cost what it costs.
+#[retry(
+    read,
+    attempts = 4,
+    delay = "10ms",
+    jitter = "none",
+    system = "bench",
+    fallback = cached(reason)
+)]
+async fn with_fallback(server: &Flaky) -> Result<u32, retry_benches::Unavailable> {
     operation(server).await
 }
 
@@ -101,6 +123,9 @@ fn main() {
     });
     parts.bench_function("retry_plain", |b| {
         b.iter(|| poll_once(|| retry_benches::with_retry(black_box(&server))));
+    });
+    parts.bench_function("retry_fallback", |b| {
+        b.iter(|| poll_once(|| with_fallback(black_box(&server))));
     });
     parts.bench_function("retry_hedge_p95", |b| {
         b.iter(|| poll_once(|| with_hedge(black_box(&server))));

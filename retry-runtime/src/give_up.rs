@@ -31,6 +31,15 @@ pub enum GiveUp {
 }
 
 impl GiveUp {
+    /// Whether a protection refused (the budget, the breaker, the bulkhead) rather than the
+    /// attempts ending: the give-ups a read with `fallback_on = "refused"` falls back on.
+    pub(crate) const fn is_refusal(self) -> bool {
+        matches!(
+            self,
+            GiveUp::Budget | GiveUp::BreakerOpen | GiveUp::BulkheadFull
+        )
+    }
+
     /// The `reason` label of `retry_fallback_total`: why a read fell back.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) const fn label(self) -> &'static str {

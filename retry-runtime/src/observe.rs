@@ -185,7 +185,11 @@ enum Repeated {
 #[cfg(feature = "tracing")]
 fn summarise_ended(observer: &'static Observer) {
     summarise(observer, observer.give_ups.other_event(), Repeated::GaveUp);
-    summarise(observer, observer.fallbacks.other_event(), Repeated::FellBack);
+    summarise(
+        observer,
+        observer.fallbacks.other_event(),
+        Repeated::FellBack,
+    );
 }
 
 /// The one line that stands for the give-ups (an ERROR) or the fallbacks (a WARN) of a site not

@@ -10,7 +10,7 @@ pub use crate::classify::{Hint, Verdict};
 pub use crate::describe::{Describe, ErrorText, ViaDebug, ViaDisplay, ViaError, ViaNothing};
 pub use crate::erased::registered::{Downcast, DowncastError, DowncastNothing, Registered};
 pub use crate::give_up::GiveUp;
-pub use crate::hedge::{HedgeSite, Hedged, hedge_site};
+pub use crate::hedge::{HedgeSite, Hedged, HedgedNext, hedge_site};
 pub use crate::protect::{FromRejected, Permit, from_rejected};
 pub use crate::result::RetryResult;
 pub use crate::retrier::admission::{Queued, Reject, Wait, enter};

@@ -198,6 +198,44 @@ async fn a_fallback_is_a_warn_with_its_reason() {
     assert_eq!(last["attempt"], "3");
 }
 
+/// A hedged read with a fallback: each attempt takes 50 ms, a hedge starts after 20 ms.
+#[retry(read, jitter = "none", system = "fallback_hedged", hedge = "20ms", fallback = cached(reason))]
+async fn hedged_price(d: &Dependency) -> Result<u32, CallError> {
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    d.call().await
+}
+
+#[retry(
+    read,
+    jitter = "none",
+    system = "fallback_hedged_refused",
+    hedge = "20ms",
+    fallback = cached(reason),
+    fallback_on = "refused"
+)]
+async fn hedged_price_on_refusal(d: &Dependency) -> Result<u32, CallError> {
+    d.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_read_falls_back_when_its_attempts_give_up_and_not_when_a_hedge_answers() {
+    let down = Dependency::answering(&[503; 3]);
+    assert_eq!(hedged_price(&down).await, Ok(1001));
+    assert_eq!(down.calls(), 3);
+    // The first attempt's 503 starts a retry, the hedge started at 20 ms answers: no fallback.
+    let flaky = Dependency::answering(&[503]);
+    assert_eq!(hedged_price(&flaky).await, Ok(1));
+    let invalid = Dependency::answering(&[404]);
+    assert_eq!(hedged_price(&invalid).await, Err(CallError::Status(404)));
+    assert_eq!(invalid.calls(), 1, "a permanent error ends the call");
+    let down = Dependency::answering(&[503; 3]);
+    assert_eq!(
+        hedged_price_on_refusal(&down).await,
+        Err(CallError::Status(503)),
+        "attempts exhausted is not a refusal"
+    );
+}
+
 /// A system whose budget allows no retry: during its outage every call falls back at once.
 #[retry(read, jitter = "none", system = "fallback_outage", fallback = cached(reason))]
 async fn during_outage(d: &Dependency) -> Result<u32, CallError> {

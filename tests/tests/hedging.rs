@@ -398,6 +398,7 @@ fn hedges_and_their_wins_are_counted_as_outcomes() {
         ("already_queued", 0),
         ("already_done", 0),
         ("hand_over_refused", 0),
+        ("fallback", 0),
     ];
     let expected: std::collections::BTreeMap<String, u64> = expected
         .into_iter()

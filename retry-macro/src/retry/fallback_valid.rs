@@ -1,12 +1,12 @@
 //! Phase 2: the rules of `fallback` ([`check`]): a read's only (a write's fallback is the
-//! durable queue, R-RES-RE-5), not with `hedge`, and `fallback_on` only beside it.
+//! durable queue, R-RES-RE-5), and `fallback_on` only beside it.
 
 use super::fallback::Fallback;
 use super::options::{Kind, Options};
 use crate::common::errors::Errors;
 
-/// A fallback only on a read (a write's is the queue, R-RES-RE-5), not with `hedge`, and
-/// `fallback_on` only with a fallback.
+/// A fallback only on a read (a write's is the queue, R-RES-RE-5), and `fallback_on` only with
+/// a fallback.
 pub(super) fn check(
     errors: &mut Errors,
     options: &Options,
@@ -24,12 +24,6 @@ pub(super) fn check(
         errors.at(
             name,
             "`fallback` is for a read: a write's fallback is the durable queue (R-RES-RE-5), `hand_over = <expr>` with its `idempotency_key`, which repeats the write later under its key; a made-up answer would tell the caller that a change happened when it did not. Replace `fallback` with `hand_over`",
-        );
-    }
-    if options.hedge.name.is_some() {
-        errors.at(
-            name,
-            "`fallback` does not combine with `hedge` yet: remove one of them",
         );
     }
     Some(Fallback {
@@ -89,13 +83,8 @@ mod tests {
     }
 
     #[test]
-    fn a_fallback_does_not_combine_with_hedge() {
+    fn a_fallback_combines_with_hedge() {
         let found = messages(quote!(read, hedge = "20ms", fallback = async { Ok(()) }));
-        assert!(
-            found
-                .iter()
-                .any(|m| m.starts_with("`fallback` does not combine")),
-            "{found:?}"
-        );
+        assert_eq!(found, Vec::<String>::new());
     }
 }

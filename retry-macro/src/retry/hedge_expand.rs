@@ -3,12 +3,14 @@
 //! future, called up to `attempts` times, with several attempts in flight at once, and the
 //! runtime's `Hedged` decides when each starts. The closure borrows what the body uses, shared:
 //! a body that needs an exclusive borrow cannot run twice at once, and the compiler says so at
-//! the closure (the attribute already refuses `&mut` parameters, the common case).
+//! the closure (the attribute already refuses `&mut` parameters, the common case). With
+//! `fallback`, the call that would end on a transient failure answers from it instead.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::Ident;
 
+use super::fallback_expand;
 use super::hedge::Hedge;
 use super::locals::{Locals, Ret};
 use super::valid::Config;
@@ -49,6 +51,32 @@ pub(super) fn body(
     let ret_span = ret.span;
     let krate_at_ret = located_at(krate, ret_span);
     let out_at_ret = Ident::new("__retry_out", Span::mixed_site().located_at(ret_span));
+    let on_failure = match &config.fallback {
+        None => quote_spanned! {ret_span=>
+            if !#call.as_mut().after_failure(#attempt_no, #verdict, #inner, #text) {
+                return #out;
+            }
+        },
+        Some(fallback) => {
+            let (refused_only, why) = (fallback.refused_only, fallback_expand::why_local());
+            let gone = Ident::new("__retry_gone", Span::mixed_site());
+            // A hedged fn is async: its fallback is awaited.
+            let tail = fallback_expand::tail(config, fallback, true);
+            quote_spanned! {ret_span=>
+                match #call.as_mut().after_failure_or_fall_back(
+                    #attempt_no, #verdict, #inner, #text, #refused_only,
+                ) {
+                    #krate::__private::HedgedNext::Wait => {}
+                    #krate::__private::HedgedNext::Return => return #out,
+                    #krate::__private::HedgedNext::FallBack(#why) => {
+                        // The failed result ends here, not across the fallback's `.await`.
+                        { let #gone = #out; }
+                        #tail
+                    }
+                }
+            }
+        }
+    };
     let decide = quote_spanned! {ret_span=>
         match #krate_at_ret::__private::RetryResult::failure(&#out_at_ret) {
             ::core::option::Option::None => {
@@ -56,9 +84,7 @@ pub(super) fn body(
                 return #out;
             }
             ::core::option::Option::Some(#err) => {
-                if !#call.as_mut().after_failure(#attempt_no, #verdict, #inner, #text) {
-                    return #out;
-                }
+                #on_failure
             }
         }
     };

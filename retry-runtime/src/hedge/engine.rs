@@ -21,7 +21,7 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use super::{HedgeSite, report};
+use super::{HedgeSite, HedgedNext, report};
 use crate::backoff::MAX_ATTEMPTS;
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
@@ -246,12 +246,40 @@ where
     /// starts), `false` to end the call with this error. A permanent error ends the call; a
     /// transient one starts the next attempt at once, or after its Retry-After hint.
     pub fn after_failure(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         attempt: u32,
         verdict: Verdict,
         inner_gave_up: bool,
         error: ErrorText<'_>,
     ) -> bool {
+        self.failed(attempt, verdict, inner_gave_up, error, None) == HedgedNext::Wait
+    }
+
+    /// [`after_failure`](Self::after_failure) for a hedged read with `fallback`: the same
+    /// judgement, but when the call would end on a transient failure it falls back (unless
+    /// `refused_only` and no refusal caused it), recorded as a fallback. A permanent error is
+    /// returned as it is.
+    pub fn after_failure_or_fall_back(
+        self: Pin<&mut Self>,
+        attempt: u32,
+        verdict: Verdict,
+        inner_gave_up: bool,
+        error: ErrorText<'_>,
+        refused_only: bool,
+    ) -> HedgedNext {
+        self.failed(attempt, verdict, inner_gave_up, error, Some(refused_only))
+    }
+
+    /// The one judgement of a failed attempt; `fallback`: `None` without one, else whether it
+    /// answers on refusals only.
+    fn failed(
+        mut self: Pin<&mut Self>,
+        attempt: u32,
+        verdict: Verdict,
+        inner_gave_up: bool,
+        error: ErrorText<'_>,
+        fallback: Option<bool>,
+    ) -> HedgedNext {
         let site = self.site;
         let attempts = || config::effective(site).attempts;
         let failure = observe::Failure {
@@ -264,7 +292,7 @@ where
         if !verdict.transient {
             self.as_ref().record_first();
             observe::permanent(&failure);
-            return false;
+            return HedgedNext::Return;
         }
         if attempt > 1 {
             // Before the next attempt is asked for, as in the plain loop.
@@ -273,36 +301,50 @@ where
         match self.as_ref().next_start(verdict.retry_after, inner_gave_up) {
             Ok(wait) => {
                 observe::retrying(&failure, wait);
-                let mut this = self.as_mut().project();
-                *this.reserved += 1;
-                if wait.is_zero() {
-                    *this.launch_now += 1;
-                    if *this.timer_retries == 0 {
-                        // The hedge delay counts from the new attempt.
-                        this.timer.set(None);
-                        *this.last_start = None;
-                    }
-                } else {
-                    let at = Instant::now() + wait;
-                    match this.timer.as_mut().as_pin_mut() {
-                        Some(timer) if *this.timer_retries > 0 => {
-                            let later = timer.deadline().max(at);
-                            timer.reset(later);
-                        }
-                        _ => this.timer.set(Some(sleep_until(at))),
-                    }
-                    *this.timer_retries += 1;
-                }
-                true
+                self.as_mut().reserve(wait);
+                HedgedNext::Wait
             }
             // Others still run: their answers decide.
-            Err(_) if self.running > 0 || self.reserved > 0 => true,
+            Err(_) if self.running > 0 || self.reserved > 0 => HedgedNext::Wait,
             Err(reason) => {
                 self.as_ref().record_first();
-                observe::gave_up(&failure, reason);
+                let next = match fallback {
+                    Some(refused_only) if !refused_only || reason.is_refusal() => {
+                        observe::fell_back(&failure, reason);
+                        HedgedNext::FallBack(reason)
+                    }
+                    _ => {
+                        observe::gave_up(&failure, reason);
+                        HedgedNext::Return
+                    }
+                };
                 attempt::gave_up();
-                false
+                next
             }
+        }
+    }
+
+    /// One more attempt decided, to start after `wait` (at the next poll when zero).
+    fn reserve(self: Pin<&mut Self>, wait: Duration) {
+        let mut this = self.project();
+        *this.reserved += 1;
+        if wait.is_zero() {
+            *this.launch_now += 1;
+            if *this.timer_retries == 0 {
+                // The hedge delay counts from the new attempt.
+                this.timer.set(None);
+                *this.last_start = None;
+            }
+        } else {
+            let at = Instant::now() + wait;
+            match this.timer.as_mut().as_pin_mut() {
+                Some(timer) if *this.timer_retries > 0 => {
+                    let later = timer.deadline().max(at);
+                    timer.reset(later);
+                }
+                _ => this.timer.set(Some(sleep_until(at))),
+            }
+            *this.timer_retries += 1;
         }
     }
 

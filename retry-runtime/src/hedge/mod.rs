@@ -16,6 +16,7 @@ pub(crate) mod tracker;
 
 use std::time::Duration;
 
+use crate::give_up::GiveUp;
 use crate::rules::hedge as rules;
 
 pub use engine::Hedged;
@@ -123,6 +124,17 @@ impl Hedge {
 const fn gap(attempts: u32) -> Duration {
     // ≤ 5 s: fits.
     Duration::from_nanos(rules::max_gap(attempts) as u64)
+}
+
+/// What a hedged call does after a failed attempt ([`Hedged::after_failure_or_fall_back`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HedgedNext {
+    /// Wait for the next answer: another attempt runs, or starts now or after a hint.
+    Wait,
+    /// Return the error: a permanent one, or a give-up that does not fall back. Recorded.
+    Return,
+    /// Answer from the fallback, for this reason (recorded already).
+    FallBack(GiveUp),
 }
 
 /// One hedged call site: built in a `static` by [`hedge_site`].

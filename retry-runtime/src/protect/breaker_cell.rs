@@ -12,8 +12,8 @@
 //! probes in the same word: admitting a probe, counting its success and closing are each one
 //! compare-and-swap.
 
-use std::sync::PoisonError;
 use std::sync::Mutex;
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use std::time::Duration;
 

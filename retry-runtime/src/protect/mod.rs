@@ -21,10 +21,10 @@ mod window;
 
 pub(crate) use breaker::MAX_PROBES;
 pub use breaker::{Breaker, BreakerState};
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) use reports::watch_reports;
 pub use bulkhead::{Bulkhead, BulkheadState, Permit};
 pub(crate) use protection::{Protection, tighten_with};
 pub(crate) use registry::{all, breaker_state, bulkhead_state, for_system, lookup};
 pub use rejected::{FromRejected, Rejected, from_rejected};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use reports::watch_reports;
 pub(crate) use settings::Settings;

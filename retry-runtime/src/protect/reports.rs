@@ -26,4 +26,3 @@ pub(crate) fn watch_reports<F: Future>(
 pub(super) fn note_report() {
     let _ = REPORTS.try_with(|reported| reported.store(true, Relaxed));
 }
-

@@ -28,15 +28,6 @@ pub enum FallNext {
     FallBack(GiveUp),
 }
 
-/// Whether a give-up is a refusal (the budget, the breaker, the bulkhead): the ones a read with
-/// `fallback_on = "refused"` falls back on.
-pub(crate) const fn is_refusal(reason: GiveUp) -> bool {
-    matches!(
-        reason,
-        GiveUp::Budget | GiveUp::BreakerOpen | GiveUp::BulkheadFull
-    )
-}
-
 impl Retrier {
     /// [`after_failure`](Retrier::after_failure) for a read with `fallback`: the same judgement,
     /// but a transient failure that is not retried falls back ([`FallNext::FallBack`]), unless
@@ -58,7 +49,7 @@ impl Retrier {
                 self.retrying(error, pause);
                 FallNext::Pause(pause)
             }
-            Judged::GiveUp(reason) if refused_only && !is_refusal(reason) => {
+            Judged::GiveUp(reason) if refused_only && !reason.is_refusal() => {
                 observe::gave_up(&self.failure(error, &attempts), reason);
                 attempt::gave_up();
                 FallNext::Return

@@ -18,5 +18,6 @@
 mod probe;
 mod report;
 
+pub(crate) use probe::last_named;
 pub use probe::{NoRuntime, Probe, ProbeResult, STALE_AFTER_INTERVALS, last_probe, probe};
 pub use report::{BudgetHealth, BulkheadHealth, ProbeHealth, SystemHealth, report, report_all};

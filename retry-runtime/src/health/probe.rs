@@ -194,8 +194,14 @@ fn record(system: System, generation: u64, result: ProbeResult, every: Duration)
 /// The system's last probe result, and the probe's interval; `None` without a probe or
 /// before its first run ends.
 pub(crate) fn last(system: System) -> Option<(ProbeResult, Duration)> {
+    last_named(system.name())
+}
+
+/// [`last`] of the system named `name`: for the durable worker's heartbeat, which knows its
+/// systems by name (looking one up by name declares nothing).
+pub(crate) fn last_named(name: &str) -> Option<(ProbeResult, Duration)> {
     let guard = probes();
-    let slot = guard.0.get(system.name())?;
+    let slot = guard.0.get(name)?;
     Some((slot.last.clone()?, slot.every))
 }
 

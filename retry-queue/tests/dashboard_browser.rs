@@ -2104,8 +2104,12 @@ async fn the_systems_table_shows_each_systems_last_probe_as_text() {
     let q = Queue::connect(&url).await.expect("SQLite opens a new file");
     let (probed, plain) = (declare_system("dash-probed"), declare_system("dash-plain"));
     q.enqueue_many([
-        Task::new("charge", &1).system(probed).process_in(Duration::from_secs(3600)),
-        Task::new("email", &2).system(plain).process_in(Duration::from_secs(3600)),
+        Task::new("charge", &1)
+            .system(probed)
+            .process_in(Duration::from_secs(3600)),
+        Task::new("email", &2)
+            .system(plain)
+            .process_in(Duration::from_secs(3600)),
     ])
     .await
     .unwrap();
@@ -2161,7 +2165,10 @@ async fn the_systems_table_shows_each_systems_last_probe_as_text() {
         assert_eq!(cells[0], "-");
         let probed_cell = &cells[1];
         assert!(probed_cell.starts_with("failed "), "{probed_cell}");
-        assert!(probed_cell.contains(" ago") || probed_cell.contains("now"), "{probed_cell}");
+        assert!(
+            probed_cell.contains(" ago") || probed_cell.contains("now"),
+            "{probed_cell}"
+        );
         // The markup is text; the bidirectional control shows as its escape.
         assert!(
             probed_cell.ends_with(
@@ -2169,9 +2176,12 @@ async fn the_systems_table_shows_each_systems_last_probe_as_text() {
             ),
             "{probed_cell}"
         );
-        let badge = wait_texts(&c, "#systems tr.system .badge.probe-failed", "the badge", |t| {
-            t.len() == 1
-        })
+        let badge = wait_texts(
+            &c,
+            "#systems tr.system .badge.probe-failed",
+            "the badge",
+            |t| t.len() == 1,
+        )
         .await?;
         assert_eq!(badge, ["failed"]);
         let injected = c

@@ -14,8 +14,8 @@ use super::params::{BatchBody, DeleteAllState, Flag, RunAllState};
 use crate::json::{
     Acted, Actions, BatchDone, BatchFailure, BucketJson, BulkDone, Counts, EntryJson, ErrorBody,
     ErrorGroupJson, Errors, FailedJson, Filtered, HeldJson, History, Kinds, Overview, Paused,
-    ProbeJson, QueueJson, Schedulers, StateGroups, StateName, SystemJson, Systems, TaskAnswer, TaskJson,
-    TasksPage, Workers,
+    ProbeJson, QueueJson, Schedulers, StateGroups, StateName, SystemJson, Systems, TaskAnswer,
+    TaskJson, TasksPage, Workers,
 };
 use crate::ops::Action;
 

@@ -64,7 +64,9 @@ async fn a_worker_reports_its_last_probe_of_each_system_on_its_heartbeat(backend
     )
     .unwrap();
     let w = worker(&env)
-        .handle("charge", |_task| async { Ok::<(), retry_runtime::BoxError>(()) })
+        .handle("charge", |_task| async {
+            Ok::<(), retry_runtime::BoxError>(())
+        })
         .limit(declare_system(probed), SystemLimit::new())
         .limit(declare_system(plain), SystemLimit::new())
         .heartbeat_interval(Duration::from_millis(30));
@@ -98,15 +100,16 @@ async fn a_worker_reports_its_last_probe_of_each_system_on_its_heartbeat(backend
         view(&env, probed).await?.probe.filter(|p| p.passed)
     })
     .await;
-    assert_eq!(
-        (passed.error, passed.workers, passed.failed),
-        (None, 1, 0)
-    );
+    assert_eq!((passed.error, passed.workers, passed.failed), (None, 1, 0));
 
     // A row of a build of version 5 (no probe columns in its statement) beside it: counted as a
     // worker, without a probe; the probe of the worker that has one still shows.
     // The queue's clock stands at the start: the test never advances it.
-    let now_ms = env.at(secs(0)).duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    let now_ms = env
+        .at(secs(0))
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     let queues = serde_json::to_string(&[&env.name]).unwrap();
     let queues = queues.replace('\'', "''");
     raw(

@@ -187,7 +187,10 @@ mod tests {
     fn a_failed_probe_wins_and_the_freshest_of_an_outcome_is_shown() {
         let now = 10_000;
         let one = worse_probe(None, probe(true, None, 9_000), now);
-        assert_eq!((one.passed, one.age_ms, one.workers, one.failed), (true, 1_000, 1, 0));
+        assert_eq!(
+            (one.passed, one.age_ms, one.workers, one.failed),
+            (true, 1_000, 1, 0)
+        );
         // A fresher pass is shown; an older failure wins over both passes.
         let two = worse_probe(Some(one), probe(true, None, 9_500), now);
         assert_eq!((two.passed, two.age_ms), (true, 500));
@@ -205,6 +208,9 @@ mod tests {
         assert_eq!(five, expected);
         // A fresher failure is shown, with its error; a probe dated after `now` is 0 ms old.
         let six = worse_probe(Some(five), probe(false, Some("reset"), 10_500), now);
-        assert_eq!((six.error.as_deref(), six.age_ms, six.failed), (Some("reset"), 0, 3));
+        assert_eq!(
+            (six.error.as_deref(), six.age_ms, six.failed),
+            (Some("reset"), 0, 3)
+        );
     }
 }

@@ -18,6 +18,7 @@
 mod probe;
 mod report;
 
-pub(crate) use probe::last_named;
 pub use probe::{NoRuntime, Probe, ProbeResult, STALE_AFTER_INTERVALS, last_probe, probe};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use probe::{failing, last_named};
 pub use report::{BudgetHealth, BulkheadHealth, ProbeHealth, SystemHealth, report, report_all};

@@ -205,6 +205,17 @@ pub(crate) fn last_named(name: &str) -> Option<(ProbeResult, Duration)> {
     Some((slot.last.clone()?, slot.every))
 }
 
+/// Whether the system named `name` has a fresh failing probe: its last run failed less than
+/// [`STALE_AFTER_INTERVALS`] intervals ago. The durable worker then takes no user task as the
+/// queue's shared breaker probe of the system (`durable/worker/execution/shared_breaker.rs`).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn failing(name: &str) -> bool {
+    last_named(name).is_some_and(|(last, every)| {
+        let age = Instant::now().saturating_duration_since(last.at);
+        !last.passed && age < every.saturating_mul(STALE_AFTER_INTERVALS)
+    })
+}
+
 /// The system's last probe result: `None` without a probe or before its first run ends.
 pub fn last_probe(system: System) -> Option<ProbeResult> {
     last(system).map(|(result, _)| result)

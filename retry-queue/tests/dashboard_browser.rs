@@ -2088,3 +2088,121 @@ async fn a_page_load_logs_no_console_error_and_no_systems_show_no_null() {
         Err(_) => panic!("the browser steps took more than 90 s"),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The workers' last health probes in the systems table (issue 44, item 2): a worker of this
+// process runs a probe that fails with markup and a bidirectional control in its error, and
+// knows a second system without a probe; the table shows the failure with its error as text.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_systems_table_shows_each_systems_last_probe_as_text() {
+    use retry_runtime::durable::SystemLimit;
+    use retry_runtime::{declare_system, health};
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    let q = Queue::connect(&url).await.expect("SQLite opens a new file");
+    let (probed, plain) = (declare_system("dash-probed"), declare_system("dash-plain"));
+    q.enqueue_many([
+        Task::new("charge", &1)
+            .system(probed)
+            .process_in(Duration::from_secs(3600)),
+        Task::new("email", &2)
+            .system(plain)
+            .process_in(Duration::from_secs(3600)),
+    ])
+    .await
+    .unwrap();
+    let error = "<img src=x onerror=\"document.title='owned'\"> refused \u{202E}gnp.exe";
+    let probe = health::probe(probed, Duration::from_millis(50), move || async move {
+        Err::<(), _>(error)
+    })
+    .unwrap();
+    let worker = Worker::new(q.clone())
+        .limit(probed, SystemLimit::new())
+        .limit(plain, SystemLimit::new())
+        .heartbeat_interval(Duration::from_millis(100))
+        .handle("charge", |_task| async { Ok::<(), BoxError>(()) })
+        .handle("email", |_task| async { Ok::<(), BoxError>(()) });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async {
+        stopped.await.ok();
+    }));
+    // The report is in the database before the page asks (the page keeps systems for 30 s).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let systems = q.inspector().systems().await.unwrap();
+        let reported = |name: &str| systems.iter().any(|s| s.system == name && s.workers == 1);
+        let failed = systems
+            .iter()
+            .any(|s| s.probe.as_ref().is_some_and(|p| !p.passed));
+        if reported("dash-plain") && failed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no probe reported: {systems:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let Some((c, base, _processes)) = browser(&url).await else {
+        stop.send(()).ok();
+        running.await.unwrap().unwrap();
+        probe.stop();
+        return;
+    };
+    let steps = async {
+        c.goto(&format!("{base}/#/q/default/scheduled"))
+            .await
+            .map_err(cmd("opening the queue"))?;
+        let headers = wait_texts(&c, "#systems thead th", "the systems' headers", |t| {
+            t.len() == 7
+        })
+        .await?;
+        assert_eq!(headers.last().map(String::as_str), Some("Probe"));
+        let cells = wait_texts(&c, "#systems tr.system td.probe", "the probe cells", |t| {
+            t.len() == 2
+        })
+        .await?;
+        // By name: dash-plain, then dash-probed.
+        assert_eq!(cells[0], "-");
+        let probed_cell = &cells[1];
+        assert!(probed_cell.starts_with("failed "), "{probed_cell}");
+        assert!(
+            probed_cell.contains(" ago") || probed_cell.contains("now"),
+            "{probed_cell}"
+        );
+        // The markup is text; the bidirectional control shows as its escape.
+        assert!(
+            probed_cell.ends_with(
+                ": <img src=x onerror=\"document.title='owned'\"> refused \\u{202E}gnp.exe"
+            ),
+            "{probed_cell}"
+        );
+        let badge = wait_texts(
+            &c,
+            "#systems tr.system .badge.probe-failed",
+            "the badge",
+            |t| t.len() == 1,
+        )
+        .await?;
+        assert_eq!(badge, ["failed"]);
+        let injected = c
+            .execute(
+                "return [document.querySelectorAll('#systems img').length, document.title]",
+                vec![],
+            )
+            .await
+            .map_err(cmd("reading the page"))?;
+        assert_eq!(injected[0], json!(0), "no element made of the error");
+        assert_ne!(injected[1], json!("owned"));
+        Ok::<(), String>(())
+    };
+    let outcome = tokio::time::timeout(Duration::from_secs(90), steps).await;
+    let _ = c.close().await;
+    stop.send(()).ok();
+    running.await.unwrap().unwrap();
+    probe.stop();
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{e}"),
+        Err(_) => panic!("the browser steps took more than 90 s"),
+    }
+}

@@ -1,13 +1,13 @@
 //! `systems`: a queue's tasks per external system, and what the live workers report of each
-//! (breaker, rate).
+//! (breaker, rate, last health probe).
 
 use std::io::Write;
 
-use retry_runtime::durable::Queue;
+use retry_runtime::durable::{ProbeInfo, Queue};
 
 use super::failure::{Failure, failure};
 use super::output::Output;
-use super::table::{Align, Table, clean};
+use super::table::{Align, Table, age, cell, clean};
 use crate::json;
 
 /// `systems --queue NAME`: one row per system.
@@ -36,6 +36,7 @@ pub(super) async fn print<W: Write>(queue: &Queue, output: Output<'_, W>) -> Res
                 ("BREAKER", Align::Left),
                 ("RATE/S", Align::Right),
                 ("WORKERS", Align::Right),
+                ("PROBE", Align::Left),
             ]);
             for s in &systems {
                 let rate = match (s.workers, s.rate) {
@@ -53,9 +54,29 @@ pub(super) async fn print<W: Write>(queue: &Queue, output: Output<'_, W>) -> Res
                     s.breaker.clone().unwrap_or_else(|| "-".to_owned()),
                     rate,
                     s.workers.to_string(),
+                    s.probe.as_ref().map_or_else(|| "-".to_owned(), probe),
                 ]);
             }
             table.write(out)
         },
     )
+}
+
+/// The longest probe error the table shows, in characters (`--json` has it whole).
+const PROBE_ERROR_SHOWN: usize = 40;
+
+/// `passed 3s ago`, `failed 1m 5s ago: connection refused`, and with several workers probing,
+/// how many of them failed: `failed 4s ago (1 of 3): …`.
+fn probe(p: &ProbeInfo) -> String {
+    let outcome = if p.passed { "passed" } else { "failed" };
+    let ago = age(std::time::Duration::from_millis(p.age_ms));
+    let mut text = format!("{outcome} {ago} ago");
+    if !p.passed && p.workers > 1 {
+        text.push_str(&format!(" ({} of {})", p.failed, p.workers));
+    }
+    if let Some(error) = &p.error {
+        text.push_str(": ");
+        text.push_str(&cell(error, PROBE_ERROR_SHOWN));
+    }
+    text
 }

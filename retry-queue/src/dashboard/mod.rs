@@ -43,7 +43,7 @@
 //! | `GET /api/queues/{queue}/errors?state=retry` | `{"queue", "state", "groups": [group…], "stats": queue, "now"}` |
 //! | `GET /api/queues/{queue}/errors?states=retry,archived` (with `state=S` too: the union, `S` first) | `{"queue", "states": [{"state", "groups": [group…]}…], "stats": queue, "now"}` |
 //! | `GET /api/queues/{queue}/history?hours=24` (1 to 168) or `?days=30` (1 to 90; with `hours` too, `days` wins) | `{"queue", "hours" or "days", "buckets": [{"start", "processed", "failed"}…]}`, oldest first, empty buckets included |
-//! | `GET /api/queues/{queue}/systems` | `{"queue", "systems": [{"system", "due", "deferred", "in_flight", "waiting", "breaker", "rate", "ramping", "workers"}…]}`: the queue's tasks per system they name, and what the live workers report of each (breaker `open`/`half_open`/`closed` or `null`, rate per second or `null`: unlimited) |
+//! | `GET /api/queues/{queue}/systems` | `{"queue", "systems": [{"system", "due", "deferred", "in_flight", "waiting", "breaker", "rate", "ramping", "workers", "probe"}…]}`: the queue's tasks per system they name, and what the live workers report of each (breaker `open`/`half_open`/`closed` or `null`, rate per second or `null`: unlimited, last probe worst-of: `{"passed", "error", "age_ms", "workers", "failed"}` or `null`) |
 //! | `POST /api/queues/{queue}/tasks/{id}/{action}` (`run\|delete\|archive\|cancel`) | `{"queue", "id", "action"}` |
 //! | `POST /api/queues/{queue}/task/{action}?id=ID` | the same, the id in the query (what the page uses: a browser resolves a path segment `.` or `..`, even written `%2E`, before sending) |
 //! | `POST /api/queues/{queue}/run-all?state=archived` (`scheduled`, `retry`, `archived` or `completed`) | `{"queue", "state", "count"}` |

@@ -14,8 +14,8 @@ use super::params::{BatchBody, DeleteAllState, Flag, RunAllState};
 use crate::json::{
     Acted, Actions, BatchDone, BatchFailure, BucketJson, BulkDone, Counts, EntryJson, ErrorBody,
     ErrorGroupJson, Errors, FailedJson, Filtered, HeldJson, History, Kinds, Overview, Paused,
-    QueueJson, Schedulers, StateGroups, StateName, SystemJson, Systems, TaskAnswer, TaskJson,
-    TasksPage, Workers,
+    ProbeJson, QueueJson, Schedulers, StateGroups, StateName, SystemJson, Systems, TaskAnswer,
+    TaskJson, TasksPage, Workers,
 };
 use crate::ops::Action;
 
@@ -52,7 +52,7 @@ use crate::ops::Action;
     components(schemas(
         Acted, Actions, BatchBody, BatchDone, BatchFailure, BucketJson, BulkDone, Counts,
         EntryJson, ErrorBody, ErrorGroupJson, Errors, FailedJson, Filtered, Flag, HeldJson,
-        History, Kinds, Overview, Paused, QueueJson, Schedulers, StateGroups, StateName,
+        History, Kinds, Overview, Paused, ProbeJson, QueueJson, Schedulers, StateGroups, StateName,
         SystemJson, Systems, TaskAnswer, TaskJson, TasksPage, Workers, Action, RunAllState,
         DeleteAllState
     )),

@@ -68,7 +68,7 @@ pub(crate) async fn history(
 
 /// `GET /api/queues/{queue}/systems`: the queue's tasks per external system they name (due,
 /// deferred, in flight, waiting) and what the live workers serving it report of each system
-/// (breaker, rate, ramping).
+/// (breaker, rate, ramping, their last health probe).
 #[utoipa::path(get, path = "/api/queues/{queue}/systems", tag = "queues",
     params(("queue" = String, Path, description = "The queue's name (`~`: the `queue` parameter's)", example = "default"),
         super::params::QueueParam),

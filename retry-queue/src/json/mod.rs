@@ -26,7 +26,7 @@ use crate::ops;
 pub(crate) use action_answers::*;
 pub(crate) use answers::*;
 pub(crate) use schema::{MigratedJson, schema, state_name};
-pub(crate) use systems::{SystemJson, Systems, systems};
+pub(crate) use systems::{ProbeJson, SystemJson, Systems, systems};
 
 /// [`rfc3339`] of an optional time: `None` when absent.
 pub(crate) fn opt_time(t: Option<SystemTime>) -> Option<String> {

@@ -49,8 +49,8 @@ pub use clock::{default_retry_delay, rfc3339};
 pub use error::{Error, SkipRetry, Snooze};
 pub use failures::{FailedAttempt, MAX_FAILURE_ERROR, MAX_FAILURES};
 pub use inspector::{
-    Canceled, Cursor, ErrorGroup, HistoryBucket, HistorySpan, Inspector, QueueStats, SEARCH_WINDOW,
-    SystemInfo, TaskPage, TaskQuery,
+    Canceled, Cursor, ErrorGroup, HistoryBucket, HistorySpan, Inspector, ProbeInfo, QueueStats,
+    SEARCH_WINDOW, SystemInfo, TaskPage, TaskQuery,
 };
 #[cfg(any(test, feature = "test-util"))]
 pub use inspector::{MAX_KINDS, MAX_SEARCH_BYTES};

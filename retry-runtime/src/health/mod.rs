@@ -19,4 +19,6 @@ mod probe;
 mod report;
 
 pub use probe::{NoRuntime, Probe, ProbeResult, STALE_AFTER_INTERVALS, last_probe, probe};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use probe::{failing, last_named};
 pub use report::{BudgetHealth, BulkheadHealth, ProbeHealth, SystemHealth, report, report_all};

@@ -194,9 +194,26 @@ fn record(system: System, generation: u64, result: ProbeResult, every: Duration)
 /// The system's last probe result, and the probe's interval; `None` without a probe or
 /// before its first run ends.
 pub(crate) fn last(system: System) -> Option<(ProbeResult, Duration)> {
+    last_named(system.name())
+}
+
+/// [`last`] of the system named `name`: for the durable worker's heartbeat, which knows its
+/// systems by name (looking one up by name declares nothing).
+pub(crate) fn last_named(name: &str) -> Option<(ProbeResult, Duration)> {
     let guard = probes();
-    let slot = guard.0.get(system.name())?;
+    let slot = guard.0.get(name)?;
     Some((slot.last.clone()?, slot.every))
+}
+
+/// Whether the system named `name` has a fresh failing probe: its last run failed less than
+/// [`STALE_AFTER_INTERVALS`] intervals ago. The durable worker then takes no user task as the
+/// queue's shared breaker probe of the system (`durable/worker/execution/shared_breaker.rs`).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn failing(name: &str) -> bool {
+    last_named(name).is_some_and(|(last, every)| {
+        let age = Instant::now().saturating_duration_since(last.at);
+        !last.passed && age < every.saturating_mul(STALE_AFTER_INTERVALS)
+    })
 }
 
 /// The system's last probe result: `None` without a probe or before its first run ends.

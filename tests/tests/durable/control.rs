@@ -419,6 +419,10 @@ async fn a_table_without_the_control_columns_gains_them_on_connect() {
         "ALTER TABLE retry_tasks DROP COLUMN given_back",
         // And migration 5's (issue 42).
         "ALTER TABLE retry_tasks DROP COLUMN archive_reason",
+        // And migration 6's (issue 44).
+        "ALTER TABLE retry_worker_systems DROP COLUMN probe_passed",
+        "ALTER TABLE retry_worker_systems DROP COLUMN probe_error",
+        "ALTER TABLE retry_worker_systems DROP COLUMN probe_ms",
         "DROP TABLE retry_migrations",
     ] {
         sqlx::query(drop).execute(&pool).await.unwrap();

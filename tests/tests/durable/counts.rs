@@ -290,15 +290,18 @@ async fn concurrent_workers_keep_the_counts_exact(backend: Backend) {
 }
 
 /// Drops what the counters are made of, the record of versions and the columns of later
-/// versions, as a database made before the counters would lack them (all but migration 5's
-/// column, which the open queue's statements still read: [`drop_archive_reason`]).
+/// versions (4 and 6), as a database made before the counters would lack them (all but
+/// migration 5's column, which the open queue's statements still read: [`drop_archive_reason`]).
 async fn drop_counters(url: &str) {
     const DROP: &str = "DROP TRIGGER IF EXISTS retry_tasks_counted_insert{on}; \
          DROP TRIGGER IF EXISTS retry_tasks_counted_update{on}; \
          DROP TRIGGER IF EXISTS retry_tasks_counted_delete{on}; \
          DROP TABLE retry_counts; DROP TABLE retry_history; DROP TABLE retry_migrations; \
          ALTER TABLE retry_tasks DROP COLUMN prefetched_token; \
-         ALTER TABLE retry_tasks DROP COLUMN given_back;";
+         ALTER TABLE retry_tasks DROP COLUMN given_back; \
+         ALTER TABLE retry_worker_systems DROP COLUMN probe_passed; \
+         ALTER TABLE retry_worker_systems DROP COLUMN probe_error; \
+         ALTER TABLE retry_worker_systems DROP COLUMN probe_ms;";
     run_sql(url, DROP).await;
 }
 

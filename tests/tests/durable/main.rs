@@ -27,6 +27,7 @@ mod paging;
 mod partition;
 mod pgbouncer;
 mod presence;
+mod probes;
 mod queue;
 mod recorder;
 mod rules;

@@ -439,6 +439,7 @@ both_backends!(
     a_migration_applied_from_another_text_is_refused,
     processes_starting_together_migrate_once,
     migration_5_stores_the_archive_reason_and_down_drops_it,
+    migration_6_adds_the_reported_probe_and_down_drops_it,
 );
 
 /// Every task's stored `archive_reason` as `(id, reason)`, in id order.
@@ -490,14 +491,15 @@ async fn migration_5_stores_the_archive_reason_and_down_drops_it(backend: Backen
     q.close().await;
 
     let schema = Schema::connect(&db.url).await.unwrap();
-    assert_eq!(schema.down(4).await.unwrap(), [5]);
+    // Down to 4 reverts migration 6 (issue 44) first.
+    assert_eq!(schema.down(4).await.unwrap(), [6, 5]);
     let layout = catalog(&db.direct).await;
     assert!(
         !layout.iter().any(|line| line.contains("archive_reason")),
         "{layout:#?}"
     );
     assert_eq!(tasks(&db.direct).await.len(), 2, "down 4 keeps the tasks");
-    assert_eq!(schema.up().await.unwrap(), [5]);
+    assert_eq!(schema.up().await.unwrap(), [5, 6]);
     schema.close().await;
     assert_eq!(
         stored_reasons(&db.direct).await,
@@ -527,5 +529,51 @@ async fn migration_5_stores_the_archive_reason_and_down_drops_it(backend: Backen
     q.inspector().run_all(TaskState::Archived).await.unwrap();
     assert_eq!(stored_reasons(&db.direct).await, by_hand(None));
     q.close().await;
+    db.done().await;
+}
+
+/// The columns of `retry_worker_systems` whose name starts with `probe_`, as the catalog lists
+/// them.
+async fn probe_columns(url: &str) -> Vec<String> {
+    let layout = catalog(url).await;
+    layout
+        .into_iter()
+        .filter(|line| line.starts_with("retry_worker_systems.probe_"))
+        .map(|line| line.split(' ').next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Migration 6 adds the last health probe a worker reports of each system (issue 44, item 2),
+/// three nullable columns; down to 5 drops them, and a worker of version 5 (which names none
+/// of them) writes its report either way.
+async fn migration_6_adds_the_reported_probe_and_down_drops_it(backend: Backend) {
+    let Some(db) = Fresh::new(backend, "probes").await else {
+        return;
+    };
+    Queue::connect(&db.url).await.unwrap().close().await;
+    let columns = [
+        "retry_worker_systems.probe_error",
+        "retry_worker_systems.probe_ms",
+        "retry_worker_systems.probe_passed",
+    ];
+    assert_eq!(probe_columns(&db.direct).await, columns);
+    let v5_report = |worker: &str| {
+        format!(
+            "INSERT INTO retry_worker_systems (worker, system, queues, held, rate_milli, \
+             ramping, breaker, heartbeat_ms, stale_ms) \
+             VALUES ('{worker}', 'payments', '[\"default\"]', 0, NULL, 0, 'closed', 1, 2)"
+        )
+    };
+    db.raw(v5_report("beside-6")).await;
+    let schema = Schema::connect(&db.url).await.unwrap();
+    assert_eq!(schema.down(5).await.unwrap(), [6]);
+    assert_eq!(probe_columns(&db.direct).await, Vec::<String>::new());
+    db.raw(v5_report("at-5")).await;
+    assert_eq!(schema.up().await.unwrap(), [6]);
+    assert_eq!(probe_columns(&db.direct).await, columns);
+    let status = schema.status().await.unwrap();
+    let newest = status.migrations.last().unwrap();
+    assert_eq!((newest.version, newest.name.as_str()), (6, "probes"));
+    schema.close().await;
     db.done().await;
 }

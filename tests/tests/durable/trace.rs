@@ -326,6 +326,10 @@ async fn an_earlier_table_gains_the_trace_column_in_place() {
         "ALTER TABLE retry_tasks DROP COLUMN given_back",
         // And migration 5's (issue 42).
         "ALTER TABLE retry_tasks DROP COLUMN archive_reason",
+        // And migration 6's (issue 44).
+        "ALTER TABLE retry_worker_systems DROP COLUMN probe_passed",
+        "ALTER TABLE retry_worker_systems DROP COLUMN probe_error",
+        "ALTER TABLE retry_worker_systems DROP COLUMN probe_ms",
         "DROP TABLE retry_migrations",
     ] {
         sqlx::query(sql).execute(&mut db).await.unwrap();

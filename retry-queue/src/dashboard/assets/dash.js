@@ -242,9 +242,21 @@ async function queueSystems(queue) {
   return systemsCache.data;
 }
 
+// The workers' last health probes of a system (worst-of: failed if any worker's failed), as of
+// the fetch: "passed 3 s ago", "failed 1 min ago (1 of 3): <error>"; "-" without a probe.
+function probeCell(p) {
+  if (!p) return el("td", { class: "probe" }, el("span", { class: "muted" }, "-"));
+  const outcome = p.passed ? "passed" : "failed";
+  return el("td", { class: "probe" },
+    el("span", { class: "badge probe-" + outcome }, outcome),
+    " " + (p.age_ms < 1000 ? "now" : span(p.age_ms) + " ago"),
+    !p.passed && p.workers > 1 ? " (" + p.failed + " of " + p.workers + ")" : null,
+    p.error === null ? null : el("span", { class: "probe-error", title: p.error }, ": " + p.error));
+}
+
 // The queue's tasks per external system, and what the workers report of each (breaker, the
-// rate its tasks start at, a slow start under way); a sentence when no task names a system (an
-// element either way: replaceChildren writes a null as the text "null").
+// rate its tasks start at, a slow start under way, their last probe); a sentence when no task
+// names a system (an element either way: replaceChildren writes a null as the text "null").
 function systemsTable(data) {
   if (!data.systems.length) {
     return el("p", { id: "systems-empty", class: "muted" }, "No task of this queue names an external system.");
@@ -256,10 +268,12 @@ function systemsTable(data) {
     el("td", { class: "num deferred" }, s.deferred),
     el("td", { class: "num in-flight" }, s.in_flight),
     el("td", { class: "breaker" }, el("span", { class: "badge breaker-" + (s.breaker || "none") }, s.breaker || "-")),
-    el("td", { class: "num rate" }, rate(s))));
+    el("td", { class: "num rate" }, rate(s)),
+    probeCell(s.probe)));
   return el("table", { id: "systems" },
     el("thead", {}, el("tr", {}, el("th", {}, "System"), el("th", { class: "num" }, "Due"), el("th", { class: "num" }, "Deferred"),
-      el("th", { class: "num" }, "In flight"), el("th", {}, "Breaker"), el("th", { class: "num" }, "Rate"))),
+      el("th", { class: "num" }, "In flight"), el("th", {}, "Breaker"), el("th", { class: "num" }, "Rate"),
+      el("th", {}, "Probe"))),
     el("tbody", {}, rows));
 }
 

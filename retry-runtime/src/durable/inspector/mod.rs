@@ -25,7 +25,7 @@ pub use find::SEARCH_WINDOW;
 pub use find::{MAX_KINDS, MAX_SEARCH_BYTES};
 pub use page::{Cursor, TaskPage};
 pub use query::TaskQuery;
-pub use systems::SystemInfo;
+pub use systems::{ProbeInfo, SystemInfo};
 #[doc = include_str!("../../../docs/inspector.md")]
 #[derive(Clone)]
 pub struct Inspector {

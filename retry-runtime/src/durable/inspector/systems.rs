@@ -1,12 +1,13 @@
 //! The operator's per-system view of a queue (issue 31): its live tasks per system they name
 //! (`store/systems.rs`, read from the system index), and what the live workers serving the
 //! queue report of each system they know (`store/reports.rs`): the breaker in their process,
-//! the rate in force, the tasks they hold.
+//! the rate in force, the tasks they hold, their last health probe of it.
 
 use crate::durable::clock::to_ms;
 use crate::durable::error::Error;
 use crate::durable::handle::Handle;
-use crate::durable::store::{reports, systems};
+use crate::durable::store::reports::{self, ReportedProbe};
+use crate::durable::store::systems;
 
 /// One external system as the operator sees it in one queue
 /// ([`Inspector::systems`](crate::durable::Inspector::systems)).
@@ -33,6 +34,29 @@ pub struct SystemInfo {
     pub ramping: bool,
     /// How many live workers serving the queue report the system.
     pub workers: u64,
+    /// The reporting workers' last health probes of the system
+    /// ([`health::probe`](crate::health::probe), run in each worker's process), worst first;
+    /// `None` when none of them has a probe of it.
+    pub probe: Option<ProbeInfo>,
+}
+
+/// The last health probes of one system, as the live workers reporting it saw them: worst-of,
+/// like the breaker. A probe failing in one worker's process is a system that worker cannot
+/// reach (its breaker keeps refusing), which another worker's passing probe must not hide.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProbeInfo {
+    /// `false` if any reporting worker's last probe failed.
+    pub passed: bool,
+    /// The error of the freshest failed probe (at most 200 characters); `None` when all passed.
+    pub error: Option<String>,
+    /// How long ago the probe shown ended, in milliseconds on the queue's clock: the freshest
+    /// failed one when any failed, else the freshest passed one.
+    pub age_ms: u64,
+    /// How many reporting workers have a probe of the system.
+    pub workers: u64,
+    /// How many of them last failed.
+    pub failed: u64,
 }
 
 impl SystemInfo {
@@ -47,6 +71,7 @@ impl SystemInfo {
             rate: None,
             ramping: false,
             workers: 0,
+            probe: None,
         }
     }
 }
@@ -88,6 +113,9 @@ pub(crate) async fn systems(handle: &Handle) -> Result<Vec<SystemInfo>, Error> {
         info.breaker = Some(worst(info.breaker.take(), report.breaker));
         info.ramping |= report.ramping;
         info.workers += 1;
+        if let Some(probe) = report.probe {
+            info.probe = Some(worse_probe(info.probe.take(), probe, now));
+        }
     }
     infos.sort_by(|a, b| a.system.cmp(&b.system));
     Ok(infos)
@@ -103,5 +131,86 @@ fn worst(seen: Option<String>, reported: String) -> String {
     match seen {
         Some(seen) if rank(&seen) >= rank(&reported) => seen,
         _ => reported,
+    }
+}
+
+/// `seen` with one more worker's `reported` probe: failed wins over passed; with the same
+/// outcome, the fresher one is shown.
+fn worse_probe(seen: Option<ProbeInfo>, reported: ReportedProbe, now: i64) -> ProbeInfo {
+    let age_ms = u64::try_from(now.saturating_sub(reported.at_ms)).unwrap_or(0);
+    let failed = u64::from(!reported.passed);
+    let Some(seen) = seen else {
+        return ProbeInfo {
+            passed: reported.passed,
+            error: reported.error,
+            age_ms,
+            workers: 1,
+            failed,
+        };
+    };
+    let (workers, failed) = (seen.workers + 1, seen.failed + failed);
+    let shown_is_new = match (seen.passed, reported.passed) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => age_ms < seen.age_ms,
+    };
+    if shown_is_new {
+        ProbeInfo {
+            passed: reported.passed,
+            error: reported.error,
+            age_ms,
+            workers,
+            failed,
+        }
+    } else {
+        ProbeInfo {
+            workers,
+            failed,
+            ..seen
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ProbeInfo, ReportedProbe, worse_probe};
+
+    fn probe(passed: bool, error: Option<&str>, at_ms: i64) -> ReportedProbe {
+        ReportedProbe {
+            passed,
+            error: error.map(str::to_owned),
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn a_failed_probe_wins_and_the_freshest_of_an_outcome_is_shown() {
+        let now = 10_000;
+        let one = worse_probe(None, probe(true, None, 9_000), now);
+        assert_eq!(
+            (one.passed, one.age_ms, one.workers, one.failed),
+            (true, 1_000, 1, 0)
+        );
+        // A fresher pass is shown; an older failure wins over both passes.
+        let two = worse_probe(Some(one), probe(true, None, 9_500), now);
+        assert_eq!((two.passed, two.age_ms), (true, 500));
+        let three = worse_probe(Some(two), probe(false, Some("refused"), 4_000), now);
+        // A pass after a failure, and a staler failure, change nothing but the counts.
+        let four = worse_probe(Some(three), probe(true, None, 9_900), now);
+        let five = worse_probe(Some(four), probe(false, Some("old"), 1_000), now);
+        let expected = ProbeInfo {
+            passed: false,
+            error: Some("refused".to_owned()),
+            age_ms: 6_000,
+            workers: 5,
+            failed: 2,
+        };
+        assert_eq!(five, expected);
+        // A fresher failure is shown, with its error; a probe dated after `now` is 0 ms old.
+        let six = worse_probe(Some(five), probe(false, Some("reset"), 10_500), now);
+        assert_eq!(
+            (six.error.as_deref(), six.age_ms, six.failed),
+            (Some("reset"), 0, 3)
+        );
     }
 }

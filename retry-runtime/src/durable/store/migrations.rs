@@ -67,6 +67,7 @@ pub(crate) const POSTGRES: &[Migration] = &[
     migration!("postgres", 3, "0003_breakers", "breakers", 2),
     migration!("postgres", 4, "0004_prefetch", "prefetch", 3),
     migration!("postgres", 5, "0005_reasons", "reasons", 4),
+    migration!("postgres", 6, "0006_probes", "probes", 5),
 ];
 
 /// SQLite's migrations, in order.
@@ -77,6 +78,7 @@ pub(crate) const SQLITE: &[Migration] = &[
     migration!("sqlite", 3, "0003_breakers", "breakers", 2),
     migration!("sqlite", 4, "0004_prefetch", "prefetch", 3),
     migration!("sqlite", 5, "0005_reasons", "reasons", 4),
+    migration!("sqlite", 6, "0006_probes", "probes", 5),
 ];
 
 #[cfg(all(test, feature = "sqlite", feature = "postgres"))]

@@ -8,7 +8,9 @@
 //! it plans: a system open there is deferred as if its own breaker were open, and once its
 //! open time has passed one worker of the queue takes the probe. An attempt about to start
 //! looks at the rows as last read or written (no statement): a task whose system opened
-//! meanwhile is deferred without calling the handler.
+//! meanwhile is deferred without calling the handler. A worker whose process has a fresh
+//! failing health probe of the system ([`crate::health::probe`]) does not take the queue's
+//! probe: no user task is the probe while a health probe says the system is down.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,7 +40,15 @@ pub(crate) async fn plan(gate: &Gate, queue: &Queue, lease: Duration) -> Result<
         if plan.allowances[i] == 0 {
             continue;
         }
-        let system = (&*handle.name, gate.watched[i].name.as_str());
+        let name = gate.watched[i].name.as_str();
+        // A fresh failing health probe in this process says the system is down: no user task
+        // is the queue's probe here (another worker may take it; this one claims none of the
+        // system's tasks until its probe passes). A probe is what lets calls try again.
+        if crate::health::failing(name) {
+            plan.allowances[i] = 0;
+            continue;
+        }
+        let system = (&*handle.name, name);
         let now = to_ms(handle.clock.now());
         if !breakers::take_probe(&handle.store, system, now, duration_ms(lease)).await? {
             plan.allowances[i] = 0;

@@ -9,7 +9,9 @@
 //! row and gives up its leaderships. A worker that crashed (or whose `run_until` future was
 //! dropped) leaves both to go stale: its leaderships lapse when its row goes stale. Each beat
 //! also watches the storage ([`fatal`](super::fatal)): beats failing for longer than the
-//! outage limit, or the SQLite file deleted or replaced, end the worker's run.
+//! outage limit, or the SQLite file deleted or replaced, end the worker's run. The reports of
+//! the systems it knows carry each one's last health probe in this process
+//! ([`health::probe`](crate::health::probe)), in the same statement as the rest of the row.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +24,7 @@ use crate::durable::handle::Handle;
 use crate::durable::store::file_identity::FileIdentity;
 use crate::durable::store::leader;
 use crate::durable::store::presence::{self, WorkerRow};
-use crate::durable::store::reports::{self, Report};
+use crate::durable::store::reports::{self, PROBE_ERROR_CHARS, Report, ReportedProbe};
 use crate::durable::types::presence::{HeldJson, identity, stale_after};
 use crate::durable::worker::execution::gate::Gate;
 use crate::durable::worker::execution::held::Held;
@@ -134,15 +136,42 @@ impl Heartbeat {
             .into_iter()
             .map(|(system, held, rate, ramping, breaker)| Report {
                 worker: id.to_owned(),
-                system,
                 queues: row.queues.clone(),
                 held: i64::try_from(held).unwrap_or(i64::MAX),
                 rate_milli: rate.map(|r| (r * 1000.0).round() as i64),
                 ramping,
+                probe: reported_probe(&system, now),
+                system,
                 breaker: breaker_label(breaker).to_owned(),
             })
             .collect();
         reports::beat(&self.handle.store, id, &reports, (now, row.stale_ms)).await
+    }
+}
+
+/// The last probe of `system` in this process, its end dated on the queue's clock (`now` less
+/// its age on the runtime's clock); `None` without a probe. Its error is cut to
+/// [`PROBE_ERROR_CHARS`] characters, the last one `…`.
+fn reported_probe(system: &str, now: i64) -> Option<ReportedProbe> {
+    let (last, _every) = crate::health::last_named(system)?;
+    let age = tokio::time::Instant::now().saturating_duration_since(last.at);
+    let age_ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+    Some(ReportedProbe {
+        passed: last.passed,
+        error: last.error.map(|e| bounded(e, PROBE_ERROR_CHARS)),
+        at_ms: now.saturating_sub(age_ms),
+    })
+}
+
+/// `text` cut to `max` characters, the last one `…` when it was longer.
+fn bounded(text: String, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text,
+        Some(_) => {
+            let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+            cut.push('…');
+            cut
+        }
     }
 }
 
@@ -158,4 +187,19 @@ pub(crate) fn breaker_label(state: BreakerState) -> &'static str {
 /// JSON text of the row's two arrays (which always serialize).
 fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "[]".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bounded;
+
+    #[test]
+    fn a_long_probe_error_is_cut_to_its_bound_on_a_char_boundary() {
+        assert_eq!(bounded("refused".to_owned(), 7), "refused");
+        assert_eq!(bounded("refused!".to_owned(), 7), "refuse…");
+        let long = "é".repeat(500);
+        let cut = bounded(long, 200);
+        assert_eq!(cut.chars().count(), 200);
+        assert!(cut.ends_with('…'));
+    }
 }

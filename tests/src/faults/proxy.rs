@@ -70,9 +70,9 @@ pub struct Stats {
     pub accepted: u64,
     /// Connections open now (accepted, not yet closed).
     pub open: u64,
-    /// Bytes forwarded from clients to the server.
+    /// Bytes forwarded (handed to the write) from clients to the server.
     pub to_server: u64,
-    /// Bytes forwarded from the server to clients.
+    /// Bytes forwarded (handed to the write) from the server to clients.
     pub to_client: u64,
     /// Connections closed with a RST by [`Proxy::reset`].
     pub resets: u64,
@@ -354,10 +354,12 @@ where
         }
         // A cut that came while this chunk was read or delayed holds it.
         passable(&mut mode).await;
+        // Counted before the write: once written, the peer may read the bytes and look at the
+        // counters before this task runs again (a test saw 0 of 5 bytes under load).
+        bytes.fetch_add(n as u64, Ordering::SeqCst);
         if to.write_all(&buf[..n]).await.is_err() {
             break;
         }
-        bytes.fetch_add(n as u64, Ordering::SeqCst);
     }
     let _ = to.shutdown().await;
 }

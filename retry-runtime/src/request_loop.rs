@@ -109,7 +109,9 @@ pub(crate) async fn enter(
     }
 }
 
-/// The breaker's admission of a protected site's request made once (sent once, or hedged).
+/// The breaker's admission of a protected site's request made once (sent once, or hedged): the
+/// tower layer's (the middleware admits its requests sent once itself, never with a fallback).
+#[cfg(feature = "tower")]
 pub(crate) fn admit_once(site: &'static Site, fallback: Option<FallBack>) -> Result<(), Refused> {
     if !site.protect {
         return Ok(());

@@ -51,7 +51,7 @@ pub struct RetryMiddleware {
 }
 
 /// A fallback's function, shared by the middleware's clones.
-type Answer = dyn Fn(GiveUp) -> Result<Response, Error> + Send + Sync;
+type Answer = dyn Fn(GiveUp, &Request) -> Result<Response, Error> + Send + Sync;
 
 /// The fallback of a [`RetryMiddleware`]: its function, and when it answers.
 #[derive(Clone)]
@@ -111,7 +111,8 @@ impl RetryMiddleware {
     /// Answers a read from `answer` instead of failing, as `#[retry(read, …, fallback = …)]`
     /// and [`RetryLayer::fallback`](crate::tower::RetryLayer::fallback) do: when its attempts
     /// give up on a transient failure, or the system's retry budget, breaker or bulkhead
-    /// ([`protect`](RetryMiddleware::protect)) refuses it. `answer` gets why ([`GiveUp`]); an
+    /// ([`protect`](RetryMiddleware::protect)) refuses it. `answer` gets why ([`GiveUp`]) and
+    /// the request (what the attribute's expression sees of the fn's arguments); an
     /// `http::Response` converts into the `reqwest::Response` it returns.
     ///
     /// Never for a permanent failure (a 4xx, an error that is not transient: returned as it
@@ -124,10 +125,11 @@ impl RetryMiddleware {
     /// ```
     /// use retry_runtime::reqwest_middleware::RetryMiddleware;
     ///
-    /// let middleware = RetryMiddleware::new("catalog").protect().fallback(|reason| {
+    /// let middleware = RetryMiddleware::new("catalog").protect().fallback(|reason, request| {
+    ///     // A real one reads the last good answer for `request.url()` from a cache.
     ///     let stale = http::Response::builder()
     ///         .header("warning", format!("110 - \"stale: {}\"", reason.as_str()))
-    ///         .body("[]")
+    ///         .body(format!("[] for {}", request.url()))
     ///         .expect("a valid response");
     ///     Ok(reqwest::Response::from(stale))
     /// });
@@ -135,7 +137,7 @@ impl RetryMiddleware {
     /// ```
     pub fn fallback<F>(self, answer: F) -> Self
     where
-        F: Fn(GiveUp) -> Result<Response, Error> + Send + Sync + 'static,
+        F: Fn(GiveUp, &Request) -> Result<Response, Error> + Send + Sync + 'static,
     {
         self.with_fallback(Arc::new(answer), false)
     }
@@ -145,7 +147,7 @@ impl RetryMiddleware {
     /// attribute. Exhausted attempts return the last response or error as it came.
     pub fn fallback_on_refused<F>(self, answer: F) -> Self
     where
-        F: Fn(GiveUp) -> Result<Response, Error> + Send + Sync + 'static,
+        F: Fn(GiveUp, &Request) -> Result<Response, Error> + Send + Sync + 'static,
     {
         self.with_fallback(Arc::new(answer), true)
     }
@@ -199,7 +201,7 @@ impl Middleware for RetryMiddleware {
             }),
             _ => None,
         };
-        let ended = match request_loop::enter(site, on).await {
+        let (ended, request) = match request_loop::enter(site, on).await {
             Ok(_permit) => {
                 let mut attempts = Copies {
                     request: Some(request),
@@ -207,17 +209,21 @@ impl Middleware for RetryMiddleware {
                     next,
                 };
                 let key = key.as_ref().map(|key| key as &dyn IdempotencyKey);
-                request_loop::run(site, key, &mut attempts, on).await
+                let ended = request_loop::run(site, key, &mut attempts, on).await;
+                (ended, attempts.request)
             }
-            Err(refusal) => refusal.ended(refused),
+            Err(refusal) => (refusal.ended(refused), Some(request)),
         };
-        match (ended, &self.fallback) {
-            (Ended::Returned(outcome), _) => outcome,
-            (Ended::FellBack(reason), Some(fallback)) => (fallback.answer)(reason),
-            // Not reached: only a middleware with a fallback falls back.
-            (Ended::FellBack(reason), None) => {
+        match (ended, &self.fallback, request) {
+            (Ended::Returned(outcome), _, _) => outcome,
+            (Ended::FellBack(reason), Some(fallback), Some(request)) => {
+                (fallback.answer)(reason, &request)
+            }
+            // Not reached: only a middleware with a fallback falls back, and its loop keeps the
+            // request (only a request sent as it is, never judged, leaves it).
+            (Ended::FellBack(reason), _, _) => {
                 Err(Error::middleware(std::io::Error::other(format!(
-                    "no fallback is set, yet the request fell back: {}",
+                    "fell back without a fallback or a request: {}",
                     reason.as_str()
                 ))))
             }

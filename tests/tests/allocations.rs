@@ -391,7 +391,7 @@ fn a_retry_layer_fallback_costs_the_happy_path_nothing() {
     let rt = runtime();
     let mut without = RetryLayer::new("alloc-layer-plain").layer(AnswersAtOnce);
     let mut with = RetryLayer::new("alloc-layer-fallback")
-        .fallback(|_| async { Ok::<_, std::convert::Infallible>(http::Response::new(())) })
+        .fallback(|_, _| async { Ok::<_, std::convert::Infallible>(http::Response::new(())) })
         .layer(AnswersAtOnce);
     let plain = allocations_of_gets(&rt, &mut without);
     let fallback = allocations_of_gets(&rt, &mut with);

@@ -70,41 +70,46 @@ impl Service<Request<Body>> for Buffered {
     }
 }
 
+/// What the tower fallback's future gives.
+type Answered = std::future::Ready<Result<Response<Body>, Infallible>>;
+
 /// A fallback that records why it was asked and answers `200 stale`, `x-stale: <reason>`.
 #[derive(Clone, Default)]
 struct Stale(Arc<Mutex<Vec<GiveUp>>>);
 
 impl Stale {
-    fn asked(&self, reason: GiveUp) -> http::response::Builder {
+    /// Records `reason`; the answer names it and the path of the request it answers.
+    fn asked(&self, reason: GiveUp, path: &str) -> http::response::Builder {
         self.0.lock().unwrap().push(reason);
         Response::builder()
             .status(StatusCode::OK)
             .header("x-stale", reason.as_str())
+            .header("x-stale-path", path)
     }
 
     /// The tower layer's fallback.
-    fn layer(
-        &self,
-    ) -> impl Fn(GiveUp) -> std::future::Ready<Result<Response<Body>, Infallible>> + Clone + use<>
-    {
+    fn layer(&self) -> impl Fn(GiveUp, http::request::Parts) -> Answered + Clone + use<> {
         let stale = self.clone();
-        move |reason| {
+        move |reason, request| {
+            assert_eq!(request.method, Method::GET, "only a read falls back");
             let response = stale
-                .asked(reason)
+                .asked(reason, request.uri.path())
                 .body(Full::new(Bytes::from_static(b"stale")));
             std::future::ready(Ok(response.unwrap()))
         }
     }
 
     /// The reqwest middleware's fallback.
+    /// The reqwest middleware's fallback.
     fn middleware(
         &self,
-    ) -> impl Fn(GiveUp) -> Result<reqwest::Response, reqwest_middleware::Error> + use<> {
+    ) -> impl Fn(GiveUp, &reqwest::Request) -> Result<reqwest::Response, reqwest_middleware::Error> + use<>
+    {
         let stale = self.clone();
-        move |reason| {
-            Ok(reqwest::Response::from(
-                stale.asked(reason).body("stale").unwrap(),
-            ))
+        move |reason, request| {
+            assert_eq!(request.method(), Method::GET, "only a read falls back");
+            let answer = stale.asked(reason, request.url().path());
+            Ok(reqwest::Response::from(answer.body("stale").unwrap()))
         }
     }
 
@@ -159,6 +164,7 @@ async fn tower_a_read_that_gives_up_answers_from_the_fallback_with_a_warn() {
         let response = send(&mut service, get(&gateway, "pay-1")).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(stale_reason(&response), "attempts exhausted");
+        assert_eq!(response.headers()["x-stale-path"], "/payments/pay-1");
     })
     .await;
     assert_eq!(stale.reasons(), [GiveUp::Attempts]);
@@ -373,6 +379,7 @@ async fn middleware_a_read_that_gives_up_answers_from_the_fallback_and_a_4xx_doe
     let response = client.get(url("pay-1")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.headers()["x-stale"], "attempts exhausted");
+    assert_eq!(response.headers()["x-stale-path"], "/payments/pay-1");
     assert_eq!(response.text().await.unwrap(), "stale");
     assert_eq!(gateway.stats().requests, 3);
     // A keyed write gives up as it came.

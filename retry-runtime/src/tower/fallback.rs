@@ -8,6 +8,7 @@ use std::fmt;
 use std::future::Future;
 
 use http::Response;
+use http::request::Parts;
 
 use crate::BoxError;
 use crate::give_up::GiveUp;
@@ -19,7 +20,7 @@ pub struct NoFallback;
 
 /// A fallback set by [`RetryLayer::fallback`](super::RetryLayer::fallback) or
 /// [`RetryLayer::fallback_on_refused`](super::RetryLayer::fallback_on_refused): a function of
-/// why ([`GiveUp`]) to the future of a response.
+/// why ([`GiveUp`]) and the request's head (`http::request::Parts`) to the future of a response.
 #[derive(Clone)]
 pub struct Fallback<F> {
     answer: F,
@@ -53,23 +54,24 @@ impl<F> sealed::Sealed for Fallback<F> {}
 
 /// What a [`RetryService`](super::RetryService) answers a read with when it falls back:
 /// nothing ([`NoFallback`]), or a [`Fallback`] whose function makes a
-/// `Result<http::Response<ResB>, E>` (`E: Into<BoxError>`), `ResB` the inner service's response
+/// `Result<http::Response<ResB>, E>` (`E: Into<BoxError>`) from the reason and the request's head, `ResB` the inner service's response
 /// body. Sealed: set with [`RetryLayer::fallback`](super::RetryLayer::fallback).
 #[diagnostic::on_unimplemented(
     message = "this fallback does not answer the service's requests",
     label = "the fallback of this `RetryLayer`",
-    note = "a `RetryLayer` fallback is `Fn(GiveUp) -> Fut + Clone + Send + Sync + 'static`, `Fut: Future<Output = Result<http::Response<ResB>, E>> + Send + 'static`, `E: Into<BoxError>`, with `ResB` the inner service's response body type"
+    note = "a `RetryLayer` fallback is `Fn(GiveUp, http::request::Parts) -> Fut + Clone + Send + Sync + 'static`, `Fut: Future<Output = Result<http::Response<ResB>, E>> + Send + 'static`, `E: Into<BoxError>`, with `ResB` the inner service's response body type"
 )]
 pub trait LayerFallback<ResB>: sealed::Sealed + Clone + Send + Sync + 'static {
     /// `None` without a fallback; `Some(refused_only)` with one.
     #[doc(hidden)]
     fn refused_only(&self) -> Option<bool>;
 
-    /// The fallback's answer for `reason`.
+    /// The fallback's answer for `reason`, to the request of `parts`.
     #[doc(hidden)]
     fn answer(
         &self,
         reason: GiveUp,
+        parts: Parts,
     ) -> impl Future<Output = Result<Response<ResB>, BoxError>> + Send;
 }
 
@@ -82,6 +84,7 @@ impl<ResB: Send> LayerFallback<ResB> for NoFallback {
     fn answer(
         &self,
         reason: GiveUp,
+        _: Parts,
     ) -> impl Future<Output = Result<Response<ResB>, BoxError>> + Send {
         // Not reached: a service without a fallback never falls back.
         std::future::ready(Err(BoxError::from(format!(
@@ -93,7 +96,7 @@ impl<ResB: Send> LayerFallback<ResB> for NoFallback {
 
 impl<F, Fut, ResB, E> LayerFallback<ResB> for Fallback<F>
 where
-    F: Fn(GiveUp) -> Fut + Clone + Send + Sync + 'static,
+    F: Fn(GiveUp, Parts) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<Response<ResB>, E>> + Send + 'static,
     E: Into<BoxError>,
 {
@@ -105,8 +108,9 @@ where
     fn answer(
         &self,
         reason: GiveUp,
+        parts: Parts,
     ) -> impl Future<Output = Result<Response<ResB>, BoxError>> + Send {
-        let answered = (self.answer)(reason);
+        let answered = (self.answer)(reason, parts);
         async move { answered.await.map_err(Into::into) }
     }
 }

@@ -47,13 +47,15 @@ impl BuiltHedge {
     }
 }
 
-/// One safe request, hedged; with a `fallback`, a give-up that falls back ends as
-/// [`Ended::FellBack`], by the same rule as the plain loop's.
+/// One safe request (its `parts` and `body`), hedged; with a `fallback`, a give-up that falls
+/// back ends as [`Ended::FellBack`], by the same rule as the plain loop's. The parts are
+/// borrowed, each attempt sending a copy: the caller keeps them for its fallback.
 pub(super) fn call<S, B, ResB>(
     inner: S,
     site: &'static Site,
     hedge: &'static HedgeSite,
-    request: Request<B>,
+    parts: &http::request::Parts,
+    body: B,
     fallback: Option<FallBack>,
 ) -> impl Future<Output = Ended<Response<ResB>, BoxError>> + Send
 where
@@ -63,7 +65,6 @@ where
     B: ReplayableBody + Send + 'static,
     ResB: Send + 'static,
 {
-    let (parts, body) = request.into_parts();
     async move {
         let mut make = move || {
             let mut inner = inner.clone();

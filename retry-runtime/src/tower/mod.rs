@@ -44,6 +44,9 @@ mod hedged;
 mod replay;
 mod service;
 
+use std::future::Future;
+
+use http::request::Parts;
 use tower_layer::Layer;
 
 pub use fallback::{Fallback, LayerFallback, NoFallback};
@@ -51,6 +54,7 @@ pub use replay::ReplayableBody;
 pub use service::RetryService;
 
 use crate::backoff::Policy;
+use crate::give_up::GiveUp;
 use crate::hedge::Hedge;
 use crate::site::BuiltSite;
 
@@ -129,9 +133,12 @@ impl<F> RetryLayer<F> {
     /// Answers a read from `answer` instead of failing, as `#[retry(read, …, fallback = …)]`
     /// does: when its attempts give up on a transient failure (a 5xx, a broken connection), or
     /// its system's retry budget, breaker or bulkhead ([`protect`](RetryLayer::protect)) refuses
-    /// it. `answer` gets why ([`GiveUp`](crate::GiveUp)) and makes the response:
-    /// `Fn(GiveUp) -> Fut`, `Fut: Future<Output = Result<http::Response<ResB>, E>>`,
-    /// `E: Into<BoxError>`, `ResB` the inner service's response body.
+    /// it. `answer` gets why ([`GiveUp`](crate::GiveUp)) and the request's head (method, URI,
+    /// headers: `http::request::Parts`, what the attribute's expression sees of the fn's
+    /// arguments) and makes the response: `Fn(GiveUp, Parts) -> Fut`,
+    /// `Fut: Future<Output = Result<http::Response<ResB>, E>>`, `E: Into<BoxError>`, `ResB` the
+    /// inner service's response body: one the fallback can make (map hyper's `Incoming` into
+    /// `Full<Bytes>` or a `BoxBody` under this layer first).
     ///
     /// - **Never for a permanent failure**: a 4xx, or an error [`Classify`](crate::Classify)
     ///   calls permanent, is a contract error on our side that a degraded answer would hide; it
@@ -150,19 +157,23 @@ impl<F> RetryLayer<F> {
     /// ```
     /// use std::convert::Infallible;
     /// use http::{Response, StatusCode};
-    /// use retry_runtime::GiveUp;
     /// use retry_runtime::tower::RetryLayer;
     ///
-    /// let layer = RetryLayer::new("catalog").protect().fallback(|reason: GiveUp| async move {
+    /// let layer = RetryLayer::new("catalog").protect().fallback(|reason, request| async move {
+    ///     // A real one reads the last good answer for `request.uri` from a cache.
     ///     let stale = Response::builder()
     ///         .status(StatusCode::OK)
     ///         .header("warning", format!("110 - \"stale: {}\"", reason.as_str()))
-    ///         .body(String::from("[]"))
+    ///         .body(format!("[] for {}", request.uri))
     ///         .expect("a valid response");
     ///     Ok::<_, Infallible>(stale)
     /// });
     /// ```
-    pub fn fallback<A>(self, answer: A) -> RetryLayer<Fallback<A>> {
+    pub fn fallback<A, Fut>(self, answer: A) -> RetryLayer<Fallback<A>>
+    where
+        A: Fn(GiveUp, Parts) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+    {
         self.with_fallback(Fallback::new(answer, false))
     }
 
@@ -170,7 +181,11 @@ impl<F> RetryLayer<F> {
     /// (its retry budget, breaker or bulkhead): `fallback_on = "refused"` of the attribute. A
     /// give-up on exhausted attempts returns the last response or error as it came. Replaces a
     /// fallback set before, as [`fallback`](RetryLayer::fallback) does.
-    pub fn fallback_on_refused<A>(self, answer: A) -> RetryLayer<Fallback<A>> {
+    pub fn fallback_on_refused<A, Fut>(self, answer: A) -> RetryLayer<Fallback<A>>
+    where
+        A: Fn(GiveUp, Parts) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+    {
         self.with_fallback(Fallback::new(answer, true))
     }
 
@@ -182,6 +197,7 @@ impl<F> RetryLayer<F> {
         }
     }
 
+    /// Hedges safe requests (`GET`, `HEAD`, `OPTIONS`, `TRACE`): when an attempt has not
     /// answered after the [`Hedge`] delay, the next starts beside it and the first answer wins.
     /// Attempts count the hedges; each hedge draws on the system's retry budget and on this
     /// layer's `hedge_load` share. Other requests keep the plain retry loop (a keyed write is

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::fallback::LayerFallback;
+use super::fallback::{LayerFallback, NoFallback};
 use super::replay::{ReplayableBody, transient_response};
 use crate::Rejected;
 use crate::classify::Verdict;
@@ -51,10 +51,9 @@ fn verdict_of<B>(outcome: &Result<Response<B>, BoxError>) -> Option<Verdict> {
 use crate::BoxError;
 
 /// A service whose requests are retried under the retry rules; built by
-/// [`RetryLayer`](super::RetryLayer). `F`: its fallback ([`NoFallback`](super::NoFallback)
-/// without one).
+/// [`RetryLayer`](super::RetryLayer). `F`: its fallback ([`NoFallback`] without one).
 #[derive(Clone, Debug)]
-pub struct RetryService<S, F = super::NoFallback> {
+pub struct RetryService<S, F = NoFallback> {
     inner: S,
     site: &'static Site,
     hedge: Option<&'static HedgeSite>,
@@ -125,11 +124,12 @@ where
                 .map(|refused_only| FallBack { refused_only }),
             _ => None,
         };
+        let (parts, body) = request.into_parts();
         if let (Some(hedge), None, true) = (self.hedge, &key, safe) {
             return Box::pin(async move {
                 let ended = match enter_hedged(site, on).await {
                     Ok(_permit) => {
-                        let ended = super::hedged::call(inner, site, hedge, request, on).await;
+                        let ended = super::hedged::call(inner, site, hedge, &parts, body, on).await;
                         site.feed_breaker(match &ended {
                             Ended::Returned(outcome) => verdict_of(outcome),
                             Ended::FellBack(_) => Some(GAVE_UP),
@@ -138,20 +138,20 @@ where
                     }
                     Err(refused) => refused.ended(boxed),
                 };
-                answer(ended, &fallback).await
+                answer(ended, &fallback, parts).await
             });
         }
-        let (parts, body) = request.into_parts();
         Box::pin(async move {
-            let ended = match request_loop::enter(site, on).await {
+            let (ended, parts) = match request_loop::enter(site, on).await {
                 Ok(_permit) => {
                     let mut attempts = Replays { inner, parts, body };
                     let key = key.as_ref().map(|key| key as &dyn IdempotencyKey);
-                    request_loop::run(site, key, &mut attempts, on).await
+                    let ended = request_loop::run(site, key, &mut attempts, on).await;
+                    (ended, attempts.parts)
                 }
-                Err(refused) => refused.ended(boxed),
+                Err(refused) => (refused.ended(boxed), parts),
             };
-            answer(ended, &fallback).await
+            answer(ended, &fallback, parts).await
         })
     }
 }
@@ -179,14 +179,15 @@ fn boxed(rejected: Rejected) -> BoxError {
     Box::new(rejected)
 }
 
-/// The request's answer: as the loop returned it, or the fallback's.
+/// The request's answer: as the loop returned it, or the fallback's for the request's `parts`.
 async fn answer<ResB, F: LayerFallback<ResB>>(
     ended: Ended<Response<ResB>, BoxError>,
     fallback: &F,
+    parts: http::request::Parts,
 ) -> Result<Response<ResB>, BoxError> {
     match ended {
         Ended::Returned(outcome) => outcome,
-        Ended::FellBack(reason) => fallback.answer(reason).await,
+        Ended::FellBack(reason) => fallback.answer(reason, parts).await,
     }
 }
 

@@ -20,7 +20,7 @@
 //!   `#[retry(read, hedge = "...")]` (the crate's hedging docs), within the same attempts, retry
 //!   budget and `hedge_load` share. Keyed writes and other requests are never hedged.
 //! - **Fallback** ([`RetryLayer::fallback`], [`RetryLayer::fallback_on_refused`]): a read (a safe
-//!   request without a key) answers from a function of the [`GiveUp`](crate::GiveUp) reason
+//!   request without a key) answers from a function of the [`GiveUp`] reason
 //!   after a transient give-up or a refusal of its budget, breaker or bulkhead, as
 //!   `#[retry(read, …, fallback = …)]` does; never after a 4xx, never for a write.
 //! - **Bodies must be replayable**: the request body type must be `Clone` (e.g. `Full<Bytes>`,
@@ -133,7 +133,7 @@ impl<F> RetryLayer<F> {
     /// Answers a read from `answer` instead of failing, as `#[retry(read, …, fallback = …)]`
     /// does: when its attempts give up on a transient failure (a 5xx, a broken connection), or
     /// its system's retry budget, breaker or bulkhead ([`protect`](RetryLayer::protect)) refuses
-    /// it. `answer` gets why ([`GiveUp`](crate::GiveUp)) and the request's head (method, URI,
+    /// it. `answer` gets why ([`GiveUp`]) and the request's head (method, URI,
     /// headers: `http::request::Parts`, what the attribute's expression sees of the fn's
     /// arguments) and makes the response: `Fn(GiveUp, Parts) -> Fut`,
     /// `Fut: Future<Output = Result<http::Response<ResB>, E>>`, `E: Into<BoxError>`, `ResB` the

@@ -50,14 +50,14 @@ impl BuiltHedge {
 /// One safe request (its `parts` and `body`), hedged; with a `fallback`, a give-up that falls
 /// back ends as [`Ended::FellBack`], by the same rule as the plain loop's. The parts are
 /// borrowed, each attempt sending a copy: the caller keeps them for its fallback.
-pub(super) fn call<S, B, ResB>(
+pub(super) async fn call<S, B, ResB>(
     inner: S,
     site: &'static Site,
     hedge: &'static HedgeSite,
     parts: &http::request::Parts,
     body: B,
     fallback: Option<FallBack>,
-) -> impl Future<Output = Ended<Response<ResB>, BoxError>> + Send
+) -> Ended<Response<ResB>, BoxError>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send,
@@ -65,47 +65,45 @@ where
     B: ReplayableBody + Send + 'static,
     ResB: Send + 'static,
 {
-    async move {
-        let mut make = move || {
-            let mut inner = inner.clone();
-            let request = Request::from_parts(parts.clone(), body.clone());
-            attempt::attempt(async move {
-                std::future::poll_fn(|cx| inner.poll_ready(cx))
-                    .await
-                    .map_err(Into::into)?;
-                inner.call(request).await.map_err(Into::into)
-            })
-        };
-        let mut call = pin!(Hedged::new(site, hedge));
-        loop {
-            let (out, inner_gave_up, attempt) = call.as_mut().next(&mut make).await;
-            let (next, failed) = match out {
-                Ok(response) => {
-                    let Some(hint) = transient_response(&response) else {
-                        call.as_mut().succeeded(attempt);
-                        return Ended::Returned(Ok(response));
-                    };
-                    let status = StatusError {
-                        status: response.status().as_u16(),
-                        retry_after: hint,
-                    };
-                    let (verdict, text) = (Verdict::of(&status), ErrorText::Display(&status));
-                    let failed = (attempt, verdict, inner_gave_up, text);
-                    let next = judge(call.as_mut(), failed, fallback);
-                    (next, Ok(response))
-                }
-                Err(error) => {
-                    let (verdict, text) = (Verdict::of(&error), ErrorText::Display(&error));
-                    let failed = (attempt, verdict, inner_gave_up, text);
-                    let next = judge(call.as_mut(), failed, fallback);
-                    (next, Err(error))
-                }
-            };
-            match next {
-                HedgedNext::Wait => continue,
-                HedgedNext::Return => return Ended::Returned(failed),
-                HedgedNext::FallBack(reason) => return Ended::FellBack(reason),
+    let mut make = move || {
+        let mut inner = inner.clone();
+        let request = Request::from_parts(parts.clone(), body.clone());
+        attempt::attempt(async move {
+            std::future::poll_fn(|cx| inner.poll_ready(cx))
+                .await
+                .map_err(Into::into)?;
+            inner.call(request).await.map_err(Into::into)
+        })
+    };
+    let mut call = pin!(Hedged::new(site, hedge));
+    loop {
+        let (out, inner_gave_up, attempt) = call.as_mut().next(&mut make).await;
+        let (next, failed) = match out {
+            Ok(response) => {
+                let Some(hint) = transient_response(&response) else {
+                    call.as_mut().succeeded(attempt);
+                    return Ended::Returned(Ok(response));
+                };
+                let status = StatusError {
+                    status: response.status().as_u16(),
+                    retry_after: hint,
+                };
+                let (verdict, text) = (Verdict::of(&status), ErrorText::Display(&status));
+                let failed = (attempt, verdict, inner_gave_up, text);
+                let next = judge(call.as_mut(), failed, fallback);
+                (next, Ok(response))
             }
+            Err(error) => {
+                let (verdict, text) = (Verdict::of(&error), ErrorText::Display(&error));
+                let failed = (attempt, verdict, inner_gave_up, text);
+                let next = judge(call.as_mut(), failed, fallback);
+                (next, Err(error))
+            }
+        };
+        match next {
+            HedgedNext::Wait => continue,
+            HedgedNext::Return => return Ended::Returned(failed),
+            HedgedNext::FallBack(reason) => return Ended::FellBack(reason),
         }
     }
 }

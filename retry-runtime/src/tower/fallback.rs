@@ -84,13 +84,18 @@ impl<ResB: Send> LayerFallback<ResB> for NoFallback {
     fn answer(
         &self,
         reason: GiveUp,
-        _: Parts,
+        parts: Parts,
     ) -> impl Future<Output = Result<Response<ResB>, BoxError>> + Send {
-        // Not reached: a service without a fallback never falls back.
-        std::future::ready(Err(BoxError::from(format!(
-            "no fallback is set, yet the request fell back: {}",
-            reason.as_str()
-        ))))
+        // Not reached: a service without a fallback never falls back. The future holds neither
+        // the parts nor a response (it sits in every request's future): the error is made when
+        // polled.
+        drop(parts);
+        async move {
+            Err(BoxError::from(format!(
+                "no fallback is set, yet the request fell back: {}",
+                reason.as_str()
+            )))
+        }
     }
 }
 

@@ -138,20 +138,27 @@ where
                     }
                     Err(refused) => refused.ended(boxed),
                 };
-                answer(ended, &fallback, parts).await
+                match ended {
+                    Ended::Returned(outcome) => outcome,
+                    Ended::FellBack(reason) => fallback.answer(reason, parts).await,
+                }
             });
         }
         Box::pin(async move {
-            let (ended, parts) = match request_loop::enter(site, on).await {
+            let ended = match request_loop::enter(site, on).await {
                 Ok(_permit) => {
+                    let parts = &parts;
                     let mut attempts = Replays { inner, parts, body };
                     let key = key.as_ref().map(|key| key as &dyn IdempotencyKey);
-                    let ended = request_loop::run(site, key, &mut attempts, on).await;
-                    (ended, attempts.parts)
+                    request_loop::run(site, key, &mut attempts, on).await
                 }
-                Err(refused) => (refused.ended(boxed), parts),
+                Err(refused) => refused.ended(boxed),
             };
-            answer(ended, &fallback, parts).await
+            // The fallback's answer, for the request's head: moved here, never copied.
+            match ended {
+                Ended::Returned(outcome) => outcome,
+                Ended::FellBack(reason) => fallback.answer(reason, parts).await,
+            }
         })
     }
 }
@@ -179,27 +186,16 @@ fn boxed(rejected: Rejected) -> BoxError {
     Box::new(rejected)
 }
 
-/// The request's answer: as the loop returned it, or the fallback's for the request's `parts`.
-async fn answer<ResB, F: LayerFallback<ResB>>(
-    ended: Ended<Response<ResB>, BoxError>,
-    fallback: &F,
-    parts: http::request::Parts,
-) -> Result<Response<ResB>, BoxError> {
-    match ended {
-        Ended::Returned(outcome) => outcome,
-        Ended::FellBack(reason) => fallback.answer(reason, parts).await,
-    }
-}
-
 /// A retried request's attempts through the service: each a copy of the request, the service
 /// driven to readiness before each but the first (the first uses the clone `call` was given).
-struct Replays<S, B> {
+struct Replays<'p, S, B> {
     inner: S,
-    parts: http::request::Parts,
+    /// Borrowed: the request's head stays with the call, for its fallback.
+    parts: &'p http::request::Parts,
     body: B,
 }
 
-impl<S, B, ResB> Attempts for Replays<S, B>
+impl<S, B, ResB> Attempts for Replays<'_, S, B>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Send,
     S::Future: Send,

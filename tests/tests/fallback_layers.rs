@@ -453,6 +453,31 @@ type Snapshot = Vec<(
     DebugValue,
 )>;
 
+#[tokio::test(start_paused = true)]
+async fn middleware_a_spent_retry_budget_is_a_refusal_that_falls_back() {
+    let gateway = Gateway::start(49, FaultPlan::none()).await.unwrap();
+    // No retry at all: the first transient failure finds the budget spent.
+    system("fallback-mw-budget").set_budget(retry_runtime::Budget::new(
+        0.0,
+        0,
+        Duration::from_secs(10),
+    ));
+    let refused_only = Stale::default();
+    let client = client(
+        RetryMiddleware::new("fallback-mw-budget").fallback_on_refused(refused_only.middleware()),
+    );
+    gateway.set_down(true);
+    let response = client
+        .get(format!("{}/payments/pay-1", gateway.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["x-stale"], "retry budget exhausted");
+    assert_eq!(refused_only.reasons(), [GiveUp::Budget]);
+    assert_eq!(gateway.stats().requests, 1, "no retry without budget");
+    gateway.shutdown().await;
+}
+
 /// `retry_attempts_total{outcome}` and `retry_fallback_total{reason}` of `system`, non-zero.
 fn counts(snapshot: &Snapshot, system: &str) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();

@@ -1,4 +1,5 @@
-//! The fallback of a [`RetryLayer`](super::RetryLayer) ([`RetryLayer::fallback`](super::RetryLayer::fallback),
+//! The fallback of a [`RetryLayer`](super::RetryLayer)
+//! ([`RetryLayer::fallback`](super::RetryLayer::fallback),
 //! [`RetryLayer::fallback_on_refused`](super::RetryLayer::fallback_on_refused)): what a read
 //! answers with when its attempts give up on a transient failure, or its system's budget,
 //! breaker or bulkhead refuses it. [`NoFallback`], the default, is a zero-sized type: a layer
@@ -54,8 +55,9 @@ impl<F> sealed::Sealed for Fallback<F> {}
 
 /// What a [`RetryService`](super::RetryService) answers a read with when it falls back:
 /// nothing ([`NoFallback`]), or a [`Fallback`] whose function makes a
-/// `Result<http::Response<ResB>, E>` (`E: Into<BoxError>`) from the reason and the request's head, `ResB` the inner service's response
-/// body. Sealed: set with [`RetryLayer::fallback`](super::RetryLayer::fallback).
+/// `Result<http::Response<ResB>, E>` (`E: Into<BoxError>`) from the reason and the request's
+/// head, `ResB` the inner service's response body. Sealed: set with
+/// [`RetryLayer::fallback`](super::RetryLayer::fallback).
 #[diagnostic::on_unimplemented(
     message = "this fallback does not answer the service's requests",
     label = "the fallback of this `RetryLayer`",

@@ -335,3 +335,72 @@ fn a_fallback_costs_the_happy_path_nothing() {
     let without = size_of_val(&status_without_fallback(&ok));
     eprintln!("future sizes: with fallback {with} B, without {without} B");
 }
+
+/// A service that answers at once, allocating nothing.
+#[derive(Clone)]
+struct AnswersAtOnce;
+
+impl tower_service::Service<http::Request<()>> for AnswersAtOnce {
+    type Response = http::Response<()>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<http::Response<()>, std::convert::Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<()>) -> Self::Future {
+        std::future::ready(Ok(http::Response::new(())))
+    }
+}
+
+/// The allocations of 1 000 `GET`s through `service`, each answered at once, and their bytes.
+fn allocations_of_gets<S>(rt: &tokio::runtime::Runtime, service: &mut S) -> (u64, u64)
+where
+    S: tower_service::Service<
+            http::Request<()>,
+            Response = http::Response<()>,
+            Error = retry_runtime::BoxError,
+        >,
+{
+    let mut call = || {
+        rt.block_on(async {
+            std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+            service.call(http::Request::new(())).await
+        })
+    };
+    call().expect("answered"); // warm-up: the site's counters register on the first call
+    let measured = measure(|| {
+        for _ in 0..1_000 {
+            assert_eq!(call().expect("answered").status(), http::StatusCode::OK);
+        }
+    });
+    (measured.count_total, measured.bytes_total)
+}
+
+/// A tower layer with a fallback costs its happy path nothing: a request allocates its one
+/// boxed future (the layer's `Service::Future`), with a fallback as without.
+#[test]
+fn a_retry_layer_fallback_costs_the_happy_path_nothing() {
+    use retry_runtime::tower::RetryLayer;
+    use tower_layer::Layer;
+
+    let rt = runtime();
+    let mut without = RetryLayer::new("alloc-layer-plain").layer(AnswersAtOnce);
+    let mut with = RetryLayer::new("alloc-layer-fallback")
+        .fallback(|_, _| async { Ok::<_, std::convert::Infallible>(http::Response::new(())) })
+        .layer(AnswersAtOnce);
+    let (plain, plain_bytes) = allocations_of_gets(&rt, &mut without);
+    let (fallback, fallback_bytes) = allocations_of_gets(&rt, &mut with);
+    eprintln!(
+        "per 1000 GETs: without a fallback {plain} allocations, {plain_bytes} B; with one {fallback}, {fallback_bytes} B"
+    );
+    assert_eq!(plain, 1_000, "one boxed future per request");
+    assert_eq!(fallback, plain, "a fallback allocates nothing more");
+    // The same future: the fallback's (a closure capturing nothing) is in it only in the
+    // branch that awaits it, beside the loop's.
+    assert_eq!(fallback_bytes, plain_bytes, "nor bigger");
+}

@@ -23,11 +23,16 @@ pub fn enter(site: &'static Site) -> Result<Permit, Queued> {
 }
 
 /// A permit of the site's system's bulkhead, waiting for one where it lets calls wait: for the
-/// sites built at run time (the tower layer, the reqwest middleware).
+/// sites built at run time (the tower layer, the reqwest middleware). A refusal is counted
+/// (`bulkhead_full`) unless `uncounted` (a call with a fallback counts its fallback instead).
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-pub(crate) async fn enter_waiting(site: &'static Site) -> Result<Permit, Rejected> {
+pub(crate) async fn enter_waiting(
+    site: &'static Site,
+    uncounted: bool,
+) -> Result<Permit, Rejected> {
     match enter(site) {
         Ok(permit) => Ok(permit),
+        Err(queued) if uncounted => queued.for_hand_over().wait().await,
         Err(queued) => queued.wait().await,
     }
 }

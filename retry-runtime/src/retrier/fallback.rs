@@ -11,10 +11,12 @@ use std::time::Duration;
 use crate::classify::Verdict;
 use crate::describe::ErrorText;
 use crate::give_up::GiveUp;
+use crate::key::IdempotencyKey;
 use crate::protect::Rejected;
+use crate::site::Site;
 use crate::{attempt, observe};
 
-use super::engine::{Judged, Retrier};
+use super::engine::{Judged, KeySlot, Retrier};
 
 /// What the loop of a read with `fallback` does after a failed attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +30,33 @@ pub enum FallNext {
     FallBack(GiveUp),
 }
 
-impl Retrier {
+/// The breaker or the bulkhead of `site` refused a call with a fallback, `attempts_made` made:
+/// recorded once, as a fallback (not as `breaker_open` / `bulkhead_full`); its reason returned.
+#[cold]
+pub(crate) fn refused_fell_back(
+    site: &'static Site,
+    key: Option<&dyn IdempotencyKey>,
+    attempts_made: u32,
+    rejected: Rejected,
+) -> GiveUp {
+    let reason = match rejected {
+        Rejected::BreakerOpen { .. } => GiveUp::BreakerOpen,
+        Rejected::BulkheadFull { .. } => GiveUp::BulkheadFull,
+    };
+    let attempts = || crate::config::effective(site).attempts;
+    let failure = observe::Failure {
+        observer: &site.observer,
+        attempts: &attempts,
+        attempt: attempts_made,
+        key,
+        error: ErrorText::Opaque,
+    };
+    observe::fell_back(&failure, reason);
+    attempt::gave_up();
+    reason
+}
+
+impl<K: KeySlot> Retrier<K> {
     /// [`after_failure`](Retrier::after_failure) for a read with `fallback`: the same judgement,
     /// but a transient failure that is not retried falls back ([`FallNext::FallBack`]), unless
     /// `refused_only` and no refusal caused it. A permanent error is returned as it is.
@@ -66,16 +94,7 @@ impl Retrier {
     /// `fallback` answers from it. Recorded here, once, as a fallback (not as `breaker_open`).
     #[cold]
     pub fn fell_back_refused(&self, rejected: Rejected) -> GiveUp {
-        let reason = match rejected {
-            Rejected::BreakerOpen { .. } => GiveUp::BreakerOpen,
-            Rejected::BulkheadFull { .. } => GiveUp::BulkheadFull,
-        };
-        let attempts = || self.attempts_in_effect();
-        let mut failure = self.failure(ErrorText::Opaque, &attempts);
-        failure.attempt = self.attempt - 1;
-        observe::fell_back(&failure, reason);
-        attempt::gave_up();
-        reason
+        refused_fell_back(self.site, self.key.key(), self.attempt - 1, rejected)
     }
 
     /// Whether the system's breaker lets the next attempt through, the refusal not counted yet

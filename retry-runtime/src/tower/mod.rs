@@ -19,6 +19,10 @@
 //!   [`Hedge`] delay gets a second one beside it, the first answer winning; the behaviour of
 //!   `#[retry(read, hedge = "...")]` (the crate's hedging docs), within the same attempts, retry
 //!   budget and `hedge_load` share. Keyed writes and other requests are never hedged.
+//! - **Fallback** ([`RetryLayer::fallback`], [`RetryLayer::fallback_on_refused`]): a read (a safe
+//!   request without a key) answers from a function of the [`GiveUp`] reason
+//!   after a transient give-up or a refusal of its budget, breaker or bulkhead, as
+//!   `#[retry(read, …, fallback = …)]` does; never after a 4xx, never for a write.
 //! - **Bodies must be replayable**: the request body type must be `Clone` (e.g. `Full<Bytes>`,
 //!   `String`, `Vec<u8>`, `()`); a streaming body (hyper's `Incoming`) is refused at compile time
 //!   ([`ReplayableBody`]): buffer it first.
@@ -35,16 +39,22 @@
 //! # Ok::<(), retry_runtime::PolicyError>(())
 //! ```
 
+mod fallback;
 mod hedged;
 mod replay;
 mod service;
 
+use std::future::Future;
+
+use http::request::Parts;
 use tower_layer::Layer;
 
+pub use fallback::{Fallback, LayerFallback, NoFallback};
 pub use replay::ReplayableBody;
 pub use service::RetryService;
 
 use crate::backoff::Policy;
+use crate::give_up::GiveUp;
 use crate::hedge::Hedge;
 use crate::site::BuiltSite;
 
@@ -54,10 +64,14 @@ use crate::site::BuiltSite;
 /// The first [`layer`](Layer::layer) call keeps one small object for the life of the process
 /// (the budget and counters' handle that the `#[retry]` expansions keep in a `static`), once
 /// per layer value and its later clones: build layers at start-up, not per request.
+///
+/// `F` is its fallback: [`NoFallback`] (nothing, the default) until
+/// [`fallback`](RetryLayer::fallback) sets one.
 #[derive(Clone, Debug)]
-pub struct RetryLayer {
+pub struct RetryLayer<F = NoFallback> {
     site: BuiltSite,
     hedge: Option<hedged::BuiltHedge>,
+    fallback: F,
 }
 
 impl RetryLayer {
@@ -68,9 +82,12 @@ impl RetryLayer {
         RetryLayer {
             site: BuiltSite::new(system),
             hedge: None,
+            fallback: NoFallback,
         }
     }
+}
 
+impl<F> RetryLayer<F> {
     /// Labels the events and counters of this layer's requests with `operation`: a name written
     /// in the code (like `#[retry(name = "…")]`), not one taken from requests, so the number of
     /// series stays bounded.
@@ -86,6 +103,7 @@ impl RetryLayer {
         RetryLayer {
             site: self.site.with_policy(policy),
             hedge: self.hedge.map(hedged::BuiltHedge::remade),
+            fallback: self.fallback,
         }
     }
 
@@ -112,6 +130,73 @@ impl RetryLayer {
         }
     }
 
+    /// Answers a read from `answer` instead of failing, as `#[retry(read, …, fallback = …)]`
+    /// does: when its attempts give up on a transient failure (a 5xx, a broken connection), or
+    /// its system's retry budget, breaker or bulkhead ([`protect`](RetryLayer::protect)) refuses
+    /// it. `answer` gets why ([`GiveUp`]) and the request's head (method, URI,
+    /// headers: `http::request::Parts`, what the attribute's expression sees of the fn's
+    /// arguments) and makes the response: `Fn(GiveUp, Parts) -> Fut`,
+    /// `Fut: Future<Output = Result<http::Response<ResB>, E>>`, `E: Into<BoxError>`, `ResB` the
+    /// inner service's response body: one the fallback can make (map hyper's `Incoming` into
+    /// `Full<Bytes>` or a `BoxBody` under this layer first).
+    ///
+    /// - **Never for a permanent failure**: a 4xx, or an error [`Classify`](crate::Classify)
+    ///   calls permanent, is a contract error on our side that a degraded answer would hide; it
+    ///   comes back as it came (R-RES-RE-X2).
+    /// - **Reads only**: a safe request (`GET`, `HEAD`, `OPTIONS`, `TRACE`) without an
+    ///   `Idempotency-Key`. A write (any other method, or a request with a key) never falls
+    ///   back: a made-up answer would tell the caller that a change happened when it did not.
+    ///   Its failure or refusal comes back as without a fallback; a write's fallback is the
+    ///   durable queue (R-RES-RE-5: `#[retry(write, …, hand_over = …)]` on the adapter's method).
+    /// - **Never silent**: each fallback counts as `outcome="fallback"` in
+    ///   `retry_attempts_total` and in `retry_fallback_total{system, reason}`, and logs a WARN
+    ///   with the reason, aggregated like the give-ups; a breaker refusal counts as a fallback,
+    ///   not as `breaker_open`.
+    /// - Hedged requests ([`hedge`](RetryLayer::hedge)) fall back by the same rule.
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::{Response, StatusCode};
+    /// use retry_runtime::tower::RetryLayer;
+    ///
+    /// let layer = RetryLayer::new("catalog").protect().fallback(|reason, request| async move {
+    ///     // A real one reads the last good answer for `request.uri` from a cache.
+    ///     let stale = Response::builder()
+    ///         .status(StatusCode::OK)
+    ///         .header("warning", format!("110 - \"stale: {}\"", reason.as_str()))
+    ///         .body(format!("[] for {}", request.uri))
+    ///         .expect("a valid response");
+    ///     Ok::<_, Infallible>(stale)
+    /// });
+    /// ```
+    pub fn fallback<A, Fut>(self, answer: A) -> RetryLayer<Fallback<A>>
+    where
+        A: Fn(GiveUp, Parts) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+    {
+        self.with_fallback(Fallback::new(answer, false))
+    }
+
+    /// [`fallback`](RetryLayer::fallback), answering only when the system refuses the request
+    /// (its retry budget, breaker or bulkhead): `fallback_on = "refused"` of the attribute. A
+    /// give-up on exhausted attempts returns the last response or error as it came. Replaces a
+    /// fallback set before, as [`fallback`](RetryLayer::fallback) does.
+    pub fn fallback_on_refused<A, Fut>(self, answer: A) -> RetryLayer<Fallback<A>>
+    where
+        A: Fn(GiveUp, Parts) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+    {
+        self.with_fallback(Fallback::new(answer, true))
+    }
+
+    fn with_fallback<G>(self, fallback: G) -> RetryLayer<G> {
+        RetryLayer {
+            site: self.site,
+            hedge: self.hedge,
+            fallback,
+        }
+    }
+
     /// Hedges safe requests (`GET`, `HEAD`, `OPTIONS`, `TRACE`): when an attempt has not
     /// answered after the [`Hedge`] delay, the next starts beside it and the first answer wins.
     /// Attempts count the hedges; each hedge draws on the system's retry budget and on this
@@ -134,12 +219,12 @@ impl RetryLayer {
     }
 }
 
-impl<S> Layer<S> for RetryLayer {
-    type Service = RetryService<S>;
+impl<S, F: Clone> Layer<S> for RetryLayer<F> {
+    type Service = RetryService<S, F>;
 
-    fn layer(&self, inner: S) -> RetryService<S> {
+    fn layer(&self, inner: S) -> RetryService<S, F> {
         let site = self.site.get();
         let hedge = self.hedge.as_ref().map(|h| h.get(site.policy.attempts()));
-        RetryService::new(inner, site, hedge)
+        RetryService::new(inner, site, hedge, self.fallback.clone())
     }
 }

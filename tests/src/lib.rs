@@ -14,6 +14,7 @@ use tokio::time::Instant;
 pub mod adapter;
 pub mod durable_env;
 pub mod faults;
+pub mod recorded;
 pub use retry_fixtures::{capture, gateway};
 
 /// `$base` with the fields given set: the expected value of a `#[non_exhaustive]` struct, which

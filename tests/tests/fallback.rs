@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::debugging::DebugValue;
 use retry_runtime::{Breaker, BreakerState, Bulkhead, Classify, GiveUp, Rejected, retry};
 
 /// An external system that answers each call with the next of its statuses (200 once they
@@ -290,16 +290,7 @@ type Counts = BTreeMap<(String, String), u64>;
 
 #[test]
 fn fallbacks_are_counted_by_outcome_and_reason() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    recorder
-        .install()
-        .expect("the only recorder of this test binary");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let (snapshotter, rt) = retry_tests::recorded::paused_runtime();
     rt.block_on(async {
         assert_eq!(metered(&Dependency::answering(&[])).await, Ok(1));
         assert_eq!(metered(&Dependency::answering(&[503; 3])).await, Ok(1001));

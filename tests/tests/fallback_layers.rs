@@ -19,7 +19,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::debugging::DebugValue;
 use retry_runtime::reqwest_middleware::RetryMiddleware;
 use retry_runtime::tower::RetryLayer;
 use retry_runtime::{BoxError, Breaker, Bulkhead, GiveUp, Jitter, Policy, Rejected, system};
@@ -510,16 +510,7 @@ fn expected(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 /// other tests' counters (registered before or after) do not mix in.
 #[test]
 fn fallbacks_of_the_layer_and_the_middleware_are_counted_like_the_attributes() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    recorder
-        .install()
-        .expect("the only recorder of this test binary");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let (snapshotter, rt) = retry_tests::recorded::paused_runtime();
     rt.block_on(async {
         let gateway = Gateway::start(48, FaultPlan::none()).await.unwrap();
         system("fallback-metered-breaker").set_breaker(

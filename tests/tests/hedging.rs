@@ -343,17 +343,8 @@ async fn metered(server: &Server) -> Result<u32, Error> {
 
 #[test]
 fn hedges_and_their_wins_are_counted_as_outcomes() {
-    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    recorder
-        .install()
-        .expect("the only recorder of this test binary");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    use metrics_util::debugging::DebugValue;
+    let (snapshotter, rt) = retry_tests::recorded::paused_runtime();
     rt.block_on(async {
         warm_up!(metered, 40);
         // The first is slow, its hedge answers: `hedged` and `hedge_won`.

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::{DebugValue, Snapshotter};
 use retry_runtime::retry;
 use retry_tests::capture::events;
 use retry_tests::{Failure, Flaky, GatewayError, UNAVAILABLE};
@@ -439,16 +439,7 @@ fn counts(snapshotter: &Snapshotter, system: &str, operation: &str) -> BTreeMap<
 
 #[test]
 fn the_counter_counts_each_attempt_by_outcome() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    recorder
-        .install()
-        .expect("the only recorder of this test binary");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let (snapshotter, rt) = retry_tests::recorded::paused_runtime();
 
     rt.block_on(async {
         metered(&Flaky::failing([])).await.unwrap();

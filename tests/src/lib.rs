@@ -36,6 +36,31 @@ macro_rules! with_fields {
     }};
 }
 
+/// The error of a call to a scripted system behind `protect`: its HTTP status (a 5xx transient,
+/// anything else permanent), or a protection's refusal (a rejection, never retried).
+#[derive(Debug, PartialEq)]
+pub enum CallError {
+    /// The system answered this status.
+    Status(u16),
+    /// The system's breaker or bulkhead refused the call.
+    Rejected(retry_runtime::Rejected),
+}
+
+impl From<retry_runtime::Rejected> for CallError {
+    fn from(rejected: retry_runtime::Rejected) -> Self {
+        CallError::Rejected(rejected)
+    }
+}
+
+impl Classify for CallError {
+    fn is_transient(&self) -> bool {
+        matches!(self, CallError::Status(s) if *s >= 500)
+    }
+    fn is_rejection(&self) -> bool {
+        matches!(self, CallError::Rejected(_))
+    }
+}
+
 /// How one call to the fake system fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Failure {

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use metrics_util::debugging::DebugValue;
-use retry_runtime::{Breaker, BreakerState, Bulkhead, Classify, GiveUp, Rejected, retry};
+use retry_runtime::{Breaker, BreakerState, Bulkhead, GiveUp, retry};
+use retry_tests::CallError;
 
 /// An external system that answers each call with the next of its statuses (200 once they
 /// run out), counting the calls.
@@ -34,27 +35,6 @@ impl Dependency {
 
     fn calls(&self) -> usize {
         self.calls.load(SeqCst)
-    }
-}
-
-#[derive(Debug, PartialEq)]
-enum CallError {
-    Status(u16),
-    Rejected(Rejected),
-}
-
-impl From<Rejected> for CallError {
-    fn from(rejected: Rejected) -> Self {
-        CallError::Rejected(rejected)
-    }
-}
-
-impl Classify for CallError {
-    fn is_transient(&self) -> bool {
-        matches!(self, CallError::Status(s) if *s >= 500)
-    }
-    fn is_rejection(&self) -> bool {
-        matches!(self, CallError::Rejected(_))
     }
 }
 

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
-use retry_runtime::{Breaker, BreakerState, Classify, Rejected, declare_system, health, retry};
+use retry_runtime::{Breaker, BreakerState, Rejected, declare_system, health, retry};
+use retry_tests::CallError;
 use tokio::time::{Instant, sleep};
 
 /// A partner that is down (503) or up, counting user calls and probe runs apart.
@@ -43,27 +44,6 @@ impl Partner {
                 Ok(())
             }
         }
-    }
-}
-
-#[derive(Debug, PartialEq)]
-enum CallError {
-    Status(u16),
-    Rejected(Rejected),
-}
-
-impl From<Rejected> for CallError {
-    fn from(rejected: Rejected) -> Self {
-        CallError::Rejected(rejected)
-    }
-}
-
-impl Classify for CallError {
-    fn is_transient(&self) -> bool {
-        matches!(self, CallError::Status(s) if *s >= 500)
-    }
-    fn is_rejection(&self) -> bool {
-        matches!(self, CallError::Rejected(_))
     }
 }
 

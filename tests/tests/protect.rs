@@ -6,7 +6,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
-use retry_runtime::{Breaker, BreakerState, Bulkhead, Classify, Rejected, retry};
+use retry_runtime::{Breaker, BreakerState, Bulkhead, Rejected, retry};
+use retry_tests::CallError;
 use retry_tests::capture::events;
 use tokio::time::{Instant, sleep};
 
@@ -63,27 +64,6 @@ impl Dependency {
 
     fn calls_after(&self, t: Instant) -> usize {
         self.log.lock().unwrap().iter().filter(|c| **c > t).count()
-    }
-}
-
-#[derive(Debug, PartialEq)]
-enum CallError {
-    Status(u16),
-    Rejected(Rejected),
-}
-
-impl From<Rejected> for CallError {
-    fn from(rejected: Rejected) -> Self {
-        CallError::Rejected(rejected)
-    }
-}
-
-impl Classify for CallError {
-    fn is_transient(&self) -> bool {
-        matches!(self, CallError::Status(s) if *s >= 500)
-    }
-    fn is_rejection(&self) -> bool {
-        matches!(self, CallError::Rejected(_))
     }
 }
 

@@ -24,39 +24,24 @@ pub(super) fn decide(
     let Locals {
         retrier,
         out,
-        err,
-        pause,
         inner,
         ..
     } = locals;
     let (krate, ret_span) = (&config.krate, ret.span);
-    let krate_at_ret = located_at(krate, ret_span);
-    let out_at_ret = Ident::new("__retry_out", Span::mixed_site().located_at(ret_span));
-    let next = Ident::new("__retry_next", Span::mixed_site());
-    let why = why_local();
-    let gone = Ident::new("__retry_gone", Span::mixed_site());
     let refused_only = fallback.refused_only;
+    let judge = quote_spanned! {ret_span=>
+        #retrier.after_failure_or_fall_back(#verdict, #inner, #text, #refused_only)
+    };
+    let (why, gone) = (why_local(), Ident::new("__retry_gone", Span::mixed_site()));
     let tail = tail(config, fallback, is_async);
-    quote_spanned! {ret_span=>
-        let #next = match #krate_at_ret::__private::RetryResult::failure(&#out_at_ret) {
-            ::core::option::Option::None => {
-                #retrier.succeeded();
-                return #out;
-            }
-            ::core::option::Option::Some(#err) => {
-                #retrier.after_failure_or_fall_back(#verdict, #inner, #text, #refused_only)
-            }
-        };
-        match #next {
-            #krate::__private::FallNext::Pause(#pause) => #pause,
-            #krate::__private::FallNext::Return => return #out,
-            #krate::__private::FallNext::FallBack(#why) => {
-                // The failed result ends here, not across the fallback's `.await`.
-                { let #gone = #out; }
-                #tail
-            }
+    let ending = quote_spanned! {ret_span=>
+        #krate::__private::FallNext::FallBack(#why) => {
+            // The failed result ends here, not across the fallback's `.await`.
+            { let #gone = #out; }
+            #tail
         }
-    }
+    };
+    super::ending::decide(config, locals, ret, (judge, "FallNext"), ending)
 }
 
 /// The local holding why the read falls back (a `GiveUp`), before it is `reason`.

@@ -14,7 +14,6 @@ use syn::spanned::Spanned as _;
 use super::locals::{Locals, Ret};
 use super::valid::Config;
 use super::verdict::verdict;
-use crate::common::spans::located_at;
 
 /// The local holding a [`HandOff`](retry_runtime::__private::HandOff): why, and when due.
 pub(super) fn off_local() -> Ident {
@@ -31,36 +30,17 @@ pub(super) fn decide(
     expr: &syn::Expr,
     is_async: bool,
 ) -> TokenStream {
-    let Locals {
-        retrier,
-        out,
-        err,
-        pause,
-        inner,
-        ..
-    } = locals;
+    let Locals { retrier, inner, .. } = locals;
     let (krate, ret_span) = (&config.krate, ret.span);
-    let krate_at_ret = located_at(krate, ret_span);
-    let out_at_ret = Ident::new("__retry_out", Span::mixed_site().located_at(ret_span));
-    let next = Ident::new("__retry_next", Span::mixed_site());
+    let judge = quote_spanned! {ret_span=>
+        #retrier.after_failure_or_hand_over(#verdict, #inner, #text)
+    };
     let off = off_local();
     let tail = tail(config, locals, ret, expr, is_async);
-    quote_spanned! {ret_span=>
-        let #next = match #krate_at_ret::__private::RetryResult::failure(&#out_at_ret) {
-            ::core::option::Option::None => {
-                #retrier.succeeded();
-                return #out;
-            }
-            ::core::option::Option::Some(#err) => {
-                #retrier.after_failure_or_hand_over(#verdict, #inner, #text)
-            }
-        };
-        match #next {
-            #krate::__private::Next::Pause(#pause) => #pause,
-            #krate::__private::Next::Return => return #out,
-            #krate::__private::Next::HandOver(#off) => { #tail }
-        }
-    }
+    let ending = quote_spanned! {ret_span=>
+        #krate::__private::Next::HandOver(#off) => { #tail }
+    };
+    super::ending::decide(config, locals, ret, (judge, "Next"), ending)
 }
 
 /// The hand-over itself, ending the fn: with the failed result in `out` and the

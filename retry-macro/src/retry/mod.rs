@@ -3,6 +3,7 @@
 //! expansion into a loop ([`expand`], with `protect`'s permit and admissions in [`protect`]). The grammar of its arguments is shared with
 //! `#[classify]` (`common::args`).
 
+mod ending;
 pub(crate) mod expand;
 pub(crate) mod fallback;
 mod fallback_expand;

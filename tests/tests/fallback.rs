@@ -2,13 +2,12 @@
 //! give-up or a refusal of its breaker, never after a permanent error; counted, on a paused
 //! tokio clock. Each test names systems of its own (the registries are process-wide).
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
-use metrics_util::debugging::DebugValue;
 use retry_runtime::{Breaker, BreakerState, Bulkhead, GiveUp, retry};
 use retry_tests::CallError;
+use retry_tests::recorded::{expected, fallback_counts};
 
 /// An external system that answers each call with the next of its statuses (200 once they
 /// run out), counting the calls.
@@ -265,9 +264,6 @@ fn metered_blocking(d: &Dependency) -> Result<u32, CallError> {
     Err(CallError::Status(503))
 }
 
-/// `retry_attempts_total{outcome}` and `retry_fallback_total{reason}` of one system.
-type Counts = BTreeMap<(String, String), u64>;
-
 #[test]
 fn fallbacks_are_counted_by_outcome_and_reason() {
     let (snapshotter, rt) = retry_tests::recorded::paused_runtime();
@@ -282,33 +278,8 @@ fn fallbacks_are_counted_by_outcome_and_reason() {
     let d = Dependency::answering(&[]);
     assert_eq!(metered_blocking(&d), Ok(7));
     assert_eq!(d.calls(), 3);
-    let mut counts = Counts::new();
-    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
-        let labels: BTreeMap<_, _> = key
-            .key()
-            .labels()
-            .map(|l| (l.key().to_owned(), l.value().to_owned()))
-            .collect();
-        let DebugValue::Counter(n) = value else {
-            continue;
-        };
-        let label = match key.key().name() {
-            "retry_attempts_total" => format!("outcome={}", labels["outcome"]),
-            "retry_fallback_total" => format!("reason={}", labels["reason"]),
-            _ => continue,
-        };
-        counts.insert((labels["system"].clone(), label), n);
-    }
-    let of = |system: &str| -> BTreeMap<String, u64> {
-        counts
-            .iter()
-            .filter(|((s, _), n)| s == system && **n > 0)
-            .map(|((_, label), n)| (label.clone(), *n))
-            .collect()
-    };
-    let expected = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
-        pairs.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect()
-    };
+    let snapshot = snapshotter.snapshot().into_vec();
+    let of = |system: &str| fallback_counts(&snapshot, system);
     assert_eq!(
         of("fallback_metered"),
         expected(&[

@@ -5,7 +5,6 @@
 //! give-up or a refusal of its breaker or bulkhead, never after a 4xx; a write never does. Each
 //! test names systems of its own (the registries are process-wide).
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -19,11 +18,11 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use metrics_util::debugging::DebugValue;
 use retry_runtime::reqwest_middleware::RetryMiddleware;
 use retry_runtime::tower::RetryLayer;
 use retry_runtime::{BoxError, Breaker, Bulkhead, GiveUp, Jitter, Policy, Rejected, system};
 use retry_tests::gateway::{ChargeRequest, FaultPlan, Gateway, IDEMPOTENCY_KEY};
+use retry_tests::recorded::{expected, fallback_counts};
 use tower_layer::Layer as _;
 use tower_service::Service;
 
@@ -445,14 +444,6 @@ async fn middleware_an_open_breaker_answers_from_the_fallback_without_a_request(
     gateway.shutdown().await;
 }
 
-/// One snapshot of the recorder (reading it resets its counters).
-type Snapshot = Vec<(
-    metrics_util::CompositeKey,
-    Option<metrics::Unit>,
-    Option<metrics::SharedString>,
-    DebugValue,
-)>;
-
 #[tokio::test(start_paused = true)]
 async fn middleware_a_spent_retry_budget_is_a_refusal_that_falls_back() {
     let gateway = Gateway::start(49, FaultPlan::none()).await.unwrap();
@@ -476,34 +467,6 @@ async fn middleware_a_spent_retry_budget_is_a_refusal_that_falls_back() {
     assert_eq!(refused_only.reasons(), [GiveUp::Budget]);
     assert_eq!(gateway.stats().requests, 1, "no retry without budget");
     gateway.shutdown().await;
-}
-
-/// `retry_attempts_total{outcome}` and `retry_fallback_total{reason}` of `system`, non-zero.
-fn counts(snapshot: &Snapshot, system: &str) -> BTreeMap<String, u64> {
-    let mut counts = BTreeMap::new();
-    for (key, _, _, value) in snapshot {
-        let labels: BTreeMap<_, _> = key
-            .key()
-            .labels()
-            .map(|l| (l.key().to_owned(), l.value().to_owned()))
-            .collect();
-        let DebugValue::Counter(n) = value else {
-            continue;
-        };
-        let label = match key.key().name() {
-            "retry_attempts_total" => format!("outcome={}", labels["outcome"]),
-            "retry_fallback_total" => format!("reason={}", labels["reason"]),
-            _ => continue,
-        };
-        if labels["system"] == system && *n > 0 {
-            counts.insert(label, *n);
-        }
-    }
-    counts
-}
-
-fn expected(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    pairs.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect()
 }
 
 /// The only test of this binary that installs a recorder: its systems are its own, so the
@@ -551,13 +514,16 @@ fn fallbacks_of_the_layer_and_the_middleware_are_counted_like_the_attributes() {
         ("reason=attempts", 1),
     ]);
     assert_eq!(
-        counts(&snapshot, "fallback-metered-tower"),
+        fallback_counts(&snapshot, "fallback-metered-tower"),
         given_up_and_4xx
     );
-    assert_eq!(counts(&snapshot, "fallback-metered-mw"), given_up_and_4xx);
+    assert_eq!(
+        fallback_counts(&snapshot, "fallback-metered-mw"),
+        given_up_and_4xx
+    );
     // The refusal counts as a fallback, not as `breaker_open`.
     assert_eq!(
-        counts(&snapshot, "fallback-metered-breaker"),
+        fallback_counts(&snapshot, "fallback-metered-breaker"),
         expected(&[("outcome=fallback", 2), ("reason=breaker_open", 2)])
     );
 }

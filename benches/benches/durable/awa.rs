@@ -14,15 +14,17 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use awa::{Client, ClientBuilder, InsertOpts, JobArgs, JobContext, JobError, JobResult, QueueConfig};
+use awa::{
+    Client, ClientBuilder, InsertOpts, JobArgs, JobContext, JobError, JobResult, QueueConfig,
+};
 use serde::{Deserialize, Serialize};
 use sqlx08::PgPool;
 
 use crate::Setup;
+use crate::child::{Crashing, hold_until_killed, is_child};
 use crate::measure::{
-    Backend, Crashing, LIMIT, RAN, Rates, drain, enqueue_each, fresh_db, hold_until_killed,
-    is_child, latency_run, picked_up, reset_latencies, reset_ran, reset_restarted, restarted,
-    wait_restarted,
+    Backend, LIMIT, RAN, Rates, drain, enqueue_each, fresh_db, latency_run, picked_up,
+    reset_latencies, reset_ran, reset_restarted, restarted, wait_restarted,
 };
 
 #[derive(Deserialize, Serialize, JobArgs)]
@@ -149,9 +151,11 @@ fn crash_client(pool: &PgPool) -> Client {
 
 pub(crate) async fn crash_recovery(setup: Setup, backend: Backend) -> Result<f64, String> {
     if setup == Setup::Defaults {
-        return Err("not measured: with its defaults awa rescues a job whose heartbeat is \
+        return Err(
+            "not measured: with its defaults awa rescues a job whose heartbeat is \
                     90 s stale, checked every 30 s"
-            .to_owned());
+                .to_owned(),
+        );
     }
     let db = fresh_db(backend).await;
     let pool = pool(&db.url).await;

@@ -26,10 +26,10 @@ use graphile_worker::{
 use serde::{Deserialize, Serialize};
 
 use crate::Setup;
+use crate::child::{Crashing, hold_until_killed, is_child};
 use crate::measure::{
-    Backend, Crashing, LIMIT, RAN, Rates, drain, enqueue_each, fresh_db, hold_until_killed,
-    is_child, latency_run, picked_up, reset_latencies, reset_ran, reset_restarted, restarted,
-    wait_restarted,
+    Backend, LIMIT, RAN, Rates, drain, enqueue_each, fresh_db, latency_run, picked_up,
+    reset_latencies, reset_ran, reset_restarted, restarted, wait_restarted,
 };
 
 #[derive(Deserialize, Serialize)]
@@ -193,9 +193,11 @@ async fn crash_worker(url: &str) -> Worker {
 
 pub(crate) async fn crash_recovery(setup: Setup, backend: Backend) -> Result<f64, String> {
     if setup == Setup::Defaults {
-        return Err("not measured: worker recovery is off by default (a crashed worker's \
+        return Err(
+            "not measured: worker recovery is off by default (a crashed worker's \
                     job stays locked; graphile-worker takes a lock back after 4 h)"
-            .to_owned());
+                .to_owned(),
+        );
     }
     let db = fresh_db(backend).await;
     reset_restarted();

@@ -52,6 +52,8 @@ mod apalis;
 #[cfg(feature = "peers")]
 mod awa;
 #[cfg(feature = "peers")]
+mod child;
+#[cfg(feature = "peers")]
 mod graphile;
 mod measure;
 mod ours;
@@ -124,7 +126,13 @@ impl Contender {
         }
     }
 
-    async fn throughput(self, backend: Backend, concurrency: usize, n: usize, rows: usize) -> Rates {
+    async fn throughput(
+        self,
+        backend: Backend,
+        concurrency: usize,
+        n: usize,
+        rows: usize,
+    ) -> Rates {
         match (self, backend) {
             (Contender::Ours, _) => ours::throughput(backend, concurrency, n, rows).await,
             (Contender::Apalis, Backend::Sqlite) => {
@@ -132,9 +140,7 @@ impl Contender {
             }
             (Contender::Apalis, _) => apalis::postgres::throughput(backend, concurrency, n).await,
             #[cfg(feature = "peers")]
-            (Contender::River(setup), _) => {
-                river::throughput(setup, backend, concurrency, n).await
-            }
+            (Contender::River(setup), _) => river::throughput(setup, backend, concurrency, n).await,
             #[cfg(feature = "peers")]
             (Contender::Graphile(setup), _) => {
                 graphile::throughput(setup, backend, concurrency, n).await
@@ -187,7 +193,8 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    if let Ok(child) = std::env::var(measure::CHILD_ENV) {
+    #[cfg(feature = "peers")]
+    if let Ok(child) = std::env::var(child::CHILD_ENV) {
         runtime.block_on(crash_child(&child));
         return;
     }
@@ -233,14 +240,12 @@ fn main() {
 }
 
 /// In a crash-recovery run's child process: the peer's worker that gets killed.
+#[cfg(feature = "peers")]
 async fn crash_child(spec: &str) {
     let (role, url) = spec.split_once(' ').expect("`role url`");
     match role {
-        #[cfg(feature = "peers")]
         "river" => river::crash_child(url).await,
-        #[cfg(feature = "peers")]
         "graphile" => graphile::crash_child(url).await,
-        #[cfg(feature = "peers")]
         "awa" => awa::crash_child(url).await,
         _ => panic!("no crashing worker `{role}` for {url}"),
     }
@@ -273,7 +278,11 @@ async fn throughput_table(backends: &[Backend], tasks: usize, rounds: usize, fin
             let mut runs: Vec<Vec<Rates>> = vec![Vec::new(); contenders.len()];
             for _ in 0..rounds {
                 for (i, &(contender, rows)) in contenders.iter().enumerate() {
-                    runs[i].push(contender.throughput(backend, concurrency, tasks, rows).await);
+                    runs[i].push(
+                        contender
+                            .throughput(backend, concurrency, tasks, rows)
+                            .await,
+                    );
                 }
             }
             for (&(contender, rows), runs) in contenders.iter().zip(runs) {
@@ -315,15 +324,15 @@ fn print_ratios(medians: &[(Backend, usize, Contender, usize, f64)]) {
     let mut lines: Vec<String> = Vec::new();
     for &(backend, concurrency, contender, rows, tasks_s) in medians {
         let line = match (contender, backend) {
-            (Contender::Ours, Backend::PgBouncer) => ours(Backend::Postgres, concurrency).map(
-                |direct| {
+            (Contender::Ours, Backend::PgBouncer) => {
+                ours(Backend::Postgres, concurrency).map(|direct| {
                     format!(
                         "| ours through PgBouncer / ours on PostgreSQL directly | {concurrency} | \
                          {:.2} |",
                         tasks_s / direct.max(1e-9)
                     )
-                },
-            ),
+                })
+            }
             (Contender::Ours, _) if rows > 0 => ours(backend, concurrency).map(|empty| {
                 format!(
                     "| ours with {rows} completed tasks / ours on an empty table, {backend:?} | \
@@ -356,10 +365,7 @@ async fn latency_table(backends: &[Backend]) {
     );
     println!("| system | backend | p50 ms | p99 ms | max ms |\n| --- | --- | --- | --- | --- |");
     for &backend in backends {
-        for contender in Contender::all()
-            .into_iter()
-            .filter(|c| c.runs_on(backend))
-        {
+        for contender in Contender::all().into_iter().filter(|c| c.runs_on(backend)) {
             let v = contender.latency(backend, 200).await;
             println!(
                 "| {} | {:?} | {:.1} | {:.1} | {:.1} |",
@@ -381,10 +387,7 @@ async fn crash_table(backends: &[Backend], rounds: usize) {
     );
     println!("| system | backend | median s | runs |\n| --- | --- | --- | --- |");
     for &backend in backends.iter().filter(|&&b| b != Backend::PgBouncer) {
-        for contender in Contender::all()
-            .into_iter()
-            .filter(|c| c.runs_on(backend))
-        {
+        for contender in Contender::all().into_iter().filter(|c| c.runs_on(backend)) {
             let mut v = Vec::new();
             let mut not_measured = None;
             for _ in 0..rounds {

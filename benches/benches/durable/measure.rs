@@ -1,9 +1,6 @@
 //! What every contender's measurement shares: the counters its handlers bump, the wait for the
-//! last handler run, the fresh database, the percentiles and medians, and the crashed worker's
-//! child process.
+//! last handler run, the fresh database, the percentiles and medians, and the crash run's wait.
 
-use std::io::BufRead as _;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -21,10 +18,6 @@ pub(crate) static RESTARTED_AT: Mutex<Option<u64>> = Mutex::new(None);
 pub(crate) const POLL: Duration = Duration::from_millis(100);
 /// The bound of every wait that is not a throughput run.
 pub(crate) const LIMIT: Duration = Duration::from_secs(300);
-/// The env var that makes this binary the worker a crash-recovery run kills (see [`Crashing`]).
-pub(crate) const CHILD_ENV: &str = "DURABLE_BENCH_CRASH_CHILD";
-/// What the crashing child prints once its handler holds the task.
-pub(crate) const HOLDING: &str = "holding the crash task";
 
 pub(crate) fn now_us() -> u64 {
     u64::try_from(
@@ -193,63 +186,4 @@ pub(crate) async fn wait_restarted(killed: u64, within: Duration) -> Result<f64,
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-}
-
-/// A worker in a child process of this bench (this binary, with [`CHILD_ENV`] set to
-/// `role` and `url`), killed with SIGKILL while its handler holds the crash task: a peer's
-/// worker spawns tasks of its own (heartbeats, its leader's maintenance), which aborting one
-/// tokio task would leave running, so only a killed process is a crashed worker for them.
-pub(crate) struct Crashing {
-    child: Child,
-}
-
-impl Crashing {
-    /// Starts the child worker of `role` on `url` and waits, bounded, until it prints that its
-    /// handler holds the task.
-    pub(crate) fn start(role: &str, url: &str) -> Result<Crashing, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
-        let mut child = Command::new(exe)
-            .env(CHILD_ENV, format!("{role} {url}"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("spawn the crashing worker: {e}"))?;
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.contains(HOLDING) {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(()) => Ok(Crashing { child }),
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                Err("the crashing worker never picked the task up within 60 s".to_owned())
-            }
-        }
-    }
-
-    /// SIGKILL; returns the time of the kill, µs since the epoch.
-    pub(crate) fn kill(mut self) -> u64 {
-        let _ = self.child.kill();
-        let killed = now_us();
-        let _ = self.child.wait();
-        killed
-    }
-}
-
-/// In the child: says that the handler holds the crash task, then hangs until killed.
-pub(crate) async fn hold_until_killed() {
-    println!("{HOLDING}");
-    std::future::pending::<()>().await;
-}
-
-/// Whether this process is a crashing child worker (see [`Crashing`]).
-pub(crate) fn is_child() -> bool {
-    std::env::var_os(CHILD_ENV).is_some()
 }

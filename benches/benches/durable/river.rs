@@ -32,10 +32,10 @@ use riverqueue::{
 use serde::{Deserialize, Serialize};
 
 use crate::Setup;
+use crate::child::{Crashing, hold_until_killed, is_child};
 use crate::measure::{
-    Backend, Crashing, LIMIT, RAN, Rates, drain, enqueue_each, fresh_db, hold_until_killed,
-    is_child, latency_run, picked_up, reset_latencies, reset_ran, reset_restarted, restarted,
-    wait_restarted,
+    Backend, LIMIT, RAN, Rates, drain, enqueue_each, fresh_db, latency_run, picked_up,
+    reset_latencies, reset_ran, reset_restarted, restarted, wait_restarted,
 };
 
 #[derive(Clone, Deserialize, JobArgs, Serialize)]
@@ -215,9 +215,11 @@ fn crash_client(pool: &RiverPool) -> ClientBuilder {
 
 pub(crate) async fn crash_recovery(setup: Setup, backend: Backend) -> Result<f64, String> {
     if setup == Setup::Defaults {
-        return Err("not measured: with its defaults River rescues a job running longer than \
+        return Err(
+            "not measured: with its defaults River rescues a job running longer than \
                     its job timeout (1 min) + 1 h"
-            .to_owned());
+                .to_owned(),
+        );
     }
     let db = fresh_db(backend).await;
     let pool = RiverPool::connect(&db.url).await;

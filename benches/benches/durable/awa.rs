@@ -40,6 +40,10 @@ struct Latency {
 #[derive(Deserialize, Serialize, JobArgs)]
 struct Crash {}
 
+/// The crash table's label of the measured row (see the module's doc).
+pub(crate) const CRASH_LABEL: &str =
+    "awa 0.6 (heartbeat 500 ms, stale after 2 s, rescue every 1 s)";
+
 /// The row's label of `setup`.
 pub(crate) fn label(setup: Setup) -> &'static str {
     match setup {

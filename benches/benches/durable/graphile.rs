@@ -76,6 +76,10 @@ impl TaskHandler for Crash {
     }
 }
 
+/// The crash table's label of the measured row (see the module's doc).
+pub(crate) const CRASH_LABEL: &str =
+    "graphile_worker 0.14 (recovery: heartbeat 1 s, stale after 2 s, sweep every 1 s, delay 0)";
+
 /// The row's label of `setup`.
 pub(crate) fn label(setup: Setup) -> &'static str {
     match setup {

@@ -38,8 +38,11 @@
 //! message without `pgbouncer`. Throughput and latency only (apalis keeps named prepared
 //! statements and a LISTEN per connection, which a transaction pooler breaks).
 //! `DURABLE_BENCH_TASKS` and `DURABLE_BENCH_ROUNDS` (default 3: the median is reported) change
-//! the sizes. A full run with `--features peers` takes about an hour on 2 cores (most of it the
-//! peers' capped runs at low concurrency and their one-per-call enqueues).
+//! the sizes. A full run with `--features peers` (20 000 tasks, 3 rounds) is estimated at 1 to
+//! 1.5 h on 2 cores, most of it the 144 PostgreSQL throughput runs' one-per-call enqueues
+//! (20 000 calls each) and the peers' capped runs at low concurrency; a smoke run
+//! (`DURABLE_BENCH_TASKS=2000 DURABLE_BENCH_ROUNDS=1 DURABLE_BENCH_CAP_S=10`) took 16 min on a
+//! busy machine. `--features apalis` alone takes a fraction of that.
 
 use std::time::Instant;
 
@@ -111,6 +114,19 @@ impl Contender {
             Contender::Graphile(setup) => graphile::label(setup),
             #[cfg(feature = "peers")]
             Contender::Awa(setup) => awa::label(setup),
+        }
+    }
+
+    /// The crash table's system column: a peer's crash run has settings of its own.
+    fn crash_name(self) -> &'static str {
+        match self {
+            #[cfg(feature = "peers")]
+            Contender::River(Setup::Tuned) => river::CRASH_LABEL,
+            #[cfg(feature = "peers")]
+            Contender::Graphile(Setup::Tuned) => graphile::CRASH_LABEL,
+            #[cfg(feature = "peers")]
+            Contender::Awa(Setup::Tuned) => awa::CRASH_LABEL,
+            _ => self.name(),
         }
     }
 
@@ -400,12 +416,12 @@ async fn crash_table(backends: &[Backend], rounds: usize) {
                 }
             }
             match not_measured {
-                Some(why) => println!("| {} | {:?} | – | {why} |", contender.name(), backend),
+                Some(why) => println!("| {} | {:?} | – | {why} |", contender.crash_name(), backend),
                 None => {
                     let runs: Vec<String> = v.iter().map(|s| format!("{s:.2}")).collect();
                     println!(
                         "| {} | {:?} | {:.2} | {} |",
-                        contender.name(),
+                        contender.crash_name(),
                         backend,
                         median(v.clone()),
                         runs.join(", ")

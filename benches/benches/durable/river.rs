@@ -144,6 +144,10 @@ impl RiverPool {
     }
 }
 
+/// The crash table's label of the measured row (see the module's doc).
+pub(crate) const CRASH_LABEL: &str =
+    "riverqueue 0.5 (rescue after 2 s, rescuer and scheduler every 1 s, retry at once)";
+
 /// The row's label of `setup`.
 pub(crate) fn label(setup: Setup) -> &'static str {
     match setup {

@@ -1,8 +1,10 @@
 //! graphile_worker 0.14, the Rust port of graphile-worker (PostgreSQL through sqlx 0.9).
 //!
 //! - Defaults: `WorkerOptions::default().concurrency(concurrency)`, its own pool from the URL
-//!   (`max_pg_conn` default 20), one job fetched per free slot, a poll every 1 s besides
-//!   LISTEN/NOTIFY.
+//!   (`max_pg_conn` default 20), a poll every 1 s besides LISTEN/NOTIFY. Each poll tick or
+//!   notification lets one slot run one job (`runner/job_loop/direct.rs`,
+//!   `runner/sources/dispatch.rs`): with the tasks inserted before the worker starts (their
+//!   notifications gone), that is about `concurrency` jobs per second.
 //! - Tuned: the "Throughput-oriented worker" of its guide
 //!   (`docs/src/configuration/worker-options.md`): poll every 500 ms, completions and permanent
 //!   failures batched for 5 ms (`complete_job_batch_delay`, `fail_job_batch_delay`: "reduces the

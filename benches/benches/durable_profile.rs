@@ -4,12 +4,14 @@
 //! where a task's cost goes", for how to start one).
 //!
 //! Four phases on a fresh database, each measured alone: N single `enqueue` calls, one
-//! `enqueue_many` of N, one worker (concurrency 16, no-op handler) running the 2 N tasks, and
+//! `enqueue_many` of N, one worker (concurrency C, no-op handler) running the 2 N tasks, and
 //! one worker whose N attempts all fail (an outage: 503, each retried an hour later).
 //! For each phase: statements per task (from `pg_stat_statements`, reset before the phase),
 //! rows inserted, updated (HOT among them) and deleted per task in each table (from
 //! `pg_stat_user_tables`, read after the server's statistics were flushed), and WAL bytes per
-//! task (`pg_current_wal_lsn`). `DURABLE_PROFILE_TASKS` (default 5 000) sets N.
+//! task (`pg_current_wal_lsn`). `DURABLE_PROFILE_TASKS` (default 5 000) sets N,
+//! `DURABLE_PROFILE_CONCURRENCY` (default 16) C: the `durable` bench's rate at concurrency
+//! 256 and 1 000 (issue 45) is profiled with it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -150,15 +152,19 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5000usize);
+    let concurrency = std::env::var("DURABLE_PROFILE_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16usize);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
-    runtime.block_on(profile(tasks));
+    runtime.block_on(profile(tasks, concurrency));
 }
 
-async fn profile(tasks: usize) {
+async fn profile(tasks: usize, concurrency: usize) {
     let fresh = Db::new(true, "profile").await;
     let url = fresh.url.clone();
     let q = Queue::connect(&url).await.expect("Queue::connect");
@@ -196,7 +202,7 @@ async fn profile(tasks: usize) {
     let phase = Phase::start(&mut db, statements).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = Worker::new(q.clone())
-        .concurrency(16)
+        .concurrency(concurrency)
         .handle("noop", |_task| async {
             RAN.fetch_add(1, Ordering::SeqCst);
             Ok::<(), BoxError>(())
@@ -219,7 +225,7 @@ async fn profile(tasks: usize) {
     phase
         .report(
             &mut db,
-            "worker, concurrency 16, no-op handler",
+            &format!("worker, concurrency {concurrency}, no-op handler"),
             2 * tasks,
             statements,
         )
@@ -233,7 +239,7 @@ async fn profile(tasks: usize) {
     let phase = Phase::start(&mut db, statements).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = Worker::new(q.clone())
-        .concurrency(16)
+        .concurrency(concurrency)
         // Not due again during the phase: one failed attempt per task.
         .retry_delay(|_, _, _| Duration::from_secs(3600))
         .handle("failing", |_task| async {
@@ -258,7 +264,7 @@ async fn profile(tasks: usize) {
     phase
         .report(
             &mut db,
-            "worker, concurrency 16, every attempt fails (503), retried later",
+            &format!("worker, concurrency {concurrency}, every attempt fails (503), retried later"),
             tasks,
             statements,
         )

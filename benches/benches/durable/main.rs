@@ -38,7 +38,7 @@
 //! message without `pgbouncer`. Throughput and latency only (apalis keeps named prepared
 //! statements and a LISTEN per connection, which a transaction pooler breaks).
 //! `DURABLE_BENCH_TASKS` and `DURABLE_BENCH_ROUNDS` (default 3: the median is reported) change
-//! the sizes. A full run with `--features peers` (20 000 tasks, 3 rounds) is estimated at 1 to
+//! the sizes, `DURABLE_BENCH_CONCURRENCY` (e.g. `1,4,16`) the concurrencies. A full run with `--features peers` (20 000 tasks, 3 rounds) is estimated at 1 to
 //! 1.5 h on 2 cores, most of it the 144 PostgreSQL throughput runs' one-per-call enqueues
 //! (20 000 calls each) and the peers' capped runs at low concurrency; a smoke run
 //! (`DURABLE_BENCH_TASKS=2000 DURABLE_BENCH_ROUNDS=1 DURABLE_BENCH_CAP_S=10`) took 16 min on a
@@ -199,6 +199,22 @@ impl Contender {
 /// The concurrencies of the throughput table.
 const CONCURRENCIES: [usize; 6] = [1, 4, 16, 64, 256, 1000];
 
+/// `DURABLE_BENCH_CONCURRENCY` (`1,4,16`: the runs before issue 45), else [`CONCURRENCIES`];
+/// a value that is not a list of positive numbers is said and ignored.
+fn concurrencies() -> Vec<usize> {
+    let Ok(list) = std::env::var("DURABLE_BENCH_CONCURRENCY") else {
+        return CONCURRENCIES.to_vec();
+    };
+    let parsed: Result<Vec<usize>, _> = list.split(',').map(|c| c.trim().parse()).collect();
+    match parsed {
+        Ok(chosen) if !chosen.is_empty() && !chosen.contains(&0) => chosen,
+        _ => {
+            eprintln!("DURABLE_BENCH_CONCURRENCY={list:?} is not a list like 1,4,16: ignored");
+            CONCURRENCIES.to_vec()
+        }
+    }
+}
+
 fn main() {
     // `cargo test --benches` runs bench targets with `--test`: nothing to measure then.
     if std::env::args().any(|a| a == "--test" || a == "--list") {
@@ -290,7 +306,7 @@ async fn throughput_table(backends: &[Backend], tasks: usize, rounds: usize, fin
             .copied()
             .filter(|(c, _)| c.runs_on(backend))
             .collect();
-        for concurrency in CONCURRENCIES {
+        for concurrency in concurrencies() {
             let mut runs: Vec<Vec<Rates>> = vec![Vec::new(); contenders.len()];
             for _ in 0..rounds {
                 for (i, &(contender, rows)) in contenders.iter().enumerate() {

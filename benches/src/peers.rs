@@ -247,3 +247,6 @@ where
 {
     tower::ServiceExt::oneshot(service.clone(), server)
 }
+
+#[cfg(test)]
+mod tests;

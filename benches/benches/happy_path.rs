@@ -4,12 +4,18 @@
 //! contender sleeps, so the first poll completes it, and what is timed is the contender's own
 //! work (building its future, running one attempt, returning) with no executor around it.
 //!
+//! The peers (seatbelt 0.11 and tower-resilience 0.13 retry, `retry_benches::peers`) are built
+//! once and called per iteration the same way, on a `static` server (their services name the
+//! request type: `&'static Flaky`).
+//!
 //! `cargo bench -p retry-benches --bench happy_path`
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::Criterion;
+use layered::Service as _;
+use retry_benches::peers::{self, PEERS};
 use retry_benches::{CONTENDERS, Flaky, each_contender, estimates, operation, poll_once};
 use retry_runtime::{Budget, retry};
 
@@ -99,6 +105,21 @@ fn main() {
             b.iter(|| poll_once(|| call(black_box(&server))));
         });
     });
+    // The peers, on a static server: their services are built once, as a user builds them.
+    static PEER_SERVER: Flaky = Flaky::new(0);
+    let rt = retry_benches::runtime(false);
+    let clock = {
+        let _entered = rt.enter();
+        peers::seatbelt_clock()
+    };
+    let seatbelt = peers::seatbelt_retry(&clock);
+    group.bench_function(PEERS[0].id, |b| {
+        b.iter(|| poll_once(|| seatbelt.execute(black_box(&PEER_SERVER))));
+    });
+    let tower = peers::tower_retry();
+    group.bench_function(PEERS[1].id, |b| {
+        b.iter(|| poll_once(|| peers::tower_call(&tower, black_box(&PEER_SERVER))));
+    });
     group.finish();
 
     // Where #[retry]'s extra time goes: the parts of its happy path, alone.
@@ -154,7 +175,7 @@ fn report(before: Option<String>, after: Option<String>) {
         "| contender | median ns | mean ns (95 % CI) | fastest–slowest sample | / hand loop | − hand loop, ns | / undecorated |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for contender in CONTENDERS {
+    for contender in CONTENDERS.into_iter().chain(PEERS) {
         let Some(e) = estimates(GROUP, contender.id) else {
             continue;
         };

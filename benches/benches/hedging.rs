@@ -7,6 +7,15 @@
 //! 5–15 ms). Each row has fns (call sites, systems, budgets) of its own, under the defaults:
 //! 3 attempts, the default retry budget (20 % of calls + 10/s over 10 s), `hedge_load = 0.05`.
 //!
+//! Beside ours, tower-resilience 0.13's hedge (issue 45): `HedgeLayer` with a fixed 20 ms delay
+//! and at most 2 attempts in flight (the primary and one hedge, as ours), over the same server,
+//! its service built once and cloned per request (`oneshot`). It has no percentile delay (the
+//! `p95` rows' peer), no retry of failed attempts and no hedge budget (`hedge_load`); it sleeps
+//! with tokio, so it runs on the same paused clock. seatbelt 0.11's hedging is not here: its
+//! timers run on its own clock (`tick`, read from the wall clock), which a paused tokio clock
+//! does not drive, so on this simulation its hedges would fire in real time, not the
+//! simulation's.
+//!
 //! `cargo bench -p retry-benches --bench hedging`
 
 use std::future::Future;
@@ -18,11 +27,12 @@ use std::time::Duration;
 use plotters::prelude::*;
 use retry_runtime::{Classify, retry};
 use tokio::time::{Instant, sleep};
+use tower::ServiceExt as _;
 
 const REQUESTS: u32 = 10_000;
 const EVERY: Duration = Duration::from_millis(5);
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 struct Unavailable;
 
 impl Classify for Unavailable {
@@ -124,6 +134,34 @@ async fn dead_20ms(server: &Server) -> Result<u32, Unavailable> {
     server.call().await
 }
 
+/// tower-resilience 0.13's hedge over the server: a 20 ms delay, at most 2 attempts in flight.
+fn tower_hedge() -> impl tower::Service<
+    Arc<Server>,
+    Response = u32,
+    Error = tower_resilience::hedge::HedgeError<Unavailable>,
+    Future: Send + 'static,
+> + Clone
++ Send
++ 'static {
+    tower::ServiceBuilder::new()
+        .layer(
+            tower_resilience::hedge::HedgeLayer::builder()
+                .delay(Duration::from_millis(20))
+                .max_hedged_attempts(2)
+                .build(),
+        )
+        .service_fn(|server: Arc<Server>| async move { server.call().await })
+}
+
+/// A row of tower-resilience's hedge: its service cloned per request.
+fn run_tower_hedge(name: &'static str, behaviour: Behaviour) -> Row {
+    let hedge = tower_hedge();
+    run(name, behaviour, move |server| {
+        let hedge = hedge.clone();
+        async move { hedge.oneshot(server).await.map_err(|_| Unavailable) }
+    })
+}
+
 /// One row: the request latencies, sorted, and the server's calls.
 struct Row {
     name: &'static str,
@@ -146,7 +184,7 @@ impl Row {
 /// 10 000 requests at 200/s through `call`, on a fresh paused runtime.
 fn run<F, Fut>(name: &'static str, behaviour: Behaviour, call: F) -> Row
 where
-    F: Fn(Arc<Server>) -> Fut + Copy + Send + 'static,
+    F: Fn(Arc<Server>) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Result<u32, Unavailable>> + Send + 'static,
 {
     let server = Server::new(behaviour);
@@ -154,7 +192,7 @@ where
     retry_benches::runtime(true).block_on(async {
         let mut tasks = Vec::with_capacity(REQUESTS as usize);
         for _ in 0..REQUESTS {
-            let (server, latencies) = (server.clone(), latencies.clone());
+            let (server, latencies, call) = (server.clone(), latencies.clone(), call.clone());
             tasks.push(tokio::spawn(async move {
                 let start = Instant::now();
                 let _ = call(server).await;
@@ -191,6 +229,7 @@ fn main() {
         run("`hedge = \"20ms\"`", Behaviour::SlowTail, |s| async move {
             tail_20ms(&s).await
         }),
+        run_tower_hedge("tower-resilience 0.13 hedge, 20 ms", Behaviour::SlowTail),
     ];
     let everyone = [
         run(
@@ -203,6 +242,10 @@ fn main() {
             Behaviour::SlowForEveryone,
             |s| async move { everyone_20ms(&s).await },
         ),
+        run_tower_hedge(
+            "tower-resilience 0.13 hedge, 20 ms",
+            Behaviour::SlowForEveryone,
+        ),
     ];
     let dead = [
         run("no hedge", Behaviour::Dead, |s| async move {
@@ -214,6 +257,7 @@ fn main() {
         run("`hedge = \"20ms\"`", Behaviour::Dead, |s| async move {
             dead_20ms(&s).await
         }),
+        run_tower_hedge("tower-resilience 0.13 hedge, 20 ms", Behaviour::Dead),
     ];
 
     println!("\n### Slow tail: 98 % of calls in 5–15 ms, 2 % in 1 s; 10 000 reads at 200/s\n");
@@ -257,7 +301,8 @@ fn main() {
     }
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("hedging.svg");
-    plot(&path, &tail).expect("the plot");
+    // The plot keeps ours (three colours); the peer's row is in the table.
+    plot(&path, &tail[..3]).expect("the plot");
     println!("\nplot: {}", path.display());
     println!(
         "\nuptime before: {}\nuptime after:  {}",

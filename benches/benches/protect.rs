@@ -2,7 +2,9 @@
 //!
 //! 1. criterion, one thread, each future polled once outside any runtime (as `happy_path`): a
 //!    `#[retry]` fn, the same with `protect` and a closed breaker, with a breaker and a bulkhead,
-//!    and the refusals of an open breaker and a full bulkhead;
+//!    and the refusals of an open breaker and a full bulkhead; beside them the peers' (issue 45):
+//!    seatbelt 0.11's breaker (alone, and under its retry), tower-resilience 0.13's breaker and
+//!    bulkhead (alone, and stacked under its retry), closed or with room, then refusing;
 //! 2. a dead system on a paused clock: 1 000 callers at 200 calls/s in all for 60 s, with the
 //!    default budget alone and with `protect` (the default breaker): calls that reach the system
 //!    per request, and those after the breaker opened per probe interval.
@@ -17,7 +19,8 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use criterion::Criterion;
-use retry_benches::poll_once;
+use layered::Service as _;
+use retry_benches::{Flaky, peers, poll_once};
 use retry_runtime::{Breaker, Bulkhead, Classify, Rejected, retry};
 use tokio::time::Instant;
 
@@ -140,7 +143,78 @@ fn costs(criterion: &mut Criterion) {
     group.bench_function("rejected_bulkhead_full", |b| {
         b.iter(|| poll_once(|| bulkhead_full(black_box(&up))).unwrap_err())
     });
+    peer_costs(&mut group);
     group.finish();
+    drop(holder);
+}
+
+/// The peers' rows: their breakers and bulkheads as they are built, closed or with room, then
+/// refusing. Each service is built once; each call polled once, as ours.
+fn peer_costs(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    static UP: Flaky = Flaky::new(0);
+    static DOWN: Flaky = Flaky::new(u32::MAX);
+    let rt = retry_benches::runtime(false);
+    let _entered = rt.enter();
+    let clock = peers::seatbelt_clock();
+
+    let breaker = peers::seatbelt_breaker(&clock, 100);
+    group.bench_function("seatbelt_breaker_closed", |b| {
+        b.iter(|| poll_once(|| breaker.execute(black_box(&UP))))
+    });
+    let retry_breaker = peers::seatbelt_retry_breaker(&clock);
+    group.bench_function("seatbelt_retry_breaker_closed", |b| {
+        b.iter(|| poll_once(|| retry_breaker.execute(black_box(&UP))))
+    });
+    let open = peers::seatbelt_breaker(&clock, 1);
+    let before = DOWN.calls();
+    for _ in 0..1_000 {
+        let _ = poll_once(|| open.execute(&DOWN));
+    }
+    let reached = DOWN.calls() - before;
+    assert!(
+        reached < 1_000,
+        "seatbelt's breaker opens ({reached} calls reached the server)"
+    );
+    group.bench_function("seatbelt_rejected_breaker_open", |b| {
+        b.iter(|| poll_once(|| open.execute(black_box(&DOWN))).unwrap_err())
+    });
+
+    let breaker = peers::tower_breaker(false);
+    group.bench_function("tower_resilience_breaker_closed", |b| {
+        b.iter(|| poll_once(|| peers::tower_call(&breaker, black_box(&UP))))
+    });
+    let bulkhead = peers::tower_bulkhead(1 << 20);
+    group.bench_function("tower_resilience_bulkhead", |b| {
+        b.iter(|| poll_once(|| peers::tower_call(&bulkhead, black_box(&UP))))
+    });
+    let stack = peers::tower_stack(1 << 20);
+    group.bench_function("tower_resilience_retry_breaker_bulkhead", |b| {
+        b.iter(|| poll_once(|| peers::tower_call(&stack, black_box(&UP))))
+    });
+    let open = peers::tower_breaker(true);
+    poll_once(|| peers::tower_call(&open, &DOWN)).unwrap_err();
+    group.bench_function("tower_resilience_rejected_breaker_open", |b| {
+        b.iter(|| {
+            let error = poll_once(|| peers::tower_call(&open, black_box(&DOWN))).unwrap_err();
+            assert!(error.is_circuit_open());
+        })
+    });
+    let full = peers::tower_bulkhead_hanging(1);
+    let mut holder = Box::pin(peers::tower_call(&full, &UP));
+    assert!(
+        holder
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+    );
+    // Not ready on its first poll: `reject_when_full` is a zero `max_wait_duration`, a tokio
+    // timeout that the runtime's timer must fire. So this row is driven by `block_on`.
+    group.bench_function("tower_resilience_rejected_bulkhead_full", |b| {
+        b.iter(|| {
+            rt.block_on(peers::tower_call(&full, black_box(&UP)))
+                .unwrap_err()
+        })
+    });
     drop(holder);
 }
 

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use retry_runtime::{Classify, retry, system};
 
+pub mod peers;
 pub mod storm;
 
 /// Attempts per call, the first included.

@@ -177,15 +177,24 @@ impl BulkheadCell {
 pub struct Permit(Option<&'static BulkheadCell>);
 
 impl Drop for Permit {
+    /// Inline, so that a system without a bulkhead (`Permit(None)`, the common case) pays a
+    /// test in the caller, not a call; the release itself stays out of line.
+    #[inline]
     fn drop(&mut self) {
         if let Some(cell) = self.0 {
-            cell.in_flight.fetch_sub(1, Release);
-            #[cfg(feature = "metrics")]
-            cell.in_use.decrement(1);
-            if cell.waiting.load(Acquire) > 0 {
-                cell.freed.notify_one();
-            }
+            release(cell);
         }
+    }
+}
+
+/// Gives a permit back, and wakes a waiting call if there is one.
+#[inline(never)]
+fn release(cell: &'static BulkheadCell) {
+    cell.in_flight.fetch_sub(1, Release);
+    #[cfg(feature = "metrics")]
+    cell.in_use.decrement(1);
+    if cell.waiting.load(Acquire) > 0 {
+        cell.freed.notify_one();
     }
 }
 

@@ -113,19 +113,33 @@ impl Site {
     /// verdict. A transient failure counts against the system, a permanent error is an answer
     /// (the system is up), a rejection is nothing (R-RES-RE-X4). An unprotected site only tests
     /// its flag.
+    /// A success (`None`, what `#[retry]`'s happy path passes, a constant there) calls
+    /// [`feed_success`](Site::feed_success): no verdict built, passed or tested.
     #[inline(always)]
     pub(crate) fn feed_breaker(&'static self, verdict: Option<Verdict>) {
         if self.protect {
-            self.feed_protected(verdict);
+            match verdict {
+                None => self.feed_success(),
+                Some(verdict) => self.feed_protected(verdict),
+            }
         }
     }
 
     #[inline(never)]
-    fn feed_protected(&'static self, verdict: Option<Verdict>) {
+    fn feed_success(&'static self) {
+        self.protection().breaker.on_answer();
+    }
+
+    #[inline(never)]
+    fn feed_protected(&'static self, verdict: Verdict) {
         let breaker = &self.protection().breaker;
         match verdict {
-            Some(v) if v.rejection => {}
-            Some(v) if v.transient => breaker.on_failure(),
+            Verdict {
+                rejection: true, ..
+            } => {}
+            Verdict {
+                transient: true, ..
+            } => breaker.on_failure(),
             _ => breaker.on_answer(),
         }
     }

@@ -76,8 +76,19 @@ async fn bulkhead_full(server: &Flaky) -> Result<u32, CallError> {
     call(server).await
 }
 
+/// `plain` with a `fallback` (issue 44): on the happy path it must cost what `plain` costs.
+#[retry(read, system = "instr-plain-fallback", fallback = cached(reason))]
+async fn with_fallback(server: &Flaky) -> Result<u32, CallError> {
+    call(server).await
+}
+
+/// The fallback's answer: never reached on the happy path.
+async fn cached(reason: retry_runtime::GiveUp) -> Result<u32, CallError> {
+    Ok(black_box(reason as u32))
+}
+
 /// The rows, in table order.
-const ROWS: [&str; 20] = [
+const ROWS: [&str; 21] = [
     "undecorated fn",
     "hand-written loop",
     "#[retry] (default budget)",
@@ -88,6 +99,7 @@ const ROWS: [&str; 20] = [
     "seatbelt 0.11 retry",
     "tower-resilience 0.13 retry",
     "protect: #[retry(read, system)]",
+    "protect: the same with `fallback = …` (not called)",
     "protect: + protect, closed breaker",
     "protect: + protect, closed breaker and a bulkhead",
     "protect: refused by an open breaker",
@@ -191,15 +203,16 @@ fn run(row: &str, calls: u64) {
             7 => poll_once(|| seatbelt.execute(server)).is_ok(),
             8 => poll_once(|| peers::tower_call(&tower, server)).is_ok(),
             9 => poll_once(|| plain(server)).is_ok(),
-            10 => poll_once(|| with_breaker(server)).is_ok(),
-            11 => poll_once(|| with_both(server)).is_ok(),
-            12 => poll_once(|| breaker_open(black_box(&DOWN))).is_err(),
-            13 => poll_once(|| bulkhead_full(server)).is_err(),
-            14 => poll_once(|| seatbelt_breaker.execute(server)).is_ok(),
-            15 => poll_once(|| seatbelt_retry_breaker.execute(server)).is_ok(),
-            16 => poll_once(|| seatbelt_open.execute(black_box(&DOWN))).is_err(),
-            17 => poll_once(|| peers::tower_call(&tower_stack, server)).is_ok(),
-            18 => poll_once(|| peers::tower_call(&tower_open, black_box(&DOWN))).is_err(),
+            10 => poll_once(|| with_fallback(server)).is_ok(),
+            11 => poll_once(|| with_breaker(server)).is_ok(),
+            12 => poll_once(|| with_both(server)).is_ok(),
+            13 => poll_once(|| breaker_open(black_box(&DOWN))).is_err(),
+            14 => poll_once(|| bulkhead_full(server)).is_err(),
+            15 => poll_once(|| seatbelt_breaker.execute(server)).is_ok(),
+            16 => poll_once(|| seatbelt_retry_breaker.execute(server)).is_ok(),
+            17 => poll_once(|| seatbelt_open.execute(black_box(&DOWN))).is_err(),
+            18 => poll_once(|| peers::tower_call(&tower_stack, server)).is_ok(),
+            19 => poll_once(|| peers::tower_call(&tower_open, black_box(&DOWN))).is_err(),
             // Not ready on its first poll (a zero timeout, fired by the runtime's timer).
             _ => rt.block_on(peers::tower_call(&tower_full, server)).is_err(),
         };

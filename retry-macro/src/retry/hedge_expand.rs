@@ -47,11 +47,58 @@ pub(super) fn body(
         hedge.spec.permille,
         hedge.load_permille,
     );
-    let (verdict, text) = verdict(config, locals, ret);
     let ret_span = ret.span;
     let krate_at_ret = located_at(krate, ret_span);
     let out_at_ret = Ident::new("__retry_out", Span::mixed_site().located_at(ret_span));
-    let on_failure = match &config.fallback {
+    let on_failure = on_failure(
+        config,
+        locals,
+        ret,
+        &attempt_no,
+        verdict(config, locals, ret),
+    );
+    let decide = quote_spanned! {ret_span=>
+        match #krate_at_ret::__private::RetryResult::failure(&#out_at_ret) {
+            ::core::option::Option::None => {
+                #call.as_mut().succeeded(#attempt_no);
+                return #out;
+            }
+            ::core::option::Option::Some(#err) => {
+                #on_failure
+            }
+        }
+    };
+    quote! {
+        #site
+        static #hedge_site: #krate::__private::HedgeSite = #krate::__private::hedge_site(
+            #attempts, #fixed_ms, #permille, #load,
+        );
+        let mut #make = || #attempt;
+        let mut #call = ::core::pin::pin!(#krate::__private::Hedged::new(&#site_name, &#hedge_site));
+        loop {
+            let (#out, #inner, #attempt_no) = #call.as_mut().next(&mut #make).await;
+            #decide
+        }
+    }
+}
+
+/// What a failed attempt's answer does: wait for the next answer or return the error, and with
+/// `fallback`, answer from it when the call would end on a transient failure.
+fn on_failure(
+    config: &Config,
+    locals: &Locals,
+    ret: &Ret,
+    attempt_no: &Ident,
+    (verdict, text): (TokenStream, TokenStream),
+) -> TokenStream {
+    let (krate, ret_span) = (&config.krate, ret.span);
+    let Locals {
+        retrier: call,
+        out,
+        inner,
+        ..
+    } = locals;
+    match &config.fallback {
         None => quote_spanned! {ret_span=>
             if !#call.as_mut().after_failure(#attempt_no, #verdict, #inner, #text) {
                 return #out;
@@ -75,29 +122,6 @@ pub(super) fn body(
                     }
                 }
             }
-        }
-    };
-    let decide = quote_spanned! {ret_span=>
-        match #krate_at_ret::__private::RetryResult::failure(&#out_at_ret) {
-            ::core::option::Option::None => {
-                #call.as_mut().succeeded(#attempt_no);
-                return #out;
-            }
-            ::core::option::Option::Some(#err) => {
-                #on_failure
-            }
-        }
-    };
-    quote! {
-        #site
-        static #hedge_site: #krate::__private::HedgeSite = #krate::__private::hedge_site(
-            #attempts, #fixed_ms, #permille, #load,
-        );
-        let mut #make = || #attempt;
-        let mut #call = ::core::pin::pin!(#krate::__private::Hedged::new(&#site_name, &#hedge_site));
-        loop {
-            let (#out, #inner, #attempt_no) = #call.as_mut().next(&mut #make).await;
-            #decide
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use retry_runtime::metrics::{SharedString, Unit};
 
 /// Installs a debugging recorder as the recorder of this test binary (its only one: a second
 /// install panics, so one test per binary calls this) and builds a current-thread tokio runtime
@@ -26,8 +27,8 @@ pub fn paused_runtime() -> (Snapshotter, tokio::runtime::Runtime) {
 /// resets its counters).
 pub type Snapshot = Vec<(
     metrics_util::CompositeKey,
-    Option<retry_runtime::metrics::Unit>,
-    Option<retry_runtime::metrics::SharedString>,
+    Option<Unit>,
+    Option<SharedString>,
     DebugValue,
 )>;
 

@@ -14,35 +14,14 @@ use std::process::Command;
 use std::task::{Context, Waker};
 
 use layered::Service as _;
-use retry_benches::{Flaky, Unavailable, operation, peers, poll_once};
-use retry_runtime::{Breaker, Bulkhead, Classify, Rejected, retry};
+use retry_benches::{CallError, Flaky, Unavailable, operation, peers, poll_once};
+use retry_runtime::{Breaker, Bulkhead, retry};
 
 /// The child's environment: the row to run, and how many calls.
 const ROW: &str = "RETRY_INSTRUCTIONS_ROW";
 const CALLS: &str = "RETRY_INSTRUCTIONS_CALLS";
 const FEW: u64 = 20_000;
 const MANY: u64 = 120_000;
-
-#[derive(Debug)]
-enum CallError {
-    Unavailable,
-    Rejected(#[allow(dead_code, reason = "shown by `Debug`")] Rejected),
-}
-
-impl From<Rejected> for CallError {
-    fn from(rejected: Rejected) -> Self {
-        CallError::Rejected(rejected)
-    }
-}
-
-impl Classify for CallError {
-    fn is_transient(&self) -> bool {
-        matches!(self, CallError::Unavailable)
-    }
-    fn is_rejection(&self) -> bool {
-        matches!(self, CallError::Rejected(_))
-    }
-}
 
 async fn call(server: &Flaky) -> Result<u32, CallError> {
     operation(server)

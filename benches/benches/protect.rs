@@ -20,30 +20,9 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use layered::Service as _;
-use retry_benches::{Flaky, peers, poll_once};
-use retry_runtime::{Breaker, Bulkhead, Classify, Rejected, retry};
+use retry_benches::{CallError, Flaky, peers, poll_once};
+use retry_runtime::{Breaker, Bulkhead, retry};
 use tokio::time::Instant;
-
-#[derive(Debug)]
-enum CallError {
-    Unavailable,
-    Rejected(#[allow(dead_code, reason = "shown by `Debug`")] Rejected),
-}
-
-impl From<Rejected> for CallError {
-    fn from(rejected: Rejected) -> Self {
-        CallError::Rejected(rejected)
-    }
-}
-
-impl Classify for CallError {
-    fn is_transient(&self) -> bool {
-        matches!(self, CallError::Unavailable)
-    }
-    fn is_rejection(&self) -> bool {
-        matches!(self, CallError::Rejected(_))
-    }
-}
 
 /// The system: up (answers at once) or down (a 503 at once); counts its calls.
 struct System {

@@ -18,6 +18,31 @@ use retry_runtime::{Classify, retry, system};
 pub mod peers;
 pub mod storm;
 
+/// The error of the `protect` and `instructions` benches' calls: the system down (transient), or
+/// a protection's refusal (a rejection, never retried).
+#[derive(Debug)]
+pub enum CallError {
+    /// The system answered 503.
+    Unavailable,
+    /// The breaker or the bulkhead refused the call.
+    Rejected(#[allow(dead_code, reason = "shown by `Debug`")] retry_runtime::Rejected),
+}
+
+impl From<retry_runtime::Rejected> for CallError {
+    fn from(rejected: retry_runtime::Rejected) -> Self {
+        CallError::Rejected(rejected)
+    }
+}
+
+impl Classify for CallError {
+    fn is_transient(&self) -> bool {
+        matches!(self, CallError::Unavailable)
+    }
+    fn is_rejection(&self) -> bool {
+        matches!(self, CallError::Rejected(_))
+    }
+}
+
 /// Attempts per call, the first included.
 pub const ATTEMPTS: u32 = 4;
 /// The first pause; the next ones double: 10, 20, 40 ms.

@@ -38,7 +38,10 @@
 //! message without `pgbouncer`. Throughput and latency only (apalis keeps named prepared
 //! statements and a LISTEN per connection, which a transaction pooler breaks).
 //! `DURABLE_BENCH_TASKS` and `DURABLE_BENCH_ROUNDS` (default 3: the median is reported) change
-//! the sizes, `DURABLE_BENCH_CONCURRENCY` (e.g. `1,4,16`) the concurrencies. A full run with `--features peers` (20 000 tasks, 3 rounds) is estimated at 1 to
+//! the sizes, `DURABLE_BENCH_CONCURRENCY` (e.g. `1,4,16`) the concurrencies; to profile one
+//! gap, `DURABLE_BENCH_ONLY` (e.g. `retry_runtime,graphile`: contenders whose name contains one
+//! of them), `DURABLE_BENCH_BACKENDS` (e.g. `postgres`) and `DURABLE_BENCH_SECTIONS` (e.g.
+//! `throughput`; also `latency`, `crash`) narrow a run. A full run with `--features peers` (20 000 tasks, 3 rounds) is estimated at 1 to
 //! 1.5 h on 2 cores, most of it the 144 PostgreSQL throughput runs' one-per-call enqueues
 //! (20 000 calls each) and the peers' capped runs at low concurrency; a smoke run
 //! (`DURABLE_BENCH_TASKS=2000 DURABLE_BENCH_ROUNDS=1 DURABLE_BENCH_CAP_S=10`) took 16 min on a
@@ -90,7 +93,6 @@ enum Contender {
 impl Contender {
     /// Every contender this build has, ours first.
     fn all() -> Vec<Contender> {
-        #[allow(unused_mut)]
         let mut all = vec![Contender::Ours, Contender::Apalis];
         #[cfg(feature = "peers")]
         for setup in [Setup::Defaults, Setup::Tuned] {
@@ -100,6 +102,7 @@ impl Contender {
                 Contender::Awa(setup),
             ]);
         }
+        all.retain(|c| picked("DURABLE_BENCH_ONLY", c.name()));
         all
     }
 
@@ -196,6 +199,21 @@ impl Contender {
     }
 }
 
+/// Whether `name` is picked by the comma-separated list in env `var` (a part of the name, any
+/// case): every name when it is unset or empty.
+fn picked(var: &str, name: &str) -> bool {
+    let Ok(list) = std::env::var(var) else {
+        return true;
+    };
+    let name = name.to_lowercase();
+    let parts: Vec<String> = list
+        .split(',')
+        .map(|p| p.trim().to_lowercase())
+        .filter(|p| !p.is_empty())
+        .collect();
+    parts.is_empty() || parts.iter().any(|p| name.contains(p.as_str()))
+}
+
 /// The concurrencies of the throughput table.
 const CONCURRENCIES: [usize; 6] = [1, 4, 16, 64, 256, 1000];
 
@@ -239,7 +257,7 @@ fn main() {
     let mut backends = vec![Backend::Sqlite];
     if let Ok(server) = std::env::var("RETRY_TEST_POSTGRES_URL") {
         backends.push(Backend::Postgres);
-        if ours::start_pgbouncer(&server) {
+        if picked("DURABLE_BENCH_BACKENDS", "pgbouncer") && ours::start_pgbouncer(&server) {
             backends.push(Backend::PgBouncer);
         }
     } else {
@@ -248,6 +266,7 @@ fn main() {
              `eval \"$(scripts/postgres.sh)\"` starts a throwaway server.\n"
         );
     }
+    backends.retain(|b| picked("DURABLE_BENCH_BACKENDS", &format!("{b:?}").to_lowercase()));
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "durable queue benchmark: {tasks} tasks per throughput run, median of {rounds} rounds; \
@@ -260,12 +279,18 @@ fn main() {
     );
     let started = Instant::now();
     runtime.block_on(async {
-        throughput_table(&backends, tasks, rounds, finished).await;
+        if picked("DURABLE_BENCH_SECTIONS", "throughput") {
+            throughput_table(&backends, tasks, rounds, finished).await;
+        }
         if finished > 0 {
             return;
         }
-        latency_table(&backends).await;
-        crash_table(&backends, rounds).await;
+        if picked("DURABLE_BENCH_SECTIONS", "latency") {
+            latency_table(&backends).await;
+        }
+        if picked("DURABLE_BENCH_SECTIONS", "crash") {
+            crash_table(&backends, rounds).await;
+        }
     });
     ours::stop_pgbouncer();
     println!("\n(total {:.0} s)", started.elapsed().as_secs_f64());

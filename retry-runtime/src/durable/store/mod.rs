@@ -18,8 +18,8 @@
 //!   `SELECT … FOR UPDATE SKIP LOCKED`, so concurrent workers take disjoint rows without waiting
 //!   on each other.
 //! - Every later change of a claimed task (renewal, completion, retry, archive, requeue) is an
-//!   `UPDATE … WHERE seq = ? AND id = ? AND state = 'active' AND lease_token = ?` (the row by its
-//!   primary key; `fenced_row!`): the token is the fencing token. A worker whose lease was
+//!   `UPDATE … WHERE seq = ? AND id = ? AND (state || '') = 'active' AND lease_token = ?` (the
+//!   row by its primary key; `fenced_row!`): the token is the fencing token. A worker whose lease was
 //!   recovered (and maybe re-claimed under a new token) matches no row, and its late write
 //!   changes nothing.
 //! - The recoverer's change of an expired task is fenced the same way, plus
@@ -50,10 +50,16 @@ macro_rules! columns {
 // (queue, lease_expires_ms), over the unique (queue, id), as both promise one row, and read
 // every active task of the queue for each one it changed (100 completions, a renewal and a
 // completion beside 300 active tasks: 5 651 index entries; `tests/tests/durable/backlog.rs`).
-// Without a condition on `queue`, no index but the primary key fits.
+// Without a condition on `queue` that index still fits, read whole, when the statistics were
+// taken with few tasks active (after a burst of enqueues): the state is tested by
+// `active_by_key!`, which no index covers, so that only the primary key fits.
 macro_rules! fenced_row {
     () => {
-        "seq = $1 AND id = $2 AND state = 'active' AND lease_token = $3 AND lease_expires_ms <= $4"
+        concat!(
+            "seq = $1 AND id = $2 AND ",
+            $crate::durable::store::shared_sql::active_by_key!(""),
+            " AND lease_token = $3 AND lease_expires_ms <= $4"
+        )
     };
 }
 

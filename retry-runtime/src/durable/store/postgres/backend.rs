@@ -12,7 +12,7 @@ use crate::durable::error::Error;
 use crate::durable::store::backend::{Backend, Catalog, Dialect, Refusal, SchemaDialect};
 use crate::durable::store::bind::{Decoded, bound};
 use crate::durable::store::rows::WorkerRow;
-use crate::durable::store::shared_sql::{fenced_rows, landed, set_columns};
+use crate::durable::store::shared_sql::{active_by_key, fenced_rows, landed, set_columns};
 use crate::durable::store::{Arg, Claimed, Done, NewTask, adopt, migrations};
 
 /// PostgreSQL's statements and schema facts.
@@ -58,7 +58,9 @@ const DECIDE: &str = concat!(
             (e ->> 8)::bigint AS failed_at, e ->> 9 AS errors, (e ->> 10)::bigint AS at_ms, \
             e ->> 11 AS reason \
          FROM jsonb_array_elements($1::jsonb) AS e) AS c \
-     WHERE t.state = 'active' AND ",
+     WHERE ",
+    active_by_key!("t."),
+    " AND ",
     fenced_rows!(),
     " RETURNING t.seq, ",
     landed!("t.")
@@ -66,12 +68,15 @@ const DECIDE: &str = concat!(
 
 /// Clears the prefetched mark of a batch of started tasks (`prefetched::started`): the batch
 /// a JSON array of `[seq, id, token]`.
-const CLEAR_PREFETCHED: &str = "UPDATE retry_tasks AS t SET prefetched_token = NULL \
+const CLEAR_PREFETCHED: &str = concat!(
+    "UPDATE retry_tasks AS t SET prefetched_token = NULL \
      FROM (SELECT (e ->> 0)::bigint AS seq, e ->> 1 AS id, (e ->> 2)::bigint AS token \
            FROM jsonb_array_elements($1::jsonb) AS e) AS c \
-     WHERE t.seq = c.seq AND t.id = c.id AND t.state = 'active' \
-     AND t.lease_token = c.token AND t.prefetched_token = c.token \
-     RETURNING t.seq";
+     WHERE t.seq = c.seq AND t.id = c.id AND ",
+    active_by_key!("t."),
+    " AND t.lease_token = c.token AND t.prefetched_token = c.token \
+     RETURNING t.seq"
+);
 
 impl Backend for PgPool {
     type Database = sqlx::Postgres;

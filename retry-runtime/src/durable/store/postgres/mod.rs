@@ -21,6 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection as _, PgConnection, PgPool};
 
 use super::Done;
+use super::shared_sql::active_by_key;
 
 /// Connections per queue handle.
 const MAX_CONNECTIONS: u32 = 10;
@@ -104,14 +105,17 @@ pub(super) const DEFER: &str = "UPDATE retry_tasks SET state = 'scheduled', \
 /// the tasks' rows (`seq`), ids, tokens, lease bounds (`expired_before`) and completion times.
 /// It returns the rows it completed: a task fenced off is missing. The fence of
 /// [`fenced_row`](super::fenced_row), row by row: by the primary key, never by the queue.
-const COMPLETE_BATCH: &str = "UPDATE retry_tasks AS t SET state = 'completed', \
+const COMPLETE_BATCH: &str = concat!(
+    "UPDATE retry_tasks AS t SET state = 'completed', \
      finished_ms = c.finished, next_process_ms = NULL, lease_token = NULL, \
      lease_expires_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
      FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) \
          AS c(seq, id, token, expired_before, finished) \
-     WHERE t.seq = c.seq AND t.id = c.id AND t.state = 'active' \
-     AND t.lease_token = c.token AND t.lease_expires_ms <= c.expired_before \
-     RETURNING c.seq";
+     WHERE t.seq = c.seq AND t.id = c.id AND ",
+    active_by_key!("t."),
+    " AND t.lease_token = c.token AND t.lease_expires_ms <= c.expired_before \
+     RETURNING c.seq"
+);
 
 /// [`CLAIM_MANAGED`] with a global limit: in one transaction, an advisory lock on the queue
 /// and system first (a claim of the system elsewhere waits for this one to commit), then the

@@ -13,7 +13,7 @@ use crate::durable::error::Error;
 use crate::durable::store::backend::{Backend, Catalog, Dialect, Refusal, SchemaDialect};
 use crate::durable::store::bind::{Decoded, bound};
 use crate::durable::store::rows::WorkerRow;
-use crate::durable::store::shared_sql::{fenced_rows, landed, set_columns};
+use crate::durable::store::shared_sql::{active_by_key, fenced_rows, landed, set_columns};
 use crate::durable::store::sqlite_faults as faults;
 use crate::durable::store::{Arg, Claimed, Done, NewTask, adopt, close_if_broken, migrations};
 
@@ -45,8 +45,7 @@ static DIALECT: Dialect = Dialect {
 
 /// Every decision of a batch but its completions (`decisions::write`): `$1` the batch, `$2`
 /// `control::CANCELED`. The batch's JSON is read once into a materialized
-/// table and `+t.state` keeps the partial index of the active tasks out of the plan, as in
-/// `sqlite.rs`'s completions.
+/// table, and each row found by its primary key (`active_by_key!`), as the completions are.
 const DECIDE: &str = concat!(
     "WITH c AS MATERIALIZED ( \
          SELECT value ->> 0 AS seq, value ->> 1 AS id, value ->> 2 AS token, \
@@ -57,7 +56,9 @@ const DECIDE: &str = concat!(
          FROM json_each($1)) \
      UPDATE retry_tasks AS t SET ",
     set_columns!(),
-    " FROM c WHERE +t.state = 'active' AND ",
+    " FROM c WHERE ",
+    active_by_key!("t."),
+    " AND ",
     fenced_rows!(),
     " RETURNING seq, ",
     landed!("")
@@ -66,13 +67,16 @@ const DECIDE: &str = concat!(
 /// Clears the prefetched mark of a batch of started tasks (`prefetched::started`). The batch
 /// as a JSON array of `[seq, id, token]`, read once into a table; each row then found by its
 /// primary key, as the batch of completions does.
-const CLEAR_PREFETCHED: &str = "WITH c AS MATERIALIZED ( \
+const CLEAR_PREFETCHED: &str = concat!(
+    "WITH c AS MATERIALIZED ( \
          SELECT value ->> 0 AS seq, value ->> 1 AS id, value ->> 2 AS token \
          FROM json_each($1)) \
      UPDATE retry_tasks AS t SET prefetched_token = NULL FROM c \
-     WHERE t.seq = c.seq AND t.id = c.id AND +t.state = 'active' \
-     AND t.lease_token = c.token AND t.prefetched_token = c.token \
-     RETURNING seq";
+     WHERE t.seq = c.seq AND t.id = c.id AND ",
+    active_by_key!("t."),
+    " AND t.lease_token = c.token AND t.prefetched_token = c.token \
+     RETURNING seq"
+);
 
 /// `$run` (a statement on `&mut *$conn`) on the pool's connection, which a storage error closes
 /// ([`close_if_broken`]). A statement refused because the connection is read-only runs once

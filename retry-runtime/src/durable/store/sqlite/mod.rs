@@ -18,6 +18,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection as _, SqliteConnection, SqlitePool};
 
 use super::Done;
+use super::shared_sql::active_by_key;
 
 /// How long a statement waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -157,12 +158,13 @@ impl<const OK: bool> Future for Answer<OK> {
 // One statement, not one per task in a transaction: each statement is a round trip to sqlx's
 // connection thread, two thread switches, which took a third of the worker's time.
 // The plan, by two hints: the batch is read out of its JSON once, into a materialized table,
-// and `+t.state` keeps the partial index of the active tasks out of it. Left to itself, with
+// and `active_by_key!` keeps the partial index of the active tasks out of it. Left to itself, with
 // the statistics of a table of a million finished tasks, the planner walked the active tasks
 // by that index in the outer loop and parsed the batch's JSON again for each of them: the
 // worker ran at 0.57–0.68 of its speed on an empty table, half its time in SQLite's JSON
 // parser (the test below checks the plan).
-const COMPLETE_BATCH: &str = "WITH c AS MATERIALIZED ( \
+const COMPLETE_BATCH: &str = concat!(
+    "WITH c AS MATERIALIZED ( \
          SELECT value ->> 0 AS seq, value ->> 1 AS id, value ->> 2 AS token, \
                 value ->> 3 AS expired_before, value ->> 4 AS finished \
          FROM json_each($1)) \
@@ -170,9 +172,11 @@ const COMPLETE_BATCH: &str = "WITH c AS MATERIALIZED ( \
      finished_ms = c.finished, next_process_ms = NULL, lease_token = NULL, \
      lease_expires_ms = NULL, unique_key = NULL, unique_until_ms = NULL \
      FROM c \
-     WHERE t.seq = c.seq AND t.id = c.id AND +t.state = 'active' \
-     AND t.lease_token = c.token AND t.lease_expires_ms <= c.expired_before \
-     RETURNING seq";
+     WHERE t.seq = c.seq AND t.id = c.id AND ",
+    active_by_key!("t."),
+    " AND t.lease_token = c.token AND t.lease_expires_ms <= c.expired_before \
+     RETURNING seq"
+);
 
 /// Completes every task of `done` (one per row), each fenced by its own token, in one
 /// statement: one commit (one WAL write) for the batch. Returns the rows completed.

@@ -442,6 +442,72 @@ both_backends!(
     migration_6_adds_the_reported_probe_and_down_drops_it,
 );
 
+/// The count rows' stripes of the pending tasks, after `tasks` tasks inserted on one
+/// connection, each in a transaction of its own.
+async fn pending_stripes_after_inserts(direct: &str, tasks: usize, prefix: &str) -> i64 {
+    use sqlx::Connection as _;
+    let mut conn = sqlx::PgConnection::connect(direct).await.unwrap();
+    for n in 0..tasks {
+        let insert = format!(
+            "INSERT INTO retry_tasks (queue, id, kind, payload, state, retried, max_retry, \
+             timeout_ms, created_ms, next_process_ms) \
+             VALUES ('{prefix}', '{prefix}-{n}', 'noop', '0', 'pending', 0, 25, 1000, 1, 1)"
+        );
+        sqlx::raw_sql(sqlx::AssertSqlSafe(insert))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    let stripes: i64 = sqlx::query_scalar(
+        "SELECT COUNT(DISTINCT stripe) FROM retry_counts WHERE queue = $1 AND state = 'pending'",
+    )
+    .bind(prefix)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    let counted: i64 = sqlx::query_scalar(
+        "SELECT SUM(tasks)::bigint FROM retry_counts WHERE queue = $1 AND state = 'pending'",
+    )
+    .bind(prefix)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        counted,
+        i64::try_from(tasks).unwrap(),
+        "the stripes sum to the tasks"
+    );
+    conn.close().await.unwrap();
+    stripes
+}
+
+/// Migration 7 (PostgreSQL): a count row's stripe follows the transaction, so two pooled
+/// connections that shared a stripe no longer meet in every statement (issue 45: the claims
+/// of a worker of 1 000 slots waited on its completions' row locks). 40 transactions on one
+/// connection write several stripes; down to 6, one (the connection's); the counts sum alike
+/// either way, and up again restores the spread.
+#[tokio::test]
+async fn postgres_migration_7_stripes_the_counts_by_transaction_and_down_by_connection() {
+    let Some(db) = Fresh::new(Backend::Postgres, "stripes").await else {
+        return;
+    };
+    Queue::connect(&db.url).await.unwrap().close().await;
+    assert!(pending_stripes_after_inserts(&db.direct, 40, "by-transaction").await > 1);
+    let schema = Schema::connect(&db.url).await.unwrap();
+    assert_eq!(schema.down(6).await.unwrap(), [7]);
+    assert_eq!(
+        pending_stripes_after_inserts(&db.direct, 40, "by-connection").await,
+        1
+    );
+    assert_eq!(schema.up().await.unwrap(), [7]);
+    assert!(pending_stripes_after_inserts(&db.direct, 40, "again").await > 1);
+    let status = schema.status().await.unwrap();
+    let newest = status.migrations.last().unwrap();
+    assert_eq!((newest.version, newest.name.as_str()), (7, "stripes"));
+    schema.close().await;
+    db.done().await;
+}
+
 /// Every task's stored `archive_reason` as `(id, reason)`, in id order.
 async fn stored_reasons(url: &str) -> Vec<(String, Option<String>)> {
     const REASONS: &str = "SELECT id, archive_reason FROM retry_tasks ORDER BY id";
@@ -491,15 +557,15 @@ async fn migration_5_stores_the_archive_reason_and_down_drops_it(backend: Backen
     q.close().await;
 
     let schema = Schema::connect(&db.url).await.unwrap();
-    // Down to 4 reverts migration 6 (issue 44) first.
-    assert_eq!(schema.down(4).await.unwrap(), [6, 5]);
+    // Down to 4 reverts migrations 7 and 6 (issues 45 and 44) first.
+    assert_eq!(schema.down(4).await.unwrap(), [7, 6, 5]);
     let layout = catalog(&db.direct).await;
     assert!(
         !layout.iter().any(|line| line.contains("archive_reason")),
         "{layout:#?}"
     );
     assert_eq!(tasks(&db.direct).await.len(), 2, "down 4 keeps the tasks");
-    assert_eq!(schema.up().await.unwrap(), [5, 6]);
+    assert_eq!(schema.up().await.unwrap(), [5, 6, 7]);
     schema.close().await;
     assert_eq!(
         stored_reasons(&db.direct).await,
@@ -566,14 +632,14 @@ async fn migration_6_adds_the_reported_probe_and_down_drops_it(backend: Backend)
     };
     db.raw(v5_report("beside-6")).await;
     let schema = Schema::connect(&db.url).await.unwrap();
-    assert_eq!(schema.down(5).await.unwrap(), [6]);
+    assert_eq!(schema.down(5).await.unwrap(), [7, 6]);
     assert_eq!(probe_columns(&db.direct).await, Vec::<String>::new());
     db.raw(v5_report("at-5")).await;
-    assert_eq!(schema.up().await.unwrap(), [6]);
+    assert_eq!(schema.up().await.unwrap(), [6, 7]);
     assert_eq!(probe_columns(&db.direct).await, columns);
     let status = schema.status().await.unwrap();
-    let newest = status.migrations.last().unwrap();
-    assert_eq!((newest.version, newest.name.as_str()), (6, "probes"));
+    let sixth = &status.migrations[5];
+    assert_eq!((sixth.version, sixth.name.as_str()), (6, "probes"));
     schema.close().await;
     db.done().await;
 }

@@ -13,9 +13,11 @@
 //!   `scheduled`) and a shutdown's requeue (`active` to `pending`) finish no attempt.
 //!
 //! PostgreSQL runs them once per statement over its transition tables (a completion batch
-//! writes each counter once), into one of 8 rows per counter chosen by the server
-//! process: workers on other connections write other rows, so a counter never serialises
-//! them. Readers add the stripes up. SQLite has one writer at a time and one row per counter.
+//! writes each counter once), into one of 32 rows per counter chosen by the transaction
+//! (`txid_current() % 32`, migration 7; by the server process, `% 8`, before): concurrent
+//! writers meet on a row once in 32 transactions, so a counter rarely serialises them (by
+//! process, two pooled connections that shared a stripe met in every statement). Readers add
+//! the stripes up. SQLite has one writer at a time and one row per counter.
 //!
 //! A table of tasks made before these triggers existed gets them with its counts taken once,
 //! under a lock that holds writers off for that moment; its history starts empty.

@@ -68,6 +68,7 @@ pub(crate) const POSTGRES: &[Migration] = &[
     migration!("postgres", 4, "0004_prefetch", "prefetch", 3),
     migration!("postgres", 5, "0005_reasons", "reasons", 4),
     migration!("postgres", 6, "0006_probes", "probes", 5),
+    migration!("postgres", 7, "0007_stripes", "stripes", 6),
 ];
 
 /// SQLite's migrations, in order.
@@ -79,6 +80,7 @@ pub(crate) const SQLITE: &[Migration] = &[
     migration!("sqlite", 4, "0004_prefetch", "prefetch", 3),
     migration!("sqlite", 5, "0005_reasons", "reasons", 4),
     migration!("sqlite", 6, "0006_probes", "probes", 5),
+    migration!("sqlite", 7, "0007_stripes", "stripes", 6),
 ];
 
 #[cfg(all(test, feature = "sqlite", feature = "postgres"))]

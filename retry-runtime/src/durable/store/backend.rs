@@ -25,6 +25,9 @@ use crate::durable::error::Error;
 pub(crate) struct Dialect {
     /// The backend's name, in logs and `Debug`.
     pub(crate) name: &'static str,
+    /// How many batch writes of one worker's completer may be in flight at once: while one
+    /// waits for its commit, the next is built and sent (see `completer.rs`).
+    pub(crate) writes_in_flight: usize,
     /// The claim (see `tasks::claim`).
     pub(crate) claim: &'static str,
     /// The deferral of a system's due tasks (see `systems::defer`).

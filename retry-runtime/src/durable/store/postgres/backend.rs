@@ -18,6 +18,9 @@ use crate::durable::store::{Arg, Claimed, Done, NewTask, adopt, migrations};
 /// PostgreSQL's statements and schema facts.
 static DIALECT: Dialect = Dialect {
     name: "postgres",
+    // Two: a batch's rows are disjoint from the other's (each task is in one batch), so they
+    // run side by side on two connections, one flushing its commit while the other executes.
+    writes_in_flight: 2,
     claim: CLAIM,
     defer: DEFER,
     clear_prefetched: CLEAR_PREFETCHED,

@@ -20,6 +20,8 @@ use crate::durable::store::{Arg, Claimed, Done, NewTask, adopt, close_if_broken,
 /// SQLite's statements and schema facts.
 static DIALECT: Dialect = Dialect {
     name: "sqlite",
+    // One: SQLite has one writer; a second write would only wait for the first's lock.
+    writes_in_flight: 1,
     claim: CLAIM,
     defer: DEFER,
     clear_prefetched: CLEAR_PREFETCHED,

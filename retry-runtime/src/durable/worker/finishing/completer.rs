@@ -8,9 +8,14 @@
 //! [`MAX_BATCH`]), writes them in at most two statements (the completions in one, every other
 //! decision in another: [`decisions`](crate::durable::store::decisions)), each one commit, and
 //! meanwhile the next ones queue up. A lone value is written at once, so nothing waits for a
-//! batch to fill; under load, a batch holds what finished during the previous write. The queue
-//! between attempts and writer holds at most [`MAX_BATCH`] values: an attempt whose value
-//! cannot be queued keeps its slot, so a database that falls behind slows the claims down.
+//! batch to fill; under load, a batch holds what finished during the previous write. On
+//! PostgreSQL a second batch is written while the first waits for its commit
+//! ([`writes_in_flight`](crate::durable::store::backend::Dialect::writes_in_flight); River's
+//! completer keeps two in flight too): with one, the database sat idle for every commit's
+//! flush, and a worker of 1 000 slots finished tasks no faster than one write at a time could
+//! record them. The queue between attempts and writer holds at most [`MAX_BATCH`] values: an
+//! attempt whose value cannot be queued keeps its slot, so a database that falls behind slows
+//! the claims down.
 //!
 //! Until its value is written a task stays `active` under its lease, so it cannot be claimed
 //! again: a claim takes only waiting tasks, and the recoverer only a task whose lease expired,
@@ -24,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::durable::client::queue::Queue;
@@ -38,8 +43,10 @@ use crate::durable::worker::finishing::write_retry::Tries;
 use crate::durable::worker::lease;
 use crate::durable::worker::metrics::Metrics;
 
-/// The most values one write takes (a statement's arrays).
-pub(crate) const MAX_BATCH: usize = 256;
+/// The most values one write takes (a statement's arrays). Large enough that a worker of
+/// 1 000 slots records a round of no-op tasks in one or two writes (at 256, every batch was
+/// full at concurrency 1 000 and the writes, not the tasks, set the pace).
+pub(crate) const MAX_BATCH: usize = 2048;
 
 /// An attempt's value, not written yet.
 pub(crate) struct Completion {
@@ -115,13 +122,47 @@ const LINGER: Duration = Duration::from_millis(200);
 /// A batch of decisions this large is written at once.
 const LINGER_BELOW: usize = 100;
 
-/// The writer: batches of what is queued, until the queue is closed and empty.
+/// The writer: batches of what is queued, until the queue is closed and empty, at most
+/// [`writes_in_flight`](crate::durable::store::backend::Dialect::writes_in_flight) of them
+/// written at once, each on a tokio task of its own (a panic in one loses only its batch: its
+/// leases expire and the recoverer puts its tasks back).
 async fn write_all(writer: Arc<Writer>, mut rx: mpsc::Receiver<Completion>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        linger(&mut rx, &mut batch).await;
-        write_batch(&writer, &mut batch).await;
-        batch.clear();
+    let in_flight = writer.base.handle.store.dialect().writes_in_flight.max(1);
+    let mut writes = JoinSet::new();
+    let mut batch = Vec::new();
+    loop {
+        if writes.len() >= in_flight {
+            joined(writes.join_next().await);
+            continue;
+        }
+        // `recv_many` is cancel safe: a write that ends first leaves the queue as it was.
+        tokio::select! {
+            received = rx.recv_many(&mut batch, MAX_BATCH) => {
+                if received == 0 {
+                    break;
+                }
+                linger(&mut rx, &mut batch).await;
+                let (writer, mut batch) = (writer.clone(), std::mem::take(&mut batch));
+                writes.spawn(async move { write_batch(&writer, &mut batch).await });
+            }
+            done = writes.join_next(), if !writes.is_empty() => joined(done),
+        }
+    }
+    while let Some(done) = writes.join_next().await {
+        joined(Some(done));
+    }
+}
+
+/// Logs a batch write that panicked (its tasks' leases expire, and the recoverer puts them
+/// back).
+fn joined(done: Option<Result<(), tokio::task::JoinError>>) {
+    if let Some(Err(e)) = done {
+        event!(
+            error,
+            "durable worker: writing a batch of outcomes failed (its tasks run again once their \
+             leases expire)",
+            error = e
+        );
     }
 }
 

@@ -15,6 +15,8 @@ use std::process::Command;
 /// The files whose change makes the durable figures stale, relative to the workspace.
 const HOT_PATH: &[&str] = &[
     "retry-runtime/src/durable/store/",
+    // The count triggers run in every claim and completion statement (migration 7).
+    "retry-runtime/migrations/postgres/",
     "retry-runtime/src/durable/worker/execution/processor.rs",
     "retry-runtime/src/durable/worker/execution/start.rs",
     "retry-runtime/src/durable/worker/execution/claim.rs",

@@ -48,8 +48,8 @@ macro_rules! set_columns {
 /// task of the database: on SQLite for each row of a batch (the batch's JSON parsed again each
 /// time: 0.6 of the worker's speed beside a million finished tasks), on PostgreSQL once per
 /// statement, hashed in full, when its statistics were taken with few tasks active, as after
-/// a burst of enqueues (issue 45's profile at concurrency 1 000: 125 µs a completion, the
-/// worker's whole pace). `|| ''` makes the column an expression no index covers, on both.
+/// a burst of enqueues (beside 20 000 active tasks, a batch of 500 completions spent 8 of its
+/// 10 ms reading them). `|| ''` makes the column an expression no index covers, on both.
 macro_rules! active_by_key {
     ($row:literal) => {
         concat!("(", $row, "state || '') = 'active'")

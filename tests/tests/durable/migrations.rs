@@ -458,15 +458,9 @@ async fn pending_stripes_after_inserts(direct: &str, tasks: usize, prefix: &str)
             .await
             .unwrap();
     }
-    let stripes: i64 = sqlx::query_scalar(
-        "SELECT COUNT(DISTINCT stripe) FROM retry_counts WHERE queue = $1 AND state = 'pending'",
-    )
-    .bind(prefix)
-    .fetch_one(&mut conn)
-    .await
-    .unwrap();
-    let counted: i64 = sqlx::query_scalar(
-        "SELECT SUM(tasks)::bigint FROM retry_counts WHERE queue = $1 AND state = 'pending'",
+    let (stripes, counted): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(DISTINCT stripe), SUM(tasks)::bigint FROM retry_counts \
+         WHERE queue = $1 AND state = 'pending'",
     )
     .bind(prefix)
     .fetch_one(&mut conn)

@@ -41,11 +41,11 @@
 //! the sizes, `DURABLE_BENCH_CONCURRENCY` (e.g. `1,4,16`) the concurrencies; to profile one
 //! gap, `DURABLE_BENCH_ONLY` (e.g. `retry_runtime,graphile`: contenders whose name contains one
 //! of them), `DURABLE_BENCH_BACKENDS` (e.g. `postgres`) and `DURABLE_BENCH_SECTIONS` (e.g.
-//! `throughput`; also `latency`, `crash`) narrow a run. A full run with `--features peers` (20 000 tasks, 3 rounds) is estimated at 1 to
-//! 1.5 h on 2 cores, most of it the 144 PostgreSQL throughput runs' one-per-call enqueues
-//! (20 000 calls each) and the peers' capped runs at low concurrency; a smoke run
-//! (`DURABLE_BENCH_TASKS=2000 DURABLE_BENCH_ROUNDS=1 DURABLE_BENCH_CAP_S=10`) took 16 min on a
-//! busy machine. `--features apalis` alone takes a fraction of that.
+//! `throughput`; also `latency`, `crash`) narrow a run. A full run with `--features peers`
+//! (20 000 tasks, 3 rounds) is estimated at 1 to 1.5 h on 2 cores, most of it the 144
+//! PostgreSQL throughput runs' one-per-call enqueues (20 000 calls each) and the peers' capped
+//! runs at low concurrency; one round of 20 000 with `DURABLE_BENCH_CAP_S=10` took 24 min on a
+//! quiet machine (run 33). `--features apalis` alone takes a fraction of that.
 
 use std::time::Instant;
 

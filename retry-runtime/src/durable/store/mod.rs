@@ -19,9 +19,9 @@
 //!   on each other.
 //! - Every later change of a claimed task (renewal, completion, retry, archive, requeue) is an
 //!   `UPDATE … WHERE seq = ? AND id = ? AND (state || '') = 'active' AND lease_token = ?` (the
-//!   row by its primary key; `fenced_row!`): the token is the fencing token. A worker whose lease was
-//!   recovered (and maybe re-claimed under a new token) matches no row, and its late write
-//!   changes nothing.
+//!   row by its primary key; `fenced_row!`): the token is the fencing token. A worker whose
+//!   lease was recovered (and maybe re-claimed under a new token) matches no row, and its late
+//!   write changes nothing.
 //! - The recoverer's change of an expired task is fenced the same way, plus
 //!   `lease_expires_ms <= now`, so a renewal that lands first wins.
 //! - A worker writes its completions in batches (`complete_batch`): one statement (PostgreSQL:

@@ -13,9 +13,9 @@
 //! written while the first waits for its commit
 //! ([`writes_in_flight`](crate::durable::store::backend::Dialect::writes_in_flight); River's
 //! completer keeps two in flight too): with one, a worker of 1 000 slots finished tasks no
-//! faster than one write at a time could record them. The queue between attempts and writer holds at most [`MAX_BATCH`] values: an
-//! attempt whose value cannot be queued keeps its slot, so a database that falls behind slows
-//! the claims down.
+//! faster than one write at a time could record them. The queue between attempts and writer
+//! holds at most [`MAX_BATCH`] values: an attempt whose value cannot be queued keeps its slot,
+//! so a database that falls behind slows the claims down.
 //!
 //! Until its value is written a task stays `active` under its lease, so it cannot be claimed
 //! again: a claim takes only waiting tasks, and the recoverer only a task whose lease expired,
